@@ -1,0 +1,384 @@
+// Package pgharness gives tests and example programs a PostgreSQL server:
+// the one named by SECKILL_DATABASE_URL when it is set, otherwise a throwaway
+// cluster started from the local PostgreSQL binaries in a temporary
+// directory and removed by Stop.
+//
+// The throwaway cluster keeps fsync and synchronous_commit on, so a crash
+// drill against it means what it would mean in production. When the process
+// runs as root the server runs as the unprivileged "postgres" OS user
+// (initdb refuses root). The server is started with a parent-death signal,
+// so it goes down with the process even when Stop is never called.
+package pgharness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnvURL is the environment variable that points tests and examples at an
+// existing server instead of a throwaway one.
+const EnvURL = "SECKILL_DATABASE_URL"
+
+// EnvBinDir names a directory holding initdb and postgres, overriding the
+// search.
+const EnvBinDir = "SECKILL_PG_BINDIR"
+
+// ErrNoPostgres is returned when no server URL is set and no PostgreSQL
+// binaries are found.
+var ErrNoPostgres = errors.New("no PostgreSQL available: install the PostgreSQL server binaries " +
+	"(Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql) " +
+	"or set " + EnvURL + " to a server you can create schemas in")
+
+// Options tunes a throwaway cluster. The zero value is fine.
+type Options struct {
+	// MaxConnections is the server's max_connections. Defaults to 300.
+	MaxConnections int
+	// Settings are extra "name=value" server settings (postgres -c).
+	Settings []string
+}
+
+// Server is a PostgreSQL server for tests and examples.
+type Server struct {
+	// URL is a connection string for the server's "postgres" database.
+	URL string
+
+	owned   bool
+	binDir  string
+	dir     string // temp root: data/, sock/, server.log
+	port    int
+	args    []string
+	cred    *syscall.Credential
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool
+}
+
+// Owned reports whether the server is a throwaway cluster this process
+// started (and so may stop, crash and restart).
+func (s *Server) Owned() bool { return s.owned }
+
+// Port is the throwaway cluster's TCP port on 127.0.0.1 (0 when not owned).
+func (s *Server) Port() int { return s.port }
+
+// BinDir is the directory of the PostgreSQL binaries in use ("" when not
+// owned).
+func (s *Server) BinDir() string { return s.binDir }
+
+// Start returns the server named by SECKILL_DATABASE_URL, or starts a
+// throwaway cluster. It fails with an error matching [ErrNoPostgres] when
+// neither is possible.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if url := os.Getenv(EnvURL); url != "" {
+		s := &Server{URL: url}
+		if err := ping(ctx, url); err != nil {
+			return nil, fmt.Errorf("pgharness: %s is set but the server does not answer: %w", EnvURL, err)
+		}
+		return s, nil
+	}
+	return StartThrowaway(ctx, opts)
+}
+
+// StartThrowaway starts a new cluster from the local binaries, whatever
+// SECKILL_DATABASE_URL says. Crash drills use it: they need a server they
+// own.
+func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{owned: true, binDir: bin}
+	if os.Geteuid() == 0 {
+		if s.cred, err = unprivileged(); err != nil {
+			return nil, err
+		}
+	}
+	if s.dir, err = os.MkdirTemp("", "seckill-pg-"); err != nil {
+		return nil, fmt.Errorf("pgharness: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(s.dir)
+		}
+	}()
+	for _, d := range []string{s.dir, filepath.Join(s.dir, "sock")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("pgharness: %w", err)
+		}
+		if s.cred != nil {
+			if err := os.Chown(d, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				return nil, fmt.Errorf("pgharness: %w", err)
+			}
+		}
+	}
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
+		"-D", filepath.Join(s.dir, "data"), "-U", "postgres", "--auth=trust",
+		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	initdb.Dir = s.dir
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pgharness: initdb: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	if s.port, err = freePort(); err != nil {
+		return nil, err
+	}
+	maxConns := opts.MaxConnections
+	if maxConns == 0 {
+		maxConns = 300
+	}
+	s.args = []string{
+		"-D", filepath.Join(s.dir, "data"),
+		"-p", strconv.Itoa(s.port),
+		"-k", filepath.Join(s.dir, "sock"),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=" + strconv.Itoa(maxConns),
+		"-c", "fsync=on",
+		"-c", "synchronous_commit=on",
+		"-c", "full_page_writes=on",
+		"-c", "shared_buffers=256MB",
+		"-c", "max_locks_per_transaction=256",
+		"-c", "log_min_messages=warning",
+		"-c", "logging_collector=off",
+	}
+	for _, kv := range opts.Settings {
+		s.args = append(s.args, "-c", kv)
+	}
+	s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	if err := s.launch(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// launch starts the postmaster on the existing data directory and waits
+// until it accepts connections.
+func (s *Server) launch(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgharness: %w", err)
+	}
+	cmd := exec.Command(filepath.Join(s.binDir, "postgres"), s.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: s.cred,
+		Setpgid:    true,            // a ^C to the test run reaches us, not the server directly
+		Pdeathsig:  syscall.SIGQUIT, // immediate shutdown if this process dies
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("pgharness: start postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited, s.stopped = cmd, exited, false
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := ping(pctx, s.URL)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("pgharness: postgres exited during start-up; log:\n%s", s.logTail())
+		case <-ctx.Done():
+			s.signal(syscall.SIGQUIT)
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.signal(syscall.SIGQUIT)
+			return fmt.Errorf("pgharness: postgres did not accept connections within 60s: %v; log:\n%s", err, s.logTail())
+		}
+	}
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+func (s *Server) waitExit(timeout time.Duration) error {
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	if exited == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("pgharness: postgres did not exit within %v", timeout)
+	}
+}
+
+// Crash stops the throwaway server the way a power cut would look to
+// clients: an immediate shutdown (SIGQUIT), no checkpoint, every connection
+// dropped. The data directory is kept; [Server.Restart] runs crash recovery.
+func (s *Server) Crash() error {
+	if !s.owned {
+		return errors.New("pgharness: cannot crash a server this process does not own")
+	}
+	s.signal(syscall.SIGQUIT)
+	return s.waitExit(30 * time.Second)
+}
+
+// Restart starts the throwaway server again on the same data directory and
+// port, after [Server.Crash]. It returns once crash recovery has finished
+// and the server accepts connections.
+func (s *Server) Restart(ctx context.Context) error {
+	if !s.owned {
+		return errors.New("pgharness: cannot restart a server this process does not own")
+	}
+	if err := s.waitExit(30 * time.Second); err != nil {
+		return err
+	}
+	return s.launch(ctx)
+}
+
+// Stop shuts a throwaway server down (fast shutdown) and removes its
+// directory. It is a no-op for a server named by SECKILL_DATABASE_URL and
+// safe to call more than once.
+func (s *Server) Stop() error {
+	if !s.owned {
+		return nil
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	s.mu.Unlock()
+	s.signal(syscall.SIGINT)
+	err := s.waitExit(30 * time.Second)
+	if err != nil {
+		s.signal(syscall.SIGKILL)
+		_ = s.waitExit(5 * time.Second)
+	}
+	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func ping(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.Ping(ctx)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgharness: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func unprivileged() (*syscall.Credential, error) {
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err1 := strconv.Atoi(u.Uid)
+		gid, err2 := strconv.Atoi(u.Gid)
+		if err1 != nil || err2 != nil || uid == 0 {
+			continue
+		}
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	}
+	return nil, errors.New("pgharness: running as root, and initdb refuses root: create an unprivileged " +
+		`"postgres" OS user (the postgresql package does) or run as a normal user`)
+}
+
+// FindBinDir finds a directory holding both initdb and postgres: first
+// SECKILL_PG_BINDIR, then PATH, then `pg_config --bindir`, then the usual
+// install locations (newest version first). It returns an error matching
+// [ErrNoPostgres] when there is none.
+func FindBinDir() (string, error) {
+	has := func(dir string) bool {
+		for _, b := range []string{"initdb", "postgres"} {
+			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	if d := os.Getenv(EnvBinDir); d != "" {
+		if has(d) {
+			return d, nil
+		}
+		return "", fmt.Errorf("pgharness: %s=%s has no initdb and postgres: %w", EnvBinDir, d, ErrNoPostgres)
+	}
+	var cands []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		cands = append(cands, d)
+		// PATH often holds symlinks (pg_wrapper, Homebrew): follow initdb.
+		if p, err := filepath.EvalSymlinks(filepath.Join(d, "initdb")); err == nil {
+			cands = append(cands, filepath.Dir(p))
+		}
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		cands = append(cands, strings.TrimSpace(string(out)))
+	}
+	for _, pattern := range []string{"/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin", "/opt/homebrew/opt/postgresql@*/bin", "/usr/local/opt/postgresql@*/bin"} {
+		m, _ := filepath.Glob(pattern)
+		sort.Slice(m, func(i, j int) bool { return versionOf(m[i]) > versionOf(m[j]) })
+		cands = append(cands, m...)
+	}
+	cands = append(cands, "/usr/local/pgsql/bin")
+	for _, d := range cands {
+		if d != "" && has(d) {
+			return d, nil
+		}
+	}
+	return "", ErrNoPostgres
+}
+
+func versionOf(dir string) int {
+	for _, part := range strings.FieldsFunc(dir, func(r rune) bool { return r < '0' || r > '9' }) {
+		if v, err := strconv.Atoi(part); err == nil {
+			return v
+		}
+	}
+	return 0
+}

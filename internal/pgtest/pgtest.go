@@ -1,0 +1,182 @@
+// Package pgtest connects the tests of this module to a real PostgreSQL
+// server: SECKILL_DATABASE_URL when set, otherwise one throwaway cluster per
+// test process (see pgharness). Every test gets a fresh schema.
+//
+// Each test package wires it up once:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// and each test asks for what it needs:
+//
+//	pool := pgtest.Pool(t)
+//	schema := pgtest.Schema(t)
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/internal/leakcheck"
+	"github.com/seckillkit/seckill/internal/pgharness"
+)
+
+var (
+	mu       sync.Mutex
+	srv      *pgharness.Server
+	startErr error
+	shared   *pgxpool.Pool
+)
+
+// Main runs the package's tests, then closes the shared pool, stops the
+// throwaway server, and fails the run if library goroutines are still
+// running.
+func Main(m *testing.M) {
+	code := m.Run()
+	mu.Lock()
+	if shared != nil {
+		shared.Close()
+	}
+	if srv != nil {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop server:", err)
+		}
+	}
+	mu.Unlock()
+	if code == 0 {
+		if err := leakcheck.Wait("", 5*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Server returns the process's server, starting it on first use. The test
+// fails at once, with one sentence saying what to install or set, when no
+// PostgreSQL is available.
+func Server(t testing.TB) *pgharness.Server {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if srv == nil && startErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		srv, startErr = pgharness.Start(ctx, pgharness.Options{})
+		cancel()
+	}
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	return srv
+}
+
+// URL returns the connection string of the process's server.
+func URL(t testing.TB) string { return Server(t).URL }
+
+// Pool returns a pool shared by all tests of the process (up to 64
+// connections). Do not close it.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	url := URL(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if shared == nil {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 64
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if shared, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return shared
+}
+
+// NewPool returns a pool of its own, configured by configure (may be nil),
+// closed when the test ends.
+func NewPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Conn returns a single connection of its own, closed when the test ends.
+func Conn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// Schema returns the name of a fresh, not yet created schema for this test
+// (migrations create it), and drops it with everything in it when the test
+// ends. Set SECKILL_KEEP_SCHEMAS=1 to keep the schemas of failed tests.
+func Schema(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '_'
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = "t_" + name + "_" + hex.EncodeToString(b)
+	pool := Pool(t)
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("SECKILL_KEEP_SCHEMAS") != "" {
+			t.Logf("pgtest: kept schema %s", name)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
+			t.Logf("pgtest: drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// Context returns a context for one test: cancelled when the test ends,
+// and bounded by timeout as a safety net against hangs (not a speed check).
+func Context(t testing.TB, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,1 @@
+CREATE TABLE widget (id bigint PRIMARY KEY, name text NOT NULL);
