@@ -180,3 +180,29 @@ func Context(t testing.TB, timeout time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// exampleT adapts testing.TB for Example functions, which get no *testing.T:
+// a failure panics with the message.
+type exampleT struct {
+	testing.TB
+	name string
+}
+
+func (e exampleT) Helper()                   {}
+func (e exampleT) Name() string              { return e.name }
+func (e exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (e exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (e exampleT) Failed() bool              { return false }
+func (e exampleT) Logf(string, ...any)       {}
+func (e exampleT) Cleanup(func())            {}
+
+// ExampleDB gives an Example function the shared pool and a fresh schema
+// name (kept until the process's throwaway server is removed). It panics
+// when no PostgreSQL is available.
+func ExampleDB(name string) (*pgxpool.Pool, string) {
+	t := exampleT{name: name}
+	pool := Pool(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return pool, "ex_" + strings.ToLower(name) + "_" + hex.EncodeToString(b)
+}

@@ -1,0 +1,30 @@
+package migrate_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/migrate"
+)
+
+func ExampleApply() {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDB("apply")
+
+	widgets := migrate.Component{Name: "widgets", FS: os.DirFS("testdata/v2")}
+	res, err := migrate.Apply(ctx, pool, schema, widgets)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("applied:", res.Applied["widgets"])
+
+	res, _ = migrate.Apply(ctx, pool, schema, widgets) // idempotent
+	fmt.Println("applied again:", res.Applied["widgets"])
+	fmt.Println("valid:", migrate.Validate(ctx, pool, schema, widgets) == nil)
+	// Output:
+	// applied: [1 2]
+	// applied again: []
+	// valid: true
+}
