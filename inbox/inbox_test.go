@@ -25,7 +25,7 @@ type testBundle struct {
 	in     *inbox.Inbox
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
