@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/inbox"
@@ -494,6 +495,51 @@ func TestQueueClaimWaitedForCommit(t *testing.T) {
 
 func must(t *testing.T, err error) {
 	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClaimRepeatableReadRace: under REPEATABLE READ a claim that waited for
+// a concurrent owner that committed fails with SQLSTATE 40001 (the row is
+// invisible to the transaction's snapshot), which a retry loop such as
+// pgtx.RunInTx retries; the retry is a plain duplicate.
+func TestClaimRepeatableReadRace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 2 })
+	msg := newMessage("rr")
+	holder, pid := holdClaim(t, b, pool, msg, "HOLDER")
+
+	tx, err := pool.BeginTx(b.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	if _, err := tx.Exec(b.ctx, `SELECT 1`); err != nil { // take the snapshot now
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.in.ClaimMessage(b.ctx, tx, msg)
+		done <- err
+	}()
+	waitBlocked(t, b, pid, 1)
+	if err := holder.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var pe *pgconn.PgError
+	if err := <-done; !errors.As(err, &pe) || pe.Code != "40001" {
+		t.Fatalf("repeatable-read claim = %v, want SQLSTATE 40001", err)
+	}
+	_ = tx.Rollback(b.ctx)
+	err = pgx.BeginTxFunc(b.ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		c, err := b.in.ClaimMessage(b.ctx, tx, msg)
+		if err == nil && (c.Fresh || c.Record.Result.Code != "HOLDER") {
+			t.Errorf("retry = %+v, want the holder's result", c)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,12 +152,18 @@ const MaxResultPayloadBytes = 1 << 20
 // Record is a committed (or, inside the claiming transaction, pending)
 // inbox row.
 type Record struct {
-	Key         Key
-	Status      Status
-	Result      Result // zero while Status is StatusClaimed
+	// Key identifies the row.
+	Key Key
+	// Status is StatusClaimed or StatusProcessed.
+	Status Status
+	// Result is the recorded result; zero while Status is StatusClaimed.
+	Result Result
+	// PayloadHash is the hash stored by the first processing, nil if none.
 	PayloadHash []byte
-	CreatedAt   time.Time // when the message was claimed
-	ProcessedAt time.Time // when the result was recorded (CreatedAt if never)
+	// CreatedAt is when the message was claimed (statement time).
+	CreatedAt time.Time
+	// ProcessedAt is when the result was recorded; CreatedAt if never.
+	ProcessedAt time.Time
 }
 
 // Claim is the outcome of [Inbox.ClaimMessage].
