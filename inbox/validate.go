@@ -12,13 +12,13 @@ import (
 // Column limits, mirroring the VARCHAR lengths of consumer_inbox
 // (characters, as PostgreSQL counts them).
 const (
-	MaxGroupLen      = 128 // consumer_group
-	MaxTopicLen      = 128 // topic
-	MaxTagLen        = 64  // tag
-	MaxMessageKeyLen = 160 // message_key
-	MaxRefLen        = 160 // ref
-	MaxResultCodeLen = 64  // result_code
-	MaxPayloadHash   = 64  // payload_hash, bytes
+	MaxGroupLen       = 128 // consumer_group
+	MaxTopicLen       = 128 // topic
+	MaxTagLen         = 64  // tag
+	MaxMessageKeyLen  = 160 // message_key
+	MaxRefLen         = 160 // ref
+	MaxResultCodeLen  = 64  // result_code
+	MaxPayloadHashLen = 64  // payload_hash, bytes
 )
 
 func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
@@ -69,8 +69,8 @@ func (m Message) validate() error {
 			return err
 		}
 	}
-	if m.PayloadHash != nil && (len(m.PayloadHash) == 0 || len(m.PayloadHash) > MaxPayloadHash) {
-		return invalid("Message.PayloadHash", fmt.Sprintf("%d bytes, want nil or 1 to %d", len(m.PayloadHash), MaxPayloadHash))
+	if m.PayloadHash != nil && (len(m.PayloadHash) == 0 || len(m.PayloadHash) > MaxPayloadHashLen) {
+		return invalid("Message.PayloadHash", fmt.Sprintf("%d bytes, want nil or 1 to %d", len(m.PayloadHash), MaxPayloadHashLen))
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		{"invalid utf8", msg(func(m *inbox.Message) { m.Topic = "a\xffb" }), ok, "Message.Topic"},
 		{"nul byte", msg(func(m *inbox.Message) { m.Ref = "a\x00b" }), ok, "Message.Ref"},
 		{"empty hash", msg(func(m *inbox.Message) { m.PayloadHash = []byte{} }), ok, "Message.PayloadHash"},
-		{"long hash", msg(func(m *inbox.Message) { m.PayloadHash = make([]byte, inbox.MaxPayloadHash+1) }), ok, "Message.PayloadHash"},
+		{"long hash", msg(func(m *inbox.Message) { m.PayloadHash = make([]byte, inbox.MaxPayloadHashLen+1) }), ok, "Message.PayloadHash"},
 		{"empty code", good, res("", ""), "Result.Code"},
 		{"long code", good, res(strings.Repeat("c", inbox.MaxResultCodeLen+1), ""), "Result.Code"},
 		{"invalid json", good, res("OK", `{"a":`), "Result.Payload"},
