@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The queue stands in for the message broker: in-process, at-least-once.
+// A message is delivered again when its handler fails (nack) or does not
+// finish within the visibility timeout, and a configurable share of
+// messages is delivered twice on purpose. Its depth is bounded: a full
+// queue answers errBusy instead of growing (seed §10.5).
+
+var errBusy = errors.New("busy: queue full, try again")
+
+type message struct {
+	ID   uuid.UUID
+	Body []byte
+}
+
+type delivery struct {
+	msg     message
+	attempt int
+}
+
+type queueConfig struct {
+	Depth      int           // bound on queued deliveries
+	DupRate    float64       // share of messages delivered twice on purpose
+	Visibility time.Duration // redeliver when a handler takes longer
+	Redelay    time.Duration // wait before a nacked message comes back
+}
+
+type queue struct {
+	cfg queueConfig
+	ch  chan delivery
+
+	done chan struct{} // closed by Close: pending redeliveries give up
+
+	mu      sync.Mutex
+	pending map[uuid.UUID]bool // published and not yet acknowledged
+	idle    *sync.Cond
+
+	published, deliveries, redeliveries, duplicates, acks, nacks atomic.Int64
+	timers                                                      sync.WaitGroup
+}
+
+func newQueue(cfg queueConfig) *queue {
+	q := &queue{cfg: cfg, ch: make(chan delivery, cfg.Depth), done: make(chan struct{}), pending: map[uuid.UUID]bool{}}
+	q.idle = sync.NewCond(&q.mu)
+	return q
+}
+
+// Publish queues m, or returns errBusy when the queue is full.
+func (q *queue) Publish(m message) error {
+	select {
+	case q.ch <- delivery{msg: m, attempt: 1}:
+	default:
+		return errBusy
+	}
+	q.mu.Lock()
+	q.pending[m.ID] = true
+	q.mu.Unlock()
+	q.published.Add(1)
+	if q.cfg.DupRate > 0 && rand.Float64() < q.cfg.DupRate {
+		q.duplicates.Add(1)
+		q.later(delivery{msg: m, attempt: 1}, 0)
+	}
+	return nil
+}
+
+// later delivers d again after wait, blocking (not dropping) when the
+// queue is full: a redelivery must never be lost.
+func (q *queue) later(d delivery, wait time.Duration) {
+	q.timers.Add(1)
+	go func() {
+		defer q.timers.Done()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-q.done:
+			return
+		}
+		select {
+		case q.ch <- d:
+		case <-q.done:
+		}
+	}()
+}
+
+// Close makes pending redeliveries give up and waits for them. Call it
+// after the consumers have stopped.
+func (q *queue) Close() {
+	close(q.done)
+	q.timers.Wait()
+}
+
+// Consume runs workers that hand deliveries to handle until ctx ends. A nil
+// error acknowledges the message; anything else redelivers it.
+func (q *queue) Consume(ctx context.Context, workers int, handle func(context.Context, message) error) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case d := <-q.ch:
+					q.deliver(ctx, d, handle)
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+func (q *queue) deliver(ctx context.Context, d delivery, handle func(context.Context, message) error) {
+	q.deliveries.Add(1)
+	var finished atomic.Bool
+	vt := time.AfterFunc(q.cfg.Visibility, func() {
+		if !finished.Load() && q.isPending(d.msg.ID) {
+			// The broker gives up on this delivery and hands the message to
+			// another consumer while the first may still be working on it.
+			q.redeliveries.Add(1)
+			q.later(delivery{msg: d.msg, attempt: d.attempt + 1}, 0)
+		}
+	})
+	err := handle(ctx, d.msg)
+	finished.Store(true)
+	vt.Stop()
+	if err != nil {
+		q.nacks.Add(1)
+		if ctx.Err() == nil {
+			q.redeliveries.Add(1)
+			q.later(delivery{msg: d.msg, attempt: d.attempt + 1}, q.cfg.Redelay)
+		}
+		return
+	}
+	q.acks.Add(1)
+	q.mu.Lock()
+	if q.pending[d.msg.ID] {
+		delete(q.pending, d.msg.ID)
+		if len(q.pending) == 0 {
+			q.idle.Broadcast()
+		}
+	}
+	q.mu.Unlock()
+}
+
+func (q *queue) isPending(id uuid.UUID) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pending[id]
+}
+
+// WaitIdle blocks until every published message has been acknowledged or
+// ctx ends.
+func (q *queue) WaitIdle(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.idle.Broadcast()
+		q.mu.Unlock()
+	})
+	defer stop()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.pending) > 0 && ctx.Err() == nil {
+		q.idle.Wait()
+	}
+	return ctx.Err()
+}
+
+// Pending is how many published messages wait for an acknowledgement.
+func (q *queue) Pending() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
