@@ -189,10 +189,10 @@ WHERE NOT EXISTS (SELECT FROM upd)`
 const classifyPaymentSQL = `SELECT p.payment_id, p.order_id, p.status,
 	p.payment_id = $1 AS same_id,
 	p.payment_request_id = $2 AS same_request,
-	(p.provider = $4 AND (p.provider_trade_no = $5 OR p.callback_id = NULLIF($6::text, ''))) AS same_provider_ref
+	(p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, ''))) AS same_provider_ref
 FROM {schema}.payment_record AS p
 WHERE p.payment_id = $1 OR p.payment_request_id = $2
-	OR (p.provider = $4 AND (p.provider_trade_no = $5 OR p.callback_id = NULLIF($6::text, '')))`
+	OR (p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, '')))`
 
 // RecordPayment records a successful payment for an order in the caller's
 // transaction and applies it (seed §9.9). Outcomes that are not errors are
@@ -311,7 +311,7 @@ func scanPayment(row pgx.Row, p Payment, dst *PaymentResult) error {
 }
 
 func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, o Order) (PaymentResult, error) {
-	rows, err := q.Query(ctx, s.sql.classifyPayment, paymentArgs(p)[:6]...)
+	rows, err := q.Query(ctx, s.sql.classifyPayment, p.PaymentID, p.PaymentRequestID, p.Provider, p.ProviderTradeNo, p.CallbackID)
 	if err != nil {
 		return PaymentResult{}, fmt.Errorf("order: classify payment conflict for order %d: %w", p.OrderID, err)
 	}
