@@ -324,3 +324,124 @@ func TestPaymentRacesTimeoutCancel(t *testing.T) {
 		t.Fatalf("Audit = %v, %v", f, err)
 	}
 }
+
+// TestSweepersRacePayments: two CancelExpired sweepers and 300 payments on
+// 300 expired orders, all at once. Every order ends PAID or CANCELLED, the
+// sweepers report each cancelled order exactly once between them, and every
+// late payment is REFUND_PENDING.
+func TestSweepersRacePayments(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
+	b := setupWith(t, pool)
+	const n = 300
+	orders := make([]order.Order, n)
+	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		res := make([]order.CreateResult, n)
+		for i := range n {
+			in := newOrder(int64(i + 1))
+			in.ExpireAt = time.Now().Add(-time.Second)
+			if err := b.store.QueueCreate(batch, in, &res[i]); err != nil {
+				return err
+			}
+		}
+		if err := tx.SendBatch(b.ctx, batch).Close(); err != nil {
+			return err
+		}
+		for i := range res {
+			orders[i] = res[i].Order
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var paysDone sync.WaitGroup
+	pays := make([]order.PaymentResult, n)
+	payErrs := make([]error, n)
+	swept := make([][]order.TransitionResult, 2)
+	sweepErrs := make([]error, 2)
+	start := make(chan struct{})
+	for i := range n {
+		paysDone.Add(1)
+		go func() {
+			defer paysDone.Done()
+			<-start
+			pays[i], payErrs[i] = b.pay(newPayment(orders[i]))
+		}()
+	}
+	allPaid := make(chan struct{})
+	go func() { paysDone.Wait(); close(allPaid) }()
+	var sweepers sync.WaitGroup
+	for s := range 2 {
+		sweepers.Add(1)
+		go func() {
+			defer sweepers.Done()
+			<-start
+			for {
+				// Read "payments done" before sweeping: a sweep that then
+				// finds nothing has seen every payment's outcome.
+				done := false
+				select {
+				case <-allPaid:
+					done = true
+				default:
+				}
+				var got []order.TransitionResult
+				err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+					var err error
+					got, err = b.store.CancelExpired(b.ctx, tx, 25)
+					return err
+				})
+				if err != nil {
+					sweepErrs[s] = err
+					return
+				}
+				swept[s] = append(swept[s], got...)
+				if done && len(got) == 0 {
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	sweepers.Wait()
+	<-allPaid
+	for s, err := range sweepErrs {
+		if err != nil {
+			t.Fatalf("sweeper %d: %v", s, err)
+		}
+	}
+	cancelled := map[int64]bool{}
+	for _, rs := range swept {
+		for _, r := range rs {
+			if cancelled[r.Order.OrderID] {
+				t.Fatalf("order %d cancelled twice", r.Order.OrderID)
+			}
+			cancelled[r.Order.OrderID] = true
+		}
+	}
+	for i := range n {
+		if payErrs[i] != nil {
+			t.Fatalf("payment %d: %v", i, payErrs[i])
+		}
+		want := order.PaymentPaid
+		if cancelled[orders[i].OrderID] {
+			want = order.PaymentAfterCancel
+		}
+		if pays[i].Kind != want {
+			t.Fatalf("order %d: payment %s, want %s", i, pays[i].Kind, want)
+		}
+	}
+	t.Logf("sweepers cancelled %d+%d, payments won %d", len(swept[0]), len(swept[1]), n-len(cancelled))
+	if got := b.count(t, "orders WHERE status = 40"); got != len(cancelled) {
+		t.Fatalf("%d CANCELLED orders, sweepers reported %d", got, len(cancelled))
+	}
+	if got := b.count(t, "orders WHERE status = 30"); got != n-len(cancelled) {
+		t.Fatalf("%d PAID orders, want %d", got, n-len(cancelled))
+	}
+	if f, err := b.store.Audit(b.ctx, b.pool); err != nil || len(f) != 0 {
+		t.Fatalf("Audit = %v, %v", f, err)
+	}
+}
