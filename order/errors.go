@@ -57,6 +57,7 @@ type ValidationError struct {
 	Reason string // why it is invalid
 }
 
+// Error implements the error interface.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("order: invalid %s: %s", e.Field, e.Reason)
 }
@@ -71,6 +72,7 @@ type NotFoundError struct {
 	OrderID int64
 }
 
+// Error implements the error interface.
 func (e *NotFoundError) Error() string { return fmt.Sprintf("order: order %d not found", e.OrderID) }
 
 // Is reports whether target is [ErrNotFound].
@@ -82,6 +84,7 @@ type UserAlreadyOrderedError struct {
 	Existing Order
 }
 
+// Error implements the error interface.
 func (e *UserAlreadyOrderedError) Error() string {
 	return fmt.Sprintf("order: user %d already ordered sku %d in activity %d (order %d, %s)",
 		e.Existing.UserID, e.Existing.SKUID, e.Existing.ActivityID, e.Existing.OrderID, e.Existing.Status)
@@ -97,6 +100,7 @@ type IDCollisionError struct {
 	Value  string // the colliding value
 }
 
+// Error implements the error interface.
 func (e *IDCollisionError) Error() string {
 	return fmt.Sprintf("order: %s %s already used by another row", e.Column, e.Value)
 }
@@ -110,6 +114,7 @@ type ModelError struct {
 	Reason  string // what is inconsistent
 }
 
+// Error implements the error interface.
 func (e *ModelError) Error() string {
 	if e.OrderID != 0 {
 		return fmt.Sprintf("order: model error on order %d: %s", e.OrderID, e.Reason)
@@ -128,6 +133,7 @@ type IllegalTransitionError struct {
 	To      Status // the requested status
 }
 
+// Error implements the error interface.
 func (e *IllegalTransitionError) Error() string {
 	return fmt.Sprintf("order: order %d cannot go from %s to %s", e.OrderID, e.From, e.To)
 }
@@ -143,6 +149,7 @@ type NotExpiredError struct {
 	ExpireAt time.Time // when the order expires
 }
 
+// Error implements the error interface.
 func (e *NotExpiredError) Error() string {
 	return fmt.Sprintf("order: order %d (%s) does not expire before %s", e.OrderID, e.Status, e.ExpireAt.Format(time.RFC3339Nano))
 }
@@ -159,6 +166,7 @@ type MismatchError struct {
 	Payment string // the payment's value
 }
 
+// Error implements the error interface.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("order: payment %s %s does not match order %d (%s)", e.Field, e.Payment, e.OrderID, e.Order)
 }
@@ -176,6 +184,7 @@ type ConflictError struct {
 	OrderID int64
 }
 
+// Error implements the error interface.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("order: %s for order %d conflicted; classify it", e.Op, e.OrderID)
 }

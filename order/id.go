@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// IDEpoch is the zero of the millisecond clock inside order ids
-// (2024-01-01T00:00:00Z). 41 bits of milliseconds reach into 2093.
-var IDEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+// IDEpochUnixMilli is the zero of the millisecond clock inside order ids:
+// 2024-01-01T00:00:00Z in Unix milliseconds. 41 bits of milliseconds reach
+// into 2093.
+const IDEpochUnixMilli int64 = 1704067200000
 
 const (
 	idLowBits  = 22 // below the millisecond
@@ -19,8 +20,8 @@ const (
 )
 
 // NewOrderID returns a new positive, time-ordered BIGINT order id: the 41
-// bits below the sign bit are milliseconds since [IDEpoch], the 22 low bits
-// are random. Ids of different milliseconds sort by time, so inserts land
+// bits below the sign bit are milliseconds since [IDEpochUnixMilli], the 22
+// low bits are random. Ids of different milliseconds sort by time, so inserts land
 // at the right edge of the primary-key B-tree (seed §8.3). It keeps no
 // state and is safe for concurrent use.
 //
@@ -35,7 +36,7 @@ func NewOrderID() int64 {
 }
 
 func orderIDAt(t time.Time, low uint64) int64 {
-	ms := t.Sub(IDEpoch).Milliseconds()
+	ms := t.UnixMilli() - IDEpochUnixMilli
 	if ms < 0 {
 		ms = 0
 	}
@@ -67,7 +68,7 @@ func (g *IDGenerator) Next() int64 {
 		g.node = int64(rand.Uint64() & (1<<idNodeBits - 1))
 		g.inited = true
 	}
-	ms := max(time.Since(IDEpoch).Milliseconds(), 0) & idMSMask
+	ms := max(time.Now().UnixMilli()-IDEpochUnixMilli, 0) & idMSMask
 	switch {
 	case ms > g.lastMS:
 		g.lastMS = ms
@@ -83,7 +84,7 @@ func (g *IDGenerator) Next() int64 {
 
 // OrderIDTime returns the millisecond encoded in an order id.
 func OrderIDTime(id int64) time.Time {
-	return IDEpoch.Add(time.Duration(id>>idLowBits) * time.Millisecond).UTC()
+	return time.UnixMilli(IDEpochUnixMilli + id>>idLowBits).UTC()
 }
 
 // FormatOrderNo returns the order number Create derives from an order id
