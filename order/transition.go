@@ -109,7 +109,12 @@ func transitionArgs(t Transition) []any {
 // row the guard saw: a 0-row outcome is explained by the very version that
 // caused it (race-free, one statement, one round trip — so it pipelines).
 // The UPDATE itself may scan an older version; PostgreSQL then re-applies it
-// to the latest (locked) version (EvalPlanQual).
+// to the latest (locked) version (EvalPlanQual). The guard deliberately
+// tests c.* rather than o.*: o's values come from the statement's snapshot,
+// which may predate the lock (a guard on them could skip a row that the
+// latest version allows), while c's come from the locked latest version.
+// Without the lock in cur, concurrent callers would each pass the guard on
+// stale values — TestTransitionConcurrentCancelsClassifiedOnce catches that.
 const transitionSQL = `WITH cur AS (
 	SELECT {cols}, expire_at <= statement_timestamp() AS expired
 	FROM {schema}.orders

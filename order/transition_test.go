@@ -3,11 +3,14 @@ package order_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -210,5 +213,63 @@ func TestQueueTransitionOrder(t *testing.T) {
 	})
 	if !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("queued cancel of unknown order: %v", err)
+	}
+}
+
+// TestTransitionConcurrentCancelsClassifiedOnce: 50 expired orders, each
+// cancelled by 8 concurrent transactions (timeout and user cancels mixed).
+// Per order exactly one call is Changed and every other one is
+// AlreadyInState — never an error, which a classification reading a stale
+// snapshot would produce (it would see CREATED and find no reason for the
+// 0-row UPDATE).
+func TestTransitionConcurrentCancelsClassifiedOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
+	b := setupWith(t, pool)
+	const orders, callers = 50, 8
+	ids := make([]int64, orders)
+	for i := range ids {
+		in := newOrder(int64(i + 1))
+		in.ExpireAt = time.Now().Add(-time.Second)
+		ids[i] = b.create(t, in).OrderID
+	}
+	res := make([][]order.TransitionResult, orders)
+	errs := make([][]error, orders)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range orders {
+		res[i] = make([]order.TransitionResult, callers)
+		errs[i] = make([]error, callers)
+		for c := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tr := order.TimeoutCancel(ids[i])
+				if c%2 == 1 {
+					tr = order.UserCancel(ids[i])
+				}
+				<-start
+				res[i][c], errs[i][c] = b.transition(tr)
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for i := range orders {
+		changed := 0
+		for c := range callers {
+			if errs[i][c] != nil {
+				t.Fatalf("order %d caller %d: %v", i, c, errs[i][c])
+			}
+			switch r := res[i][c]; {
+			case r.Changed:
+				changed++
+			case !r.AlreadyInState:
+				t.Fatalf("order %d caller %d: %+v", i, c, r)
+			}
+		}
+		if changed != 1 {
+			t.Fatalf("order %d: %d cancels Changed, want 1", i, changed)
+		}
 	}
 }
