@@ -75,6 +75,9 @@ func (s *Server) Owned() bool { return s.owned }
 // Port is the throwaway cluster's TCP port on 127.0.0.1 (0 when not owned).
 func (s *Server) Port() int { return s.port }
 
+// Dir is the throwaway cluster's temporary directory ("" when not owned).
+func (s *Server) Dir() string { return s.dir }
+
 // BinDir is the directory of the PostgreSQL binaries in use ("" when not
 // owned).
 func (s *Server) BinDir() string { return s.binDir }

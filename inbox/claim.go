@@ -1,0 +1,330 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// claimSQL claims a message in ONE statement on the fresh path and on the
+// common duplicate path (first processing committed before this statement
+// began):
+//
+//   - ins tries the insert. ON CONFLICT DO NOTHING writes nothing for a
+//     duplicate: no new row version, no row lock, no WAL, so duplicates
+//     never block each other and never bloat the table (a DO UPDATE "touch"
+//     would do all three).
+//   - the second branch returns the stored row when ins inserted nothing.
+//
+// The race it cannot settle alone: another transaction has inserted the
+// same key but not committed yet. The insert then waits for it; if it rolls
+// back, the insert proceeds and this transaction owns the message (fresh).
+// If it commits, the insert sees the conflict and does nothing, but the
+// second branch reads with the statement's snapshot, taken before the wait,
+// in which the other row is invisible: the statement returns NO row.
+// ClaimMessage detects that and runs lookupSQL as a new statement, whose
+// new snapshot (READ COMMITTED) sees the committed row. So the extra round
+// trip is paid only by deliveries that raced an in-flight first processing.
+// Under REPEATABLE READ or SERIALIZABLE, PostgreSQL itself refuses that case
+// with SQLSTATE 40001 (the conflicting row is invisible to the transaction
+// snapshot), which pgtx.RunInTx retries.
+const claimSQL = `
+WITH ins AS (
+	INSERT INTO {schema}.consumer_inbox
+		(consumer_group, message_id, topic, tag, message_key, ref, payload_hash, status, result_code, result_payload)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	ON CONFLICT (consumer_group, message_id) DO NOTHING
+	RETURNING status, result_code, result_payload, payload_hash, created_at, processed_at
+)
+SELECT true, status, result_code, result_payload, payload_hash, created_at, processed_at
+FROM ins
+UNION ALL
+SELECT false, status, result_code, result_payload, payload_hash, created_at, processed_at
+FROM {schema}.consumer_inbox
+WHERE consumer_group = $1 AND message_id = $2 AND NOT EXISTS (SELECT FROM ins)`
+
+const lookupSQL = `
+SELECT false, status, result_code, result_payload, payload_hash, created_at, processed_at
+FROM {schema}.consumer_inbox
+WHERE consumer_group = $1 AND message_id = $2`
+
+// completeSQL records the result in one statement and tells why nothing
+// was updated: cur is the row as the statement's snapshot sees it, upd the
+// guarded update. processed_at never goes below created_at, even if the
+// clock steps back between claim and completion.
+const completeSQL = `
+WITH cur AS (
+	SELECT status FROM {schema}.consumer_inbox
+	WHERE consumer_group = $1 AND message_id = $2
+), upd AS (
+	UPDATE {schema}.consumer_inbox
+	SET status = 20, result_code = $3, result_payload = $4,
+		processed_at = greatest(created_at, statement_timestamp())
+	WHERE consumer_group = $1 AND message_id = $2 AND status = 10
+	RETURNING 1
+)
+SELECT (SELECT status FROM cur), EXISTS (SELECT FROM upd)`
+
+// maxClaimAttempts bounds ClaimMessage's loop in the (practically
+// impossible) case that the row it raced with is purged between the claim
+// and the look-up, every time.
+const maxClaimAttempts = 3
+
+// HashPayload returns the SHA-256 digest of a message body, suitable for
+// Message.PayloadHash.
+func HashPayload(body []byte) []byte {
+	h := sha256.Sum256(body)
+	return h[:]
+}
+
+// ClaimMessage claims msg for the caller's transaction tx by inserting its
+// inbox row (status CLAIMED). It must run in the transaction that does the
+// message's work, before that work:
+//
+//   - Claim.Fresh: this transaction owns the message. The row exists only
+//     if tx commits; after a rollback the message can be claimed again.
+//     Record the result with [Inbox.Complete] before committing (or use
+//     [Inbox.ClaimMessageWithResult] when the result is known up front).
+//   - !Claim.Fresh: a duplicate. Claim.Record is the stored row (the result
+//     of the first processing, or StatusClaimed if it recorded none). Do not
+//     repeat the work; ack the message.
+//
+// If another transaction holds an uncommitted claim on the same key,
+// ClaimMessage blocks until it ends: after its commit the call returns the
+// committed row as a duplicate, after its rollback this call becomes the
+// owner. Fresh claims and duplicates of committed messages cost one
+// statement; a duplicate that waited costs two.
+//
+// A duplicate whose payload hash differs from the stored one returns a
+// *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
+// Invalid input returns a *ValidationError before anything is sent.
+func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Claim, error) {
+	return in.claim(ctx, tx, msg, nil)
+}
+
+// ClaimMessageWithResult is [Inbox.ClaimMessage] for a consumer that knows
+// its result before claiming: a fresh claim stores the row as PROCESSED with
+// res at once, saving Complete's UPDATE (and the dead row version it
+// leaves). Duplicates behave exactly as in ClaimMessage; res is not stored
+// for them.
+func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (Claim, error) {
+	if err := res.validate(); err != nil {
+		return Claim{}, err
+	}
+	return in.claim(ctx, tx, msg, &res)
+}
+
+func (in *Inbox) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
+	if err := msg.validate(); err != nil {
+		return Claim{}, err
+	}
+	args := claimArgs(msg, res)
+	for attempt := 1; ; attempt++ {
+		c, err := scanClaim(tx.QueryRow(ctx, in.sql.claim, args...), msg.Key())
+		if err == nil {
+			return c, checkHash(msg, c)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return Claim{}, fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, err)
+		}
+		// The claim waited for a concurrent transaction that committed the
+		// same key; see claimSQL. A new statement sees its row.
+		rec, err := in.Lookup(ctx, tx, msg.Key())
+		if err == nil {
+			c := Claim{Record: rec}
+			return c, checkHash(msg, c)
+		}
+		if !errors.Is(err, ErrNotFound) || attempt == maxClaimAttempts {
+			return Claim{}, err
+		}
+	}
+}
+
+func claimArgs(msg Message, res *Result) []any {
+	status, code, payload := StatusClaimed, any(nil), any(nil)
+	if res != nil {
+		status, code = StatusProcessed, res.Code
+		if res.Payload != nil {
+			payload = string(res.Payload)
+		}
+	}
+	var hash any
+	if msg.PayloadHash != nil {
+		hash = msg.PayloadHash
+	}
+	return []any{msg.Group, msg.MessageID, msg.Topic, nullable(msg.Tag), nullable(msg.MessageKey),
+		nullable(msg.Ref), hash, int16(status), code, payload}
+}
+
+// scanClaim reads one row of claimSQL or lookupSQL.
+func scanClaim(row pgx.Row, k Key) (Claim, error) {
+	var (
+		c       Claim
+		status  int16
+		code    *string
+		payload []byte
+	)
+	if err := row.Scan(&c.Fresh, &status, &code, &payload, &c.Record.PayloadHash,
+		&c.Record.CreatedAt, &c.Record.ProcessedAt); err != nil {
+		return Claim{}, err
+	}
+	c.Record.Key = k
+	c.Record.Status = Status(status)
+	if code != nil {
+		c.Record.Result.Code = *code
+	}
+	if payload != nil {
+		c.Record.Result.Payload = payload
+	}
+	return c, nil
+}
+
+// checkHash fails a duplicate whose payload hash differs from the stored
+// one. A fresh claim stored the given hash, so it always matches.
+func checkHash(msg Message, c Claim) error {
+	if c.Fresh {
+		return nil
+	}
+	stored, given := c.Record.PayloadHash, msg.PayloadHash
+	if (stored == nil) != (given == nil) || !bytes.Equal(stored, given) {
+		return &PayloadMismatchError{Key: msg.Key(), Stored: stored, Given: given, Record: c.Record}
+	}
+	return nil
+}
+
+// QueueClaimMessage queues the claim of [Inbox.ClaimMessage] into b, for a
+// caller that pipelines its transaction. When the batch runs, dst is
+// filled and the callback returns (through BatchResults.Close) nil, a
+// *PayloadMismatchError, [ErrConcurrentClaim] when the claim waited for a
+// concurrent transaction that then committed the same key (a duplicate
+// whose row this statement cannot see; see the error's doc), or the
+// driver's error. Statements queued after the claim run whatever it
+// returns, so a caller that queues the message's work with it must roll
+// back when !dst.Fresh. The returned error reports invalid input only;
+// then nothing was queued.
+func (in *Inbox) QueueClaimMessage(b *pgx.Batch, msg Message, dst *Claim) error {
+	return in.queueClaim(b, msg, nil, dst)
+}
+
+// QueueClaimMessageWithResult queues [Inbox.ClaimMessageWithResult] into b,
+// with the callback contract of [Inbox.QueueClaimMessage].
+func (in *Inbox) QueueClaimMessageWithResult(b *pgx.Batch, msg Message, res Result, dst *Claim) error {
+	if err := res.validate(); err != nil {
+		return err
+	}
+	return in.queueClaim(b, msg, &res, dst)
+}
+
+func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) error {
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "nil")
+	}
+	if err := msg.validate(); err != nil {
+		return err
+	}
+	b.Queue(in.sql.claim, claimArgs(msg, res)...).QueryRow(func(row pgx.Row) error {
+		c, err := scanClaim(row, msg.Key())
+		if errors.Is(err, pgx.ErrNoRows) {
+			*dst = Claim{Record: Record{Key: msg.Key()}}
+			return fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, ErrConcurrentClaim)
+		}
+		if err != nil {
+			return fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, err)
+		}
+		*dst = c
+		return checkHash(msg, c)
+	})
+	return nil
+}
+
+// Lookup returns the inbox row of key as db sees it: a committed row, or
+// one claimed earlier in the transaction db is. No row returns an error
+// matching [ErrNotFound]. It writes nothing.
+func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, error) {
+	if err := key.validate("Key."); err != nil {
+		return Record{}, err
+	}
+	c, err := scanClaim(db.QueryRow(ctx, in.sql.lookup, key.Group, key.MessageID), key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, notFound("look up", key)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("inbox: look up message %s in group %q: %w", key.MessageID, key.Group, err)
+	}
+	return c.Record, nil
+}
+
+// Complete records res as the result of the message key, claimed earlier
+// in the same transaction tx (status CLAIMED → PROCESSED), so that
+// duplicates receive it. It is one statement and must run in the claiming
+// transaction: a rollback discards the claim and the result together.
+//
+// Errors: not claimed (no row visible) matches [ErrNotFound]; a result
+// already recorded returns a *StateError matching [ErrAlreadyCompleted]
+// (results are never overwritten); invalid input a *ValidationError,
+// before anything is sent.
+func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) error {
+	args, err := completeArgs(key, res)
+	if err != nil {
+		return err
+	}
+	return completeOutcome(key, tx.QueryRow(ctx, in.sql.complete, args...))
+}
+
+// QueueComplete queues [Inbox.Complete] into b. When the batch runs the
+// callback returns (through BatchResults.Close) nil or the error Complete
+// would. The returned error reports invalid input only; then nothing was
+// queued.
+func (in *Inbox) QueueComplete(b *pgx.Batch, key Key, res Result) error {
+	if b == nil {
+		return invalid("batch", "nil")
+	}
+	args, err := completeArgs(key, res)
+	if err != nil {
+		return err
+	}
+	b.Queue(in.sql.complete, args...).QueryRow(func(row pgx.Row) error {
+		return completeOutcome(key, row)
+	})
+	return nil
+}
+
+func completeArgs(key Key, res Result) ([]any, error) {
+	if err := key.validate("Key."); err != nil {
+		return nil, err
+	}
+	if err := res.validate(); err != nil {
+		return nil, err
+	}
+	var payload any
+	if res.Payload != nil {
+		payload = string(res.Payload)
+	}
+	return []any{key.Group, key.MessageID, res.Code, payload}, nil
+}
+
+func completeOutcome(key Key, row pgx.Row) error {
+	var (
+		status  *int16
+		updated bool
+	)
+	if err := row.Scan(&status, &updated); err != nil {
+		return fmt.Errorf("inbox: complete message %s in group %q: %w", key.MessageID, key.Group, err)
+	}
+	switch {
+	case updated:
+		return nil
+	case status == nil:
+		return notFound("complete", key)
+	default:
+		// PROCESSED in the snapshot, or CLAIMED in the snapshot but completed
+		// by a concurrent transaction before this update could lock it.
+		return &StateError{Key: key, Status: StatusProcessed, Op: "complete"}
+	}
+}

@@ -1,0 +1,197 @@
+package inbox
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+// Migrations is the inbox component for [migrate.Apply]: the DDL of the
+// consumer_inbox table. Use it to migrate several packages together; use
+// [Migrate] for the inbox alone.
+var Migrations = migrate.Component{Name: "inbox", FS: mustSub(migrationFiles, "migrations")}
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err) // unreachable: dir is embedded
+	}
+	return sub
+}
+
+// Migrate creates or upgrades the inbox tables in schema ("" means
+// "seckill"). It is idempotent and safe to run concurrently; see
+// [migrate.Apply]. An invalid schema name returns a *migrate.SchemaError
+// and writes nothing.
+func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
+	_, err := migrate.Apply(ctx, db, schema, Migrations)
+	return err
+}
+
+// Config configures an [Inbox]. The zero value is valid.
+type Config struct {
+	// Schema is the schema that holds consumer_inbox. Defaults to
+	// "seckill". It is validated with [migrate.QuoteSchema].
+	Schema string
+}
+
+// Inbox runs the statements on consumer_inbox in one schema. It holds no
+// connection and no mutable state: it is safe for concurrent use and cheap
+// to keep for the life of the process.
+type Inbox struct {
+	schema string
+	sql    statements
+}
+
+// New validates cfg and builds every SQL statement once. An invalid schema
+// name returns a *migrate.SchemaError (matching migrate.ErrInvalidSchema).
+func New(cfg Config) (*Inbox, error) {
+	quoted, err := migrate.QuoteSchema(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	schema := cfg.Schema
+	if schema == "" {
+		schema = migrate.DefaultSchema
+	}
+	return &Inbox{schema: schema, sql: buildStatements(quoted)}, nil
+}
+
+// Schema returns the (unquoted) schema the Inbox works in.
+func (in *Inbox) Schema() string { return in.schema }
+
+// Status is the state of a committed inbox row. Its values mirror the
+// CHECK constraint ck_inbox_status of consumer_inbox.
+type Status int16
+
+const (
+	// StatusClaimed (10): the processing transaction committed without
+	// recording a result (it never called [Inbox.Complete]).
+	StatusClaimed Status = 10
+	// StatusProcessed (20): the processing transaction recorded a result
+	// code (and optionally a result payload).
+	StatusProcessed Status = 20
+)
+
+// String returns the status name, e.g. "PROCESSED", or "Status(n)" for a
+// value the package does not know.
+func (s Status) String() string {
+	switch s {
+	case StatusClaimed:
+		return "CLAIMED"
+	case StatusProcessed:
+		return "PROCESSED"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Key identifies one inbox row: a message as seen by one consumer group.
+// Two groups consuming the same message are independent.
+type Key struct {
+	// Group is the consumer group, 1 to 128 characters.
+	Group string
+	// MessageID is the broker-independent message id; not the zero UUID.
+	MessageID uuid.UUID
+}
+
+// Message describes a message being claimed. Group, MessageID and Topic
+// are required; the rest is optional metadata stored with the row.
+type Message struct {
+	// Group is the consumer group, 1 to 128 characters.
+	Group string
+	// MessageID identifies the message across redeliveries; not the zero
+	// UUID. A producer that re-sends with a new id defeats the inbox (seed
+	// §7.3): business unique keys must catch that case.
+	MessageID uuid.UUID
+	// Topic is the topic the message came from, 1 to 128 characters.
+	Topic string
+	// Tag is the broker tag, at most 64 characters; "" stores NULL.
+	Tag string
+	// MessageKey is the broker message key, at most 160 characters; ""
+	// stores NULL.
+	MessageKey string
+	// Ref is a business reference to find messages by (indexed with
+	// processed_at), at most 160 characters; "" stores NULL.
+	Ref string
+	// PayloadHash is a digest of the message body (see [HashPayload]), 1 to
+	// 64 bytes, or nil for none. A redelivery whose hash differs from the
+	// stored one fails with a *PayloadMismatchError; nil and non-nil differ.
+	PayloadHash []byte
+}
+
+// Key returns the message's inbox key.
+func (m Message) Key() Key { return Key{Group: m.Group, MessageID: m.MessageID} }
+
+// Result is what a consumer did with a message, stored with the row and
+// handed to every duplicate delivery.
+type Result struct {
+	// Code is a short outcome, e.g. "ORDER_CREATED" or "SOLD_OUT": 1 to 64
+	// characters.
+	Code string
+	// Payload is optional JSON (stored as jsonb, so key order and spacing
+	// are normalised); nil stores NULL. At most [MaxResultPayloadBytes].
+	Payload json.RawMessage
+}
+
+// MaxResultPayloadBytes bounds Result.Payload, so that a runaway result
+// cannot bloat a table that every message of the group touches.
+const MaxResultPayloadBytes = 1 << 20
+
+// Record is a committed (or, inside the claiming transaction, pending)
+// inbox row.
+type Record struct {
+	// Key identifies the row.
+	Key Key
+	// Status is StatusClaimed or StatusProcessed.
+	Status Status
+	// Result is the recorded result; zero while Status is StatusClaimed.
+	Result Result
+	// PayloadHash is the hash stored by the first processing, nil if none.
+	PayloadHash []byte
+	// CreatedAt is when the message was claimed (statement time).
+	CreatedAt time.Time
+	// ProcessedAt is when the result was recorded; CreatedAt if never.
+	ProcessedAt time.Time
+}
+
+// Claim is the outcome of [Inbox.ClaimMessage].
+type Claim struct {
+	// Fresh is true when this transaction inserted the row and so owns the
+	// message: do the work, record the result, commit, then ack. The row
+	// disappears if the transaction rolls back.
+	//
+	// Fresh is false for a duplicate: an earlier transaction (or an earlier
+	// claim in this one) processed the message, Record holds what it
+	// stored; do not repeat the work, ack the message.
+	Fresh bool
+	// Record is the row: the one just inserted when Fresh, else the stored
+	// one.
+	Record Record
+}
+
+// statements holds the SQL of one schema, built once by New.
+type statements struct {
+	claim, lookup, complete, purge string
+}
+
+func buildStatements(quoted string) statements {
+	r := strings.NewReplacer("{schema}", quoted)
+	return statements{
+		claim:    r.Replace(claimSQL),
+		lookup:   r.Replace(lookupSQL),
+		complete: r.Replace(completeSQL),
+		purge:    r.Replace(purgeSQL),
+	}
+}

@@ -1,0 +1,117 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/migrate"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type testBundle struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	schema string
+	in     *inbox.Inbox
+}
+
+func setup(t testing.TB) *testBundle {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	ctx := pgtest.Context(t, 2*time.Minute)
+	if err := inbox.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inbox.New(inbox.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{ctx: ctx, pool: pool, schema: schema, in: in}
+}
+
+func newMessage(group string) inbox.Message {
+	id, err := uuid.NewV7()
+	if err != nil {
+		panic(err)
+	}
+	return inbox.Message{
+		Group:       group,
+		MessageID:   id,
+		Topic:       "orders",
+		Tag:         "create",
+		MessageKey:  "k-1",
+		PayloadHash: inbox.HashPayload([]byte(`{"sku":1}`)),
+	}
+}
+
+// count returns the number of inbox rows in the bundle's schema, optionally
+// for one key.
+func (b *testBundle) count(t *testing.T, key *inbox.Key) int {
+	t.Helper()
+	var n int
+	q := `SELECT count(*) FROM ` + pgx.Identifier{b.schema, "consumer_inbox"}.Sanitize()
+	var err error
+	if key != nil {
+		err = b.pool.QueryRow(b.ctx, q+` WHERE consumer_group = $1 AND message_id = $2`, key.Group, key.MessageID).Scan(&n)
+	} else {
+		err = b.pool.QueryRow(b.ctx, q).Scan(&n)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// inTx runs fn in a transaction on the shared pool and commits it, failing
+// the test on any error.
+func (b *testBundle) inTx(t *testing.T, fn func(tx pgx.Tx) error) {
+	t.Helper()
+	if err := pgx.BeginFunc(b.ctx, b.pool, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatusCheckMatchesConstants(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var def string
+	err := b.pool.QueryRow(b.ctx, `SELECT pg_get_constraintdef(c.oid)
+		FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace n ON n.oid = r.relnamespace
+		WHERE n.nspname = $1 AND r.relname = 'consumer_inbox' AND c.conname = 'ck_inbox_status'`, b.schema).Scan(&def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "CHECK ((status = ANY (ARRAY[" + strconv.Itoa(int(inbox.StatusClaimed)) + ", " + strconv.Itoa(int(inbox.StatusProcessed)) + "])))"
+	if def != want {
+		t.Fatalf("ck_inbox_status = %s, constants give %s", def, want)
+	}
+	for s, name := range map[inbox.Status]string{inbox.StatusClaimed: "CLAIMED", inbox.StatusProcessed: "PROCESSED", 7: "Status(7)"} {
+		if s.String() != name {
+			t.Errorf("Status(%d).String() = %q, want %q", int16(s), s.String(), name)
+		}
+	}
+}
+
+func TestNewRejectsBadSchema(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"bad-name", "pg_x", "1abc", `x"y`} {
+		if _, err := inbox.New(inbox.Config{Schema: s}); !errors.Is(err, migrate.ErrInvalidSchema) {
+			t.Errorf("New(%q) = %v, want ErrInvalidSchema", s, err)
+		}
+	}
+	in, err := inbox.New(inbox.Config{})
+	if err != nil || in.Schema() != "seckill" {
+		t.Fatalf("New(zero) = %v, %v; want schema seckill", in, err)
+	}
+}

@@ -1,0 +1,72 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// Purge batch sizes.
+const (
+	// DefaultPurgeBatchSize is the batch size Purge uses when given 0.
+	DefaultPurgeBatchSize = 1000
+	// MaxPurgeBatchSize bounds one DELETE, keeping each batch's locks, WAL
+	// burst and vacuum debt small (seed §8.5: delete in small batches).
+	MaxPurgeBatchSize = 10000
+)
+
+// purgeSQL deletes at most $2 rows processed before $1. The BRIN index on
+// processed_at finds them; SKIP LOCKED steps over rows another purger holds
+// instead of waiting for it.
+const purgeSQL = `
+WITH doomed AS (
+	SELECT consumer_group, message_id
+	FROM {schema}.consumer_inbox
+	WHERE processed_at < $1
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {schema}.consumer_inbox i
+USING doomed d
+WHERE i.consumer_group = d.consumer_group AND i.message_id = d.message_id`
+
+// Purge deletes inbox rows whose processed_at is before olderThan, in
+// DELETE statements of at most batchSize rows (0 means
+// [DefaultPurgeBatchSize], at most [MaxPurgeBatchSize]), until a batch
+// deletes fewer than batchSize. It returns how many rows it deleted, also
+// when it stops early on an error or when ctx ends between batches.
+//
+// Retention must exceed the broker's replay window (plus the time any
+// compensation or manual redelivery may take): a message redelivered after
+// its row is purged is processed again (seed §8.5, §16 error 11).
+//
+// Given a pool, each batch commits on its own, which is what a retention
+// job wants; given a pgx.Tx, all batches commit or roll back with it. Rows
+// locked by another purger are skipped and left for the next run.
+func (in *Inbox) Purge(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (int64, error) {
+	switch {
+	case olderThan.IsZero():
+		return 0, invalid("olderThan", "zero time")
+	case batchSize < 0 || batchSize > MaxPurgeBatchSize:
+		return 0, invalid("batchSize", fmt.Sprintf("%d, want 0 (default) to %d", batchSize, MaxPurgeBatchSize))
+	case batchSize == 0:
+		batchSize = DefaultPurgeBatchSize
+	}
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("inbox: purge: %w", err)
+		}
+		tag, err := db.Exec(ctx, in.sql.purge, olderThan, batchSize)
+		if err != nil {
+			return total, fmt.Errorf("inbox: purge: %w", err)
+		}
+		n := tag.RowsAffected()
+		total += n
+		if n < int64(batchSize) {
+			return total, nil
+		}
+	}
+}

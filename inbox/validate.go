@@ -1,0 +1,104 @@
+package inbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Column limits, mirroring the VARCHAR lengths of consumer_inbox
+// (characters, as PostgreSQL counts them).
+const (
+	MaxGroupLen       = 128 // consumer_group
+	MaxTopicLen       = 128 // topic
+	MaxTagLen         = 64  // tag
+	MaxMessageKeyLen  = 160 // message_key
+	MaxRefLen         = 160 // ref
+	MaxResultCodeLen  = 64  // result_code
+	MaxPayloadHashLen = 64  // payload_hash, bytes
+)
+
+func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
+
+// checkText validates a text column value: valid UTF-8 without NUL (which
+// PostgreSQL rejects), at most max characters, non-empty when required.
+func checkText(field, s string, max int, required bool) error {
+	switch {
+	case s == "" && required:
+		return invalid(field, "empty")
+	case !utf8.ValidString(s):
+		return invalid(field, "not valid UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		return invalid(field, "contains a NUL byte")
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return invalid(field, fmt.Sprintf("%d characters, at most %d allowed", n, max))
+	}
+	return nil
+}
+
+func (k Key) validate(prefix string) error {
+	if err := checkText(prefix+"Group", k.Group, MaxGroupLen, true); err != nil {
+		return err
+	}
+	if k.MessageID == uuid.Nil {
+		return invalid(prefix+"MessageID", "zero UUID")
+	}
+	return nil
+}
+
+func (m Message) validate() error {
+	if err := m.Key().validate("Message."); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		field    string
+		v        string
+		max      int
+		required bool
+	}{
+		{"Message.Topic", m.Topic, MaxTopicLen, true},
+		{"Message.Tag", m.Tag, MaxTagLen, false},
+		{"Message.MessageKey", m.MessageKey, MaxMessageKeyLen, false},
+		{"Message.Ref", m.Ref, MaxRefLen, false},
+	} {
+		if err := checkText(c.field, c.v, c.max, c.required); err != nil {
+			return err
+		}
+	}
+	if m.PayloadHash != nil && (len(m.PayloadHash) == 0 || len(m.PayloadHash) > MaxPayloadHashLen) {
+		return invalid("Message.PayloadHash", fmt.Sprintf("%d bytes, want nil or 1 to %d", len(m.PayloadHash), MaxPayloadHashLen))
+	}
+	return nil
+}
+
+func (r Result) validate() error {
+	if err := checkText("Result.Code", r.Code, MaxResultCodeLen, true); err != nil {
+		return err
+	}
+	if r.Payload == nil {
+		return nil
+	}
+	if len(r.Payload) > MaxResultPayloadBytes {
+		return invalid("Result.Payload", fmt.Sprintf("%d bytes, at most %d allowed", len(r.Payload), MaxResultPayloadBytes))
+	}
+	if !json.Valid(r.Payload) {
+		return invalid("Result.Payload", "not valid JSON")
+	}
+	// jsonb rejects the NUL character even when escaped.
+	if strings.Contains(string(r.Payload), `\u0000`) {
+		return invalid("Result.Payload", `contains \u0000, which jsonb rejects`)
+	}
+	return nil
+}
+
+// nullable maps "" to SQL NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

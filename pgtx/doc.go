@@ -1,0 +1,74 @@
+// Package pgtx runs PostgreSQL transactions the way a flash sale needs
+// them: it retries what is safe to retry and names what is not.
+//
+// # Running a transaction
+//
+// [RunInTx] begins a transaction (Read Committed unless [Options] say
+// otherwise), runs fn, and commits:
+//
+//	err := pgtx.RunInTx(ctx, pool, pgtx.Options{LockTimeout: 150 * time.Millisecond},
+//		func(tx pgx.Tx) error {
+//			// claim the message, insert the order, decrement the bucket, enqueue the event …
+//			return nil
+//		})
+//
+// fn must not commit or roll back itself and must be safe to run again,
+// because RunInTx runs the whole transaction again when it fails with a
+// serialization failure (SQLSTATE 40001) or a deadlock (40P01) — only those
+// two, matched explicitly — after a jittered exponential backoff
+// ([Backoff]), up to [Options.MaxAttempts]. Retrying the whole transaction,
+// not the failed statement, is what makes the retry correct: the failed
+// attempt was rolled back in full. When the attempts run out, the error is
+// an *[AttemptsError] that unwraps to the last cause.
+//
+// Any other error of fn rolls the transaction back and comes back
+// unchanged. A panic rolls back and is re-raised. ROLLBACK always runs on a
+// context detached from the caller's cancellation (bounded by
+// [Options.RollbackTimeout]), so a cancelled caller releases its row locks
+// at once instead of when the connection is reaped.
+//
+// # When COMMIT fails
+//
+// A failed COMMIT returns a *[CommitError], in one of two kinds:
+//
+//   - not committed: the server answered with an error (which may be
+//     retryable: a Serializable COMMIT can fail with 40001), or rolled the
+//     transaction back because it had already failed, or the COMMIT never
+//     left the client;
+//   - outcome unknown: the COMMIT was sent and the answer never came (the
+//     connection broke, a timeout, a cancelled context). The transaction may
+//     have committed. The error matches [ErrCommitOutcomeUnknown] and is
+//     never retried: running fn again could sell the same stock twice.
+//
+// A message consumer answers an unknown outcome by not acknowledging the
+// message: the redelivery finds the first attempt's result through its
+// inbox row and unique keys. Alternatively [Options.ResolveCommit] lets
+// RunInTx find out: it reads the transaction id before COMMIT (one round
+// trip more) and, on an unknown outcome, asks pg_xact_status on another
+// connection — committed is success, aborted is a known failure, in
+// progress is asked again until decided or [Options.ResolveTimeout].
+//
+// RunInTx returns nil exactly when the transaction committed; every other
+// error proves it did not ([NotCommitted]), except one that matches
+// [ErrCommitOutcomeUnknown].
+//
+// # Classifying errors
+//
+// The predicates [IsRetryable], [IsSerializationFailure], [IsDeadlock],
+// [UniqueViolation] (with the constraint name), [IsLockTimeout],
+// [IsStatementTimeout], [IsCommitOutcomeUnknown] and [NotCommitted] work on
+// any error chain built with %w; use them in fn and around RunInTx.
+//
+// # Handles
+//
+// [TxBeginner] is what RunInTx needs (a *pgxpool.Pool or *pgx.Conn).
+// [Querier] is the smallest handle the helpers of the other packages of
+// this module take for reads and stand-alone writes; a pool, a connection
+// and a pgx.Tx all satisfy it.
+//
+// # Observing
+//
+// An [Observer] in [Options.Observer] receives an [Event] for every attempt,
+// retry, commit, unknown commit, resolution and failure — enough to count
+// retries and unknown commits without wrapping fn.
+package pgtx

@@ -1,0 +1,89 @@
+package pgtx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+func ExampleRunInTx() {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDB("runintx")
+	table := pgx.Identifier{schema, "stock"}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+		CREATE TABLE `+table+` (sku int PRIMARY KEY, available int NOT NULL CHECK (available >= 0));
+		INSERT INTO `+table+` VALUES (1, 1)`); err != nil {
+		panic(err)
+	}
+
+	errSoldOut := errors.New("sold out")
+	buy := func() error {
+		return pgtx.RunInTx(ctx, pool, pgtx.Options{LockTimeout: 150 * time.Millisecond}, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `UPDATE `+table+` SET available = available - 1 WHERE sku = 1 AND available >= 1`)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return errSoldOut // rolled back, returned as is
+			}
+			return nil
+		})
+	}
+	fmt.Println("first buyer:", buy())
+	err := buy()
+	fmt.Println("second buyer:", err, "| not committed:", pgtx.NotCommitted(err))
+	// Output:
+	// first buyer: <nil>
+	// second buyer: sold out | not committed: true
+}
+
+func ExampleObserver() {
+	ctx := context.Background()
+	pool, _ := pgtest.ExampleDB("observer")
+
+	var retries int
+	obs := pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
+		if e.Kind == pgtx.EventRetry {
+			retries++
+		}
+	})
+	attempt := 0
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
+		attempt++
+		if attempt < 3 { // a real serialization failure raised by the server
+			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$`)
+			return err
+		}
+		return nil
+	})
+	fmt.Println("err:", err, "| attempts:", attempt, "| retries:", retries)
+	// Output:
+	// err: <nil> | attempts: 3 | retries: 2
+}
+
+func ExampleCommitError() {
+	// What a message consumer does with the outcome of its transaction.
+	handle := func(err error) string {
+		switch {
+		case err == nil:
+			return "ack"
+		case pgtx.IsCommitOutcomeUnknown(err):
+			return "nack: redelivery and the inbox will tell"
+		default:
+			return "nack: nothing committed, safe to process again"
+		}
+	}
+	fmt.Println(handle(nil))
+	fmt.Println(handle(&pgtx.CommitError{Err: errors.New("connection reset"), Unknown: true}))
+	fmt.Println(handle(&pgtx.CommitError{Err: pgx.ErrTxCommitRollback}))
+	// Output:
+	// ack
+	// nack: redelivery and the inbox will tell
+	// nack: nothing committed, safe to process again
+}

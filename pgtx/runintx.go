@@ -1,0 +1,400 @@
+package pgtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Defaults of [Options].
+const (
+	DefaultMaxAttempts     = 5
+	DefaultBaseBackoff     = 10 * time.Millisecond
+	DefaultMaxBackoff      = 1 * time.Second
+	DefaultRollbackTimeout = 5 * time.Second
+	DefaultResolveTimeout  = 10 * time.Second
+)
+
+// Options configure [RunInTx]. The zero value means: Read Committed, the
+// server's timeouts, up to [DefaultMaxAttempts] attempts, no resolution of
+// unknown commits.
+type Options struct {
+	// IsoLevel is the isolation level. Defaults to pgx.ReadCommitted.
+	IsoLevel pgx.TxIsoLevel
+	// AccessMode is the access mode. Defaults to the server's (read write).
+	AccessMode pgx.TxAccessMode
+	// DeferrableMode is the deferrable mode (meaningful for Serializable
+	// read-only transactions). Defaults to the server's.
+	DeferrableMode pgx.TxDeferrableMode
+
+	// LockTimeout, when positive, is applied with SET LOCAL lock_timeout:
+	// a statement waiting longer than this for a lock fails with 55P03
+	// ([IsLockTimeout]). Defaults to 0: the server's setting. Whole
+	// milliseconds; a positive value below 1ms counts as 1ms.
+	LockTimeout time.Duration
+	// StatementTimeout, when positive, is applied with SET LOCAL
+	// statement_timeout ([IsStatementTimeout]). Defaults to 0: the
+	// server's setting.
+	StatementTimeout time.Duration
+
+	// MaxAttempts bounds how many times fn runs. Defaults to
+	// [DefaultMaxAttempts]; 1 disables retries.
+	MaxAttempts int
+	// BaseBackoff is the wait before the second attempt; it doubles with
+	// every further attempt, up to MaxBackoff, and each wait is drawn at
+	// random from its upper half (jitter). Defaults to
+	// [DefaultBaseBackoff].
+	BaseBackoff time.Duration
+	// MaxBackoff caps the wait between attempts. Defaults to
+	// [DefaultMaxBackoff].
+	MaxBackoff time.Duration
+
+	// RollbackTimeout bounds ROLLBACK, which runs on a context detached
+	// from the caller's cancellation so that a cancelled caller still
+	// releases its locks promptly. Defaults to [DefaultRollbackTimeout].
+	RollbackTimeout time.Duration
+
+	// ResolveCommit enables the resolution of unknown commits. Before
+	// COMMIT, RunInTx reads the transaction id (one more round trip); if
+	// COMMIT's outcome is unknown it asks pg_xact_status on another
+	// connection: committed → RunInTx returns nil; aborted → a
+	// *CommitError that is not unknown; in progress → it asks again until
+	// decided or ResolveTimeout passes; anything else → the error stays
+	// [ErrCommitOutcomeUnknown]. Defaults to false.
+	ResolveCommit bool
+	// ResolveDB runs the resolution query. Defaults to db when db is a
+	// [Querier] (a *pgxpool.Pool is: it hands out a healthy connection).
+	// Set it when db is a single *pgx.Conn, which is closed once its
+	// COMMIT fails.
+	ResolveDB Querier
+	// ResolveTimeout bounds the resolution, which runs on a context
+	// detached from the caller's cancellation (a cancelled caller is a
+	// common cause of unknown commits). Defaults to
+	// [DefaultResolveTimeout].
+	ResolveTimeout time.Duration
+
+	// Name labels the transaction in Observer events.
+	Name string
+	// Observer, when set, receives an [Event] for every attempt, retry,
+	// commit, unknown commit, resolution and failure.
+	Observer Observer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	bad := func(field string, v any) (Options, error) {
+		return o, fmt.Errorf("%w: %s = %v must not be negative", ErrInvalidOptions, field, v)
+	}
+	switch {
+	case o.MaxAttempts < 0:
+		return bad("MaxAttempts", o.MaxAttempts)
+	case o.BaseBackoff < 0:
+		return bad("BaseBackoff", o.BaseBackoff)
+	case o.MaxBackoff < 0:
+		return bad("MaxBackoff", o.MaxBackoff)
+	case o.LockTimeout < 0:
+		return bad("LockTimeout", o.LockTimeout)
+	case o.StatementTimeout < 0:
+		return bad("StatementTimeout", o.StatementTimeout)
+	case o.RollbackTimeout < 0:
+		return bad("RollbackTimeout", o.RollbackTimeout)
+	case o.ResolveTimeout < 0:
+		return bad("ResolveTimeout", o.ResolveTimeout)
+	}
+	if o.IsoLevel == "" {
+		o.IsoLevel = pgx.ReadCommitted
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.BaseBackoff == 0 {
+		o.BaseBackoff = DefaultBaseBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.MaxBackoff < o.BaseBackoff {
+		o.MaxBackoff = o.BaseBackoff
+	}
+	if o.RollbackTimeout == 0 {
+		o.RollbackTimeout = DefaultRollbackTimeout
+	}
+	if o.ResolveTimeout == 0 {
+		o.ResolveTimeout = DefaultResolveTimeout
+	}
+	return o, nil
+}
+
+// txOptions renders the BEGIN, with the SET LOCALs in the same simple-query
+// message so that they cost no extra round trip.
+func (o Options) txOptions() pgx.TxOptions {
+	opts := pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode}
+	if o.LockTimeout <= 0 && o.StatementTimeout <= 0 {
+		return opts
+	}
+	var b strings.Builder
+	b.WriteString("begin isolation level ")
+	b.WriteString(string(o.IsoLevel))
+	if o.AccessMode != "" {
+		b.WriteString(" " + string(o.AccessMode))
+	}
+	if o.DeferrableMode != "" {
+		b.WriteString(" " + string(o.DeferrableMode))
+	}
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"lock_timeout", o.LockTimeout}, {"statement_timeout", o.StatementTimeout}} {
+		if s.d > 0 {
+			ms := max(s.d.Milliseconds(), 1)
+			b.WriteString("; set local " + s.name + " = " + strconv.FormatInt(ms, 10))
+		}
+	}
+	opts.BeginQuery = b.String()
+	return opts
+}
+
+// Backoff returns the wait before attempt+1 after attempt failed: drawn at
+// random from [d/2, d] where d = base·2^(attempt-1), capped at maxWait.
+func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < maxWait; i++ {
+		d *= 2
+	}
+	d = min(d, maxWait)
+	if d <= 1 {
+		return d
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// RunInTx runs fn in a transaction begun on db and commits it.
+//
+// The transaction is Read Committed unless opts says otherwise; LockTimeout
+// and StatementTimeout are applied with SET LOCAL in the BEGIN round trip.
+// fn must not commit or roll back tx itself, and must be safe to run again:
+// when fn, or COMMIT, fails with a serialization failure (40001) or a
+// deadlock (40P01) — and only then — the whole transaction is rolled back
+// and run again, after a jittered exponential backoff that ends early if
+// ctx does, up to opts.MaxAttempts times. After the last attempt the error
+// is an *[AttemptsError] that unwraps to the last cause. Errors must be
+// wrapped with %w for the retry to see them.
+//
+// Any other error from fn rolls the transaction back and is returned as it
+// is. A panic in fn rolls back and is re-raised. ROLLBACK runs on a context
+// detached from ctx's cancellation, bounded by opts.RollbackTimeout.
+//
+// A failed COMMIT returns a *[CommitError]. When the server answered (an
+// error, or a rollback because the transaction had failed) or the COMMIT
+// never left the client, the transaction is known not to have committed.
+// Otherwise — a broken connection, a timeout or a cancellation during
+// COMMIT — its outcome is unknown: the error matches
+// [ErrCommitOutcomeUnknown] and is never retried, since running fn again
+// could apply it twice. Set opts.ResolveCommit to have RunInTx find out
+// from the server (see [Options.ResolveCommit]).
+//
+// RunInTx returns nil exactly when the transaction committed. Every error
+// except an unknown outcome means nothing of it committed ([NotCommitted]).
+func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) error) error {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if db == nil {
+		return fmt.Errorf("%w: db is nil", ErrInvalidOptions)
+	}
+	if o.ResolveCommit && o.ResolveDB == nil {
+		q, ok := db.(Querier)
+		if !ok {
+			return fmt.Errorf("%w: ResolveCommit needs ResolveDB when db is not a Querier", ErrInvalidOptions)
+		}
+		o.ResolveDB = q
+	}
+	r := runner{o: o, start: time.Now()}
+	for attempt := 1; ; attempt++ {
+		r.observe(ctx, Event{Kind: EventAttempt, Attempt: attempt})
+		err := r.once(ctx, db, fn, attempt)
+		if err == nil {
+			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
+			return nil
+		}
+		if !IsRetryable(err) {
+			if !IsCommitOutcomeUnknown(err) {
+				r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+			}
+			return err
+		}
+		if attempt >= o.MaxAttempts {
+			err = &AttemptsError{Attempts: attempt, Err: err}
+			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+			return err
+		}
+		wait := Backoff(attempt, o.BaseBackoff, o.MaxBackoff)
+		r.observe(ctx, Event{Kind: EventRetry, Attempt: attempt, Err: err, Backoff: wait})
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			err = fmt.Errorf("pgtx: %w while waiting to retry (after attempt %d: %w)", ctx.Err(), attempt, err)
+			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+type runner struct {
+	o     Options
+	start time.Time
+}
+
+func (r *runner) observe(ctx context.Context, e Event) {
+	if r.o.Observer == nil {
+		return
+	}
+	e.Name = r.o.Name
+	e.Elapsed = time.Since(r.start)
+	r.o.Observer.ObserveTx(ctx, e)
+}
+
+func (r *runner) rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.RollbackTimeout)
+	defer cancel()
+	// A failed ROLLBACK closes the connection, which ends the transaction
+	// on the server: there is nothing more to do with its error.
+	_ = tx.Rollback(rctx)
+}
+
+func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error, attempt int) (err error) {
+	tx, err := db.BeginTx(ctx, r.o.txOptions())
+	if err != nil {
+		return err
+	}
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		p := recover()
+		r.rollback(ctx, tx)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	var xid uint64
+	if r.o.ResolveCommit {
+		var s *string
+		if err := tx.QueryRow(ctx, "select pg_current_xact_id_if_assigned()::text").Scan(&s); err != nil {
+			return fmt.Errorf("pgtx: read transaction id: %w", err)
+		}
+		if s != nil {
+			if xid, err = strconv.ParseUint(*s, 10, 64); err != nil {
+				return fmt.Errorf("pgtx: parse transaction id %q: %w", *s, err)
+			}
+		}
+	}
+	finished = true
+	closedBefore := tx.Conn().PgConn().IsClosed()
+	cerr := tx.Commit(ctx)
+	if cerr == nil {
+		return nil
+	}
+	ce := &CommitError{Err: cerr, XID: xid}
+	if commitNeverLeft(cerr, closedBefore) {
+		return ce
+	}
+	ce.Unknown = true
+	r.observe(ctx, Event{Kind: EventCommitUnknown, Attempt: attempt, Err: ce})
+	if !r.o.ResolveCommit {
+		return ce
+	}
+	return r.resolve(ctx, ce, attempt)
+}
+
+// commitNeverLeft reports whether a failed COMMIT is known not to have
+// committed: the server answered with an error or a rollback, or the
+// COMMIT was never sent.
+//
+// pgconn.SafeToRetry alone cannot tell the last case: when the connection
+// breaks while the answer to a sent query is awaited, pgconn (v5.12) can
+// report the read failure as a "conn closed" lock error whose SafeToRetry
+// is true (see jackc/pgx#2428). So a "conn closed" error counts as never
+// sent only if the connection was already closed before Commit was called.
+func commitNeverLeft(err error, closedBefore bool) bool {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr), errors.Is(err, pgx.ErrTxCommitRollback):
+		return true
+	case closedBefore:
+		return true
+	case errors.Is(err, pgconn.ErrConnClosed):
+		return false
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// resolve asks the server what became of ce.XID.
+func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) error {
+	if ce.XID == 0 {
+		// No transaction id was assigned: the transaction wrote nothing,
+		// so committed and aborted are the same outcome.
+		r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Committed: true})
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.ResolveTimeout)
+	defer cancel()
+	wait := 5 * time.Millisecond
+	for {
+		var status *string
+		err := r.o.ResolveDB.QueryRow(rctx, "select pg_xact_status($1::text::xid8)", strconv.FormatUint(ce.XID, 10)).Scan(&status)
+		switch {
+		case err != nil:
+			ce.Resolution = "error: " + err.Error()
+		case status == nil:
+			ce.Resolution = "status no longer known (xid too old)"
+		case *status == "committed":
+			r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Committed: true})
+			return nil
+		case *status == "aborted":
+			ce.Unknown = false
+			ce.Resolution = "aborted"
+			r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Err: ce})
+			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: ce})
+			return ce
+		default: // "in progress": COMMIT is still being processed
+			ce.Resolution = *status
+			t := time.NewTimer(wait)
+			select {
+			case <-rctx.Done():
+				t.Stop()
+				return ce
+			case <-t.C:
+			}
+			wait = min(2*wait, 200*time.Millisecond)
+			continue
+		}
+		if rctx.Err() != nil || err == nil {
+			return ce
+		}
+		// A query error (e.g. the pool handed out a connection that broke
+		// in the same fault): try again until the deadline.
+		t := time.NewTimer(wait)
+		select {
+		case <-rctx.Done():
+			t.Stop()
+			return ce
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}

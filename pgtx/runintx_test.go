@@ -1,0 +1,605 @@
+package pgtx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/internal/faultproxy"
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// counter is an Observer that counts events by kind.
+type counter struct {
+	mu     sync.Mutex
+	counts map[pgtx.EventKind]int
+	events []pgtx.Event
+}
+
+func (c *counter) ObserveTx(_ context.Context, e pgtx.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[pgtx.EventKind]int{}
+	}
+	c.counts[e.Kind]++
+	c.events = append(c.events, e)
+}
+
+func (c *counter) n(k pgtx.EventKind) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[k]
+}
+
+type bundle struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	schema string
+	table  string // quoted schema-qualified table "items"
+}
+
+// setup creates a fresh schema with a table items(id int primary key, v int).
+func setup(t *testing.T) bundle {
+	t.Helper()
+	ctx := pgtest.Context(t, 2*time.Minute)
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	table := pgx.Identifier{schema, "items"}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+		CREATE TABLE `+table+` (id int PRIMARY KEY, v int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return bundle{ctx: ctx, pool: pool, schema: schema, table: table}
+}
+
+func (b bundle) count(t *testing.T, where string) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE `+where).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// raise runs a DO block that raises a real server error with SQLSTATE code.
+func raise(ctx context.Context, tx pgx.Tx, code string) error {
+	_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '`+code+`'; END $$`)
+	return err
+}
+
+func TestRetriesRealSerializationFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Two doctors on call; each transaction takes its doctor off call if
+	// the other is still on: classic write skew, which Serializable
+	// refuses for one of the two.
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 1), (2, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	var obs counter
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	run := func(id int) error {
+		first := true
+		return pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{IsoLevel: pgx.Serializable, Observer: &obs, MaxAttempts: 5},
+			func(tx pgx.Tx) error {
+				var onCall int
+				if err := tx.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE v = 1`).Scan(&onCall); err != nil {
+					return err
+				}
+				if first { // both read before either writes
+					first = false
+					barrier.Done()
+					barrier.Wait()
+				}
+				if onCall < 2 {
+					return nil
+				}
+				_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 0 WHERE id = $1`, id)
+				return err
+			})
+	}
+	errs := make(chan error, 2)
+	for id := 1; id <= 2; id++ {
+		go func() { errs <- run(id) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("RunInTx: %v", err)
+		}
+	}
+	if got := b.count(t, "v = 1"); got != 1 {
+		t.Fatalf("doctors on call = %d, want 1 (write skew must not commit)", got)
+	}
+	// At least one transaction was refused and ran again (Serializable may
+	// refuse both on the first round); both ended committed.
+	retries := obs.n(pgtx.EventRetry)
+	if retries < 1 {
+		t.Fatalf("retries = %d, want at least 1", retries)
+	}
+	if a, c := obs.n(pgtx.EventAttempt), obs.n(pgtx.EventCommitted); a != 2+retries || c != 2 {
+		t.Fatalf("attempts = %d, commits = %d, want %d and 2", a, c, 2+retries)
+	}
+	for _, e := range obs.events {
+		if e.Kind == pgtx.EventRetry && !pgtx.IsSerializationFailure(e.Err) {
+			t.Fatalf("retry cause = %v, want serialization failure", e.Err)
+		}
+	}
+}
+
+func TestRetriesRealDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0), (2, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var obs counter
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	run := func(firstID, secondID int) error {
+		first := true
+		return pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, `SET LOCAL deadlock_timeout = '50ms'`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = v + 1 WHERE id = $1`, firstID); err != nil {
+				return err
+			}
+			if first { // each holds its first row before taking the other's
+				first = false
+				barrier.Done()
+				barrier.Wait()
+			}
+			_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = v + 1 WHERE id = $1`, secondID)
+			return err
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- run(1, 2) }()
+	go func() { errs <- run(2, 1) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("RunInTx: %v", err)
+		}
+	}
+	if got := b.count(t, "v = 2"); got != 2 {
+		t.Fatalf("rows updated twice = %d, want 2 (both transactions committed once)", got)
+	}
+	if got := obs.n(pgtx.EventRetry); got != 1 {
+		t.Fatalf("retries = %d, want 1", got)
+	}
+	for _, e := range obs.events {
+		if e.Kind == pgtx.EventRetry && !pgtx.IsDeadlock(e.Err) {
+			t.Fatalf("retry cause = %v, want deadlock", e.Err)
+		}
+	}
+}
+
+func TestAttemptsExhausted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var obs counter
+	runs := 0
+	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{MaxAttempts: 3, BaseBackoff: time.Millisecond, Observer: &obs},
+		func(tx pgx.Tx) error {
+			runs++
+			if _, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES ($1, 0)`, runs); err != nil {
+				return err
+			}
+			return raise(b.ctx, tx, "40001")
+		})
+	var ae *pgtx.AttemptsError
+	if !errors.Is(err, pgtx.ErrTooManyAttempts) || !errors.As(err, &ae) || ae.Attempts != 3 {
+		t.Fatalf("err = %v, want *AttemptsError after 3 attempts", err)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+		t.Fatalf("err does not unwrap to the 40001 PgError: %v", err)
+	}
+	if !strings.Contains(err.Error(), "3 attempts") {
+		t.Fatalf("message %q does not say how many attempts ran", err)
+	}
+	if runs != 3 || obs.n(pgtx.EventRetry) != 2 || obs.n(pgtx.EventFailed) != 1 {
+		t.Fatalf("runs=%d retries=%d failed=%d, want 3, 2, 1", runs, obs.n(pgtx.EventRetry), obs.n(pgtx.EventFailed))
+	}
+	if n := b.count(t, "true"); n != 0 {
+		t.Fatalf("%d rows committed by failed attempts", n)
+	}
+}
+
+func TestContextCancelledDuringBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	runs := 0
+	obs := pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
+		if e.Kind == pgtx.EventRetry {
+			cancel() // the caller gives up while RunInTx waits
+		}
+	})
+	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour, Observer: obs},
+		func(tx pgx.Tx) error {
+			runs++
+			return raise(ctx, tx, "40P01")
+		})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if !pgtx.IsDeadlock(err) {
+		t.Fatalf("err = %v, want it to also carry the last cause (40P01)", err)
+	}
+	if runs != 1 {
+		t.Fatalf("fn ran %d times after cancellation, want 1", runs)
+	}
+}
+
+func TestNonRetryableErrorsReturnedAsIs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var obs counter
+	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
+		return fmt.Errorf("insert: %w", err)
+	})
+	constraint, ok := pgtx.UniqueViolation(err)
+	if !ok || constraint != "items_pkey" {
+		t.Fatalf("UniqueViolation(%v) = %q, %v; want items_pkey", err, constraint, ok)
+	}
+	if obs.n(pgtx.EventAttempt) != 1 || obs.n(pgtx.EventRetry) != 0 {
+		t.Fatalf("attempts=%d retries=%d, want 1 and 0", obs.n(pgtx.EventAttempt), obs.n(pgtx.EventRetry))
+	}
+	if pgtx.IsRetryable(err) || pgtx.IsCommitOutcomeUnknown(err) || !pgtx.NotCommitted(err) {
+		t.Fatalf("classification of %v is wrong", err)
+	}
+
+	// 40003 (statement_completion_unknown) is in the same class as 40001 but must not be retried.
+	runs := 0
+	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error { runs++; return raise(b.ctx, tx, "40003") })
+	if runs != 1 || pgtx.IsRetryable(err) {
+		t.Fatalf("40003: runs = %d, IsRetryable = %v; want 1, false", runs, pgtx.IsRetryable(err))
+	}
+
+	// An application error comes back unchanged.
+	sentinel := errors.New("business rule")
+	if err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{}, func(pgx.Tx) error { return sentinel }); err != sentinel {
+		t.Fatalf("err = %v, want the sentinel itself", err)
+	}
+}
+
+func TestPanicRollsBackAndRepanics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v, want boom", p)
+			}
+		}()
+		_ = pgtx.RunInTx(b.ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+		t.Fatal("RunInTx returned instead of panicking")
+	}()
+	if n := b.count(t, "true"); n != 0 {
+		t.Fatalf("panicking transaction left %d rows", n)
+	}
+	// The only connection went back to the pool, idle and usable.
+	if err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (2, 0)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRollbackSurvivesCancelledContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT * FROM `+b.table+` WHERE id = 1 FOR UPDATE`); err != nil {
+			return err
+		}
+		cancel()
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	// The row lock is gone: NOWAIT succeeds.
+	if err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `SELECT * FROM `+b.table+` WHERE id = 1 FOR UPDATE NOWAIT`)
+		return err
+	}); err != nil {
+		t.Fatalf("row still locked after the cancelled transaction: %v", err)
+	}
+}
+
+func TestOptionsAppliedWithSetLocal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	opts := pgtx.Options{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly, LockTimeout: 75 * time.Millisecond, StatementTimeout: 1500 * time.Millisecond}
+	err := pgtx.RunInTx(b.ctx, b.pool, opts, func(tx pgx.Tx) error {
+		var iso, ro, lt, st string
+		if err := tx.QueryRow(b.ctx, `SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only'),
+			current_setting('lock_timeout'), current_setting('statement_timeout')`).Scan(&iso, &ro, &lt, &st); err != nil {
+			return err
+		}
+		if iso != "repeatable read" || ro != "on" || lt != "75ms" || st != "1500ms" {
+			return fmt.Errorf("settings = %s, %s, %s, %s", iso, ro, lt, st)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SET LOCAL ends with the transaction.
+	var lt string
+	if err := b.pool.QueryRow(b.ctx, `SHOW lock_timeout`).Scan(&lt); err != nil || lt != "0" {
+		t.Fatalf("lock_timeout after the transaction = %q (%v), want the server default 0", lt, err)
+	}
+	// Default: Read Committed.
+	if err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		var iso string
+		if err := tx.QueryRow(b.ctx, `SHOW transaction_isolation`).Scan(&iso); err != nil {
+			return err
+		}
+		if iso != "read committed" {
+			return fmt.Errorf("isolation = %s", iso)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLockAndStatementTimeoutsClassified(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if _, err := holder.Exec(b.ctx, `UPDATE `+b.table+` SET v = 1 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	var obs counter
+	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{LockTimeout: 20 * time.Millisecond, Observer: &obs}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
+		return err
+	})
+	if !pgtx.IsLockTimeout(err) || pgtx.IsRetryable(err) || obs.n(pgtx.EventAttempt) != 1 {
+		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(pgtx.EventAttempt))
+	}
+	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{StatementTimeout: 20 * time.Millisecond}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `SELECT pg_sleep(30)`)
+		return err
+	})
+	if !pgtx.IsStatementTimeout(err) || pgtx.IsLockTimeout(err) {
+		t.Fatalf("err = %v, want a statement timeout", err)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, time.Minute)
+	pool := pgtest.Pool(t)
+	for _, o := range []pgtx.Options{
+		{MaxAttempts: -1}, {BaseBackoff: -1}, {MaxBackoff: -1}, {LockTimeout: -time.Second},
+		{StatementTimeout: -1}, {RollbackTimeout: -1}, {ResolveTimeout: -1},
+	} {
+		called := false
+		err := pgtx.RunInTx(ctx, pool, o, func(pgx.Tx) error { called = true; return nil })
+		if !errors.Is(err, pgtx.ErrInvalidOptions) || called {
+			t.Errorf("RunInTx(%+v) = %v, called=%v; want ErrInvalidOptions before running fn", o, err, called)
+		}
+	}
+	if err := pgtx.RunInTx(ctx, nil, pgtx.Options{}, func(pgx.Tx) error { return nil }); !errors.Is(err, pgtx.ErrInvalidOptions) {
+		t.Errorf("nil db: %v", err)
+	}
+}
+
+func TestBackoffBoundsAndJitter(t *testing.T) {
+	t.Parallel()
+	base, maxWait := 10*time.Millisecond, 200*time.Millisecond
+	for attempt := 1; attempt <= 10; attempt++ {
+		want := base << (attempt - 1)
+		if want > maxWait {
+			want = maxWait
+		}
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := pgtx.Backoff(attempt, base, maxWait)
+			if d < want/2 || d > want {
+				t.Fatalf("Backoff(%d) = %v, want within [%v, %v]", attempt, d, want/2, want)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 10 {
+			t.Fatalf("Backoff(%d) drew only %d distinct values in 200 draws: no jitter", attempt, len(seen))
+		}
+	}
+}
+
+// proxied returns a pool whose connections go through a fault proxy.
+func proxied(t *testing.T) (*pgxpool.Pool, *faultproxy.Proxy) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	px, err := faultproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close() })
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) {
+		c.ConnConfig.Host = "127.0.0.1"
+		c.ConnConfig.Port = uint16(px.Port())
+		c.ConnConfig.TLSConfig = nil
+		c.ConnConfig.Fallbacks = nil
+		c.MaxConns = 4
+	})
+	return pool, px
+}
+
+// cutCommitOnce cuts the first COMMIT it sees with action.
+func cutCommitOnce(action faultproxy.Action) faultproxy.Rule {
+	var done atomic.Bool
+	return func(m faultproxy.Message) faultproxy.Action {
+		if strings.EqualFold(strings.TrimSpace(m.Query()), "commit") && done.CompareAndSwap(false, true) {
+			return action
+		}
+		return faultproxy.Forward
+	}
+}
+
+func TestCommitOutcomeUnknownWhenCutAfterCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := proxied(t)
+	px.SetRule(cutCommitOnce(faultproxy.CutAfter))
+	var obs counter
+	runs := 0
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
+		runs++
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
+		return err
+	})
+	var ce *pgtx.CommitError
+	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || !ce.Unknown {
+		t.Fatalf("err = %v, want ErrCommitOutcomeUnknown", err)
+	}
+	if pgtx.IsRetryable(err) || pgtx.NotCommitted(err) || runs != 1 {
+		t.Fatalf("unknown commit was treated as retryable or not committed (runs=%d)", runs)
+	}
+	if obs.n(pgtx.EventCommitUnknown) != 1 || obs.n(pgtx.EventCommitted) != 0 {
+		t.Fatalf("events: %v", obs.counts)
+	}
+	// The server did commit: this is exactly why the outcome must not be
+	// reported as a failure.
+	if n := b.count(t, "id = 1"); n != 1 {
+		t.Fatalf("row count = %d, want 1: the COMMIT reached the server", n)
+	}
+	if px.Cuts() != 1 {
+		t.Fatalf("proxy cut %d connections, want 1", px.Cuts())
+	}
+}
+
+func TestResolveCommitFindsCommitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := proxied(t)
+	px.SetRule(cutCommitOnce(faultproxy.CutAfter))
+	var obs counter
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true, Observer: &obs}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("RunInTx with resolution = %v, want nil (the transaction committed)", err)
+	}
+	if obs.n(pgtx.EventCommitUnknown) != 1 || obs.n(pgtx.EventResolved) != 1 {
+		t.Fatalf("events: %v", obs.counts)
+	}
+	for _, e := range obs.events {
+		if e.Kind == pgtx.EventResolved && !e.Committed {
+			t.Fatal("resolution reported not committed")
+		}
+	}
+	if n := b.count(t, "id = 1"); n != 1 {
+		t.Fatalf("row count = %d, want 1", n)
+	}
+}
+
+func TestResolveCommitFindsAborted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := proxied(t)
+	// The COMMIT leaves the client but never reaches the server: the client
+	// cannot know, the server aborts the transaction when the connection
+	// drops.
+	px.SetRule(cutCommitOnce(faultproxy.CutBefore))
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
+		return err
+	})
+	var ce *pgtx.CommitError
+	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 {
+		t.Fatalf("err = %v, want a resolved, not-committed *CommitError", err)
+	}
+	if !pgtx.NotCommitted(err) || pgtx.IsCommitOutcomeUnknown(err) {
+		t.Fatalf("classification of %v is wrong", err)
+	}
+	if n := b.count(t, "id = 1"); n != 0 {
+		t.Fatalf("row count = %d, want 0", n)
+	}
+	// Without resolution the same cut is (rightly) unknown.
+	px.SetRule(cutCommitOnce(faultproxy.CutBefore))
+	err = pgtx.RunInTx(b.ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (2, 0)`)
+		return err
+	})
+	if !pgtx.IsCommitOutcomeUnknown(err) {
+		t.Fatalf("err = %v, want unknown without resolution", err)
+	}
+}
+
+func TestCutBeforeCommitIsSentIsNotCommitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := proxied(t)
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+			return err
+		}
+		px.CutAll()
+		// The connection is gone; a careless fn that ignores the error
+		// still reaches COMMIT, which then never leaves the client.
+		_, _ = tx.Exec(b.ctx, `SELECT 1`)
+		return nil
+	})
+	var ce *pgtx.CommitError
+	if !errors.As(err, &ce) || ce.Unknown {
+		t.Fatalf("err = %v, want a known not-committed *CommitError", err)
+	}
+	if !pgtx.NotCommitted(err) || !pgconn.SafeToRetry(err) {
+		t.Fatalf("err = %v should be safe to retry", err)
+	}
+	if n := b.count(t, "id = 1"); n != 0 {
+		t.Fatalf("row count = %d, want 0", n)
+	}
+}
