@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func exampleStore(name string) (context.Context, *pgxpool.Pool, *order.Store) {
@@ -147,7 +148,9 @@ func ExampleStore_RecordPayment() {
 	}
 
 	callback := func(o order.Order, tradeNo string) {
-		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// pgtx.RunInTx retries the whole transaction on deadlock or
+		// serialization failure; RecordPayment is safe to run again.
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			res, err := store.RecordPayment(ctx, tx, order.Payment{
 				PaymentID:        uuid.Must(uuid.NewV7()),
 				PaymentRequestID: uuid.New(),
