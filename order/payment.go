@@ -50,8 +50,8 @@ const (
 	// from CREATED or PAYING to PAID.
 	PaymentPaid PaymentKind = iota + 1
 	// PaymentDuplicate: the same payment (same provider trade number,
-	// callback id, payment id or payment request id, for the same order)
-	// was recorded before. Nothing was written; idempotent success. Any
+	// callback id or payment request id, for the same order) was recorded
+	// before. Nothing was written; idempotent success. Any
 	// refund was requested by the first call.
 	PaymentDuplicate
 	// PaymentAfterCancel: the order was CANCELLED or CLOSED before the money
@@ -184,8 +184,7 @@ FROM cur AS c LEFT JOIN pay AS p ON true
 WHERE NOT EXISTS (SELECT FROM upd)`
 
 // classifyPaymentSQL finds the payment rows that made paymentSQL insert
-// nothing, in a new statement (new snapshot: see classifyCreateSQL), with
-// the order's current row.
+// nothing, in a new statement (new snapshot: see classifyCreateSQL).
 const classifyPaymentSQL = `SELECT p.payment_id, p.order_id, p.status,
 	p.payment_id = $1 AS same_id,
 	p.payment_request_id = $2 AS same_request,
@@ -199,8 +198,9 @@ WHERE p.payment_id = $1 OR p.payment_request_id = $2
 // told by PaymentResult.Kind:
 //
 //   - PaymentPaid: payment SUCCEEDED, order CREATED/PAYING → PAID;
-//   - PaymentDuplicate: this payment was seen before (same trade number or
-//     callback id or payment id or request id, same order): nothing written;
+//   - PaymentDuplicate: this payment was seen before (same provider trade
+//     number, callback id or payment request id, same order): nothing
+//     written;
 //   - PaymentAfterCancel: order CANCELLED or CLOSED: payment recorded as
 //     REFUND_PENDING, order untouched (it never gets paid_at), Refund set;
 //   - PaymentOnPaidOrder: order already paid by another payment: this one
