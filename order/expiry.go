@@ -23,8 +23,11 @@ LIMIT $1
 FOR NO KEY UPDATE SKIP LOCKED`
 
 // cancelExpiredSQL is dueForExpirySQL plus the timeout cancel of §9.10 in
-// one statement. The rows are locked by the CTE (latest versions, still
-// matching the guard), so every one of them is cancelled by this statement.
+// one statement. The CTE locks the rows, and a locking read returns only
+// latest versions that still match its guard (status and expiry), so every
+// row it returns is cancelled by this statement; the UPDATE joins back by
+// primary key only, so the planner reads the 'due' rows by primary key
+// instead of scanning the whole partial index a second time.
 const cancelExpiredSQL = `WITH due AS (
 	SELECT order_id, status AS prev_status
 	FROM {schema}.orders
@@ -42,8 +45,6 @@ SET status = 40,
 	updated_at = statement_timestamp()
 FROM due
 WHERE o.order_id = due.order_id
-	AND o.status IN (10, 20)
-	AND o.expire_at <= statement_timestamp()
 RETURNING {o.cols}, due.prev_status`
 
 func checkLimit(limit int) error {

@@ -203,6 +203,7 @@ func TestExpiryUsesPartialIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s plan:\n%s", name, plan)
 		if !strings.Contains(plan, "idx_orders_expirable") || strings.Contains(plan, "Seq Scan on orders") {
 			t.Errorf("%s does not use idx_orders_expirable:\n%s", name, plan)
 		}
