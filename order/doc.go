@@ -89,7 +89,7 @@
 //
 // Each statement-level write has a batch form that queues into the caller's
 // *pgx.Batch: [Store.QueueCreate], [Store.QueueTransitionOrder],
-// [Store.QueueRecordPayment]. The Queue function's own error reports only
+// [Store.QueueRecordPayment], [Store.QueueCancelExpired]. The Queue function's own error reports only
 // invalid input (then nothing is queued); the outcome is written to the
 // caller's result struct by the batch callback, and classified errors come
 // back from BatchResults.Close (pgx stops running the later callbacks of a

@@ -105,14 +105,37 @@ func (s *Store) CancelExpired(ctx context.Context, tx pgx.Tx, limit int) ([]Tran
 	if err != nil {
 		return nil, fmt.Errorf("order: cancel expired: %w", err)
 	}
+	return collectCancelled(rows)
+}
+
+// QueueCancelExpired queues CancelExpired's single statement into b; the
+// returned error only reports an invalid limit or a nil dst (nothing
+// queued). When the batch runs, the callback sets *dst to the cancelled
+// orders. Queue it in a transaction's batch, and release the stock of every
+// order in *dst in that same transaction before committing.
+func (s *Store) QueueCancelExpired(b *pgx.Batch, limit int, dst *[]TransitionResult) error {
+	if err := checkLimit(limit); err != nil {
+		return err
+	}
+	if b == nil || dst == nil {
+		return invalid("QueueCancelExpired", "batch and dst must not be nil")
+	}
+	b.Queue(s.sql.cancelExpired, limit).Query(func(rows pgx.Rows) error {
+		res, err := collectCancelled(rows)
+		*dst = res
+		return err
+	})
+	return nil
+}
+
+func collectCancelled(rows pgx.Rows) ([]TransitionResult, error) {
 	defer rows.Close()
 	var out []TransitionResult
 	for rows.Next() {
-		var r TransitionResult
+		r := TransitionResult{Changed: true}
 		if err := scanOrder(rows, &r.Order, &r.From); err != nil {
 			return nil, fmt.Errorf("order: cancel expired: %w", err)
 		}
-		r.Changed = true
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -166,6 +166,18 @@ func TestCancelExpired(t *testing.T) {
 	if n := b.count(t, "orders WHERE status = 40"); n != 30 {
 		t.Fatalf("%d cancelled, want 30", n)
 	}
+	// The queued form sees nothing left either, and reports it in dst.
+	queued := []order.TransitionResult{{}}
+	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		if err := b.store.QueueCancelExpired(batch, 10, &queued); err != nil {
+			return err
+		}
+		return tx.SendBatch(b.ctx, batch).Close()
+	})
+	if err != nil || len(queued) != 0 {
+		t.Fatalf("QueueCancelExpired = %v, %v", queued, err)
+	}
 	if n := b.count(t, "orders WHERE status IN (10, 20)"); n != 5 {
 		t.Fatalf("%d open orders left, want the 5 not yet expired", n)
 	}
@@ -230,6 +242,9 @@ func TestExpiryLimits(t *testing.T) {
 			}
 			if _, err := b.store.CancelExpired(b.ctx, tx, limit); !errors.Is(err, order.ErrInvalidArgument) {
 				t.Errorf("CancelExpired(%d) = %v", limit, err)
+			}
+			if err := b.store.QueueCancelExpired(&pgx.Batch{}, limit, new([]order.TransitionResult)); !errors.Is(err, order.ErrInvalidArgument) {
+				t.Errorf("QueueCancelExpired(%d) = %v", limit, err)
 			}
 		}
 		return nil

@@ -390,6 +390,13 @@ func TestSweepersRacePayments(t *testing.T) {
 				}
 				var got []order.TransitionResult
 				err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+					if s == 1 { // one sweeper pipelines
+						batch := &pgx.Batch{}
+						if err := b.store.QueueCancelExpired(batch, 25, &got); err != nil {
+							return err
+						}
+						return tx.SendBatch(b.ctx, batch).Close()
+					}
 					var err error
 					got, err = b.store.CancelExpired(b.ctx, tx, 25)
 					return err
