@@ -31,13 +31,11 @@ func BenchmarkCreate(b *testing.B) {
 // BenchmarkCreateParallel: Create from GOMAXPROCS goroutines, distinct users.
 func BenchmarkCreateParallel(b *testing.B) {
 	tb := setup(b)
-	var gen order.IDGenerator
 	var user atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			in := newOrder(user.Add(1))
-			in.OrderID = gen.Next()
 			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 				_, err := tb.store.Create(tb.ctx, tx, in)
 				return err

@@ -232,7 +232,7 @@ func TestCreateRedeliveredConcurrently(t *testing.T) {
 			defer wg.Done()
 			in := base
 			if i%2 == 1 {
-				in.OrderID = order.NewOrderID() // a consumer that generates ids itself
+				in.OrderID = ids.Next() // a consumer that generates ids itself
 				in.OrderNo = ""
 			}
 			<-start

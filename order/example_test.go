@@ -28,9 +28,14 @@ func exampleStore(name string) (context.Context, *pgxpool.Pool, *order.Store) {
 	return ctx, pool, store
 }
 
+// ids makes the order ids of the examples (and of the tests): one
+// IDGenerator per process. NewOrderID's random low bits would collide now
+// and then when hundreds of orders are created within a millisecond.
+var ids order.IDGenerator
+
 func exampleOrder(user int64, expireAt time.Time) order.NewOrder {
 	return order.NewOrder{
-		OrderID:         order.NewOrderID(),
+		OrderID:         ids.Next(),
 		RequestID:       uuid.New(),
 		ReservationID:   uuid.New(),
 		SourceMessageID: uuid.New(),

@@ -45,7 +45,7 @@ func setupWith(t testing.TB, pool *pgxpool.Pool) testBundle {
 // newOrder returns a valid NewOrder for user in activity 1, sku 100.
 func newOrder(user int64) order.NewOrder {
 	return order.NewOrder{
-		OrderID:         order.NewOrderID(),
+		OrderID:         ids.Next(), // see ids in example_test.go
 		RequestID:       uuid.New(),
 		ReservationID:   uuid.New(),
 		SourceMessageID: uuid.New(),
