@@ -152,6 +152,9 @@ SELECT {c.cols}, false, c.status, c.expired FROM cur AS c WHERE NOT EXISTS (SELE
 //     ([ErrIllegalTransition]) with From and To;
 //   - allowed but not yet expired: *NotExpiredError ([ErrNotExpired]).
 //
+// On these classified errors the returned TransitionResult still holds the
+// current row (Order, and From = its status), so the caller can report it.
+//
 // The row stays locked until q's transaction ends. Pass the caller's pgx.Tx
 // when the transition must be atomic with other writes — always for a
 // cancel, whose stock the caller releases in the same transaction when
