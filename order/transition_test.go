@@ -90,12 +90,14 @@ func TestTransitionTable(t *testing.T) {
 				case !order.CanTransition(from, tr.To):
 					var ie *order.IllegalTransitionError
 					if !errors.As(err, &ie) || !errors.Is(err, order.ErrIllegalTransition) ||
-						ie.From != from || ie.To != tr.To || ie.OrderID != o.OrderID || !unchanged {
+						ie.From != from || ie.To != tr.To || ie.OrderID != o.OrderID || !unchanged ||
+						res.From != from || res.Order.OrderID != o.OrderID {
 						t.Errorf("%s: got %v; want IllegalTransitionError{%s, %s}, nothing written", name, err, from, tr.To)
 					}
 				case tr.OnlyIfExpired && expire.Equal(future):
 					var ne *order.NotExpiredError
-					if !errors.As(err, &ne) || !errors.Is(err, order.ErrNotExpired) || ne.Status != from || !unchanged {
+					if !errors.As(err, &ne) || !errors.Is(err, order.ErrNotExpired) || ne.Status != from || !unchanged ||
+						res.From != from || !ne.ExpireAt.Equal(before.ExpireAt) {
 						t.Errorf("%s: got %v; want NotExpiredError, nothing written", name, err)
 					}
 				default:
