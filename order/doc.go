@@ -1,4 +1,142 @@
-// Package order is the order state machine: orders, their items and
-// payments, with conditional transitions whose zero-row outcomes are always
-// classified.
+// Package order is the order state machine of a flash sale: orders, their
+// item lines and payments in PostgreSQL, with idempotent creation, one
+// order per user and SKU, and conditional status transitions whose
+// zero-row outcomes are always classified.
+//
+// It imports neither inventory nor inbox nor outbox. Work that spans them —
+// releasing stock when an order is cancelled, emitting a refund or
+// compensation event — is composed by the caller in the same transaction,
+// from the data this package returns.
+//
+// # Tables
+//
+// [Migrations] (applied by [Migrate] or [migrate.Apply]) creates, in the
+// configured schema (default "seckill"), the seed's tables 5–7:
+//
+//   - orders: one row per order. Unique keys: order_id, order_no,
+//     request_id, reservation_id, source_message_id and (activity_id,
+//     sku_id, user_id) — one order per user per SKU per activity. CHECKs
+//     mirror [Status] and keep paid_at / cancelled_at consistent; an extra
+//     CHECK forbids an order that is both paid and cancelled. The partial
+//     index idx_orders_expirable (status IN (10, 20)) serves the expiry
+//     sweep.
+//   - order_items: the item line(s) of an order (one line, line_no 1).
+//   - payment_record: payment callbacks, unique on (provider,
+//     provider_trade_no), (provider, callback_id) and payment_request_id.
+//
+// # Statuses and transitions
+//
+// Orders are born CREATED (10). [Store.TransitionOrder] moves them along
+// one table, documented on [AllowedFrom] and [CanTransition]:
+//
+//	to               allowed from
+//	PAYING (20)      CREATED
+//	PAID (30)        CREATED, PAYING                 sets paid_at
+//	CANCELLED (40)   CREATED, PAYING                 sets cancelled_at, cancel_reason
+//	                 (timeout cancel: only if expire_at <= statement_timestamp())
+//	REFUND_PENDING   PAID
+//	(60)
+//	CLOSED (50)      CANCELLED, PAID, REFUND_PENDING
+//
+// A paid order is never cancelled: a refund goes PAID → REFUND_PENDING →
+// CLOSED. A payment that arrives after a cancel is recorded on
+// payment_record as REFUND_PENDING and leaves the order alone.
+//
+// # The contract
+//
+// Every write is one statement on its normal path and runs in the caller's
+// handle:
+//
+//   - [Store.Create] (pgx.Tx): INSERT … ON CONFLICT DO NOTHING of the order
+//     and, only when inserted, its item line, in one statement. When a
+//     unique key stops it, a second statement classifies the conflict (same
+//     request → Existing result; same user and SKU →
+//     [ErrUserAlreadyOrdered] carrying the existing order; id collision →
+//     [ErrIDCollision]; anything else → [ErrModel]). The second statement
+//     is needed because, under Read Committed, only a new statement's
+//     snapshot is sure to contain the conflicting row that ON CONFLICT
+//     waited for. None of the outcomes aborts the transaction.
+//   - [Store.TransitionOrder] (pgtx.Querier; pass the tx when composing):
+//     a data-modifying CTE locks the order row (FOR NO KEY UPDATE, which
+//     returns the latest committed version), applies the guarded UPDATE
+//     from the locked values and returns the row either way. A 0-row UPDATE
+//     is therefore classified from the very version that made the guard
+//     fail, and that version stays locked until the transaction ends:
+//     [ErrNotFound], AlreadyInState (idempotent, not an error),
+//     [*IllegalTransitionError] ([ErrIllegalTransition]) or
+//     [ErrNotExpired]. The result carries the order's reservation, SKU,
+//     bucket, quantity and amount, so a cancel can release stock in the same
+//     transaction — exactly when Changed is true, which happens once per
+//     order.
+//   - [Store.RecordPayment] (pgx.Tx): in one statement, lock the order,
+//     check amount and currency, insert the payment (deduplicated by every
+//     unique key) and move a payable order to PAID. Results:
+//     [PaymentPaid], [PaymentDuplicate], [PaymentAfterCancel] and
+//     [PaymentOnPaidOrder] (the last two with a [Refund] to turn into an
+//     outbox event); errors: [ErrNotFound], [ErrAmountMismatch],
+//     [ErrCurrencyMismatch] — all writing nothing.
+//   - [Store.DueForExpiry] and [Store.CancelExpired] (pgx.Tx): the expiry
+//     sweep over idx_orders_expirable with FOR NO KEY UPDATE SKIP LOCKED,
+//     bounded by a limit; concurrent sweepers get disjoint batches.
+//   - [Store.Audit] (pgtx.Querier): the order invariants as typed
+//     [Finding]s.
+//
+// Time comparisons use the database clock (statement_timestamp()), never
+// the client's. Helpers are written for Read Committed, the seed's level for
+// order, payment and cancel transactions.
+//
+// # Pipelining
+//
+// Each statement-level write has a batch form that queues into the caller's
+// *pgx.Batch: [Store.QueueCreate], [Store.QueueTransitionOrder],
+// [Store.QueueRecordPayment], [Store.QueueCancelExpired]. The Queue function's own error reports only
+// invalid input (then nothing is queued); the outcome is written to the
+// caller's result struct by the batch callback, and classified errors come
+// back from BatchResults.Close (pgx stops running the later callbacks of a
+// batch after the first error, although the server executed the
+// statements). A queued insert that hit a conflict returns [ErrConflict]:
+// classify it with [Store.ClassifyConflict] or
+// [Store.ClassifyPaymentConflict] in the same transaction.
+//
+//	b := &pgx.Batch{}
+//	var created order.CreateResult
+//	var paying order.TransitionResult
+//	_ = store.QueueCreate(b, in, &created)
+//	_ = store.QueueTransitionOrder(b, order.Transition{OrderID: other, To: order.StatusPaying}, &paying)
+//	err := tx.SendBatch(ctx, b).Close()
+//
+// # Errors
+//
+// Bad input returns a [*ValidationError] ([ErrInvalidArgument]) before
+// anything is sent. Classified outcomes are typed errors matching a
+// sentinel: [*NotFoundError], [*UserAlreadyOrderedError],
+// [*IDCollisionError], [*ModelError], [*IllegalTransitionError],
+// [*NotExpiredError], [*MismatchError], [*ConflictError]. Driver errors are
+// wrapped with %w, so pgtx's retry predicates still see SQLSTATE 40001 and
+// 40P01.
+//
+// # Ids
+//
+// Order ids are time-ordered BIGINTs generated by the application:
+// [NewOrderID] (stateless, 22 random low bits) or an [IDGenerator]
+// (per-process node and sequence, no collisions within a process).
+// [FormatOrderNo] derives the user-facing order number.
+//
+// # Usage
+//
+//	store, err := order.New(order.Config{Schema: "seckill"})
+//	...
+//	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+//		res, err := store.TransitionOrder(ctx, tx, order.TimeoutCancel(id))
+//		if err != nil {
+//			return err // ErrIllegalTransition: paid meanwhile; ErrNotExpired: too early
+//		}
+//		if res.Changed {
+//			// release res.Order's stock and enqueue compensation, in tx
+//		}
+//		return nil
+//	})
+//
+// Compensation (seed table 11) has no queue of its own here: emit it
+// through the outbox in the same transaction.
 package order

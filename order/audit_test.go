@@ -1,0 +1,72 @@
+package order_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/seckillkit/seckill/order"
+)
+
+// TestAuditFindsEveryKind breaks each invariant once (after dropping the
+// constraints that would refuse the bad rows) and expects exactly the
+// matching findings.
+func TestAuditFindsEveryKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if f, err := b.store.Audit(b.ctx, b.pool); err != nil || f != nil {
+		t.Fatalf("empty schema: %v, %v", f, err)
+	}
+	b.create(t, newOrder(1)) // a healthy order
+	paid := b.create(t, newOrder(2))
+	if res, err := b.pay(newPayment(paid)); err != nil || res.Kind != order.PaymentPaid {
+		t.Fatal(res, err)
+	}
+	if f, err := b.store.Audit(b.ctx, b.pool); err != nil || f != nil {
+		t.Fatalf("healthy schema: %v, %v", f, err)
+	}
+
+	b.exec(t, `ALTER TABLE orders DROP CONSTRAINT uq_orders_user_sku,
+		DROP CONSTRAINT ck_orders_not_paid_and_cancelled, DROP CONSTRAINT ck_orders_amount`)
+	dup1, dup2 := b.create(t, newOrder(10)), b.create(t, newOrder(10))
+	both := b.create(t, newOrder(11))
+	b.exec(t, `UPDATE orders SET status = 40, cancelled_at = now(), cancel_reason = 'X', paid_at = now() WHERE order_id = $1`, both.OrderID)
+	stamps := b.create(t, newOrder(12))
+	b.exec(t, `UPDATE orders SET status = 20, paid_at = now() WHERE order_id = $1`, stamps.OrderID)
+	total := b.create(t, newOrder(13))
+	b.exec(t, `UPDATE orders SET total_amount = total_amount + 1 WHERE order_id = $1`, total.OrderID)
+	noItems := b.create(t, newOrder(14))
+	b.exec(t, `DELETE FROM order_items WHERE order_id = $1`, noItems.OrderID)
+	unpaid := b.create(t, newOrder(15))
+	b.exec(t, `INSERT INTO payment_record (payment_id, payment_request_id, order_id, provider, provider_trade_no,
+		amount, currency, status, paid_at) VALUES (gen_random_uuid(), gen_random_uuid(), $1, 'x', 'T-unpaid', 9900, 'CNY', 20, now())`, unpaid.OrderID)
+	b.exec(t, `UPDATE payment_record SET amount = amount - 1 WHERE order_id = $1`, paid.OrderID)
+
+	findings, err := b.store.Audit(b.ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range findings {
+		got = append(got, fmt.Sprintf("%s %d", f.Kind, f.OrderID))
+		if f.Detail == "" {
+			t.Errorf("finding without detail: %v", f)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%s %d", order.FindingDuplicateUserOrder, min(dup1.OrderID, dup2.OrderID)),
+		fmt.Sprintf("%s %d", order.FindingItemsTotal, noItems.OrderID),
+		fmt.Sprintf("%s %d", order.FindingItemsTotal, total.OrderID),
+		fmt.Sprintf("%s %d", order.FindingPaidAndCancelled, both.OrderID),
+		fmt.Sprintf("%s %d", order.FindingPaymentAmount, paid.OrderID),
+		fmt.Sprintf("%s %d", order.FindingPaymentOnUnpaidOrder, unpaid.OrderID),
+		fmt.Sprintf("%s %d", order.FindingStatusTimestamps, both.OrderID),
+		fmt.Sprintf("%s %d", order.FindingStatusTimestamps, stamps.OrderID),
+		fmt.Sprintf("%s %d", order.FindingTotalAmount, total.OrderID),
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings\n got %v\nwant %v", got, want)
+	}
+}

@@ -1,0 +1,233 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+func exampleStore(name string) (context.Context, *pgxpool.Pool, *order.Store) {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDB(name)
+	if err := order.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := order.New(order.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	return ctx, pool, store
+}
+
+// ids makes the order ids of the examples (and of the tests): one
+// IDGenerator per process. NewOrderID's random low bits would collide now
+// and then when hundreds of orders are created within a millisecond.
+var ids order.IDGenerator
+
+func exampleOrder(user int64, expireAt time.Time) order.NewOrder {
+	return order.NewOrder{
+		OrderID:         ids.Next(),
+		RequestID:       uuid.New(),
+		ReservationID:   uuid.New(),
+		SourceMessageID: uuid.New(),
+		ActivityID:      2026,
+		SKUID:           7,
+		UserID:          user,
+		Bucket:          3,
+		Quantity:        1,
+		UnitPrice:       19900,
+		ExpireAt:        expireAt,
+		SKUTitle:        "Phone, flash-sale price",
+	}
+}
+
+func ExampleStore_Create() {
+	ctx, pool, store := exampleStore("create")
+	in := exampleOrder(1001, time.Now().Add(15*time.Minute))
+
+	consume := func(in order.NewOrder) {
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			res, err := store.Create(ctx, tx, in)
+			var already *order.UserAlreadyOrderedError
+			switch {
+			case errors.As(err, &already):
+				// Reject the reservation and enqueue the front-door
+				// release in this transaction, then commit.
+				fmt.Println("user already ordered; existing order is", already.Existing.Status)
+				return nil
+			case err != nil:
+				return err
+			case res.Existing:
+				fmt.Println("redelivery: existing order", res.Order.Status, res.Order.OrderID == in.OrderID)
+			default:
+				fmt.Println("created", res.Order.Status, res.Order.TotalAmount, res.Order.Currency)
+			}
+			return nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	consume(in)                              // first delivery
+	consume(in)                              // the queue redelivers the message
+	consume(exampleOrder(1001, in.ExpireAt)) // the same user buys again
+	// Output:
+	// created CREATED 19900 CNY
+	// redelivery: existing order CREATED true
+	// user already ordered; existing order is CREATED
+}
+
+// A timeout cancel and its stock release in one transaction: stock is
+// released only by the call that Changed the order.
+func ExampleStore_TransitionOrder() {
+	ctx, pool, store := exampleStore("transition")
+	var id int64
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		res, err := store.Create(ctx, tx, exampleOrder(1, time.Now().Add(-time.Second)))
+		id = res.Order.OrderID
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	for range 2 {
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			res, err := store.TransitionOrder(ctx, tx, order.TimeoutCancel(id))
+			if err != nil {
+				return err
+			}
+			if res.Changed {
+				o := res.Order
+				// Release o.Quantity units of (o.ActivityID, o.SKUID, o.Bucket)
+				// for o.ReservationID here, in tx, plus a compensation event.
+				fmt.Printf("cancelled from %s: release %d unit of sku %d bucket %d\n", res.From, o.Quantity, o.SKUID, o.Bucket)
+			} else if res.AlreadyInState {
+				fmt.Println("already cancelled: nothing to release")
+			}
+			return nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+
+	_, err = store.TransitionOrder(ctx, pool, order.Transition{OrderID: id, To: order.StatusPaid})
+	var illegal *order.IllegalTransitionError
+	if errors.As(err, &illegal) {
+		fmt.Println("cannot pay:", illegal.From, "->", illegal.To)
+	}
+	// Output:
+	// cancelled from CREATED: release 1 unit of sku 7 bucket 3
+	// already cancelled: nothing to release
+	// cannot pay: CANCELLED -> PAID
+}
+
+func ExampleStore_RecordPayment() {
+	ctx, pool, store := exampleStore("payment")
+	var paid, cancelled order.Order
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		r1, err := store.Create(ctx, tx, exampleOrder(1, time.Now().Add(time.Minute)))
+		if err != nil {
+			return err
+		}
+		r2, err := store.Create(ctx, tx, exampleOrder(2, time.Now().Add(time.Minute)))
+		if err != nil {
+			return err
+		}
+		paid, cancelled = r1.Order, r2.Order
+		_, err = store.TransitionOrder(ctx, tx, order.UserCancel(cancelled.OrderID))
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	callback := func(o order.Order, tradeNo string) {
+		// pgtx.RunInTx retries the whole transaction on deadlock or
+		// serialization failure; RecordPayment is safe to run again.
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+			res, err := store.RecordPayment(ctx, tx, order.Payment{
+				PaymentID:        uuid.Must(uuid.NewV7()),
+				PaymentRequestID: uuid.New(),
+				OrderID:          o.OrderID,
+				Provider:         "alipay",
+				ProviderTradeNo:  tradeNo,
+				Amount:           o.TotalAmount,
+				Currency:         o.Currency,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Println(res.Kind, "order", res.Order.Status, "payment", res.PaymentStatus)
+			if res.Refund != nil {
+				// Enqueue a REFUND_REQUESTED outbox event in tx.
+				fmt.Println("refund", res.Refund.Amount, res.Refund.Currency, "for trade", res.Refund.ProviderTradeNo)
+			}
+			return nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	callback(paid, "2026113000001")
+	callback(paid, "2026113000001") // the provider retries its callback
+	callback(cancelled, "2026113000002")
+	// Output:
+	// Paid order PAID payment SUCCEEDED
+	// Duplicate order PAID payment SUCCEEDED
+	// PaidAfterCancel order CANCELLED payment REFUND_PENDING
+	// refund 19900 CNY for trade 2026113000002
+}
+
+// A sweeper cancels expired orders in batches; each returned order's stock
+// is released in the same transaction.
+func ExampleStore_CancelExpired() {
+	ctx, pool, store := exampleStore("expiry")
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		for user := range int64(5) {
+			expire := time.Now().Add(-time.Minute) // expired
+			if user == 4 {
+				expire = time.Now().Add(time.Hour)
+			}
+			if _, err := store.Create(ctx, tx, exampleOrder(user+1, expire)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	for {
+		var n int
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			cancelled, err := store.CancelExpired(ctx, tx, 3)
+			for _, c := range cancelled {
+				_ = c.Order.ReservationID // release this reservation's stock here, in tx
+			}
+			n = len(cancelled)
+			return err
+		})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("cancelled", n)
+		if n == 0 {
+			break
+		}
+	}
+	// Output:
+	// cancelled 3
+	// cancelled 1
+	// cancelled 0
+}

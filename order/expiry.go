@@ -1,0 +1,145 @@
+package order
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MaxExpiryBatch bounds the limit of DueForExpiry and CancelExpired.
+const MaxExpiryBatch = 10000
+
+// dueForExpirySQL reads the partial index idx_orders_expirable only: its
+// WHERE repeats the index predicate literally (status IN (10, 20)) so the
+// planner can prove the index applies, and its ORDER BY is the index order.
+// SKIP LOCKED makes concurrent sweepers take disjoint batches.
+const dueForExpirySQL = `SELECT {cols}
+FROM {schema}.orders
+WHERE status IN (10, 20)
+	AND expire_at <= statement_timestamp()
+ORDER BY expire_at, order_id
+LIMIT $1
+FOR NO KEY UPDATE SKIP LOCKED`
+
+// cancelExpiredSQL is dueForExpirySQL plus the timeout cancel of §9.10 in
+// one statement. The CTE locks the rows, and a locking read returns only
+// latest versions that still match its guard (status and expiry), so every
+// row it returns is cancelled by this statement; the UPDATE joins back by
+// primary key only, so the planner reads the 'due' rows by primary key
+// instead of scanning the whole partial index a second time.
+const cancelExpiredSQL = `WITH due AS (
+	SELECT order_id, status AS prev_status
+	FROM {schema}.orders
+	WHERE status IN (10, 20)
+		AND expire_at <= statement_timestamp()
+	ORDER BY expire_at, order_id
+	LIMIT $1
+	FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {schema}.orders AS o
+SET status = 40,
+	cancelled_at = statement_timestamp(),
+	cancel_reason = 'PAY_TIMEOUT',
+	version = o.version + 1,
+	updated_at = statement_timestamp()
+FROM due
+WHERE o.order_id = due.order_id
+RETURNING {o.cols}, due.prev_status`
+
+func checkLimit(limit int) error {
+	if limit <= 0 || limit > MaxExpiryBatch {
+		return invalid("limit", fmt.Sprintf("must be 1..%d", MaxExpiryBatch))
+	}
+	return nil
+}
+
+// DueForExpiry returns up to limit (1..MaxExpiryBatch) orders that are
+// CREATED or PAYING with expire_at <= statement_timestamp(), oldest expiry
+// first, and locks them FOR NO KEY UPDATE SKIP LOCKED in the caller's
+// transaction: concurrent sweepers get disjoint sets, and rows locked by a
+// payment in flight are skipped (the next sweep sees them again if still
+// unpaid). It uses the partial index idx_orders_expirable.
+//
+// "Now" is the database's statement_timestamp(), not a client clock, so
+// the set agrees with the guard of the timeout cancel. Cancel each returned
+// order with TransitionOrder(ctx, tx, TimeoutCancel(id)) and release its
+// stock in the same transaction when the result is Changed — or use
+// [Store.CancelExpired], which does both steps in one statement.
+func (s *Store) DueForExpiry(ctx context.Context, tx pgx.Tx, limit int) ([]Order, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, s.sql.dueForExpiry, limit)
+	if err != nil {
+		return nil, fmt.Errorf("order: due for expiry: %w", err)
+	}
+	defer rows.Close()
+	var out []Order
+	for rows.Next() {
+		var o Order
+		if err := scanOrder(rows, &o); err != nil {
+			return nil, fmt.Errorf("order: due for expiry: %w", err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("order: due for expiry: %w", err)
+	}
+	return out, nil
+}
+
+// CancelExpired cancels, in one statement in the caller's transaction, up
+// to limit (1..MaxExpiryBatch) expired CREATED/PAYING orders (reason
+// PAY_TIMEOUT), skipping rows locked by others, and returns one
+// TransitionResult (Changed, From, the cancelled row) per cancelled order.
+// Each order appears in exactly one caller's result ever: release the
+// stock of every returned order (ReservationID, ActivityID, SKUID, Bucket,
+// Quantity) in the same transaction, then commit. An empty result means
+// nothing is due (or everything due is locked by someone else).
+func (s *Store) CancelExpired(ctx context.Context, tx pgx.Tx, limit int) ([]TransitionResult, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, s.sql.cancelExpired, limit)
+	if err != nil {
+		return nil, fmt.Errorf("order: cancel expired: %w", err)
+	}
+	return collectCancelled(rows)
+}
+
+// QueueCancelExpired queues CancelExpired's single statement into b; the
+// returned error only reports an invalid limit or a nil dst (nothing
+// queued). When the batch runs, the callback sets *dst to the cancelled
+// orders. Queue it in a transaction's batch, and release the stock of every
+// order in *dst in that same transaction before committing.
+func (s *Store) QueueCancelExpired(b *pgx.Batch, limit int, dst *[]TransitionResult) error {
+	if err := checkLimit(limit); err != nil {
+		return err
+	}
+	if b == nil || dst == nil {
+		return invalid("QueueCancelExpired", "batch and dst must not be nil")
+	}
+	b.Queue(s.sql.cancelExpired, limit).Query(func(rows pgx.Rows) error {
+		res, err := collectCancelled(rows)
+		*dst = res
+		return err
+	})
+	return nil
+}
+
+func collectCancelled(rows pgx.Rows) ([]TransitionResult, error) {
+	defer rows.Close()
+	var out []TransitionResult
+	for rows.Next() {
+		r := TransitionResult{Changed: true}
+		if err := scanOrder(rows, &r.Order, &r.From); err != nil {
+			return nil, fmt.Errorf("order: cancel expired: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("order: cancel expired: %w", err)
+	}
+	return out, nil
+}

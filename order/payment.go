@@ -1,0 +1,353 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// Payment is a successful-payment callback that RecordPayment records.
+type Payment struct {
+	// PaymentID is the payment_record primary key; required. Use
+	// uuid.NewV7 (time-ordered).
+	PaymentID uuid.UUID
+	// PaymentRequestID identifies the payment request; required, unique.
+	PaymentRequestID uuid.UUID
+	// OrderID is the paid order; required (> 0).
+	OrderID int64
+	// Provider names the payment provider: 1 to 32 characters.
+	Provider string
+	// ProviderTradeNo is the provider's transaction number: 1 to 128
+	// characters. (Provider, ProviderTradeNo) is unique: a second callback
+	// with the same trade number is a duplicate.
+	ProviderTradeNo string
+	// CallbackID is the provider's callback/notification id, optional, at
+	// most 128 characters. (Provider, CallbackID) is unique too.
+	CallbackID string
+	// Amount in minor units; must equal the order's total_amount.
+	Amount int64
+	// Currency must equal the order's currency. Defaults to
+	// Config.DefaultCurrency.
+	Currency string
+	// RawPayload is the provider's payload as JSON; nil means {}.
+	RawPayload json.RawMessage
+}
+
+// PaymentKind says what RecordPayment did.
+type PaymentKind int
+
+// The outcomes of RecordPayment that are not errors.
+const (
+	// PaymentPaid: the payment was recorded (SUCCEEDED) and the order moved
+	// from CREATED or PAYING to PAID.
+	PaymentPaid PaymentKind = iota + 1
+	// PaymentDuplicate: the same payment (same provider trade number,
+	// callback id or payment request id, for the same order) was recorded
+	// before. Nothing was written; idempotent success. Any
+	// refund was requested by the first call.
+	PaymentDuplicate
+	// PaymentAfterCancel: the order was CANCELLED or CLOSED before the money
+	// arrived. The payment was recorded as REFUND_PENDING, the order was
+	// left as it is (no paid_at on a cancelled order) and Refund says what
+	// to refund.
+	PaymentAfterCancel
+	// PaymentOnPaidOrder: the order was already PAID (or REFUND_PENDING) by
+	// another payment. This second payment was recorded as REFUND_PENDING
+	// and Refund says what to refund.
+	PaymentOnPaidOrder
+)
+
+// String returns the kind's name, e.g. "Paid".
+func (k PaymentKind) String() string {
+	switch k {
+	case PaymentPaid:
+		return "Paid"
+	case PaymentDuplicate:
+		return "Duplicate"
+	case PaymentAfterCancel:
+		return "PaidAfterCancel"
+	case PaymentOnPaidOrder:
+		return "PaidOnPaidOrder"
+	}
+	return "PaymentKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Refund is the data of a payment that must be given back: turn it into an
+// outbox event (e.g. REFUND_REQUESTED) in the same transaction.
+type Refund struct {
+	OrderID         int64
+	PaymentID       uuid.UUID
+	Provider        string
+	ProviderTradeNo string
+	Amount          int64
+	Currency        string
+}
+
+// PaymentResult is the outcome of RecordPayment when it is not an error.
+type PaymentResult struct {
+	Kind PaymentKind
+	// PaymentID is the recorded payment, or for PaymentDuplicate the one
+	// recorded before.
+	PaymentID uuid.UUID
+	// PaymentStatus is that payment's status: SUCCEEDED or REFUND_PENDING.
+	PaymentStatus PaymentStatus
+	// Order is the order after the call (locked until the transaction ends).
+	Order Order
+	// Refund is non-nil exactly for PaymentAfterCancel and
+	// PaymentOnPaidOrder.
+	Refund *Refund
+}
+
+func (s *Store) normalizePayment(p Payment) (Payment, error) {
+	if p.Currency == "" {
+		p.Currency = s.currency
+	}
+	switch {
+	case p.PaymentID == uuid.Nil:
+		return p, invalid("Payment.PaymentID", "required")
+	case p.PaymentRequestID == uuid.Nil:
+		return p, invalid("Payment.PaymentRequestID", "required")
+	case p.OrderID <= 0:
+		return p, invalid("Payment.OrderID", "must be > 0")
+	case p.Provider == "":
+		return p, invalid("Payment.Provider", "required")
+	case !utf8.ValidString(p.Provider) || utf8.RuneCountInString(p.Provider) > 32:
+		return p, invalid("Payment.Provider", "longer than 32 characters or not UTF-8")
+	case p.ProviderTradeNo == "":
+		return p, invalid("Payment.ProviderTradeNo", "required")
+	case !utf8.ValidString(p.ProviderTradeNo) || utf8.RuneCountInString(p.ProviderTradeNo) > 128:
+		return p, invalid("Payment.ProviderTradeNo", "longer than 128 characters or not UTF-8")
+	case !utf8.ValidString(p.CallbackID) || utf8.RuneCountInString(p.CallbackID) > 128:
+		return p, invalid("Payment.CallbackID", "longer than 128 characters or not UTF-8")
+	case p.Amount < 0:
+		return p, invalid("Payment.Amount", "must be >= 0")
+	case !validCurrency(p.Currency):
+		return p, invalid("Payment.Currency", "must be three upper-case ASCII letters")
+	case p.RawPayload != nil && !json.Valid(p.RawPayload):
+		return p, invalid("Payment.RawPayload", "not valid JSON")
+	}
+	if p.RawPayload == nil {
+		p.RawPayload = json.RawMessage(`{}`)
+	}
+	return p, nil
+}
+
+func paymentArgs(p Payment) []any {
+	return []any{p.PaymentID, p.PaymentRequestID, p.OrderID, p.Provider, p.ProviderTradeNo,
+		p.CallbackID, p.Amount, p.Currency, string(p.RawPayload)}
+}
+
+// paymentSQL is RecordPayment's statement (seed §9.9 in one round trip):
+// lock the order (as in transitionSQL, so the decision uses the latest
+// version), check amount and currency, insert the payment — SUCCEEDED when
+// the order is payable, REFUND_PENDING otherwise — with ON CONFLICT DO
+// NOTHING deduplicating on every unique key, then move a payable order to
+// PAID only if the payment row was inserted.
+const paymentSQL = `WITH cur AS (
+	SELECT {cols}, total_amount = $7 AS amount_ok, currency = $8 AS currency_ok
+	FROM {schema}.orders
+	WHERE order_id = $3
+	FOR NO KEY UPDATE
+), pay AS (
+	INSERT INTO {schema}.payment_record (
+		payment_id, payment_request_id, order_id, provider, provider_trade_no, callback_id,
+		amount, currency, status, raw_payload, paid_at)
+	SELECT $1, $2, c.order_id, $4, $5, NULLIF($6::text, ''), $7, $8,
+		CASE WHEN c.status IN (10, 20) THEN 20 ELSE 40 END, $9::jsonb, statement_timestamp()
+	FROM cur AS c
+	WHERE c.amount_ok AND c.currency_ok
+	ON CONFLICT DO NOTHING
+	RETURNING payment_id, status
+), upd AS (
+	UPDATE {schema}.orders AS o
+	SET status = 30,
+		paid_at = statement_timestamp(),
+		version = o.version + 1,
+		updated_at = statement_timestamp()
+	FROM cur AS c, pay AS p
+	WHERE o.order_id = c.order_id AND p.status = 20 AND c.status IN (10, 20)
+	RETURNING {o.cols}
+)
+SELECT {u.cols}, true, c.status, c.amount_ok, c.currency_ok, p.payment_id, p.status
+FROM upd AS u, cur AS c, pay AS p
+UNION ALL
+SELECT {c.cols}, false, c.status, c.amount_ok, c.currency_ok, p.payment_id, p.status
+FROM cur AS c LEFT JOIN pay AS p ON true
+WHERE NOT EXISTS (SELECT FROM upd)`
+
+// classifyPaymentSQL finds the payment rows that made paymentSQL insert
+// nothing, in a new statement (new snapshot: see classifyCreateSQL).
+const classifyPaymentSQL = `SELECT p.payment_id, p.order_id, p.status,
+	p.payment_id = $1 AS same_id,
+	p.payment_request_id = $2 AS same_request,
+	(p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, ''))) AS same_provider_ref
+FROM {schema}.payment_record AS p
+WHERE p.payment_id = $1 OR p.payment_request_id = $2
+	OR (p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, '')))`
+
+// RecordPayment records a successful payment for an order in the caller's
+// transaction and applies it (seed §9.9). Outcomes that are not errors are
+// told by PaymentResult.Kind:
+//
+//   - PaymentPaid: payment SUCCEEDED, order CREATED/PAYING → PAID;
+//   - PaymentDuplicate: this payment was seen before (same provider trade
+//     number, callback id or payment request id, same order): nothing
+//     written;
+//   - PaymentAfterCancel: order CANCELLED or CLOSED: payment recorded as
+//     REFUND_PENDING, order untouched (it never gets paid_at), Refund set;
+//   - PaymentOnPaidOrder: order already paid by another payment: this one
+//     is recorded as REFUND_PENDING, Refund set.
+//
+// Errors, each writing nothing: *NotFoundError ([ErrNotFound]) for an
+// unknown order; *MismatchError ([ErrAmountMismatch] /
+// [ErrCurrencyMismatch]) when amount or currency differ from the order;
+// *IDCollisionError when only PaymentID collides; *ModelError when the
+// provider reference belongs to another order; *ValidationError for bad
+// input (nothing sent).
+//
+// A new payment costs one statement; a duplicate costs one more (the
+// classification query). The order row stays locked until the transaction
+// ends, so a concurrent timeout cancel of the same order waits and then
+// sees PAID (or, if it won, this call sees CANCELLED): never both.
+func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (PaymentResult, error) {
+	p, err := s.normalizePayment(p)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	var res PaymentResult
+	err = scanPayment(tx.QueryRow(ctx, s.sql.payment, paymentArgs(p)...), p, &res)
+	if errors.Is(err, ErrConflict) {
+		return s.classifyPayment(ctx, tx, p, res.Order)
+	}
+	return res, err
+}
+
+// QueueRecordPayment queues RecordPayment's single statement into b; the
+// returned error only reports invalid input (nothing queued). The callback
+// fills dst and returns RecordPayment's classified errors, except that a
+// duplicate payment is reported as a *ConflictError ([ErrConflict]) —
+// classify it with [Store.ClassifyPaymentConflict] in the same
+// transaction.
+func (s *Store) QueueRecordPayment(b *pgx.Batch, p Payment, dst *PaymentResult) error {
+	p, err := s.normalizePayment(p)
+	if err != nil {
+		return err
+	}
+	if b == nil || dst == nil {
+		return invalid("QueueRecordPayment", "batch and dst must not be nil")
+	}
+	b.Queue(s.sql.payment, paymentArgs(p)...).QueryRow(func(row pgx.Row) error {
+		return scanPayment(row, p, dst)
+	})
+	return nil
+}
+
+// ClassifyPaymentConflict explains why the insert of p (queued by
+// QueueRecordPayment) inserted nothing, returning exactly what
+// RecordPayment returns for it. It reads only.
+func (s *Store) ClassifyPaymentConflict(ctx context.Context, q pgtx.Querier, p Payment) (PaymentResult, error) {
+	p, err := s.normalizePayment(p)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	o, err := s.Get(ctx, q, p.OrderID)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	return s.classifyPayment(ctx, q, p, o)
+}
+
+func scanPayment(row pgx.Row, p Payment, dst *PaymentResult) error {
+	*dst = PaymentResult{}
+	var (
+		changed, amountOK, currencyOK bool
+		prev                          Status
+		payID                         *uuid.UUID
+		payStatus                     *PaymentStatus
+	)
+	err := scanOrder(row, &dst.Order, &changed, &prev, &amountOK, &currencyOK, &payID, &payStatus)
+	if errors.Is(err, pgx.ErrNoRows) {
+		*dst = PaymentResult{}
+		return &NotFoundError{OrderID: p.OrderID}
+	}
+	if err != nil {
+		*dst = PaymentResult{}
+		return fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
+	}
+	o := dst.Order
+	switch {
+	case !amountOK:
+		return &MismatchError{OrderID: p.OrderID, Field: "amount",
+			Order: strconv.FormatInt(o.TotalAmount, 10), Payment: strconv.FormatInt(p.Amount, 10)}
+	case !currencyOK:
+		return &MismatchError{OrderID: p.OrderID, Field: "currency", Order: o.Currency, Payment: p.Currency}
+	case payID == nil:
+		return &ConflictError{Op: "payment", OrderID: p.OrderID}
+	}
+	dst.PaymentID, dst.PaymentStatus = *payID, *payStatus
+	switch {
+	case changed:
+		dst.Kind = PaymentPaid
+		return nil
+	case *payStatus == PaymentRefundPending:
+		dst.Kind = PaymentOnPaidOrder
+		if prev == StatusCancelled || prev == StatusClosed && o.PaidAt == nil {
+			dst.Kind = PaymentAfterCancel
+		}
+		dst.Refund = &Refund{OrderID: p.OrderID, PaymentID: p.PaymentID, Provider: p.Provider,
+			ProviderTradeNo: p.ProviderTradeNo, Amount: p.Amount, Currency: p.Currency}
+		return nil
+	}
+	return &ModelError{OrderID: p.OrderID, Reason: fmt.Sprintf(
+		"payment %s recorded as %s but order %s not moved to PAID", *payID, *payStatus, prev)}
+}
+
+func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, o Order) (PaymentResult, error) {
+	rows, err := q.Query(ctx, s.sql.classifyPayment, p.PaymentID, p.PaymentRequestID, p.Provider, p.ProviderTradeNo, p.CallbackID)
+	if err != nil {
+		return PaymentResult{}, fmt.Errorf("order: classify payment conflict for order %d: %w", p.OrderID, err)
+	}
+	type match struct {
+		id                       uuid.UUID
+		orderID                  int64
+		status                   PaymentStatus
+		sameID, sameReq, sameRef bool
+	}
+	var ms []match
+	for rows.Next() {
+		var m match
+		if err := rows.Scan(&m.id, &m.orderID, &m.status, &m.sameID, &m.sameReq, &m.sameRef); err != nil {
+			rows.Close()
+			return PaymentResult{}, fmt.Errorf("order: classify payment conflict for order %d: %w", p.OrderID, err)
+		}
+		ms = append(ms, m)
+	}
+	if err := rows.Err(); err != nil {
+		return PaymentResult{}, fmt.Errorf("order: classify payment conflict for order %d: %w", p.OrderID, err)
+	}
+	for _, m := range ms {
+		if (m.sameRef || m.sameReq) && m.orderID == p.OrderID {
+			return PaymentResult{Kind: PaymentDuplicate, PaymentID: m.id, PaymentStatus: m.status, Order: o}, nil
+		}
+	}
+	for _, m := range ms {
+		if m.sameRef || m.sameReq {
+			return PaymentResult{}, &ModelError{OrderID: p.OrderID, Reason: fmt.Sprintf(
+				"payment reference of provider %q trade %q already recorded for order %d", p.Provider, p.ProviderTradeNo, m.orderID)}
+		}
+	}
+	for _, m := range ms {
+		if m.sameID {
+			return PaymentResult{}, &IDCollisionError{Column: "payment_id", Value: p.PaymentID.String()}
+		}
+	}
+	return PaymentResult{}, &ModelError{OrderID: p.OrderID, Reason: "payment insert conflicted but no conflicting payment is visible"}
+}

@@ -1,0 +1,143 @@
+package order
+
+import (
+	"slices"
+	"strconv"
+)
+
+// Status is an order's state, stored in orders.status. The values mirror the
+// ck_orders_status CHECK constraint 1:1 (seed 000 §8.1).
+type Status int16
+
+// The order statuses.
+const (
+	// StatusCreated: the order exists and holds stock; not paid yet.
+	StatusCreated Status = 10
+	// StatusPaying: the user started paying; still cancellable on timeout.
+	StatusPaying Status = 20
+	// StatusPaid: paid (paid_at set). Never cancelled afterwards; a refund
+	// goes through StatusRefundPending.
+	StatusPaid Status = 30
+	// StatusCancelled: cancelled before payment (cancelled_at and
+	// cancel_reason set); its stock is released by the caller in the
+	// cancelling transaction.
+	StatusCancelled Status = 40
+	// StatusClosed: terminal; reached from StatusCancelled, StatusPaid
+	// (fulfilled) or StatusRefundPending (refunded).
+	StatusClosed Status = 50
+	// StatusRefundPending: a paid order whose refund is in progress.
+	StatusRefundPending Status = 60
+)
+
+// Statuses returns every order status in ascending order.
+func Statuses() []Status {
+	return []Status{StatusCreated, StatusPaying, StatusPaid, StatusCancelled, StatusClosed, StatusRefundPending}
+}
+
+// Valid reports whether s is one of the order statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusCreated, StatusPaying, StatusPaid, StatusCancelled, StatusClosed, StatusRefundPending:
+		return true
+	}
+	return false
+}
+
+// String returns the seed's name of s (e.g. "CREATED"), or "Status(n)" for
+// an unknown value.
+func (s Status) String() string {
+	switch s {
+	case StatusCreated:
+		return "CREATED"
+	case StatusPaying:
+		return "PAYING"
+	case StatusPaid:
+		return "PAID"
+	case StatusCancelled:
+		return "CANCELLED"
+	case StatusClosed:
+		return "CLOSED"
+	case StatusRefundPending:
+		return "REFUND_PENDING"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// transitions is THE transition table: target status → the statuses it may
+// be reached from. It is never modified. CREATED is no target (orders are
+// born CREATED by Create).
+//
+//	to              allowed from               timestamps set
+//	PAYING          CREATED                    -
+//	PAID            CREATED, PAYING            paid_at
+//	CANCELLED       CREATED, PAYING            cancelled_at, cancel_reason
+//	                (timeout cancel also needs expire_at <= statement_timestamp())
+//	REFUND_PENDING  PAID                       -
+//	CLOSED          CANCELLED, PAID, REFUND_PENDING  -
+var transitions = map[Status][]Status{
+	StatusPaying:        {StatusCreated},
+	StatusPaid:          {StatusCreated, StatusPaying},
+	StatusCancelled:     {StatusCreated, StatusPaying},
+	StatusRefundPending: {StatusPaid},
+	StatusClosed:        {StatusCancelled, StatusPaid, StatusRefundPending},
+}
+
+// AllowedFrom returns the statuses from which an order may move to to, in
+// ascending order; nil when to is no target of any transition (CREATED, or
+// an unknown status). The result is a fresh slice.
+func AllowedFrom(to Status) []Status {
+	return slices.Clone(transitions[to])
+}
+
+// CanTransition reports whether the transition table allows from → to.
+func CanTransition(from, to Status) bool {
+	return slices.Contains(transitions[to], from)
+}
+
+// PaymentStatus is the state of a payment_record row, mirroring the
+// ck_payment_status CHECK constraint 1:1. The seed fixes the codes but not
+// their names; these are this package's names.
+type PaymentStatus int16
+
+// The payment statuses. [Store.RecordPayment] writes only
+// PaymentSucceeded and PaymentRefundPending.
+const (
+	// PaymentPending: a payment attempt was created, no result yet.
+	PaymentPending PaymentStatus = 0
+	// PaymentProcessing: the provider is processing it.
+	PaymentProcessing PaymentStatus = 10
+	// PaymentSucceeded: money received and applied to the order (paid_at set).
+	PaymentSucceeded PaymentStatus = 20
+	// PaymentFailed: the provider reported failure.
+	PaymentFailed PaymentStatus = 30
+	// PaymentRefundPending: money received but not applicable (the order
+	// was cancelled, closed or already paid by another payment); it must be
+	// refunded.
+	PaymentRefundPending PaymentStatus = 40
+	// PaymentRefunded: the money went back to the payer.
+	PaymentRefunded PaymentStatus = 50
+)
+
+// PaymentStatuses returns every payment status in ascending order.
+func PaymentStatuses() []PaymentStatus {
+	return []PaymentStatus{PaymentPending, PaymentProcessing, PaymentSucceeded, PaymentFailed, PaymentRefundPending, PaymentRefunded}
+}
+
+// String returns the name of s (e.g. "SUCCEEDED"), or "PaymentStatus(n)".
+func (s PaymentStatus) String() string {
+	switch s {
+	case PaymentPending:
+		return "PENDING"
+	case PaymentProcessing:
+		return "PROCESSING"
+	case PaymentSucceeded:
+		return "SUCCEEDED"
+	case PaymentFailed:
+		return "FAILED"
+	case PaymentRefundPending:
+		return "REFUND_PENDING"
+	case PaymentRefunded:
+		return "REFUNDED"
+	}
+	return "PaymentStatus(" + strconv.Itoa(int(s)) + ")"
+}

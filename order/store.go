@@ -1,0 +1,120 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"io/fs"
+	"strings"
+
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+// Migrations is the order package's migration component (tables orders,
+// order_items, payment_record). Pass it to [migrate.Apply] together with the
+// components of other packages to migrate them in one transaction.
+var Migrations = migrate.Component{Name: "order", FS: mustSub(migrationFiles, "migrations")}
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err) // unreachable: the directory is embedded
+	}
+	return sub
+}
+
+// Migrate applies the pending order migrations to schema ("" means
+// "seckill") with [migrate.Apply]: idempotent and safe to run concurrently.
+func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
+	_, err := migrate.Apply(ctx, db, schema, Migrations)
+	return err
+}
+
+// DefaultCurrency is the currency used when [Config.DefaultCurrency] is
+// empty; it is also the DDL's column default.
+const DefaultCurrency = "CNY"
+
+// Config configures a [Store]. The zero value is valid.
+type Config struct {
+	// Schema holding the order tables. Defaults to "seckill". Validated
+	// with [migrate.QuoteSchema].
+	Schema string
+	// DefaultCurrency is used for a NewOrder or Payment whose Currency is
+	// empty. Three upper-case ASCII letters. Defaults to "CNY".
+	DefaultCurrency string
+}
+
+// Store runs the order package's SQL against one schema. All SQL is built
+// once by New; a Store is immutable and safe for concurrent use.
+type Store struct {
+	schema   string
+	currency string
+	sql      statements
+}
+
+// New validates cfg and builds the Store's SQL. An invalid schema returns a
+// *migrate.SchemaError; an invalid currency a *ValidationError.
+func New(cfg Config) (*Store, error) {
+	quoted, err := migrate.QuoteSchema(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	cur := cmp.Or(cfg.DefaultCurrency, DefaultCurrency)
+	if !validCurrency(cur) {
+		return nil, invalid("Config.DefaultCurrency", "must be three upper-case ASCII letters")
+	}
+	return &Store{
+		schema:   cmp.Or(cfg.Schema, migrate.DefaultSchema),
+		currency: cur,
+		sql:      buildStatements(quoted),
+	}, nil
+}
+
+// Schema returns the schema the Store works in.
+func (s *Store) Schema() string { return s.schema }
+
+func validCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// statements holds every SQL text of a Store, with the schema substituted.
+type statements struct {
+	create, classifyCreate      string
+	transition                  string
+	payment, classifyPayment    string
+	dueForExpiry, cancelExpired string
+	getByID, getByRequest       string
+	items, payments             string
+	audit                       string
+}
+
+func buildStatements(quoted string) statements {
+	r := strings.NewReplacer("{schema}", quoted,
+		"{cols}", cols(""), "{c.cols}", cols("c."), "{o.cols}", cols("o."), "{u.cols}", cols("u."))
+	return statements{
+		create:          r.Replace(createSQL),
+		classifyCreate:  r.Replace(classifyCreateSQL),
+		transition:      r.Replace(transitionSQL),
+		payment:         r.Replace(paymentSQL),
+		classifyPayment: r.Replace(classifyPaymentSQL),
+		dueForExpiry:    r.Replace(dueForExpirySQL),
+		cancelExpired:   r.Replace(cancelExpiredSQL),
+		getByID:         r.Replace(getByIDSQL),
+		getByRequest:    r.Replace(getByRequestSQL),
+		items:           r.Replace(itemsSQL),
+		payments:        r.Replace(paymentsSQL),
+		audit:           r.Replace(auditSQL),
+	}
+}
