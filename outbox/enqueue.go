@@ -249,35 +249,40 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 		return err
 	}
 	b.Queue(s.enqueueSQL, s.enqueueArgs(a)...).Query(func(rows pgx.Rows) error {
-		out := make([]Enqueued, 0, len(a.ids))
-		first := make(map[string]int, len(a.ids)) // dedup key → index of its first event
+		inserted := make(map[uuid.UUID]bool, len(a.ids))
+		existing := map[uuid.UUID]uuid.UUID{}
 		for rows.Next() {
-			var id uuid.UUID
-			var isNew bool
-			var existing *uuid.UUID
-			if err := rows.Scan(&id, &isNew, &existing); err != nil {
+			var kind int32
+			var id, other *uuid.UUID
+			if err := rows.Scan(&kind, &id, &other); err != nil {
 				return fmt.Errorf("outbox: enqueue: %w", err)
 			}
-			e := Enqueued{New: isNew, EventID: id}
-			i := len(out)
-			if !isNew {
-				e.EventID = uuid.Nil
-				if existing != nil {
-					e.EventID = *existing
-				} else if j, ok := first[a.dedup[i]]; ok {
-					e.EventID = out[j].EventID // a duplicate within this call
+			switch kind {
+			case 1:
+				inserted[*id] = true
+			case 2:
+				existing[*id] = *other
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("outbox: enqueue: %w", err)
+		}
+		out := make([]Enqueued, len(a.ids))
+		first := make(map[string]int, len(a.ids)) // dedup key → index of its first event
+		for i, id := range a.ids {
+			switch {
+			case inserted[id]:
+				out[i] = Enqueued{New: true, EventID: id}
+			case existing[id] != uuid.Nil:
+				out[i] = Enqueued{EventID: existing[id]}
+			default:
+				if j, ok := first[a.dedup[i]]; ok {
+					out[i] = Enqueued{EventID: out[j].EventID} // a duplicate within this call
 				}
 			}
 			if _, ok := first[a.dedup[i]]; !ok {
 				first[a.dedup[i]] = i
 			}
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("outbox: enqueue: %w", err)
-		}
-		if len(out) != len(a.ids) {
-			return fmt.Errorf("outbox: enqueue: got %d result rows for %d events", len(out), len(a.ids))
 		}
 		done(out)
 		return nil

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -297,5 +300,69 @@ func TestStatusMatchesCheckConstraint(t *testing.T) {
 	}
 	if outbox.Status(5).Valid() || outbox.Status(5).String() != "Status(5)" {
 		t.Fatal("Status(5)")
+	}
+}
+
+// Enqueues of the same ordering key serialise on a transaction advisory
+// lock, so that seq order is commit order per key; other keys do not wait.
+func TestEnqueueOrderedSerialisesPerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	withKey := func(i int, key string) outbox.Event {
+		e := event(i)
+		e.OrderingKey = key
+		return e
+	}
+	tx1, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(b.ctx)
+	if _, err := b.store.Enqueue(b.ctx, tx1, withKey(1, "A")); err != nil {
+		t.Fatal(err)
+	}
+	try := func(e outbox.Event) error {
+		return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				return err
+			}
+			_, err := b.store.Enqueue(b.ctx, tx, e)
+			return err
+		})
+	}
+	var pgErr *pgconn.PgError
+	if err := try(withKey(2, "A")); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.LockNotAvailable {
+		t.Fatalf("second enqueue of key A while the first is uncommitted: %v, want lock timeout", err)
+	}
+	if err := try(withKey(3, "B")); err != nil {
+		t.Fatalf("key B waited for key A: %v", err)
+	}
+	if err := try(event(4)); err != nil {
+		t.Fatalf("unordered event waited: %v", err)
+	}
+	if err := tx1.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := try(withKey(5, "A")); err != nil {
+		t.Fatal(err)
+	}
+	var first, second int64
+	if err := b.pool.QueryRow(b.ctx, `SELECT min(seq), max(seq) FROM `+b.table()+` WHERE ordering_key = 'A'`).Scan(&first, &second); err != nil || first >= second {
+		t.Fatalf("seqs %d, %d, %v", first, second, err)
+	}
+}
+
+// Enqueue notifies the store's channel (delivered at commit).
+func TestEnqueueNotifies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	conn := pgtest.Conn(t)
+	if _, err := conn.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, event(1), event(2))
+	n, err := conn.WaitForNotification(b.ctx)
+	if err != nil || n.Channel != b.store.Channel() {
+		t.Fatalf("notification %+v, %v", n, err)
 	}
 }

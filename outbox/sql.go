@@ -15,9 +15,12 @@ package outbox
 // that, so for one ordering key seq order is commit order: a second
 // transaction enqueuing for the same key waits until the first one ends.
 //
-// The final SELECT reports, per input row, whether it was inserted and else
-// the id of the row that holds the dedup key when this statement's snapshot
-// sees it.
+// The final SELECT returns one row per inserted event (kind 1) and one per
+// input event whose dedup key already belonged to a row this statement's
+// snapshot sees (kind 2, with that row's id); rows inserted by this very
+// statement are invisible to its snapshot, so kind 2 only finds pre-existing
+// rows. Both parts are linear (index probes), whatever the batch size. The
+// notify part (kind 0) is a third branch so that it is always executed.
 func enqueueSQL(notify bool) string {
 	q := `WITH input AS MATERIALIZED (
 	SELECT *
@@ -40,20 +43,21 @@ func enqueueSQL(notify bool) string {
 	RETURNING o.event_id
 )`
 	tail := `
-SELECT i.event_id, ins.event_id IS NOT NULL, e.event_id
+SELECT 1, event_id, NULL::uuid FROM ins
+UNION ALL
+SELECT 2, i.event_id, e.event_id
 FROM input AS i
-LEFT JOIN ins ON ins.event_id = i.event_id
-LEFT JOIN {schema}.event_outbox AS e ON ins.event_id IS NULL AND e.dedup_key = i.dedup_key`
+JOIN {schema}.event_outbox AS e ON e.dedup_key = i.dedup_key`
 	if notify {
 		// One pg_notify per statement, and none when nothing was inserted.
 		q += `, notified AS (
 	SELECT 1 AS one FROM pg_notify($15, '') WHERE EXISTS (SELECT 1 FROM ins)
 )`
 		tail += `
-LEFT JOIN notified ON true`
+UNION ALL
+SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 	}
-	return q + tail + `
-ORDER BY i.ord`
+	return q + tail
 }
 
 // claimSQL claims up to $1 ready events for owner $2 (seed §9.8), oldest
