@@ -23,7 +23,7 @@ type bundle struct {
 	store  *outbox.Store
 }
 
-func setup(t *testing.T, cfg outbox.Config) *bundle {
+func setup(t testing.TB, cfg outbox.Config) *bundle {
 	t.Helper()
 	b := &bundle{ctx: pgtest.Context(t, 2*time.Minute), pool: pgtest.Pool(t), schema: pgtest.Schema(t)}
 	if err := outbox.Migrate(b.ctx, b.pool, b.schema); err != nil {

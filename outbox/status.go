@@ -20,7 +20,7 @@ const (
 	// released it); claimable again once available_at has passed.
 	StatusRetry Status = 30
 	// StatusDead: failed max_retry times. Terminal; needs an operator
-	// (see [Store.Requeue]).
+	// (inspect last_error, then fix or delete the row).
 	StatusDead Status = 40
 )
 
