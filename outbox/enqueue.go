@@ -298,6 +298,9 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 // input returns a *ValidationError matching [ErrInvalidArgument] and sends
 // nothing.
 func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqueued, error) {
+	if tx == nil {
+		return nil, invalid("tx", "nil")
+	}
 	var out []Enqueued
 	b := &pgx.Batch{}
 	if err := s.QueueEnqueueMany(b, evs, &out); err != nil {
@@ -312,6 +315,9 @@ func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqu
 // Enqueue inserts one event in the caller's transaction; see
 // [Store.EnqueueMany].
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev Event) (Enqueued, error) {
+	if tx == nil {
+		return Enqueued{}, invalid("tx", "nil")
+	}
 	var out Enqueued
 	b := &pgx.Batch{}
 	if err := s.QueueEnqueue(b, ev, &out); err != nil {

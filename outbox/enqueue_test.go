@@ -218,7 +218,13 @@ func TestEnqueueInvalidInput(t *testing.T) {
 			t.Fatalf("%s: queued %d statements", c.name, qb.Len())
 		}
 	}
-	_, err := b.store.EnqueueMany(b.ctx, nil, nil)
+	if _, err := b.store.EnqueueMany(b.ctx, nil, []outbox.Event{event(1)}); !errors.Is(err, outbox.ErrInvalidArgument) {
+		t.Fatalf("nil tx: err = %v", err)
+	}
+	err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.store.EnqueueMany(b.ctx, tx, nil)
+		return err
+	})
 	if !errors.Is(err, outbox.ErrInvalidArgument) {
 		t.Fatalf("no events: err = %v", err)
 	}
@@ -364,5 +370,38 @@ func TestEnqueueNotifies(t *testing.T) {
 	n, err := conn.WaitForNotification(b.ctx)
 	if err != nil || n.Channel != b.store.Channel() {
 		t.Fatalf("notification %+v, %v", n, err)
+	}
+}
+
+// The exported column limits mirror the table's VARCHAR lengths.
+func TestColumnLimitsMatchTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	want := map[string]int{
+		"dedup_key": outbox.MaxDedupKeyLen, "aggregate_type": outbox.MaxAggregateTypeLen,
+		"aggregate_id": outbox.MaxAggregateIDLen, "topic": outbox.MaxTopicLen, "tag": outbox.MaxTagLen,
+		"message_key": outbox.MaxMessageKeyLen, "ordering_key": outbox.MaxOrderingKeyLen, "locked_by": outbox.MaxOwnerLen,
+	}
+	rows, err := b.pool.Query(b.ctx, `SELECT column_name, character_maximum_length FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = 'event_outbox' AND character_maximum_length IS NOT NULL`, b.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[name] = n
+	}
+	if rows.Err() != nil || len(got) != len(want) {
+		t.Fatalf("columns %v, %v", got, rows.Err())
+	}
+	for c, n := range want {
+		if got[c] != n {
+			t.Fatalf("%s: table %d, Go %d", c, got[c], n)
+		}
 	}
 }

@@ -105,8 +105,10 @@ type RelayConfig struct {
 	// transaction mode LISTEN does not work: set DisableListen. Defaults to
 	// false.
 	DisableListen bool
-	// ShutdownTimeout bounds the marking of the in-flight batch after ctx
-	// ends. Defaults to 10s.
+	// ShutdownTimeout bounds each claim and mark statement, which are not
+	// interrupted by the cancellation of Run's ctx (so that a claim the
+	// server ran is always marked or released): it is how long a stopping
+	// relay may take to finish its in-flight batch. Defaults to 10s.
 	ShutdownTimeout time.Duration
 	// Logger receives warnings and errors. Defaults to discarding.
 	Logger *slog.Logger
@@ -316,7 +318,12 @@ func (r *Relay) recoverExpired(ctx context.Context) {
 // events claimed.
 func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	start := time.Now()
-	claim, err := r.store.ClaimOutboxBatch(ctx, r.pool, r.cfg.Owner, r.cfg.BatchSize)
+	// The claim is not interrupted by ctx: a claim cut off after the server
+	// ran it would leave its events SENDING until the lease expires.
+	// Instead, a claim that completes after ctx ended is released at once.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	claim, err := r.store.ClaimOutboxBatch(cctx, r.pool, r.cfg.Owner, r.cfg.BatchSize)
+	cancel()
 	if err != nil {
 		return 0, err
 	}
@@ -326,7 +333,15 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	}
 	r.metrics.Claimed(n)
 
-	errs := r.publish(ctx, claim.Messages)
+	var errs []error
+	if ctx.Err() == nil {
+		errs = r.publish(ctx, start, claim.Messages)
+	} else {
+		errs = make([]error, n)
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
 
 	// Mark even when ctx has ended, within ShutdownTimeout.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
@@ -390,10 +405,10 @@ func ids(ms []Message) []uuid.UUID {
 	return out
 }
 
-// publish calls the publisher with a lease deadline and turns a panic or a
+// publish calls the publisher with the lease as deadline and turns a panic or a
 // malformed result into per-message errors.
-func (r *Relay) publish(ctx context.Context, msgs []Message) (errs []error) {
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
+func (r *Relay) publish(ctx context.Context, claimed time.Time, msgs []Message) (errs []error) {
+	pctx, cancel := context.WithDeadline(ctx, claimed.Add(r.cfg.Lease))
 	defer cancel()
 	all := func(err error) []error {
 		errs := make([]error, len(msgs))
