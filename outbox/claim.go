@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -90,21 +91,11 @@ func (s *Store) QueueClaimOutboxBatch(b *pgx.Batch, owner string, limit int, dst
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("outbox: claim: %w", err)
 		}
-		slices.SortFunc(c.Messages, func(a, b Message) int { return cmpInt64(a.Seq, b.Seq) })
+		slices.SortFunc(c.Messages, func(a, b Message) int { return cmp.Compare(a.Seq, b.Seq) })
 		*dst = c
 		return nil
 	})
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ClaimOutboxBatch claims up to limit ready events (PENDING or RETRY whose

@@ -30,6 +30,7 @@ type ValidationError struct {
 	Reason string
 }
 
+// Error names the field and the reason.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("outbox: invalid %s: %s", e.Field, e.Reason)
 }
@@ -60,6 +61,7 @@ type LeaseLostError struct {
 	Lost  []LostEvent
 }
 
+// Error summarises the lost events (the first three in detail).
 func (e *LeaseLostError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "outbox: lease lost for %d event(s) of owner %q", len(e.Lost), e.Lease.Owner)

@@ -53,11 +53,22 @@ type Metrics interface {
 // NopMetrics implements [Metrics] and ignores everything.
 type NopMetrics struct{}
 
-func (NopMetrics) Claimed(int)                {}
-func (NopMetrics) Published(int)              {}
-func (NopMetrics) Failed(int)                 {}
-func (NopMetrics) Dead(int)                   {}
-func (NopMetrics) LeaseRecovered(int)         {}
+// Claimed does nothing.
+func (NopMetrics) Claimed(int) {}
+
+// Published does nothing.
+func (NopMetrics) Published(int) {}
+
+// Failed does nothing.
+func (NopMetrics) Failed(int) {}
+
+// Dead does nothing.
+func (NopMetrics) Dead(int) {}
+
+// LeaseRecovered does nothing.
+func (NopMetrics) LeaseRecovered(int) {}
+
+// BatchLatency does nothing.
 func (NopMetrics) BatchLatency(time.Duration) {}
 
 // Defaults of [RelayConfig].

@@ -76,7 +76,8 @@ type Config struct {
 	DisableNotify bool
 
 	// DeadBlocksKey makes a DEAD event block the later events of its
-	// ordering key until an operator deals with it (strict ordering).
+	// ordering key until an operator deals with it — deletes the row, or
+	// sets it back to PENDING with retry_count 0 — (strict ordering).
 	// Defaults to false: DEAD counts as finished, later events of the key
 	// flow (a poison event costs its own delivery only).
 	DeadBlocksKey bool
