@@ -1,0 +1,330 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one event to enqueue.
+type Event struct {
+	// Topic the relay publishes to. Required, at most 128 characters.
+	Topic string
+	// Tag is an optional sub-type (RocketMQ tag, e.g. "ORDER_CREATED"), at
+	// most 64 characters.
+	Tag string
+	// MessageKey is the broker's message key (partitioning, lookup). At most
+	// 160 characters. Defaults to AggregateID.
+	MessageKey string
+	// AggregateType and AggregateID name the entity the event is about, e.g.
+	// "ORDER" and the order id. Required, at most 64 and 128 characters.
+	AggregateType string
+	AggregateID   string
+	// SchemaVersion of the payload. 0 means 1; negative is invalid.
+	SchemaVersion int
+	// Payload is the event body: valid JSON (an object, array, string, …),
+	// at most Config.MaxPayloadBytes. A []byte converts implicitly. Stored as
+	// jsonb, so it is published normalised (key order and whitespace may
+	// differ from the input; the JSON value is the same).
+	Payload json.RawMessage
+	// Headers travel with the message. Keys must be non-empty. Optional.
+	Headers map[string]string
+	// DedupKey makes the enqueue idempotent: at most one row per key ever
+	// exists (e.g. "ORDER_CREATED:" + order id). Required, at most 160
+	// characters.
+	DedupKey string
+	// OrderingKey, when not empty, puts the event in ordered mode: events
+	// with the same key are published one at a time in enqueue (= commit)
+	// order. At most 160 characters. See the package documentation.
+	OrderingKey string
+	// Delay postpones the first publish attempt. 0 means now; negative is
+	// invalid.
+	Delay time.Duration
+	// MaxRetries is the number of publish attempts before the event goes
+	// DEAD. 0 means Config.DefaultMaxRetries; negative is invalid.
+	MaxRetries int
+}
+
+// Enqueued reports the outcome of enqueuing one event.
+type Enqueued struct {
+	// New is true when this call inserted the row, false when an event with
+	// the same dedup key already existed (nothing was written for it).
+	New bool
+	// EventID is the id of the row that holds the dedup key: the new
+	// time-ordered (UUIDv7) id when New; the existing row's id when it is a
+	// duplicate the statement could see, uuid.Nil when the existing row was
+	// committed by a concurrent transaction after this statement started.
+	EventID uuid.UUID
+}
+
+// enqueueArgs holds the parallel arrays of one enqueue statement.
+type enqueueArgs struct {
+	ids                                  []uuid.UUID
+	dedup, aggType, aggID, topic, msgKey []string
+	tag, ordKey                          []*string
+	version, maxRetry                    []int32
+	payload, headers                     []string
+	delayUS                              []int64
+}
+
+func (s *Store) buildEnqueue(field string, evs []Event) (*enqueueArgs, error) {
+	if len(evs) == 0 {
+		return nil, invalid(field, "no events")
+	}
+	n := len(evs)
+	a := &enqueueArgs{
+		ids: make([]uuid.UUID, n), dedup: make([]string, n), aggType: make([]string, n),
+		aggID: make([]string, n), topic: make([]string, n), msgKey: make([]string, n),
+		tag: make([]*string, n), ordKey: make([]*string, n), version: make([]int32, n),
+		maxRetry: make([]int32, n), payload: make([]string, n), headers: make([]string, n),
+		delayUS: make([]int64, n),
+	}
+	for i, ev := range evs {
+		f := field
+		if field == "events" {
+			f = fmt.Sprintf("%s[%d]", field, i)
+		}
+		if err := s.validateEvent(f, &ev); err != nil {
+			return nil, err
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("outbox: generate event id: %w", err)
+		}
+		a.ids[i] = id
+		a.dedup[i], a.aggType[i], a.aggID[i], a.topic[i] = ev.DedupKey, ev.AggregateType, ev.AggregateID, ev.Topic
+		a.msgKey[i] = ev.MessageKey
+		if ev.Tag != "" {
+			a.tag[i] = &evs[i].Tag
+		}
+		if ev.OrderingKey != "" {
+			a.ordKey[i] = &evs[i].OrderingKey
+		}
+		a.version[i] = int32(ev.SchemaVersion)
+		a.maxRetry[i] = int32(ev.MaxRetries)
+		a.payload[i] = string(ev.Payload)
+		h := []byte("{}")
+		if len(ev.Headers) > 0 {
+			if h, err = json.Marshal(ev.Headers); err != nil {
+				return nil, invalid(f+".Headers", "%v", err)
+			}
+		}
+		a.headers[i] = string(h)
+		a.delayUS[i] = ev.Delay.Microseconds()
+	}
+	return a, nil
+}
+
+// validateEvent checks ev and fills its defaults.
+func (s *Store) validateEvent(f string, ev *Event) error {
+	if ev.MessageKey == "" {
+		ev.MessageKey = ev.AggregateID
+	}
+	for _, c := range []struct {
+		name     string
+		v        string
+		max      int
+		required bool
+	}{
+		{"Topic", ev.Topic, MaxTopicLen, true},
+		{"Tag", ev.Tag, MaxTagLen, false},
+		{"AggregateType", ev.AggregateType, MaxAggregateTypeLen, true},
+		{"AggregateID", ev.AggregateID, MaxAggregateIDLen, true},
+		{"MessageKey", ev.MessageKey, MaxMessageKeyLen, true},
+		{"DedupKey", ev.DedupKey, MaxDedupKeyLen, true},
+		{"OrderingKey", ev.OrderingKey, MaxOrderingKeyLen, false},
+	} {
+		if err := checkText(f+"."+c.name, c.v, c.max, c.required); err != nil {
+			return err
+		}
+	}
+	switch {
+	case ev.SchemaVersion < 0 || ev.SchemaVersion > 1<<31-1:
+		return invalid(f+".SchemaVersion", "must be positive (0 means 1), got %d", ev.SchemaVersion)
+	case ev.MaxRetries < 0 || ev.MaxRetries > 1<<31-1:
+		return invalid(f+".MaxRetries", "must be positive (0 means the default), got %d", ev.MaxRetries)
+	case ev.Delay < 0:
+		return invalid(f+".Delay", "negative (%v)", ev.Delay)
+	case len(ev.Payload) == 0:
+		return invalid(f+".Payload", "empty (use a JSON value such as {} or null)")
+	case len(ev.Payload) > s.cfg.MaxPayloadBytes:
+		return invalid(f+".Payload", "%d bytes, more than the limit of %d", len(ev.Payload), s.cfg.MaxPayloadBytes)
+	case !json.Valid(ev.Payload):
+		return invalid(f+".Payload", "not valid JSON")
+	case hasNULEscape(ev.Payload):
+		return invalid(f+".Payload", `contains \u0000, which jsonb cannot store`)
+	}
+	if ev.SchemaVersion == 0 {
+		ev.SchemaVersion = 1
+	}
+	if ev.MaxRetries == 0 {
+		ev.MaxRetries = s.cfg.DefaultMaxRetries
+	}
+	for k, v := range ev.Headers {
+		if err := checkText(f+".Headers key", k, 0, true); err != nil {
+			return err
+		}
+		if err := checkText(f+".Headers["+k+"]", v, 0, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkText rejects invalid UTF-8, NUL bytes (PostgreSQL text cannot hold
+// them), empty required values and values longer than max characters (0: no
+// limit).
+func checkText(field, v string, max int, required bool) error {
+	switch {
+	case v == "" && required:
+		return invalid(field, "empty")
+	case !utf8.ValidString(v):
+		return invalid(field, "not valid UTF-8")
+	case strings.IndexByte(v, 0) >= 0:
+		return invalid(field, "contains a NUL byte")
+	case max > 0 && utf8.RuneCountInString(v) > max:
+		return invalid(field, "%d characters, more than the column limit of %d", utf8.RuneCountInString(v), max)
+	}
+	return nil
+}
+
+// hasNULEscape reports whether the JSON text contains the escape \u0000
+// (not preceded by an escaping backslash).
+func hasNULEscape(b []byte) bool {
+	for i := 0; i+5 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] == 'u' && string(b[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // skip the escaped character
+	}
+	return false
+}
+
+func (s *Store) enqueueArgs(a *enqueueArgs) []any {
+	args := []any{a.ids, a.dedup, a.aggType, a.aggID, a.topic, a.tag, a.msgKey,
+		a.ordKey, a.version, a.payload, a.headers, a.delayUS, a.maxRetry, s.schema}
+	if !s.cfg.DisableNotify {
+		args = append(args, s.channel)
+	}
+	return args
+}
+
+// QueueEnqueueMany queues the insert of evs into b as ONE statement and
+// arranges for *dst to receive one [Enqueued] per event, in order, when the
+// batch's results are read (errors surface from BatchResults.Close). Send b
+// on the transaction that writes the business data the events describe.
+// The returned error is only for invalid input (a *ValidationError); then
+// nothing is queued.
+func (s *Store) QueueEnqueueMany(b *pgx.Batch, evs []Event, dst *[]Enqueued) error {
+	if dst == nil {
+		return invalid("dst", "nil")
+	}
+	return s.queueEnqueue(b, "events", evs, func(out []Enqueued) { *dst = out })
+}
+
+// QueueEnqueue is [Store.QueueEnqueueMany] for one event; *dst receives its
+// outcome.
+func (s *Store) QueueEnqueue(b *pgx.Batch, ev Event, dst *Enqueued) error {
+	if dst == nil {
+		return invalid("dst", "nil")
+	}
+	return s.queueEnqueue(b, "event", []Event{ev}, func(out []Enqueued) { *dst = out[0] })
+}
+
+func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func([]Enqueued)) error {
+	if b == nil {
+		return invalid("batch", "nil")
+	}
+	a, err := s.buildEnqueue(field, evs)
+	if err != nil {
+		return err
+	}
+	b.Queue(s.enqueueSQL, s.enqueueArgs(a)...).Query(func(rows pgx.Rows) error {
+		inserted := make(map[uuid.UUID]bool, len(a.ids))
+		existing := map[uuid.UUID]uuid.UUID{}
+		for rows.Next() {
+			var kind int32
+			var id, other *uuid.UUID
+			if err := rows.Scan(&kind, &id, &other); err != nil {
+				return fmt.Errorf("outbox: enqueue: %w", err)
+			}
+			switch kind {
+			case 1:
+				inserted[*id] = true
+			case 2:
+				existing[*id] = *other
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("outbox: enqueue: %w", err)
+		}
+		out := make([]Enqueued, len(a.ids))
+		first := make(map[string]int, len(a.ids)) // dedup key → index of its first event
+		for i, id := range a.ids {
+			switch {
+			case inserted[id]:
+				out[i] = Enqueued{New: true, EventID: id}
+			case existing[id] != uuid.Nil:
+				out[i] = Enqueued{EventID: existing[id]}
+			default:
+				if j, ok := first[a.dedup[i]]; ok {
+					out[i] = Enqueued{EventID: out[j].EventID} // a duplicate within this call
+				}
+			}
+			if _, ok := first[a.dedup[i]]; !ok {
+				first[a.dedup[i]] = i
+			}
+		}
+		done(out)
+		return nil
+	})
+	return nil
+}
+
+// EnqueueMany inserts evs in the caller's transaction with ONE statement
+// (arrays through unnest) and reports, per event in order, whether it was
+// new or a duplicate of an existing dedup key (ON CONFLICT DO NOTHING: a
+// duplicate writes nothing and is not an error). Events with an ordering key
+// take a transaction advisory lock per key, held until tx ends. Invalid
+// input returns a *ValidationError matching [ErrInvalidArgument] and sends
+// nothing.
+func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqueued, error) {
+	if tx == nil {
+		return nil, invalid("tx", "nil")
+	}
+	var out []Enqueued
+	b := &pgx.Batch{}
+	if err := s.QueueEnqueueMany(b, evs, &out); err != nil {
+		return nil, err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Enqueue inserts one event in the caller's transaction; see
+// [Store.EnqueueMany].
+func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev Event) (Enqueued, error) {
+	if tx == nil {
+		return Enqueued{}, invalid("tx", "nil")
+	}
+	var out Enqueued
+	b := &pgx.Batch{}
+	if err := s.QueueEnqueue(b, ev, &out); err != nil {
+		return Enqueued{}, err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return Enqueued{}, err
+	}
+	return out, nil
+}

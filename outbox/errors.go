@@ -1,0 +1,86 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// ErrInvalidArgument is matched by every error that rejects caller input
+// before anything is sent to the database. The concrete type is
+// *ValidationError.
+var ErrInvalidArgument = errors.New("outbox: invalid argument")
+
+// ErrLeaseLost is matched by the error of [Store.MarkSent],
+// [Store.MarkFailed] and [Store.Release] when some of the events were no
+// longer held under the given lease: the lease expired and was recovered,
+// another relay claimed them since, or they were already finished. Those
+// rows were not touched. The concrete type is *LeaseLostError.
+var ErrLeaseLost = errors.New("outbox: lease lost")
+
+// ErrRelayRunning is returned by [Relay.Run] when the relay is already
+// running.
+var ErrRelayRunning = errors.New("outbox: relay already running")
+
+// ValidationError rejects one argument and says why. Nothing was written.
+type ValidationError struct {
+	Field  string // the argument or field, e.g. "events[3].Payload"
+	Reason string
+}
+
+// Error names the field and the reason.
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("outbox: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is [ErrInvalidArgument].
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// LostEvent is one event a lease-checked update did not touch, with the row
+// as the statement saw it.
+type LostEvent struct {
+	EventID uuid.UUID
+	// Exists is false when no row has this id (never enqueued, or purged).
+	Exists bool
+	// Status, LockedBy are the row's state when it was not matched; LockedBy
+	// is "" when the row is not SENDING.
+	Status   Status
+	LockedBy string
+}
+
+// LeaseLostError lists the events of a lease-checked update that were not
+// held under the caller's lease. It matches [ErrLeaseLost].
+type LeaseLostError struct {
+	Lease Lease
+	Lost  []LostEvent
+}
+
+// Error summarises the lost events (the first three in detail).
+func (e *LeaseLostError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outbox: lease lost for %d event(s) of owner %q", len(e.Lost), e.Lease.Owner)
+	for i, l := range e.Lost {
+		if i == 3 {
+			fmt.Fprintf(&b, ", …")
+			break
+		}
+		if !l.Exists {
+			fmt.Fprintf(&b, "; %s: not found", l.EventID)
+			continue
+		}
+		fmt.Fprintf(&b, "; %s: %s", l.EventID, l.Status)
+		if l.LockedBy != "" {
+			fmt.Fprintf(&b, " by %q", l.LockedBy)
+		}
+	}
+	return b.String()
+}
+
+// Is reports whether target is [ErrLeaseLost].
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }

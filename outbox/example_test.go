@@ -1,0 +1,145 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/outbox"
+)
+
+func ExampleStore_Enqueue() {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDB("enqueue")
+	if err := outbox.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := outbox.New(outbox.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	ev := outbox.Event{
+		Topic:         "ORDER_EVENT",
+		Tag:           "ORDER_CREATED",
+		AggregateType: "ORDER",
+		AggregateID:   "1001",
+		DedupKey:      "ORDER_CREATED:1001",
+		Payload:       json.RawMessage(`{"order_id": 1001, "sku": "A1"}`),
+	}
+	for range 2 { // the second enqueue is a duplicate: nothing written
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// ... the order insert would go here, in the same tx ...
+			res, err := store.Enqueue(ctx, tx, ev)
+			fmt.Println("new:", res.New)
+			return err
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	st, _ := store.Stats(ctx, pool)
+	fmt.Println("pending:", st.Pending)
+	// Output:
+	// new: true
+	// new: false
+	// pending: 1
+}
+
+func ExampleStore_ClaimOutboxBatch() {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDB("claim")
+	if err := outbox.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, _ := outbox.New(outbox.Config{Schema: schema})
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "e1", Payload: []byte(`1`)},
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "e2", Payload: []byte(`2`)},
+		})
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	claim, err := store.ClaimOutboxBatch(ctx, pool, "relay-1", 10)
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range claim.Messages {
+		fmt.Println("publish", m.AggregateID, string(m.Payload))
+	}
+	// Event 1 was published, event 2 failed.
+	res, err := store.MarkSent(ctx, pool, claim.Lease, claim.IDs()[:1])
+	fmt.Println("sent:", res.Marked, err)
+	res, err = store.MarkFailed(ctx, pool, claim.Lease, []outbox.Failure{
+		{EventID: claim.Messages[1].EventID, Err: fmt.Errorf("broker unavailable")},
+	})
+	fmt.Println("retry:", res.Marked, err)
+	// Marking again under the same lease touches nothing and says why.
+	res, err = store.MarkSent(ctx, pool, claim.Lease, claim.IDs()[:1])
+	fmt.Println(errors.Is(err, outbox.ErrLeaseLost), res.Lost[0].Status)
+	// Output:
+	// publish 1 1
+	// publish 2 2
+	// sent: 1 <nil>
+	// retry: 1 <nil>
+	// true SENT
+}
+
+func ExampleRelay() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool, schema := pgtest.ExampleDB("relay")
+	if err := outbox.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, _ := outbox.New(outbox.Config{Schema: schema})
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var evs []outbox.Event
+		for i := 1; i <= 3; i++ {
+			evs = append(evs, outbox.Event{
+				Topic: "ORDER_EVENT", AggregateType: "ORDER", AggregateID: "7",
+				DedupKey:    fmt.Sprintf("ORDER:7:%d", i),
+				OrderingKey: "ORDER:7", // published in this order
+				Payload:     json.RawMessage(fmt.Sprintf(`{"step": %d}`, i)),
+			})
+		}
+		_, err := store.EnqueueMany(ctx, tx, evs)
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	published := 0
+	relay, err := outbox.NewRelay(pool, outbox.RelayConfig{
+		Store: store,
+		Publisher: outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+			for _, m := range msgs {
+				fmt.Println("published", m.Topic, string(m.Payload))
+				if published++; published == 3 {
+					cancel() // stop the relay; it still marks this batch
+				}
+			}
+			return nil // all published
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := relay.Run(ctx); err != nil {
+		panic(err)
+	}
+	st, _ := store.Stats(context.Background(), pool)
+	fmt.Println("sent:", st.Sent)
+	// Output:
+	// published ORDER_EVENT {"step": 1}
+	// published ORDER_EVENT {"step": 2}
+	// published ORDER_EVENT {"step": 3}
+	// sent: 3
+}

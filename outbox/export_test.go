@@ -1,0 +1,9 @@
+package outbox
+
+// SetIdleHook installs f, called each time the relay goes idle (a claim
+// found nothing) with whether its LISTEN connection is up. Tests use it as a
+// signal instead of sleeping. Call before Run.
+func SetIdleHook(r *Relay, f func(listening bool)) { r.onIdle = f }
+
+// ClaimSQL returns the claim statement (for EXPLAIN in tests).
+func ClaimSQL(s *Store) string { return s.claimSQL }

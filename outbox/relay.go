@@ -1,0 +1,497 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Publisher sends messages to the broker.
+type Publisher interface {
+	// Publish publishes msgs and reports per message: it returns nil when
+	// every message was published, or a slice of len(msgs) errors where
+	// errs[i] == nil means msgs[i] was published (acknowledged by the
+	// broker). A slice of another length counts as "all failed". ctx is
+	// cancelled when the relay stops and carries a deadline of the relay's
+	// lease; a message published after its lease expired may be published
+	// twice. Publish must be safe to call again with the same message:
+	// delivery is at least once, consumers must be idempotent.
+	Publish(ctx context.Context, msgs []Message) []error
+}
+
+// PublisherFunc adapts a function to [Publisher].
+type PublisherFunc func(ctx context.Context, msgs []Message) []error
+
+// Publish calls f.
+func (f PublisherFunc) Publish(ctx context.Context, msgs []Message) []error { return f(ctx, msgs) }
+
+// Metrics receives the relay's counters. Implementations must be safe for
+// concurrent use (several relays may share one) and fast. Embed
+// [NopMetrics] to implement only some methods.
+type Metrics interface {
+	Claimed(n int)                // events claimed by one claim statement
+	Published(n int)              // events published and marked SENT
+	Failed(n int)                 // publish failures recorded (RETRY or DEAD)
+	Dead(n int)                   // events that went DEAD (also counted in Failed)
+	LeaseRecovered(n int)         // expired leases this relay recovered
+	BatchLatency(d time.Duration) // claim → publish → mark, per non-empty batch
+}
+
+// NopMetrics implements [Metrics] and ignores everything.
+type NopMetrics struct{}
+
+// Claimed does nothing.
+func (NopMetrics) Claimed(int) {}
+
+// Published does nothing.
+func (NopMetrics) Published(int) {}
+
+// Failed does nothing.
+func (NopMetrics) Failed(int) {}
+
+// Dead does nothing.
+func (NopMetrics) Dead(int) {}
+
+// LeaseRecovered does nothing.
+func (NopMetrics) LeaseRecovered(int) {}
+
+// BatchLatency does nothing.
+func (NopMetrics) BatchLatency(time.Duration) {}
+
+// Defaults of [RelayConfig].
+const (
+	DefaultBatchSize       = 100
+	DefaultPollInterval    = 100 * time.Millisecond
+	DefaultMaxPollInterval = 5 * time.Second
+	DefaultLease           = 30 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// RelayConfig configures a [Relay]. The zero value (plus a Publisher) is
+// valid and means defaults.
+type RelayConfig struct {
+	// Store runs the statements. Defaults to a Store of Config{} (schema
+	// "seckill").
+	Store *Store
+	// Publisher publishes the claimed messages. Required.
+	Publisher Publisher
+	// Owner identifies this relay in locked_by; it must be unique among the
+	// relays of one outbox. Defaults to "hostname-pid-random".
+	Owner string
+	// BatchSize is the number of events claimed at a time. Defaults to 100.
+	BatchSize int
+	// PollInterval is the wait after a claim found nothing; it doubles on
+	// every further empty claim up to MaxPollInterval and resets when
+	// events arrive or a NOTIFY wakes the relay. Defaults to 100ms.
+	PollInterval time.Duration
+	// MaxPollInterval caps the idle wait. Defaults to 5s (raised to
+	// PollInterval when smaller).
+	MaxPollInterval time.Duration
+	// Lease is how long a claim may stay unfinished before any relay
+	// recovers it, and the deadline of Publish. It must exceed the slowest
+	// publish you accept. Defaults to 30s.
+	Lease time.Duration
+	// RecoverInterval is how often the relay recovers expired leases (of any
+	// relay). Defaults to Lease/2.
+	RecoverInterval time.Duration
+	// Backoff gives the delay before the next attempt after attempt number
+	// attempt (1 for the first) failed. Defaults to [DefaultBackoff].
+	Backoff func(attempt int) time.Duration
+	// DisableListen turns the LISTEN/NOTIFY wake-up off; the relay then
+	// only polls. LISTEN holds one pool connection for the relay's lifetime
+	// (taken out of the pool, closed at the end); behind a PgBouncer in
+	// transaction mode LISTEN does not work: set DisableListen. Defaults to
+	// false.
+	DisableListen bool
+	// ShutdownTimeout bounds each claim and mark statement, which are not
+	// interrupted by the cancellation of Run's ctx (so that a claim the
+	// server ran is always marked or released): it is how long a stopping
+	// relay may take to finish its in-flight batch. Defaults to 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives warnings and errors. Defaults to discarding.
+	Logger *slog.Logger
+	// Metrics receives counters. Defaults to [NopMetrics].
+	Metrics Metrics
+}
+
+// DefaultBackoff is exponential: 1s after the first failed attempt, doubling
+// up to 5 minutes, with ±20% jitter so that failed events spread out.
+func DefaultBackoff(attempt int) time.Duration {
+	d := 5 * time.Minute
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt <= 9 {
+		d = min(d, time.Second<<(attempt-1))
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*mrand.Float64()))
+}
+
+// Relay claims ready events, publishes them through a [Publisher] and marks
+// the outcome, recovers expired leases, and waits (NOTIFY or polling) when
+// there is nothing to do. Run as many relays as you like, in as many
+// processes: SKIP LOCKED hands each event to one of them at a time.
+//
+// # Lifecycle
+//
+// [Relay.Run] runs the relay until its ctx is cancelled and returns only
+// then, after the in-flight batch is marked (published events SENT) and the
+// rest released back to RETRY (available at once, no attempt counted), and
+// after every goroutine it started has ended. A Relay can be Run again
+// after Run returned, but not twice at once.
+type Relay struct {
+	pool    *pgxpool.Pool
+	store   *Store
+	cfg     RelayConfig
+	log     *slog.Logger
+	metrics Metrics
+	running atomic.Bool
+
+	listening atomic.Bool
+	onIdle    func(listening bool) // test hook
+}
+
+// NewRelay validates cfg and returns a relay that uses pool. It starts
+// nothing.
+func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
+	if pool == nil {
+		return nil, invalid("pool", "nil")
+	}
+	if cfg.Publisher == nil {
+		return nil, invalid("RelayConfig.Publisher", "nil")
+	}
+	for name, d := range map[string]time.Duration{
+		"PollInterval": cfg.PollInterval, "MaxPollInterval": cfg.MaxPollInterval, "Lease": cfg.Lease,
+		"RecoverInterval": cfg.RecoverInterval, "ShutdownTimeout": cfg.ShutdownTimeout,
+	} {
+		if d < 0 {
+			return nil, invalid("RelayConfig."+name, "negative (%v)", d)
+		}
+	}
+	if cfg.BatchSize < 0 || cfg.BatchSize > 1<<31-1 {
+		return nil, invalid("RelayConfig.BatchSize", "out of range (%d)", cfg.BatchSize)
+	}
+	if cfg.Store == nil {
+		s, err := New(Config{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Store = s
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = defaultOwner()
+	}
+	if err := checkText("RelayConfig.Owner", cfg.Owner, MaxOwnerLen, true); err != nil {
+		return nil, err
+	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.MaxPollInterval = max(cmp.Or(cfg.MaxPollInterval, DefaultMaxPollInterval), cfg.PollInterval)
+	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
+	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	if cfg.Backoff == nil {
+		cfg.Backoff = DefaultBackoff
+	}
+	r := &Relay{pool: pool, store: cfg.Store, cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.metrics == nil {
+		r.metrics = NopMetrics{}
+	}
+	r.log = r.log.With("component", "outbox.relay", "owner", cfg.Owner, "schema", cfg.Store.schema)
+	return r, nil
+}
+
+// Owner returns the relay's owner id (locked_by of its claims).
+func (r *Relay) Owner() string { return r.cfg.Owner }
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix := fmt.Sprintf("-%d-%s", os.Getpid(), hex.EncodeToString(b))
+	if len(host)+len(suffix) > MaxOwnerLen {
+		host = host[:MaxOwnerLen-len(suffix)]
+	}
+	return host + suffix
+}
+
+// Run runs the relay until ctx is cancelled, then finishes its in-flight
+// batch (see the type's Lifecycle section) and returns nil. Database errors
+// do not stop it: they are logged and retried after the poll backoff. It
+// returns [ErrRelayRunning] at once when the relay is already running.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return ErrRelayRunning
+	}
+	defer r.running.Store(false)
+
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	lctx, stopListen := context.WithCancel(ctx)
+	defer func() {
+		stopListen()
+		wg.Wait()
+	}()
+	if !r.cfg.DisableListen {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.listen(lctx, wake)
+		}()
+	}
+
+	interval := r.cfg.PollInterval
+	nextRecover := time.Now()
+	for ctx.Err() == nil {
+		if !time.Now().Before(nextRecover) {
+			r.recoverExpired(ctx)
+			nextRecover = time.Now().Add(r.cfg.RecoverInterval)
+		}
+		n, err := r.runBatch(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			r.log.ErrorContext(ctx, "outbox relay: batch failed", "err", err)
+		} else if n > 0 {
+			interval = r.cfg.PollInterval
+			continue // more may be ready
+		}
+		if r.onIdle != nil {
+			r.onIdle(r.listening.Load())
+		}
+		wait := min(interval, time.Until(nextRecover))
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+		case <-wake:
+			interval = r.cfg.PollInterval
+		case <-t.C:
+			if err != nil || wait == interval {
+				interval = min(2*interval, r.cfg.MaxPollInterval)
+			}
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+func (r *Relay) recoverExpired(ctx context.Context) {
+	const limit = 1000
+	for {
+		rec, err := r.store.RecoverExpired(ctx, r.pool, r.cfg.Lease, limit)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.ErrorContext(ctx, "outbox relay: recover expired leases", "err", err)
+			}
+			return
+		}
+		if len(rec) > 0 {
+			dead := 0
+			for _, x := range rec {
+				if x.Status == StatusDead {
+					dead++
+				}
+			}
+			r.metrics.LeaseRecovered(len(rec))
+			if dead > 0 {
+				r.metrics.Dead(dead)
+			}
+			r.log.WarnContext(ctx, "outbox relay: recovered expired leases", "count", len(rec), "dead", dead,
+				"first_event", rec[0].EventID, "first_owner", rec[0].LockedBy)
+		}
+		if len(rec) < limit {
+			return
+		}
+	}
+}
+
+// runBatch claims, publishes and marks one batch. It returns the number of
+// events claimed.
+func (r *Relay) runBatch(ctx context.Context) (int, error) {
+	start := time.Now()
+	// The claim is not interrupted by ctx: a claim cut off after the server
+	// ran it would leave its events SENDING until the lease expires.
+	// Instead, a claim that completes after ctx ended is released at once.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	claim, err := r.store.ClaimOutboxBatch(cctx, r.pool, r.cfg.Owner, r.cfg.BatchSize)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	n := len(claim.Messages)
+	if n == 0 {
+		return 0, nil
+	}
+	r.metrics.Claimed(n)
+
+	var errs []error
+	if ctx.Err() == nil {
+		errs = r.publish(ctx, start, claim.Messages)
+	} else {
+		errs = make([]error, n)
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+
+	// Mark even when ctx has ended, within ShutdownTimeout.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	defer cancel()
+	stopping := ctx.Err() != nil
+	var sent, release []Message
+	var failures []Failure
+	for i, m := range claim.Messages {
+		switch {
+		case errs[i] == nil:
+			sent = append(sent, m)
+		case stopping:
+			release = append(release, m)
+		default:
+			failures = append(failures, Failure{EventID: m.EventID, Err: errs[i], Backoff: r.cfg.Backoff(m.Attempt)})
+		}
+	}
+	var errOut error
+	if len(sent) > 0 {
+		res, err := r.store.MarkSent(mctx, r.pool, claim.Lease, ids(sent))
+		r.metrics.Published(res.Marked)
+		errOut = errors.Join(errOut, r.markErr("mark sent", err))
+	}
+	if len(failures) > 0 {
+		res, err := r.store.MarkFailed(mctx, r.pool, claim.Lease, failures)
+		r.metrics.Failed(res.Marked)
+		if res.Dead > 0 {
+			r.metrics.Dead(res.Dead)
+			r.log.WarnContext(ctx, "outbox relay: events dead after their last attempt", "count", res.Dead)
+		}
+		errOut = errors.Join(errOut, r.markErr("mark failed", err))
+	}
+	if len(release) > 0 {
+		_, err := r.store.Release(mctx, r.pool, claim.Lease, ids(release))
+		errOut = errors.Join(errOut, r.markErr("release", err))
+	}
+	r.metrics.BatchLatency(time.Since(start))
+	return n, errOut
+}
+
+// markErr logs a lost lease (the events stay published-at-least-once: a
+// newer claim owns them) and passes other errors on.
+func (r *Relay) markErr(op string, err error) error {
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		r.log.Warn("outbox relay: lease lost before marking; events will be published again",
+			"op", op, "count", len(lost.Lost), "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+func ids(ms []Message) []uuid.UUID {
+	out := make([]uuid.UUID, len(ms))
+	for i, m := range ms {
+		out[i] = m.EventID
+	}
+	return out
+}
+
+// publish calls the publisher with the lease as deadline and turns a panic or a
+// malformed result into per-message errors.
+func (r *Relay) publish(ctx context.Context, claimed time.Time, msgs []Message) (errs []error) {
+	pctx, cancel := context.WithDeadline(ctx, claimed.Add(r.cfg.Lease))
+	defer cancel()
+	all := func(err error) []error {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.ErrorContext(ctx, "outbox relay: publisher panicked", "panic", p)
+			errs = all(fmt.Errorf("outbox: publisher panicked: %v", p))
+		}
+	}()
+	errs = r.cfg.Publisher.Publish(pctx, msgs)
+	switch {
+	case errs == nil:
+		return make([]error, len(msgs))
+	case len(errs) != len(msgs):
+		return all(fmt.Errorf("outbox: publisher returned %d results for %d messages", len(errs), len(msgs)))
+	}
+	return errs
+}
+
+// listen keeps a LISTEN connection open and signals wake on every
+// notification (and after every (re)connect, for what arrived meanwhile).
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, wake)
+		r.listening.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.WarnContext(ctx, "outbox relay: LISTEN connection lost, polling meanwhile", "err", err, "retry_in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	pc, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pc.Hijack() // a LISTENing session must not go back to the pool
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.store.channel}.Sanitize()); err != nil {
+		return err
+	}
+	r.listening.Store(true)
+	signal(wake)
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		signal(wake)
+	}
+}
+
+func signal(c chan<- struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,222 @@
+package outbox
+
+// The statements of the package. {schema} is replaced once, in [New], by the
+// validated, quoted schema name; everything else is a bind parameter.
+
+// enqueueSQL inserts a batch of events with one statement.
+//
+// Parameters: $1..$13 parallel arrays (one element per event), $14 the
+// advisory-lock namespace (schema name), [$15 the NOTIFY channel].
+//
+// The uncorrelated sub-select in the INSERT's WHERE is an InitPlan that runs
+// once, before the first row is produced: it takes a transaction advisory
+// lock per distinct ordering key, in key order (no deadlock between two
+// EnqueueMany calls). The rows get their seq (identity default) only after
+// that, so for one ordering key seq order is commit order: a second
+// transaction enqueuing for the same key waits until the first one ends.
+//
+// The final SELECT returns one row per inserted event (kind 1) and one per
+// input event whose dedup key already belonged to a row this statement's
+// snapshot sees (kind 2, with that row's id); rows inserted by this very
+// statement are invisible to its snapshot, so kind 2 only finds pre-existing
+// rows. Both parts are linear (index probes), whatever the batch size. The
+// notify part (kind 0) is a third branch so that it is always executed.
+func enqueueSQL(notify bool) string {
+	q := `WITH input AS MATERIALIZED (
+	SELECT *
+	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+	            $8::text[], $9::int4[], $10::text[], $11::text[], $12::int8[], $13::int4[])
+	     WITH ORDINALITY AS u(event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
+	                          ordering_key, schema_version, payload, headers, delay_us, max_retry, ord)
+), ins AS (
+	INSERT INTO {schema}.event_outbox AS o (
+		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
+		ordering_key, schema_version, payload, headers, available_at, max_retry)
+	SELECT event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
+	       ordering_key, schema_version, payload::jsonb, headers::jsonb,
+	       statement_timestamp() + delay_us * interval '1 microsecond', max_retry
+	FROM input
+	WHERE (SELECT count(pg_advisory_xact_lock(hashtextextended('seckill.outbox:' || $14::text || ':' || k, 0)))
+	       FROM (SELECT DISTINCT ordering_key AS k FROM input WHERE ordering_key IS NOT NULL ORDER BY 1) AS keys) >= 0
+	ORDER BY ord
+	ON CONFLICT (dedup_key) DO NOTHING
+	RETURNING o.event_id
+)`
+	tail := `
+SELECT 1, event_id, NULL::uuid FROM ins
+UNION ALL
+SELECT 2, i.event_id, e.event_id
+FROM input AS i
+JOIN {schema}.event_outbox AS e ON e.dedup_key = i.dedup_key`
+	if notify {
+		// One pg_notify per statement, and none when nothing was inserted.
+		q += `, notified AS (
+	SELECT 1 AS one FROM pg_notify($15, '') WHERE EXISTS (SELECT 1 FROM ins)
+)`
+		tail += `
+UNION ALL
+SELECT 0, NULL::uuid, NULL::uuid FROM notified`
+	}
+	return q + tail
+}
+
+// claimSQL claims up to $1 ready events for owner $2 (seed §9.8), oldest
+// first, skipping rows other relays hold. An event with an ordering key is
+// claimable only when no earlier event (lower seq) of the same key is still
+// unfinished ({blocking} statuses), so only the head of each key is ever
+// claimed and a failing head blocks its own key only. The probe is an index
+// (only) scan of idx_outbox_ordering; the outer scan is idx_outbox_ready.
+const claimSQL = `WITH candidates AS (
+	SELECT o.event_id
+	FROM {schema}.event_outbox AS o
+	WHERE o.status IN (0, 30)
+	  AND o.available_at <= statement_timestamp()
+	  AND (o.ordering_key IS NULL OR NOT EXISTS (
+		SELECT 1 FROM {schema}.event_outbox AS p
+		WHERE p.ordering_key = o.ordering_key
+		  AND p.seq < o.seq
+		  AND p.status IN ({blocking})))
+	ORDER BY o.available_at, o.created_at, o.event_id
+	LIMIT $1
+	FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE {schema}.event_outbox AS o
+SET status = 10,
+    locked_by = $2,
+    locked_at = statement_timestamp(),
+    updated_at = statement_timestamp()
+FROM candidates AS c
+WHERE o.event_id = c.event_id
+  AND o.status IN (0, 30)
+RETURNING o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggregate_type,
+          o.aggregate_id, coalesce(o.ordering_key, ''), o.schema_version, o.payload, o.headers,
+          o.retry_count, o.max_retry, o.created_at, o.locked_at`
+
+// leaseUpdateSQL finishes events held under one lease: $1 ids, $2 owner,
+// $3 locked_at of the claim. The WHERE is the compare-and-set: a row that is
+// no longer SENDING under exactly this claim (recovered, re-claimed by
+// anyone — the same owner included —, finished) is not touched. The SELECT
+// reports those rows with their state as the statement saw it.
+const leaseUpdateSQL = `WITH upd AS (
+	UPDATE {schema}.event_outbox
+	SET {set}
+	WHERE event_id = ANY($1::uuid[])
+	  AND status = 10
+	  AND locked_by = $2
+	  AND locked_at = $3
+	RETURNING event_id
+)
+SELECT i.id, e.event_id IS NOT NULL, coalesce(e.status, 0), coalesce(e.locked_by, '')
+FROM unnest($1::uuid[]) AS i(id)
+LEFT JOIN {schema}.event_outbox AS e ON e.event_id = i.id
+WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.event_id = i.id)`
+
+const setSent = `status = 20,
+	    sent_at = statement_timestamp(),
+	    locked_by = NULL,
+	    locked_at = NULL,
+	    last_error = NULL,
+	    updated_at = statement_timestamp()`
+
+// setRelease hands a claimed event back without counting an attempt.
+const setRelease = `status = 30,
+	    available_at = statement_timestamp(),
+	    locked_by = NULL,
+	    locked_at = NULL,
+	    updated_at = statement_timestamp()`
+
+// failSQL records failed publishes under one lease: $1 ids, $2 errors,
+// $3 backoffs (µs), $4 owner, $5 locked_at. RETRY after the backoff, or DEAD
+// when this was the last allowed attempt. Returns one row per id: the new
+// status when marked, else the row's state as seen.
+const failSQL = `WITH f AS (
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
+), upd AS (
+	UPDATE {schema}.event_outbox AS o
+	SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,
+	    retry_count = o.retry_count + 1,
+	    available_at = statement_timestamp() + f.backoff_us * interval '1 microsecond',
+	    locked_by = NULL,
+	    locked_at = NULL,
+	    last_error = f.err,
+	    updated_at = statement_timestamp()
+	FROM f
+	WHERE o.event_id = f.id
+	  AND o.status = 10
+	  AND o.locked_by = $4
+	  AND o.locked_at = $5
+	RETURNING o.event_id, o.status
+)
+SELECT f.id, upd.status IS NOT NULL, coalesce(upd.status, e.status, 0), e.event_id IS NOT NULL OR upd.status IS NOT NULL,
+       coalesce(e.locked_by, '')
+FROM f
+LEFT JOIN upd ON upd.event_id = f.id
+LEFT JOIN {schema}.event_outbox AS e ON upd.event_id IS NULL AND e.event_id = f.id`
+
+// recoverSQL returns expired leases to RETRY (seed §9.8, made strict): $1
+// lease duration (µs), $2 limit, [$3 owner, $4 locked_at of one claim]. The
+// candidate rows are locked (SKIP LOCKED: a row being marked right now is
+// left alone) and the UPDATE re-checks status, expiry (and owner/claim) on
+// the latest row version, so a row that was marked SENT, failed, released or
+// re-claimed in the meantime is never touched (river issue 1302). The lost
+// attempt counts: an event whose attempts are exhausted goes DEAD.
+const recoverSQL = `WITH stale AS (
+	SELECT event_id, locked_by, locked_at
+	FROM {schema}.event_outbox
+	WHERE status = 10
+	  AND locked_at < statement_timestamp() - $1::int8 * interval '1 microsecond'
+	  {owner}
+	ORDER BY locked_at, event_id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.event_outbox AS o
+SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,
+    retry_count = o.retry_count + 1,
+    available_at = statement_timestamp(),
+    locked_by = NULL,
+    locked_at = NULL,
+    last_error = 'SEND_LEASE_EXPIRED: lease of ' || s.locked_by || ' expired',
+    updated_at = statement_timestamp()
+FROM stale AS s
+WHERE o.event_id = s.event_id
+  AND o.status = 10
+  AND o.locked_by = s.locked_by
+  AND o.locked_at = s.locked_at
+  AND o.locked_at < statement_timestamp() - $1::int8 * interval '1 microsecond'
+RETURNING o.event_id, s.locked_by, o.status`
+
+// statsSQL counts events per status and the age of the oldest event waiting
+// to be published. It reads the whole table (keep it small with PurgeSent).
+const statsSQL = `SELECT
+	count(*) FILTER (WHERE status = 0),
+	count(*) FILTER (WHERE status = 10),
+	count(*) FILTER (WHERE status = 20),
+	count(*) FILTER (WHERE status = 30),
+	count(*) FILTER (WHERE status = 40),
+	coalesce((extract(epoch FROM statement_timestamp() - min(created_at) FILTER (WHERE status IN (0, 30))) * 1000000)::int8, 0)
+FROM {schema}.event_outbox`
+
+// purgeSQL deletes up to $3 SENT events sent before $2 whose id is greater
+// than $1, walking the primary key (keyset), so a purge of millions of rows
+// reads each row about once. Returns the number deleted and the last id
+// examined (NULL when none).
+const purgeSQL = `WITH victims AS (
+	SELECT event_id
+	FROM {schema}.event_outbox
+	WHERE event_id > $1
+	  AND status = 20
+	  AND sent_at < $2
+	ORDER BY event_id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), del AS (
+	DELETE FROM {schema}.event_outbox AS o
+	USING victims AS v
+	WHERE o.event_id = v.event_id
+	  AND o.status = 20
+	RETURNING o.event_id
+)
+SELECT (SELECT count(*) FROM del),
+       (SELECT count(*) FROM victims),
+       (SELECT event_id FROM victims ORDER BY event_id DESC LIMIT 1)`

@@ -1,0 +1,55 @@
+package outbox
+
+import "strconv"
+
+// Status is the state of an event_outbox row. The values mirror the CHECK
+// constraint ck_outbox_status one to one (seed 000 §8.1).
+type Status int16
+
+// The statuses of an outbox event.
+const (
+	// StatusPending: enqueued, not yet claimed. Claimable once available_at
+	// has passed.
+	StatusPending Status = 0
+	// StatusSending: claimed by a relay (locked_by, locked_at set) and
+	// being published. Returns to StatusRetry when its lease expires.
+	StatusSending Status = 10
+	// StatusSent: published and acknowledged by the broker. Terminal.
+	StatusSent Status = 20
+	// StatusRetry: a publish failed (or a lease expired, or a relay
+	// released it); claimable again once available_at has passed.
+	StatusRetry Status = 30
+	// StatusDead: failed max_retry times. Terminal; needs an operator
+	// (inspect last_error, then fix or delete the row).
+	StatusDead Status = 40
+)
+
+// Statuses lists every status in ascending order.
+var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusRetry, StatusDead}
+
+// String returns the status name used by the seed ("PENDING", "SENDING", …)
+// or "Status(n)" for an unknown value.
+func (s Status) String() string {
+	switch s {
+	case StatusPending:
+		return "PENDING"
+	case StatusSending:
+		return "SENDING"
+	case StatusSent:
+		return "SENT"
+	case StatusRetry:
+		return "RETRY"
+	case StatusDead:
+		return "DEAD"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Valid reports whether s is one of the statuses the table accepts.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusSending, StatusSent, StatusRetry, StatusDead:
+		return true
+	}
+	return false
+}

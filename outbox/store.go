@@ -1,0 +1,162 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"strings"
+
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+// Migrations is the outbox's migration component (the event_outbox table).
+// Apply it with [Migrate] or together with other packages' components via
+// [migrate.Apply]. The files are plain DDL with unqualified names, usable by
+// goose or golang-migrate after SET search_path.
+var Migrations = migrate.Component{Name: "outbox", FS: mustSub(migrationFiles, "migrations")}
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// Migrate applies the outbox migrations to schema ("" means "seckill"),
+// idempotently and safely from several processes at once (see
+// [migrate.Apply]).
+func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
+	_, err := migrate.Apply(ctx, db, schema, Migrations)
+	return err
+}
+
+// Defaults of [Config].
+const (
+	DefaultMaxRetries      = 16
+	DefaultMaxPayloadBytes = 1 << 20
+)
+
+// Column limits of event_outbox, in characters (VARCHAR(n)), and the byte
+// limit of last_error.
+const (
+	MaxDedupKeyLen      = 160
+	MaxAggregateTypeLen = 64
+	MaxAggregateIDLen   = 128
+	MaxTopicLen         = 128
+	MaxTagLen           = 64
+	MaxMessageKeyLen    = 160
+	MaxOrderingKeyLen   = 160
+	MaxOwnerLen         = 128
+	MaxLastErrorBytes   = 4000
+)
+
+// Config configures a [Store]. The zero value is valid and means defaults.
+type Config struct {
+	// Schema holds event_outbox. Defaults to "seckill". Validated with
+	// [migrate.QuoteSchema]; an invalid name fails [New] with a
+	// *migrate.SchemaError.
+	Schema string
+
+	// DisableNotify stops Enqueue from sending a NOTIFY. Defaults to false:
+	// every Enqueue/EnqueueMany statement that inserted at least one row
+	// calls pg_notify once (not once per row) on the channel returned by
+	// [Store.Channel], so a listening [Relay] wakes up at once. PostgreSQL
+	// delivers it at COMMIT and folds duplicates within one transaction, but
+	// committing transactions that notified serialise on a global lock of
+	// the notification queue; at thousands of enqueuing commits per second
+	// turn it off and let relays poll.
+	DisableNotify bool
+
+	// DeadBlocksKey makes a DEAD event block the later events of its
+	// ordering key until an operator deals with it — deletes the row, or
+	// sets it back to PENDING with retry_count 0 — (strict ordering).
+	// Defaults to false: DEAD counts as finished, later events of the key
+	// flow (a poison event costs its own delivery only).
+	DeadBlocksKey bool
+
+	// DefaultMaxRetries is the number of publish attempts of an event whose
+	// Event.MaxRetries is 0. Defaults to 16 (the table's default).
+	DefaultMaxRetries int
+
+	// MaxPayloadBytes bounds Event.Payload. Defaults to 1 MiB.
+	MaxPayloadBytes int
+}
+
+// Store runs the outbox statements against one schema. It holds only the
+// SQL it built at construction and is safe for concurrent use.
+type Store struct {
+	cfg     Config
+	schema  string // unquoted
+	channel string
+
+	enqueueSQL  string
+	claimSQL    string
+	sentSQL     string
+	releaseSQL  string
+	failSQL     string
+	recoverSQL  string
+	recoverSpec string
+	statsSQL    string
+	purgeSQL    string
+}
+
+// New validates cfg and builds the SQL for its schema. It talks to no
+// database.
+func New(cfg Config) (*Store, error) {
+	cfg.Schema = cmp.Or(cfg.Schema, migrate.DefaultSchema)
+	quoted, err := migrate.QuoteSchema(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DefaultMaxRetries < 0 {
+		return nil, invalid("Config.DefaultMaxRetries", "negative (%d)", cfg.DefaultMaxRetries)
+	}
+	if cfg.MaxPayloadBytes < 0 {
+		return nil, invalid("Config.MaxPayloadBytes", "negative (%d)", cfg.MaxPayloadBytes)
+	}
+	cfg.DefaultMaxRetries = cmp.Or(cfg.DefaultMaxRetries, DefaultMaxRetries)
+	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
+
+	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema)}
+	r := strings.NewReplacer("{schema}", quoted)
+	s.enqueueSQL = r.Replace(enqueueSQL(!cfg.DisableNotify))
+	blocking := "0, 10, 30"
+	if cfg.DeadBlocksKey {
+		blocking = "0, 10, 30, 40"
+	}
+	s.claimSQL = strings.ReplaceAll(r.Replace(claimSQL), "{blocking}", blocking)
+	s.sentSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setSent))
+	s.releaseSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setRelease))
+	s.failSQL = r.Replace(failSQL)
+	s.recoverSQL = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", ""))
+	s.recoverSpec = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", "AND locked_by = $3 AND locked_at = $4"))
+	s.statsSQL = r.Replace(statsSQL)
+	s.purgeSQL = r.Replace(purgeSQL)
+	return s, nil
+}
+
+// Schema returns the (unquoted) schema the store works in.
+func (s *Store) Schema() string { return s.schema }
+
+// Channel returns the LISTEN/NOTIFY channel of this schema's outbox:
+// "seckill_outbox_<schema>", or a hash of the schema name when that would
+// exceed PostgreSQL's 63-byte identifier limit.
+func (s *Store) Channel() string { return s.channel }
+
+func channelName(schema string) string {
+	const prefix = "seckill_outbox_"
+	if len(prefix)+len(schema) <= migrate.MaxIdentifierLength {
+		return prefix + schema
+	}
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	return fmt.Sprintf("%s%016x", prefix, h.Sum64())
+}
