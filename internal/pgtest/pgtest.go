@@ -35,6 +35,9 @@ var (
 	srv      *pgharness.Server
 	startErr error
 	shared   *pgxpool.Pool
+
+	bouncer    *pgharness.PgBouncer
+	bouncerErr error
 )
 
 // Main runs the package's tests, then closes the shared pool, stops the
@@ -45,6 +48,11 @@ func Main(m *testing.M) {
 	mu.Lock()
 	if shared != nil {
 		shared.Close()
+	}
+	if bouncer != nil {
+		if err := bouncer.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop pgbouncer:", err)
+		}
 	}
 	if srv != nil {
 		if err := srv.Stop(); err != nil {
@@ -109,6 +117,51 @@ func Pool(t testing.TB) *pgxpool.Pool {
 func NewPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// PgBouncer returns the process's PgBouncer, in transaction pooling mode in
+// front of the process's server (see [Server]) with the default options of
+// pgharness.StartPgBouncer, starting it on first use; [Main] stops it. The
+// test fails at once when PgBouncer cannot be started, e.g. with one
+// sentence saying what to install when it is missing. Do not stop it.
+func PgBouncer(t testing.TB) *pgharness.PgBouncer {
+	t.Helper()
+	s := Server(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if bouncer == nil && bouncerErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		bouncer, bouncerErr = pgharness.StartPgBouncer(ctx, s, pgharness.PgBouncerOptions{})
+		cancel()
+	}
+	if bouncerErr != nil {
+		t.Fatal(bouncerErr)
+	}
+	return bouncer
+}
+
+// PgBouncerPool returns a pool of its own whose connections go through the
+// process's [PgBouncer], configured from PgBouncer.PoolConfig (so with the
+// query exec mode transaction pooling needs) and then by configure (may be
+// nil), closed when the test ends. PgBouncer's own pool has 20 server
+// connections, shared by every test of the process.
+func PgBouncerPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := PgBouncer(t).PoolConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,397 @@
+package pgharness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// EnvPgBouncer names the pgbouncer binary to use, overriding the search.
+const EnvPgBouncer = "SECKILL_PGBOUNCER"
+
+// ErrNoPgBouncer is returned by [StartPgBouncer] when no pgbouncer binary
+// is found.
+var ErrNoPgBouncer = errors.New("no PgBouncer available: install it " +
+	"(Debian/Ubuntu: apt-get install pgbouncer; macOS: brew install pgbouncer) " +
+	"or set " + EnvPgBouncer + " to the pgbouncer binary")
+
+// PoolMode is PgBouncer's pool_mode: when a server connection returns to
+// the pool.
+type PoolMode string
+
+const (
+	// PoolTransaction hands the server connection back after every
+	// transaction (and after every statement outside one): the mode that
+	// lets a few server connections serve many clients, and the one whose
+	// restrictions a library must respect (no session state, no named
+	// prepared statements before PgBouncer 1.21, no LISTEN).
+	PoolTransaction PoolMode = "transaction"
+	// PoolSession keeps the server connection for the client's whole
+	// session; it behaves like a direct connection.
+	PoolSession PoolMode = "session"
+)
+
+// QueryExecMode is the pgx default_query_exec_mode that [PgBouncer.URL]
+// selects. "exec" runs every statement as one extended-protocol round trip
+// (Parse of the unnamed statement, Bind, Execute, Sync) with no named
+// prepared statement and no cached description, so it is correct however
+// PgBouncer in transaction mode moves the client between server
+// connections, and stays correct across schema changes. "cache_describe"
+// is also correct through PgBouncer (it caches only descriptions and
+// re-sends the SQL with every execution) and uses the binary format, but a
+// cached description goes stale when a migration changes a table.
+// "cache_statement" (pgx's default, named prepared statements) and
+// "describe_exec" (two round trips on the unnamed statement) are not safe
+// with transaction pooling on PgBouncer before 1.21.
+const QueryExecMode = "exec"
+
+// PgBouncerOptions tunes [StartPgBouncer]. The zero value is fine.
+type PgBouncerOptions struct {
+	// PoolMode is the pool_mode. Defaults to [PoolTransaction].
+	PoolMode PoolMode
+	// MaxClientConn is max_client_conn, the number of client connections
+	// PgBouncer accepts. Defaults to 500.
+	MaxClientConn int
+	// DefaultPoolSize is default_pool_size, the number of server
+	// connections per database and user. Defaults to 20.
+	DefaultPoolSize int
+	// Settings are extra "name = value" lines for the [pgbouncer] section
+	// of pgbouncer.ini; a later line overrides an earlier one.
+	Settings []string
+}
+
+// PgBouncer is a PgBouncer process in front of a [Server], started by
+// [StartPgBouncer] and stopped by [PgBouncer.Stop].
+type PgBouncer struct {
+	// URL is a pgx connection string for the target's database through
+	// PgBouncer, with sslmode=disable and default_query_exec_mode set to
+	// [QueryExecMode].
+	URL string
+
+	bin     string
+	mode    PoolMode
+	dir     string // temp root: pgbouncer.ini, userlist.txt, pgbouncer.log
+	port    int
+	cred    *syscall.Credential
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool
+}
+
+// Port is the TCP port PgBouncer listens on at 127.0.0.1.
+func (b *PgBouncer) Port() int { return b.port }
+
+// Dir is PgBouncer's temporary directory (configuration and log), removed
+// by Stop.
+func (b *PgBouncer) Dir() string { return b.dir }
+
+// Mode is the pool mode PgBouncer runs in.
+func (b *PgBouncer) Mode() PoolMode { return b.mode }
+
+// Binary is the path of the pgbouncer binary in use.
+func (b *PgBouncer) Binary() string { return b.bin }
+
+// PoolConfig returns a pgxpool configuration parsed from URL, so with
+// DefaultQueryExecMode set to [QueryExecMode]. Adjust it (MaxConns, …)
+// before creating the pool.
+func (b *PgBouncer) PoolConfig() (*pgxpool.Config, error) {
+	return pgxpool.ParseConfig(b.URL)
+}
+
+// FindPgBouncer returns the pgbouncer binary: SECKILL_PGBOUNCER when set,
+// else the first on PATH, else /usr/sbin/pgbouncer or
+// /usr/local/sbin/pgbouncer. It returns an error matching [ErrNoPgBouncer]
+// when there is none.
+func FindPgBouncer() (string, error) {
+	isExec := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+	}
+	if p := os.Getenv(EnvPgBouncer); p != "" {
+		if isExec(p) {
+			return p, nil
+		}
+		return "", fmt.Errorf("pgharness: %s=%s is not an executable: %w", EnvPgBouncer, p, ErrNoPgBouncer)
+	}
+	if p, err := exec.LookPath("pgbouncer"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer"} {
+		if isExec(p) {
+			return p, nil
+		}
+	}
+	return "", ErrNoPgBouncer
+}
+
+// StartPgBouncer starts PgBouncer in front of target (a throwaway cluster
+// or the server named by SECKILL_DATABASE_URL: host, port, user, password
+// and database are taken from target.URL) and returns once a query through
+// it has succeeded.
+//
+// PgBouncer listens on a free port of 127.0.0.1 and lets clients in
+// without a password (auth_type = trust) as target's user only; it logs in
+// to the server with target's password, if any. It runs as the same
+// unprivileged OS user as a throwaway server when this process is root
+// (PgBouncer refuses to run as root), with a parent-death signal, so it
+// goes down with the process even when Stop is never called.
+//
+// The configuration, besides opts: ignore_startup_parameters =
+// extra_float_digits (sent by libpq-based tools; pgx sends nothing
+// PgBouncer rejects), server_reset_query = DISCARD ALL (used in session
+// mode only: transaction mode runs no reset, which is why session state
+// leaks between clients there), no Unix socket, connection logging off.
+func StartPgBouncer(ctx context.Context, target *Server, opts PgBouncerOptions) (*PgBouncer, error) {
+	if target == nil {
+		return nil, errors.New("pgharness: StartPgBouncer: target is nil")
+	}
+	mode := opts.PoolMode
+	if mode == "" {
+		mode = PoolTransaction
+	}
+	if mode != PoolTransaction && mode != PoolSession {
+		return nil, fmt.Errorf("pgharness: StartPgBouncer: pool mode %q is not %q or %q", mode, PoolTransaction, PoolSession)
+	}
+	maxClient, poolSize := opts.MaxClientConn, opts.DefaultPoolSize
+	if maxClient == 0 {
+		maxClient = 500
+	}
+	if poolSize == 0 {
+		poolSize = 20
+	}
+	if maxClient < 0 || poolSize < 0 {
+		return nil, fmt.Errorf("pgharness: StartPgBouncer: MaxClientConn %d and DefaultPoolSize %d must not be negative", opts.MaxClientConn, opts.DefaultPoolSize)
+	}
+	tc, err := pgconn.ParseConfig(target.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pgharness: StartPgBouncer: parse target URL: %w", err)
+	}
+	for what, v := range map[string]string{"host": tc.Host, "user": tc.User, "database": tc.Database} {
+		if v == "" || strings.ContainsAny(v, " \t\r\n'\"\\=;#") {
+			return nil, fmt.Errorf("pgharness: StartPgBouncer: target %s %q is empty or has characters this harness does not quote", what, v)
+		}
+	}
+	bin, err := FindPgBouncer()
+	if err != nil {
+		return nil, err
+	}
+	b := &PgBouncer{bin: bin, mode: mode}
+	if os.Geteuid() == 0 {
+		if b.cred, err = unprivileged(); err != nil {
+			return nil, err
+		}
+	}
+	if b.dir, err = os.MkdirTemp("", "seckill-pgbouncer-"); err != nil {
+		return nil, fmt.Errorf("pgharness: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(b.dir)
+		}
+	}()
+	if b.cred != nil {
+		if err := os.Chown(b.dir, int(b.cred.Uid), int(b.cred.Gid)); err != nil {
+			return nil, fmt.Errorf("pgharness: %w", err)
+		}
+	}
+	quote := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+	if err := b.writeFile("userlist.txt", quote(tc.User)+" "+quote(tc.Password)+"\n"); err != nil {
+		return nil, err
+	}
+	serverTLS := "disable"
+	if tc.TLSConfig != nil {
+		// PgBouncer does not verify the server certificate in these
+		// modes; good enough for a test harness.
+		serverTLS = "require"
+		for _, fb := range tc.Fallbacks {
+			if fb.TLSConfig == nil {
+				serverTLS = "prefer"
+			}
+		}
+	}
+	q := url.Values{"sslmode": {"disable"}, "default_query_exec_mode": {QueryExecMode}}
+	// A port taken between freePort and PgBouncer's bind makes it exit at
+	// once: try again on another port.
+	for attempt := 1; ; attempt++ {
+		if b.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		ini := strings.Join(append([]string{
+			"[databases]",
+			fmt.Sprintf("* = host=%s port=%d", tc.Host, tc.Port),
+			"",
+			"[pgbouncer]",
+			"listen_addr = 127.0.0.1",
+			"listen_port = " + strconv.Itoa(b.port),
+			"unix_socket_dir =",
+			"auth_type = trust",
+			"auth_file = " + filepath.Join(b.dir, "userlist.txt"),
+			"pool_mode = " + string(mode),
+			"max_client_conn = " + strconv.Itoa(maxClient),
+			"default_pool_size = " + strconv.Itoa(poolSize),
+			"min_pool_size = 0",
+			"reserve_pool_size = 0",
+			"server_reset_query = DISCARD ALL",
+			"server_tls_sslmode = " + serverTLS,
+			"ignore_startup_parameters = extra_float_digits",
+			"log_connections = 0",
+			"log_disconnections = 0",
+			"log_pooler_errors = 1",
+			"syslog = 0",
+		}, opts.Settings...), "\n") + "\n"
+		if err := b.writeFile("pgbouncer.ini", ini); err != nil {
+			return nil, err
+		}
+		b.URL = (&url.URL{
+			Scheme:   "postgres",
+			User:     url.User(tc.User),
+			Host:     "127.0.0.1:" + strconv.Itoa(b.port),
+			Path:     "/" + tc.Database,
+			RawQuery: q.Encode(),
+		}).String()
+		err = b.launch(ctx)
+		if err == nil {
+			ok = true
+			return b, nil
+		}
+		if !errors.Is(err, errExitedEarly) || attempt == 3 || !strings.Contains(b.logTail(), "in use") {
+			return nil, err
+		}
+	}
+}
+
+var errExitedEarly = errors.New("pgharness: pgbouncer exited during start-up")
+
+func (b *PgBouncer) writeFile(name, content string) error {
+	p := filepath.Join(b.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("pgharness: %w", err)
+	}
+	if b.cred != nil {
+		if err := os.Chown(p, int(b.cred.Uid), int(b.cred.Gid)); err != nil {
+			return fmt.Errorf("pgharness: %w", err)
+		}
+	}
+	return nil
+}
+
+// launch starts pgbouncer in the foreground and waits until a query
+// through it succeeds.
+func (b *PgBouncer) launch(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(b.dir, "pgbouncer.log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgharness: %w", err)
+	}
+	cmd := exec.Command(b.bin, filepath.Join(b.dir, "pgbouncer.ini"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = b.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: b.cred,
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGTERM, // immediate shutdown if this process dies
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("pgharness: start pgbouncer: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	b.mu.Lock()
+	b.cmd, b.exited, b.stopped = cmd, exited, false
+	b.mu.Unlock()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := ping(pctx, b.URL)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%w; log:\n%s", errExitedEarly, b.logTail())
+		case <-ctx.Done():
+			b.kill()
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.kill()
+			return fmt.Errorf("pgharness: no query succeeded through pgbouncer within 30s: %v; log:\n%s", err, b.logTail())
+		}
+	}
+}
+
+func (b *PgBouncer) logTail() string {
+	data, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
+}
+
+func (b *PgBouncer) signal(sig syscall.Signal) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd != nil && b.cmd.Process != nil {
+		_ = b.cmd.Process.Signal(sig)
+	}
+}
+
+func (b *PgBouncer) waitExit(timeout time.Duration) error {
+	b.mu.Lock()
+	exited := b.exited
+	b.mu.Unlock()
+	if exited == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("pgharness: pgbouncer did not exit within %v", timeout)
+	}
+}
+
+// kill ends a pgbouncer that failed to start.
+func (b *PgBouncer) kill() {
+	b.signal(syscall.SIGKILL)
+	_ = b.waitExit(5 * time.Second)
+}
+
+// Stop shuts PgBouncer down (SIGTERM: immediate shutdown; client
+// connections are dropped) and removes its directory. It is safe to call
+// more than once.
+func (b *PgBouncer) Stop() error {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return nil
+	}
+	b.stopped = true
+	b.mu.Unlock()
+	b.signal(syscall.SIGTERM)
+	err := b.waitExit(10 * time.Second)
+	if err != nil {
+		b.kill()
+	}
+	if rmErr := os.RemoveAll(b.dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
