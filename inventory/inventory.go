@@ -77,9 +77,9 @@ func (s *Store) Schema() string { return s.schema }
 // statements holds every SQL text of the package with the schema
 // substituted. Only the quoted, validated schema name is ever substituted.
 type statements struct {
-	provision, allocate, release                           string
-	acquire, transition, getReservation                    string
-	lockBuckets, applyMoves                                string
+	provision, allocate, release                        string
+	acquire, transition, getReservation                 string
+	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
 }
 

@@ -329,11 +329,11 @@ func (t Transition) validate() error {
 const transitionSQL = `
 WITH upd AS (
 	UPDATE {schema}.inventory_reservation
-	   SET status = $2,
-	       order_id = CASE WHEN $2 = 10 THEN $3 ELSE order_id END,
-	       ordered_at = CASE WHEN $2 = 10 THEN statement_timestamp() ELSE ordered_at END,
-	       released_at = CASE WHEN $2 = 40 THEN statement_timestamp() ELSE released_at END,
-	       failure_code = coalesce($4, failure_code),
+	   SET status = $2::smallint,
+	       order_id = CASE WHEN $2::smallint = 10 THEN $3::bigint ELSE order_id END,
+	       ordered_at = CASE WHEN $2::smallint = 10 THEN statement_timestamp() ELSE ordered_at END,
+	       released_at = CASE WHEN $2::smallint = 40 THEN statement_timestamp() ELSE released_at END,
+	       failure_code = coalesce($4::text, failure_code),
 	       version = version + 1,
 	       updated_at = statement_timestamp()
 	 WHERE reservation_id = $1
