@@ -151,18 +151,15 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 			firstErr = err
 		}
 	}
-	stop := make(chan struct{})
+	// Buyers tick the rebalancers every few purchases, so rebalances
+	// interleave with allocations all through the run without starving them.
+	tick := make(chan struct{}, rebalancers)
 	var rwg sync.WaitGroup
 	for range rebalancers {
 		rwg.Add(1)
 		go func() {
 			defer rwg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for range tick {
 				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 					res, err := tb.store.Rebalance(tb.ctx, tx, inventory.RebalanceRequest{ActivityID: 3, SKUID: 4, Reason: "TEST_RACE"})
 					var sum int32
@@ -182,13 +179,19 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 			}
 		}()
 	}
-	jobs := make(chan struct{})
+	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range jobs {
+			for i := range jobs {
+				if i%20 == 0 {
+					select {
+					case tick <- struct{}{}:
+					default: // the rebalancers are busy
+					}
+				}
 				switch err := tb.buy(tb.ctx, tb.reservationFor(t, 3, 4, buckets, lowHalf)); {
 				case err == nil:
 					ok.Add(1)
@@ -200,12 +203,12 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 			}
 		}()
 	}
-	for range buyers {
-		jobs <- struct{}{}
+	for i := range buyers {
+		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()
-	close(stop)
+	close(tick)
 	rwg.Wait()
 	if firstErr != nil {
 		t.Fatal(firstErr)
