@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -157,7 +158,7 @@ func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Al
 		return Allocated{}, err
 	}
 	var out Allocated
-	err := scanAllocate(tx.QueryRow(ctx, s.sql.allocate, allocateArgs(a)...), a, &out)
+	err := s.scanAllocate(tx.QueryRow(ctx, s.sql.allocate, allocateArgs(a)...), a, &out)
 	return out, err
 }
 
@@ -174,7 +175,7 @@ func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) 
 		return invalid("dst", "must not be nil")
 	}
 	b.Queue(s.sql.allocate, allocateArgs(a)...).QueryRow(func(row pgx.Row) error {
-		return scanAllocate(row, a, dst)
+		return s.scanAllocate(row, a, dst)
 	})
 	return nil
 }
@@ -192,7 +193,16 @@ func allocateArgs(a Allocation) []any {
 		a.ReservationID, order, a.SourceMessageID, a.UserID, reason}
 }
 
-func scanAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
+func (s *Store) scanAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
+	err := classifyAllocate(row, a, dst)
+	var driverErr *driverError
+	if !errors.As(err, &driverErr) {
+		s.observe(StockEvent{Op: "allocate", ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Err: err})
+	}
+	return err
+}
+
+func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 	var (
 		ledgerID, version, appliedID                    *int64
 		createdAt                                       *time.Time
@@ -205,7 +215,7 @@ func scanAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
 		return &AppliedError{Key: key, TxAborted: true, Err: err}
 	case err != nil:
-		return fmt.Errorf("inventory: allocate %s: %w", key, err)
+		return &driverError{fmt.Errorf("inventory: allocate %s: %w", key, err)}
 	case ledgerID != nil:
 		*dst = Allocated{
 			LedgerID: *ledgerID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity,
@@ -316,7 +326,7 @@ func (s *Store) Release(ctx context.Context, tx pgx.Tx, r Release) (Allocated, e
 		return Allocated{}, err
 	}
 	var out Allocated
-	err := scanRelease(tx.QueryRow(ctx, s.sql.release, releaseArgs(r)...), r, &out)
+	err := s.scanRelease(tx.QueryRow(ctx, s.sql.release, releaseArgs(r)...), r, &out)
 	return out, err
 }
 
@@ -332,7 +342,7 @@ func (s *Store) QueueRelease(b *pgx.Batch, r Release, dst *Allocated) error {
 		return invalid("dst", "must not be nil")
 	}
 	b.Queue(s.sql.release, releaseArgs(r)...).QueryRow(func(row pgx.Row) error {
-		return scanRelease(row, r, dst)
+		return s.scanRelease(row, r, dst)
 	})
 	return nil
 }
@@ -353,7 +363,20 @@ func releaseArgs(r Release) []any {
 	return []any{AllocateKey(r.ReservationID), ReleaseKey(r.ReservationID), order, msg, reason}
 }
 
-func scanRelease(row pgx.Row, r Release, dst *Allocated) error {
+func (s *Store) scanRelease(row pgx.Row, r Release, dst *Allocated) error {
+	err := classifyRelease(row, r, dst)
+	var driverErr *driverError
+	if !errors.As(err, &driverErr) {
+		e := StockEvent{Op: "release", ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket, Quantity: dst.Quantity, Err: err}
+		if err != nil {
+			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
+		}
+		s.observe(e)
+	}
+	return err
+}
+
+func classifyRelease(row pgx.Row, r Release, dst *Allocated) error {
 	var (
 		ledgerID, version, appliedID, activity, sku     *int64
 		createdAt                                       *time.Time
@@ -367,7 +390,7 @@ func scanRelease(row pgx.Row, r Release, dst *Allocated) error {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
 		return &AppliedError{Key: key, TxAborted: true, Err: err}
 	case err != nil:
-		return fmt.Errorf("inventory: release %s: %w", key, err)
+		return &driverError{fmt.Errorf("inventory: release %s: %w", key, err)}
 	case ledgerID != nil:
 		*dst = Allocated{
 			LedgerID: *ledgerID, ActivityID: *activity, SKUID: *sku, Bucket: *bucket, Quantity: *qty,
@@ -385,3 +408,10 @@ func scanRelease(row pgx.Row, r Release, dst *Allocated) error {
 			key, *bucket, *activity, *sku, *qty, ErrInconsistent)
 	}
 }
+
+// driverError marks an error that is not a classification of the result
+// (connection or server failure); it is not reported to the Observer.
+type driverError struct{ err error }
+
+func (e *driverError) Error() string { return e.err.Error() }
+func (e *driverError) Unwrap() error { return e.err }

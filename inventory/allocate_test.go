@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -426,14 +427,30 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	tb.auditClean(t, 1, 1)
 }
 
+type recorder struct {
+	mu     sync.Mutex
+	events []inventory.StockEvent
+}
+
+func (r *recorder) ObserveStock(e inventory.StockEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
 func TestQueueAllocateAndRelease(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
+	rec := &recorder{}
+	var err error
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
+		t.Fatal(err)
+	}
 	tb.provision(t, 5, 6, 2, 1)
 
 	rs := []inventory.NewReservation{tb.newReservation(5, 6, 0), tb.newReservation(5, 6, 0), tb.newReservation(5, 6, 0)}
 	got := make([]inventory.Allocated, len(rs))
-	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
 		for i, r := range rs {
 			if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i]); err != nil {
@@ -472,4 +489,21 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 		t.Fatalf("%d ledger rows, want 4", n)
 	}
 	tb.auditClean(t, 5, 6)
+
+	var summary []string
+	for _, e := range rec.events {
+		outcome := "ok"
+		if errors.Is(e.Err, inventory.ErrSoldOut) {
+			outcome = "sold out"
+		} else if e.Err != nil {
+			outcome = e.Err.Error()
+		}
+		if e.ActivityID != 5 || e.SKUID != 6 || e.Bucket != 0 || e.Quantity != 1 {
+			t.Errorf("event %+v", e)
+		}
+		summary = append(summary, e.Op+" "+outcome)
+	}
+	if want := []string{"allocate ok", "allocate ok", "allocate sold out", "release ok", "release ok"}; !slices.Equal(summary, want) {
+		t.Fatalf("observed %v, want %v", summary, want)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"io"
 	"io/fs"
 	"log/slog"
 	"strings"
@@ -45,15 +44,43 @@ type Config struct {
 	// Logger receives the few events worth logging (provisioning,
 	// rebalance moves) at Info level. Defaults to a logger that discards.
 	Logger *slog.Logger
+	// Observer receives one event per classified allocation or release,
+	// for metrics. Defaults to none.
+	Observer Observer
+}
+
+// Observer receives stock events for metrics (seed §10.2 asks for the
+// per-bucket success rate and the partial sell-out rate). ObserveStock
+// runs on the caller's goroutine while its transaction is open, after the
+// statement's result was classified (for batch forms: inside the batch
+// callback): keep it fast and safe for concurrent use.
+type Observer interface {
+	ObserveStock(StockEvent)
+}
+
+// StockEvent describes one classified [Store.AllocateBucket] or
+// [Store.Release] result (direct or batch form).
+type StockEvent struct {
+	Op         string // "allocate" or "release"
+	ActivityID int64  // 0 when unknown (a release that found no allocation)
+	SKUID      int64
+	Bucket     int16 // -1 when unknown
+	Quantity   int16
+	// Err is nil on success, otherwise the classified error: test it with
+	// errors.Is against [ErrSoldOut], [ErrAlreadyApplied], … Events are
+	// reported before the transaction commits, so a success can still be
+	// rolled back.
+	Err error
 }
 
 // Store runs the inventory statements against one schema. Its SQL is built
 // once by [New]; a Store is safe for concurrent use and holds no
 // connection: every method takes the handle to run on.
 type Store struct {
-	schema string
-	log    *slog.Logger
-	sql    statements
+	schema   string
+	log      *slog.Logger
+	observer Observer
+	sql      statements
 }
 
 // New validates cfg and returns a Store. An invalid schema name gives a
@@ -66,9 +93,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{schema: schema, log: log, sql: buildStatements(quoted)}, nil
+	return &Store{schema: schema, log: log, observer: cfg.Observer, sql: buildStatements(quoted)}, nil
 }
 
 // Schema returns the schema the Store works in.
@@ -99,5 +126,11 @@ func buildStatements(quotedSchema string) statements {
 		totals:              r.Replace(totalsSQL),
 		ledgerByReservation: r.Replace(ledgerByReservationSQL),
 		audit:               r.Replace(auditSQL),
+	}
+}
+
+func (s *Store) observe(e StockEvent) {
+	if s.observer != nil {
+		s.observer.ObserveStock(e)
 	}
 }

@@ -296,7 +296,7 @@ func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUI
 // a status.
 type Transition struct {
 	ReservationID uuid.UUID         // required
-	To            ReservationStatus // a target of [Transitions]
+	To            ReservationStatus // a target of [AllowedFrom]
 	// OrderID is required (> 0) for StatusOrdered and recorded with it;
 	// ignored otherwise.
 	OrderID int64
@@ -309,7 +309,7 @@ func (t Transition) validate() error {
 	switch {
 	case t.ReservationID == uuid.Nil:
 		return invalid("ReservationID", "required")
-	case len(Transitions[t.To]) == 0:
+	case len(transitions[t.To]) == 0:
 		return invalid("To", fmt.Sprintf("%s is not a transition target", t.To))
 	case t.To == StatusOrdered && t.OrderID <= 0:
 		return invalid("OrderID", "must be positive for ORDERED")
@@ -350,7 +350,7 @@ UNION ALL
 SELECT false, * FROM cur`
 
 // TransitionReservation moves a reservation along the state machine
-// [Transitions] with one conditional UPDATE (status in the allowed
+// [AllowedFrom] with one conditional UPDATE (status in the allowed
 // from-states), setting order_id and ordered_at for ORDERED, released_at
 // for RELEASED, and failure_code when given. It returns the updated row.
 //
@@ -394,8 +394,8 @@ func transitionArgs(t Transition) []any {
 	if t.FailureCode != "" {
 		code = &t.FailureCode
 	}
-	from := make([]int16, 0, len(Transitions[t.To]))
-	for _, f := range Transitions[t.To] {
+	from := make([]int16, 0, len(transitions[t.To]))
+	for _, f := range transitions[t.To] {
 		from = append(from, int16(f))
 	}
 	return []any{t.ReservationID, int16(t.To), t.OrderID, code, from}

@@ -205,8 +205,8 @@ func TestTransitionEveryPair(t *testing.T) {
 		}
 	}
 	targets := 0
-	for _, to := range inventory.ReservationStatuses {
-		if len(inventory.Transitions[to]) == 0 {
+	for _, to := range inventory.ReservationStatuses() {
+		if len(inventory.AllowedFrom(to)) == 0 {
 			// Not a target: rejected up front.
 			_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: uuid.Must(uuid.NewV7()), To: to, OrderID: 1})
 			if !errors.Is(err, inventory.ErrInvalidArgument) {
@@ -215,7 +215,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			continue
 		}
 		targets++
-		for _, from := range inventory.ReservationStatuses {
+		for _, from := range inventory.ReservationStatuses() {
 			nr := tb.newReservation(1, 1, 0)
 			if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 				_, err := tb.store.AcquireReservation(tb.ctx, tx, nr)

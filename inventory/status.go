@@ -24,10 +24,12 @@ const (
 	StatusManualRequired ReservationStatus = 60
 )
 
-// ReservationStatuses lists every reservation status in ascending order.
-var ReservationStatuses = []ReservationStatus{
-	StatusPendingDB, StatusOrdered, StatusRejected, StatusReleasePending,
-	StatusReleased, StatusExpired, StatusManualRequired,
+// ReservationStatuses returns every reservation status in ascending order.
+func ReservationStatuses() []ReservationStatus {
+	return []ReservationStatus{
+		StatusPendingDB, StatusOrdered, StatusRejected, StatusReleasePending,
+		StatusReleased, StatusExpired, StatusManualRequired,
+	}
 }
 
 // String returns the seed's name of the status, e.g. "PENDING_DB".
@@ -62,12 +64,9 @@ var statusNames = map[ReservationStatus]bool{
 	StatusReleased: true, StatusExpired: true, StatusManualRequired: true,
 }
 
-// Transitions is the reservation state machine: for every status that can
+// transitions is the reservation state machine: for every status that can
 // be a transition target, the statuses it may be entered from.
-// [Store.TransitionReservation] enforces exactly this table in its WHERE
-// clause. StatusPendingDB is only ever the initial status. The map must not
-// be modified.
-var Transitions = map[ReservationStatus][]ReservationStatus{
+var transitions = map[ReservationStatus][]ReservationStatus{
 	StatusOrdered:        {StatusPendingDB},
 	StatusRejected:       {StatusPendingDB},
 	StatusReleasePending: {StatusOrdered},
@@ -76,9 +75,30 @@ var Transitions = map[ReservationStatus][]ReservationStatus{
 	StatusManualRequired: {StatusPendingDB, StatusOrdered, StatusReleasePending},
 }
 
+// AllowedFrom returns the statuses a reservation may enter status to from,
+// in ascending order; nil when to is not a transition target
+// (StatusPendingDB is only ever the initial status). This is the table
+// [Store.TransitionReservation] enforces in its WHERE clause:
+//
+//	ORDERED          <- PENDING_DB
+//	REJECTED         <- PENDING_DB
+//	RELEASE_PENDING  <- ORDERED
+//	RELEASED         <- ORDERED, RELEASE_PENDING
+//	EXPIRED          <- PENDING_DB
+//	MANUAL_REQUIRED  <- PENDING_DB, ORDERED, RELEASE_PENDING
+//
+// REJECTED, RELEASED, EXPIRED and MANUAL_REQUIRED are final.
+func AllowedFrom(to ReservationStatus) []ReservationStatus {
+	from := transitions[to]
+	if from == nil {
+		return nil
+	}
+	return append([]ReservationStatus(nil), from...)
+}
+
 // CanTransition reports whether the state machine allows from → to.
 func CanTransition(from, to ReservationStatus) bool {
-	for _, f := range Transitions[to] {
+	for _, f := range transitions[to] {
 		if f == from {
 			return true
 		}
@@ -105,8 +125,10 @@ const (
 	LedgerProvision LedgerType = 40
 )
 
-// LedgerTypes lists every ledger type in ascending order.
-var LedgerTypes = []LedgerType{LedgerAllocate, LedgerRelease, LedgerAdjust, LedgerProvision}
+// LedgerTypes returns every ledger type in ascending order.
+func LedgerTypes() []LedgerType {
+	return []LedgerType{LedgerAllocate, LedgerRelease, LedgerAdjust, LedgerProvision}
+}
 
 // String returns the name of the ledger type, e.g. "ALLOCATE".
 func (t LedgerType) String() string {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/seckillkit/seckill/inventory"
@@ -35,9 +36,9 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 	tb := setup(t)
 
 	var statuses []int
-	for _, s := range inventory.ReservationStatuses {
+	for _, s := range inventory.ReservationStatuses() {
 		statuses = append(statuses, int(s))
-		if !s.Valid() || s.String() == "" || s.String()[0] == 'R' && s.String() == "ReservationStatus("+strconv.Itoa(int(s))+")" {
+		if !s.Valid() || strings.HasPrefix(s.String(), "ReservationStatus(") {
 			t.Errorf("status %d: Valid/String broken", s)
 		}
 	}
@@ -45,7 +46,7 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 		t.Errorf("ck_reservation_status %v, constants %v", got, statuses)
 	}
 	var types []int
-	for _, lt := range inventory.LedgerTypes {
+	for _, lt := range inventory.LedgerTypes() {
 		types = append(types, int(lt))
 	}
 	if got := tb.checkValues(t, "ck_ledger_type"); !slices.Equal(got, types) {
@@ -53,7 +54,7 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 	}
 
 	names := map[string]bool{}
-	for _, s := range inventory.ReservationStatuses {
+	for _, s := range inventory.ReservationStatuses() {
 		names[s.String()] = true
 	}
 	for _, want := range []string{"PENDING_DB", "ORDERED", "REJECTED", "RELEASE_PENDING", "RELEASED", "EXPIRED", "MANUAL_REQUIRED"} {
@@ -66,5 +67,34 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 	}
 	if inventory.LedgerAdjust.String() != "ADJUST" || inventory.LedgerType(1).String() != "LedgerType(1)" {
 		t.Error("LedgerType.String broken")
+	}
+}
+
+// The transition table is the one the package documents (seed §8.1, §9.6,
+// §9.10), spelled out independently here.
+func TestTransitionTable(t *testing.T) {
+	t.Parallel()
+	want := map[inventory.ReservationStatus][]inventory.ReservationStatus{
+		inventory.StatusPendingDB:      nil,
+		inventory.StatusOrdered:        {inventory.StatusPendingDB},
+		inventory.StatusRejected:       {inventory.StatusPendingDB},
+		inventory.StatusReleasePending: {inventory.StatusOrdered},
+		inventory.StatusReleased:       {inventory.StatusOrdered, inventory.StatusReleasePending},
+		inventory.StatusExpired:        {inventory.StatusPendingDB},
+		inventory.StatusManualRequired: {inventory.StatusPendingDB, inventory.StatusOrdered, inventory.StatusReleasePending},
+	}
+	for _, to := range inventory.ReservationStatuses() {
+		got := inventory.AllowedFrom(to)
+		if !slices.Equal(got, want[to]) {
+			t.Errorf("AllowedFrom(%s) = %v, want %v", to, got, want[to])
+		}
+		if got != nil {
+			got[0] = 99 // a copy: must not change the table
+		}
+		for _, from := range inventory.ReservationStatuses() {
+			if inventory.CanTransition(from, to) != slices.Contains(want[to], from) {
+				t.Errorf("CanTransition(%s, %s) = %v", from, to, !slices.Contains(want[to], from))
+			}
+		}
 	}
 }
