@@ -149,6 +149,13 @@ SELECT l.ledger_id, l.created_at,
 //     duplicate was concurrent and tx is aborted (see [AppliedError]).
 //   - *ValidationError ([ErrInvalidArgument]): bad input, nothing sent.
 //
+// Duplicates of one reservation are meant to be serialised by the
+// reservation row lock ([Store.AcquireReservation]) before they get here.
+// Without that lock, a duplicate racing with the original is still never
+// applied twice, but when the original takes the bucket's last units the
+// duplicate may be classified as sold out rather than already applied (its
+// statement snapshot predates the original's commit).
+//
 // Lock order (seed §11.6): the bucket row is the hottest lock of the order
 // transaction; call AllocateBucket as late as correctness allows (after the
 // reservation lock and the order insert) so the row is held only until
@@ -413,5 +420,8 @@ func classifyRelease(row pgx.Row, r Release, dst *Allocated) error {
 // (connection or server failure); it is not reported to the Observer.
 type driverError struct{ err error }
 
+// Error implements error.
 func (e *driverError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *driverError) Unwrap() error { return e.err }

@@ -77,6 +77,7 @@ type ValidationError struct {
 	Reason string // what is wrong with it
 }
 
+// Error implements error.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("inventory: invalid %s: %s", e.Field, e.Reason)
 }
@@ -96,6 +97,7 @@ type SoldOutError struct {
 	Available int32
 }
 
+// Error implements error.
 func (e *SoldOutError) Error() string {
 	return fmt.Sprintf("inventory: sold out: activity %d sku %d bucket %d has %d available, %d requested",
 		e.ActivityID, e.SKUID, e.Bucket, e.Available, e.Requested)
@@ -122,6 +124,7 @@ type AppliedError struct {
 	Err       error // the driver error when TxAborted
 }
 
+// Error implements error.
 func (e *AppliedError) Error() string {
 	if e.TxAborted {
 		return fmt.Sprintf("inventory: already applied: %s (concurrent duplicate, transaction aborted): %v", e.Key, e.Err)
@@ -147,6 +150,7 @@ type ProvisionConflictError struct {
 	RequestedBuckets int16
 }
 
+// Error implements error.
 func (e *ProvisionConflictError) Error() string {
 	return fmt.Sprintf("inventory: activity %d sku %d is provisioned with stock %d in %d buckets, not stock %d in %d buckets",
 		e.ActivityID, e.SKUID, e.ExistingStock, e.ExistingBuckets, e.RequestedStock, e.RequestedBuckets)
@@ -171,6 +175,7 @@ type ReservationConflictError struct {
 	Existing Reservation
 }
 
+// Error implements error.
 func (e *ReservationConflictError) Error() string {
 	if e.Field == "request_id" {
 		return fmt.Sprintf("inventory: reservation %s: request id %s already belongs to reservation %s",
@@ -195,6 +200,7 @@ type TransitionError struct {
 	Reservation Reservation
 }
 
+// Error implements error.
 func (e *TransitionError) Error() string {
 	if e.Current == e.Target {
 		return fmt.Sprintf("inventory: reservation %s already %s", e.ReservationID, e.Target)

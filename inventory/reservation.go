@@ -358,7 +358,9 @@ SELECT false, * FROM cur`
 // [ErrReservationNotFound]; a reservation already in the target status or
 // in a status the target may not be entered from gives a *TransitionError
 // (matching [ErrAlreadyInState] or [ErrIllegalTransition]) carrying the
-// current row. Nothing is written then.
+// current row. Nothing is written then. An OrderID that another
+// reservation already holds violates uq_reservation_order: the error
+// matches [ErrReservationConflict] and the transaction is aborted.
 //
 // db is usually the caller's transaction (the transition belongs with the
 // order and ledger writes); a pool works for stand-alone transitions.
@@ -409,6 +411,10 @@ func scanTransition(row pgx.Row, t Transition, dst *Reservation) error {
 	err := row.Scan(scanReservationInto(&r, &updated)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("inventory: reservation %s: %w", t.ReservationID, ErrReservationNotFound)
+	}
+	if err != nil && uniqueViolation(err, "uq_reservation_order") {
+		return fmt.Errorf("inventory: reservation %s: order id %d already belongs to another reservation (transaction aborted): %w: %w",
+			t.ReservationID, t.OrderID, ErrReservationConflict, err)
 	}
 	if err != nil {
 		return fmt.Errorf("inventory: transition reservation %s to %s: %w", t.ReservationID, t.To, err)

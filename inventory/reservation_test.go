@@ -311,3 +311,27 @@ func TestQueueTransitionReservation(t *testing.T) {
 		t.Fatalf("acq %+v ordered %+v dup %+v", acq, ordered, dup)
 	}
 }
+
+func TestTransitionOrderIDTaken(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	a, b := tb.newReservation(1, 1, 0), tb.newReservation(1, 1, 0)
+	for _, r := range []inventory.NewReservation{a, b} {
+		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: a.ReservationID, To: inventory.StatusOrdered, OrderID: 5}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: b.ReservationID, To: inventory.StatusOrdered, OrderID: 5})
+	if !errors.Is(err, inventory.ErrReservationConflict) {
+		t.Fatalf("order id reused: %v", err)
+	}
+	if got, _ := tb.store.GetReservation(tb.ctx, tb.pool, b.ReservationID); got.Status != inventory.StatusPendingDB {
+		t.Fatalf("b is %s", got.Status)
+	}
+}
