@@ -23,6 +23,9 @@ func TestAllocateStockOneThousandBuyers(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	tb.provision(t, 1, 1, 1, 1)
+	// A pool of its own: 1,000 goroutines queue for its 32 connections
+	// instead of starving the other tests of the shared pool.
+	tb.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 32 })
 
 	const buyers = 1000
 	var (

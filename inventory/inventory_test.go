@@ -157,3 +157,19 @@ func TestNewRejectsBadSchema(t *testing.T) {
 		t.Fatalf("New(zero) = %v, %v; want schema seckill", s, err)
 	}
 }
+
+func TestMigrateIdempotentAndValid(t *testing.T) {
+	t.Parallel()
+	tb := setup(t) // migrated once
+	if err := inventory.Migrate(tb.ctx, tb.pool, tb.schema); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Validate(tb.ctx, tb.pool, tb.schema, inventory.Migrations); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger"} {
+		if n := tb.count(t, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2`, tb.schema, table); n != 1 {
+			t.Errorf("table %s missing", table)
+		}
+	}
+}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -130,13 +132,16 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	const (
-		stock       = 800
+		stock       = 400
 		buckets     = 8
-		buyers      = 1600
+		buyers      = 800
 		workers     = 16
 		rebalancers = 2
 	)
 	tb.provision(t, 3, 4, stock, buckets)
+	// A pool of its own, so that the shared pool's other tests do not
+	// starve it (or it them).
+	tb.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = workers + rebalancers + 2 })
 	lowHalf := func(b int16) bool { return b < buckets/2 }
 
 	var (

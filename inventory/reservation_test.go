@@ -117,7 +117,8 @@ func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 	// blocked, then finish tx1.
 	for {
 		var waiting bool
-		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%inventory_reservation%' AND datname = current_database())`).Scan(&waiting); err != nil {
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0)`, pgx.Identifier{tb.schema}.Sanitize()+".inventory_reservation").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
