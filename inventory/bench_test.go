@@ -14,9 +14,9 @@ import (
 )
 
 // benchAllocate measures one transaction per operation: BEGIN,
-// AllocateBucket, COMMIT, with b.RunParallel goroutines (GOMAXPROCS times
-// -cpu, default 1 per CPU; use -cpu to raise it) competing for buckets
-// buckets. Stock is large enough never to run out.
+// AllocateBucket, COMMIT, from 4×GOMAXPROCS goroutines competing for
+// buckets buckets (buckets=1: every transaction queues on one row lock).
+// Stock is large enough never to run out.
 func benchAllocate(b *testing.B, buckets int16) {
 	pool := pgtest.Pool(b)
 	schema := pgtest.Schema(b)
