@@ -146,6 +146,15 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 	if tot.Total != stock || tot.Available+tot.Allocated != stock {
 		t.Fatalf("totals %+v", tot)
 	}
+	bs, err := tb.store.Buckets(tb.ctx, tb.pool, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if want := inventory.BucketStock(stock, buckets, b.BucketNo); b.Total != want || b.Available+b.Allocated != b.Total || b.Available < 0 {
+			t.Errorf("bucket %+v, provisioned %d", b, want)
+		}
+	}
 	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != ok.Load() {
 		t.Fatalf("%d ALLOCATE rows, %d successes", n, ok.Load())
 	}
