@@ -336,3 +336,53 @@ func TestTransitionOrderIDTaken(t *testing.T) {
 		t.Fatalf("b is %s", got.Status)
 	}
 }
+
+// A transition that waits for a concurrent one reports the status that
+// transaction committed, not the stale one of its snapshot.
+func TestTransitionRaceReportsCommittedStatus(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	r := tb.newReservation(1, 1, 0)
+	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tx1, err := tb.pool.Begin(tb.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(tb.ctx)
+	if _, err := tb.store.TransitionReservation(tb.ctx, tx1, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 11}); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 12})
+		errc <- err
+	}()
+	for {
+		var waiting bool
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0)`, pgx.Identifier{tb.schema}.Sanitize()+".inventory_reservation").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("second transition did not wait: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := tx1.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errc
+	var te *inventory.TransitionError
+	if !errors.Is(err, inventory.ErrAlreadyInState) || !errors.As(err, &te) || te.Current != inventory.StatusOrdered || te.Reservation.OrderID != 11 {
+		t.Fatalf("racing transition: %v", err)
+	}
+}
