@@ -114,6 +114,11 @@ SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
 // most, to move as little as possible. Running it again on even buckets
 // changes nothing (Moves empty), so it is safe to repeat.
 //
+// When a front door (Redis) keeps per-bucket stock too, it must apply the
+// same moves, or the two stop reconciling bucket by bucket: emit
+// Rebalanced.Moves in the same transaction (e.g. through the outbox) and
+// apply them there idempotently, keyed by MoveID.
+//
 // An unknown SKU gives [ErrUnknownSKU]; bad input a *ValidationError.
 func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) (Rebalanced, error) {
 	switch {
