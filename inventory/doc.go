@@ -1,4 +1,142 @@
 // Package inventory keeps bucketed stock in PostgreSQL: per-bucket counters,
 // reservations and an append-only ledger, with conditional updates that never
-// oversell.
+// oversell, idempotency keys that never apply a stock change twice, and an
+// audit that proves both from the data.
+//
+// # Tables
+//
+// [Migrations] (applied by [Migrate]) creates, in the configured schema
+// (default "seckill"), the tables of seed 000 §8.2 that concern stock:
+//
+//   - inventory_sku: one row per (activity_id, sku_id) with the planned stock
+//     and the bucket count. It stands in for the seed's seckill_sku as far as
+//     stock is concerned; the service's catalogue tables stay the service's.
+//   - sku_inventory: one row per bucket (activity_id, sku_id, bucket_no) with
+//     total, available and allocated stock; CHECKs keep every counter >= 0
+//     and total = available + allocated.
+//   - inventory_reservation: the database record of a front-door
+//     reservation, with the status machine of seed §8.1.
+//   - inventory_ledger: one row per stock change (ALLOCATE, RELEASE, ADJUST,
+//     PROVISION) with before/after counters and a unique idempotency key.
+//     Its ledger_id is an identity column (unique across processes by
+//     construction, increasing over time); the migration file
+//     explains this and the other deviations from the seed DDL.
+//
+// # Buckets
+//
+// A hot SKU's stock is split over 1 to 256 buckets ([Store.Provision]; the
+// remainder goes to the first buckets, see [BucketStock]) so that concurrent
+// orders update different rows. The front door picks a bucket once, e.g. with
+// [PickBucket] (FNV-1a of a key, modulo the bucket count), and records it in
+// the reservation; the order transaction decrements exactly that bucket and
+// never switches buckets (seed §6.3). With one bucket (bucket 0) it is the
+// plain single-row inventory.
+//
+// Bucketing costs partial sell-outs: a bucket can be empty while others hold
+// stock. [Store.Rebalance] evens out the available stock of a SKU's buckets
+// under row locks taken in bucket order, with paired ADJUST ledger rows, and
+// is safe to run while orders are being placed.
+//
+// # Contract
+//
+// Helpers run on the handle they are given and never begin a transaction of
+// their own. Writes that belong with the caller's business data take a
+// pgx.Tx: [Store.AcquireReservation], [Store.AllocateBucket],
+// [Store.Release], [Store.Rebalance]. [Store.TransitionReservation] takes a
+// pgtx.Querier (usually the caller's transaction; a pool works for a
+// stand-alone transition). [Store.Provision] and the reads ([Store.GetBucket],
+// [Store.Buckets], [Store.SKUTotals], [Store.GetReservation],
+// [Store.ReservationLedger], [Store.Audit]) take a pgtx.Querier. Transactions
+// are expected to be Read Committed (seed §6.1).
+//
+// Every helper is one SQL statement (data-modifying CTEs) except Rebalance,
+// which needs its locks before it computes. In the order transaction the lock
+// order of seed §11.6 applies: reservation (AcquireReservation locks it FOR
+// UPDATE), then the bucket (AllocateBucket, as late as possible so the hot
+// row is held only until COMMIT), then the append-only rows.
+//
+// A conditional update that changes nothing is never reported as success;
+// the same statement classifies why:
+//
+//   - AllocateBucket: *SoldOutError ([ErrSoldOut]), [ErrUnknownBucket], or
+//     *AppliedError ([ErrAlreadyApplied]) when ALLOCATE:<reservation_id>
+//     exists. Only the last two indicate something other than a normal sell
+//     out; after a sold out the transaction is still usable (reject the
+//     reservation and emit the compensation event in it).
+//   - Release: [ErrNotAllocated], *AppliedError when RELEASE:<reservation_id>
+//     exists, [ErrInconsistent] when the bucket contradicts the ledger.
+//   - TransitionReservation: [ErrReservationNotFound], or a *TransitionError
+//     matching [ErrAlreadyInState] or [ErrIllegalTransition] that carries the
+//     current row.
+//   - AcquireReservation: a *ReservationConflictError when the id or the
+//     request id is taken by different data.
+//   - Provision: a *ProvisionConflictError for a different split.
+//
+// # Idempotency
+//
+// AllocateBucket and Release write their ledger row in the same statement as
+// the counter update. The update is guarded by "no ledger row with this key
+// yet", and the unique index on the key is the final guard: a concurrent
+// duplicate that the guard could not see makes PostgreSQL raise
+// unique_violation, failing the whole statement, so a bucket is never changed
+// twice for one reservation (the caller's transaction is then aborted and the
+// error is an *AppliedError with TxAborted set). Provision is idempotent for
+// the same split; AcquireReservation returns the existing row for a
+// redelivery; Rebalance on even buckets changes nothing.
+//
+// # Pipelining
+//
+// Every statement-level write also has a batch form that queues into the
+// caller's *pgx.Batch: [Store.QueueAcquireReservation],
+// [Store.QueueAllocateBucket], [Store.QueueRelease],
+// [Store.QueueTransitionReservation]. The returned error is only for invalid
+// input (then nothing is queued); the result is written to the given
+// destination and the classified error is returned by BatchResults.Close.
+// All queued statements run on the server even when an earlier callback
+// reports an error (a sold out, say), so queue together only what is
+// idempotent or what you will roll back on error.
+//
+// # Errors and input
+//
+// Bad input (zero ids, quantities below 1, buckets outside 0..255, unknown
+// statuses, strings beyond their column limits) gives a *ValidationError
+// matching [ErrInvalidArgument] before anything is sent. Every error can be
+// tested with errors.Is / errors.As; driver errors are wrapped with %w.
+//
+// # Audit
+//
+// [Store.Audit] checks, in one read-only statement, the inventory invariants
+// of seed §13.3 and of the design: bucket conservation and non-negativity,
+// SKU total = planned stock, ledger replay reproducing every counter, at
+// most one ALLOCATE and RELEASE per reservation with every RELEASE paired
+// with its ALLOCATE, and reservation statuses agreeing with the ledger. It
+// returns typed [Finding] values; none means consistent.
+//
+// # Example
+//
+//	store, err := inventory.New(inventory.Config{Schema: "seckill"})
+//	...
+//	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+//		acq, err := store.AcquireReservation(ctx, tx, reservation)
+//		if err != nil {
+//			return err
+//		}
+//		if !acq.Created && acq.Reservation.Status != inventory.StatusPendingDB {
+//			return nil // redelivery of a decided reservation
+//		}
+//		// ... insert the order ...
+//		_, err = store.AllocateBucket(ctx, tx, acq.Reservation.Allocation(orderID, messageID))
+//		if errors.Is(err, inventory.ErrSoldOut) {
+//			_, err = store.TransitionReservation(ctx, tx, inventory.Transition{
+//				ReservationID: reservation.ReservationID, To: inventory.StatusRejected,
+//				FailureCode: "POSTGRES_SOLD_OUT"})
+//			return err
+//		}
+//		if err != nil {
+//			return err
+//		}
+//		_, err = store.TransitionReservation(ctx, tx, inventory.Transition{
+//			ReservationID: reservation.ReservationID, To: inventory.StatusOrdered, OrderID: orderID})
+//		return err
+//	})
 package inventory

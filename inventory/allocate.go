@@ -1,0 +1,427 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Ledger reasons written when the caller gives none.
+const (
+	DefaultAllocateReason = "ORDER_CREATED"
+	DefaultReleaseReason  = "ORDER_CANCELLED"
+)
+
+// AllocateKey returns the ledger idempotency key of a reservation's
+// allocation: "ALLOCATE:<reservation_id>".
+func AllocateKey(reservationID uuid.UUID) string { return "ALLOCATE:" + reservationID.String() }
+
+// ReleaseKey returns the ledger idempotency key of a reservation's
+// release: "RELEASE:<reservation_id>".
+func ReleaseKey(reservationID uuid.UUID) string { return "RELEASE:" + reservationID.String() }
+
+// Allocation asks [Store.AllocateBucket] to take stock from one bucket
+// for one reservation. [Reservation.Allocation] builds it from a
+// reservation row.
+type Allocation struct {
+	ReservationID   uuid.UUID // required; the ledger key is ALLOCATE:<ReservationID>
+	ActivityID      int64     // > 0
+	SKUID           int64     // > 0
+	Bucket          int16     // 0..255: the reservation's bucket, never another one
+	Quantity        int16     // >= 1
+	UserID          int64     // > 0
+	OrderID         int64     // recorded in the ledger; 0 means none
+	SourceMessageID uuid.UUID // required: the message being processed
+	// Reason is the ledger reason, up to [MaxCodeLength] characters.
+	// Defaults to [DefaultAllocateReason].
+	Reason string
+}
+
+func (a Allocation) validate() error {
+	switch {
+	case a.ReservationID == uuid.Nil:
+		return invalid("ReservationID", "required")
+	case a.ActivityID <= 0:
+		return invalid("ActivityID", "must be positive")
+	case a.SKUID <= 0:
+		return invalid("SKUID", "must be positive")
+	case a.Bucket < 0 || a.Bucket >= MaxBuckets:
+		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", MaxBuckets-1))
+	case a.Quantity < 1:
+		return invalid("Quantity", "must be at least 1")
+	case a.UserID <= 0:
+		return invalid("UserID", "must be positive")
+	case a.OrderID < 0:
+		return invalid("OrderID", "must not be negative")
+	case a.SourceMessageID == uuid.Nil:
+		return invalid("SourceMessageID", "required")
+	case len([]rune(a.Reason)) > MaxCodeLength:
+		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	}
+	return nil
+}
+
+// Allocated is a successful allocation or release: the bucket's counters
+// around the change, as recorded in the ledger row.
+type Allocated struct {
+	LedgerID        int64
+	ActivityID      int64
+	SKUID           int64
+	Bucket          int16
+	Quantity        int16
+	BeforeAvailable int32
+	AfterAvailable  int32
+	BeforeAllocated int32
+	AfterAllocated  int32
+	Version         int64 // the bucket's version after the change
+	CreatedAt       time.Time
+}
+
+// allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
+// only when the bucket has the stock AND no ALLOCATE row exists for the
+// reservation; the ledger INSERT runs only for the updated row. When nothing
+// was updated the final SELECT classifies why (existing ledger row, missing
+// bucket, otherwise sold out) in the same snapshot.
+//
+// Idempotency under concurrency: the NOT EXISTS guard sees the statement's
+// snapshot. A duplicate that commits before the statement starts is seen and
+// nothing is decremented. A duplicate that is still running is invisible to
+// the guard, so this statement may decrement too, but its ledger INSERT then
+// hits the unique index uq_inventory_ledger_idempotency, which waits for the
+// other transaction and raises unique_violation if it commits: the whole
+// statement, decrement included, fails, and the caller's transaction aborts.
+// The unique index is the final guard; the bucket is never decremented twice
+// for one reservation.
+const allocateSQL = `
+WITH upd AS (
+	UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock - $4::int,
+	       allocated_stock = allocated_stock + $4::int,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND available_stock >= $4::int
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), led AS (
+	INSERT INTO {schema}.inventory_ledger (
+		idempotency_key, reservation_id, order_id, source_message_id,
+		activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+		total_delta, available_delta, allocated_delta,
+		before_available, after_available, before_allocated, after_allocated, reason)
+	SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
+	       0, -$4::int, $4::int,
+	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $10
+	  FROM upd AS u
+	RETURNING ledger_id, created_at
+)
+SELECT l.ledger_id, l.created_at,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x WHERE x.idempotency_key = $5) END,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true`
+
+// AllocateBucket takes a.Quantity from the available stock of bucket
+// a.Bucket and writes the ALLOCATE ledger row (idempotency key
+// ALLOCATE:<reservation_id>, with the counters before and after) in one
+// statement, in the caller's transaction tx. The decrement is conditional
+// (available_stock >= quantity), so under Read Committed concurrent callers
+// can never oversell: a waiting UPDATE re-checks the condition on the row
+// the previous one committed.
+//
+// Outcomes:
+//   - nil error: allocated; the result holds the ledger id and counters.
+//   - *SoldOutError ([ErrSoldOut]): the bucket lacks the stock. Nothing
+//     written; the transaction stays usable (reject the reservation).
+//   - [ErrUnknownBucket]: the bucket (or SKU) was never provisioned.
+//   - *AppliedError ([ErrAlreadyApplied]): the reservation's ALLOCATE row
+//     exists; nothing was decremented again. With TxAborted set the
+//     duplicate was concurrent and tx is aborted (see [AppliedError]).
+//   - *ValidationError ([ErrInvalidArgument]): bad input, nothing sent.
+//
+// Duplicates of one reservation are meant to be serialised by the
+// reservation row lock ([Store.AcquireReservation]) before they get here.
+// Without that lock, a duplicate racing with the original is still never
+// applied twice, but when the original takes the bucket's last units the
+// duplicate may be classified as sold out rather than already applied (its
+// statement snapshot predates the original's commit).
+//
+// Lock order (seed §11.6): the bucket row is the hottest lock of the order
+// transaction; call AllocateBucket as late as correctness allows (after the
+// reservation lock and the order insert) so the row is held only until
+// COMMIT.
+func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Allocated, error) {
+	if err := a.validate(); err != nil {
+		return Allocated{}, err
+	}
+	var out Allocated
+	err := s.scanAllocate(tx.QueryRow(ctx, s.sql.allocate, allocateArgs(a)...), a, &out)
+	return out, err
+}
+
+// QueueAllocateBucket queues [Store.AllocateBucket]'s statement into b;
+// dst is filled when the batch results are read, and the callback's error
+// (returned by BatchResults.Close) is classified as described there. The
+// returned error is only for invalid input, in which case nothing is
+// queued.
+func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if dst == nil {
+		return invalid("dst", "must not be nil")
+	}
+	b.Queue(s.sql.allocate, allocateArgs(a)...).QueryRow(func(row pgx.Row) error {
+		return s.scanAllocate(row, a, dst)
+	})
+	return nil
+}
+
+func allocateArgs(a Allocation) []any {
+	var order *int64
+	if a.OrderID != 0 {
+		order = &a.OrderID
+	}
+	reason := a.Reason
+	if reason == "" {
+		reason = DefaultAllocateReason
+	}
+	return []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), AllocateKey(a.ReservationID),
+		a.ReservationID, order, a.SourceMessageID, a.UserID, reason}
+}
+
+func (s *Store) scanAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
+	err := classifyAllocate(row, a, dst)
+	var driverErr *driverError
+	if !errors.As(err, &driverErr) {
+		s.observe(StockEvent{Op: "allocate", ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Err: err})
+	}
+	return err
+}
+
+func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
+	var (
+		ledgerID, version, appliedID                    *int64
+		createdAt                                       *time.Time
+		beforeAvail, afterAvail, beforeAlloc, afterAllo *int32
+		curAvail                                        *int32
+	)
+	key := AllocateKey(a.ReservationID)
+	err := row.Scan(&ledgerID, &createdAt, &beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID, &curAvail)
+	switch {
+	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
+		return &AppliedError{Key: key, TxAborted: true, Err: err}
+	case err != nil:
+		return &driverError{fmt.Errorf("inventory: allocate %s: %w", key, err)}
+	case ledgerID != nil:
+		*dst = Allocated{
+			LedgerID: *ledgerID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity,
+			BeforeAvailable: *beforeAvail, AfterAvailable: *afterAvail,
+			BeforeAllocated: *beforeAlloc, AfterAllocated: *afterAllo,
+			Version: *version, CreatedAt: *createdAt,
+		}
+		return nil
+	case appliedID != nil:
+		return &AppliedError{Key: key, LedgerID: *appliedID}
+	case curAvail == nil:
+		return fmt.Errorf("inventory: allocate %s: activity %d sku %d bucket %d: %w",
+			key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)
+	default:
+		return &SoldOutError{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
+			Requested: a.Quantity, Available: *curAvail}
+	}
+}
+
+// Release asks [Store.Release] to give back a reservation's allocation.
+type Release struct {
+	ReservationID uuid.UUID // required; the ledger key is RELEASE:<ReservationID>
+	// OrderID is recorded in the ledger; 0 means the allocation's order id.
+	OrderID int64
+	// SourceMessageID is recorded in the ledger; uuid.Nil means the
+	// allocation's.
+	SourceMessageID uuid.UUID
+	// Reason is the ledger reason, up to [MaxCodeLength] characters.
+	// Defaults to [DefaultReleaseReason].
+	Reason string
+}
+
+func (r Release) validate() error {
+	switch {
+	case r.ReservationID == uuid.Nil:
+		return invalid("ReservationID", "required")
+	case r.OrderID < 0:
+		return invalid("OrderID", "must not be negative")
+	case len([]rune(r.Reason)) > MaxCodeLength:
+		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	}
+	return nil
+}
+
+// releaseSQL is the mirror of allocateSQL (seed §9.10): it takes bucket,
+// quantity and buyer from the reservation's ALLOCATE ledger row, so a
+// release gives back exactly what was allocated, to the same bucket, and
+// there is no RELEASE without its ALLOCATE. Guards: allocated_stock >=
+// quantity and no RELEASE row yet; the unique index is the final guard
+// against a concurrent duplicate, as for allocateSQL.
+const releaseSQL = `
+WITH a AS (
+	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id,
+	       source_message_id, allocated_delta AS qty
+	  FROM {schema}.inventory_ledger
+	 WHERE idempotency_key = $1
+), upd AS (
+	UPDATE {schema}.sku_inventory AS s
+	   SET available_stock = s.available_stock + a.qty,
+	       allocated_stock = s.allocated_stock - a.qty,
+	       version = s.version + 1,
+	       updated_at = statement_timestamp()
+	  FROM a
+	 WHERE s.activity_id = a.activity_id AND s.sku_id = a.sku_id AND s.bucket_no = a.inventory_bucket
+	   AND s.allocated_stock >= a.qty
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $2)
+	RETURNING a.reservation_id, a.activity_id, a.sku_id, a.inventory_bucket, a.user_id, a.order_id,
+	          a.source_message_id, a.qty,
+	          s.available_stock - a.qty AS before_available, s.available_stock AS after_available,
+	          s.allocated_stock + a.qty AS before_allocated, s.allocated_stock AS after_allocated, s.version
+), led AS (
+	INSERT INTO {schema}.inventory_ledger (
+		idempotency_key, reservation_id, order_id, source_message_id,
+		activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+		total_delta, available_delta, allocated_delta,
+		before_available, after_available, before_allocated, after_allocated, reason)
+	SELECT $2, u.reservation_id, coalesce($3, u.order_id), coalesce($4, u.source_message_id),
+	       u.activity_id, u.sku_id, u.user_id, u.inventory_bucket, 20,
+	       0, u.qty, -u.qty,
+	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $5
+	  FROM upd AS u
+	RETURNING ledger_id, created_at
+)
+SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a.qty::smallint,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x WHERE x.idempotency_key = $2) END
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN a ON true
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true`
+
+// Release gives back the stock a reservation's allocation took: it moves
+// the ALLOCATE row's quantity from allocated back to available on the same
+// bucket and writes the RELEASE ledger row (idempotency key
+// RELEASE:<reservation_id>), in one statement, in the caller's transaction
+// tx (with the order cancellation and the compensation event, seed §9.10).
+//
+// Outcomes: nil error (released; counters in the result); *AppliedError
+// ([ErrAlreadyApplied]) when the RELEASE row exists (nothing changed; with
+// TxAborted for a concurrent duplicate, as for [Store.AllocateBucket]);
+// [ErrNotAllocated] when the reservation has no ALLOCATE row;
+// [ErrInconsistent] when the bucket's allocated stock is below the
+// allocation (an invariant is broken; nothing written);
+// *ValidationError for bad input (nothing sent).
+func (s *Store) Release(ctx context.Context, tx pgx.Tx, r Release) (Allocated, error) {
+	if err := r.validate(); err != nil {
+		return Allocated{}, err
+	}
+	var out Allocated
+	err := s.scanRelease(tx.QueryRow(ctx, s.sql.release, releaseArgs(r)...), r, &out)
+	return out, err
+}
+
+// QueueRelease queues [Store.Release]'s statement into b; dst is filled
+// when the batch results are read, and the callback's error (returned by
+// BatchResults.Close) is classified as described there. The returned error
+// is only for invalid input, in which case nothing is queued.
+func (s *Store) QueueRelease(b *pgx.Batch, r Release, dst *Allocated) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if dst == nil {
+		return invalid("dst", "must not be nil")
+	}
+	b.Queue(s.sql.release, releaseArgs(r)...).QueryRow(func(row pgx.Row) error {
+		return s.scanRelease(row, r, dst)
+	})
+	return nil
+}
+
+func releaseArgs(r Release) []any {
+	var order *int64
+	if r.OrderID != 0 {
+		order = &r.OrderID
+	}
+	var msg *uuid.UUID
+	if r.SourceMessageID != uuid.Nil {
+		msg = &r.SourceMessageID
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = DefaultReleaseReason
+	}
+	return []any{AllocateKey(r.ReservationID), ReleaseKey(r.ReservationID), order, msg, reason}
+}
+
+func (s *Store) scanRelease(row pgx.Row, r Release, dst *Allocated) error {
+	err := classifyRelease(row, r, dst)
+	var driverErr *driverError
+	if !errors.As(err, &driverErr) {
+		e := StockEvent{Op: "release", ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket, Quantity: dst.Quantity, Err: err}
+		if err != nil {
+			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
+		}
+		s.observe(e)
+	}
+	return err
+}
+
+func classifyRelease(row pgx.Row, r Release, dst *Allocated) error {
+	var (
+		ledgerID, version, appliedID, activity, sku     *int64
+		createdAt                                       *time.Time
+		bucket, qty                                     *int16
+		beforeAvail, afterAvail, beforeAlloc, afterAllo *int32
+	)
+	key := ReleaseKey(r.ReservationID)
+	err := row.Scan(&ledgerID, &createdAt, &activity, &sku, &bucket, &qty,
+		&beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID)
+	switch {
+	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
+		return &AppliedError{Key: key, TxAborted: true, Err: err}
+	case err != nil:
+		return &driverError{fmt.Errorf("inventory: release %s: %w", key, err)}
+	case ledgerID != nil:
+		*dst = Allocated{
+			LedgerID: *ledgerID, ActivityID: *activity, SKUID: *sku, Bucket: *bucket, Quantity: *qty,
+			BeforeAvailable: *beforeAvail, AfterAvailable: *afterAvail,
+			BeforeAllocated: *beforeAlloc, AfterAllocated: *afterAllo,
+			Version: *version, CreatedAt: *createdAt,
+		}
+		return nil
+	case appliedID != nil:
+		return &AppliedError{Key: key, LedgerID: *appliedID}
+	case activity == nil:
+		return fmt.Errorf("inventory: release %s: %w", key, ErrNotAllocated)
+	default:
+		return fmt.Errorf("inventory: release %s: bucket %d of activity %d sku %d has less allocated stock than the allocation of %d: %w",
+			key, *bucket, *activity, *sku, *qty, ErrInconsistent)
+	}
+}
+
+// driverError marks an error that is not a classification of the result
+// (connection or server failure); it is not reported to the Observer.
+type driverError struct{ err error }
+
+// Error implements error.
+func (e *driverError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *driverError) Unwrap() error { return e.err }

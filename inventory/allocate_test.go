@@ -1,0 +1,521 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/inventory"
+)
+
+// Seed §13.2 "库存为 1": stock 1, 1,000 buyers, each in its own
+// transaction (reservation insert and lock, AllocateBucket, reservation
+// ORDERED or REJECTED, commit): exactly one gets it.
+func TestAllocateStockOneThousandBuyers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 1, 1)
+	// A pool of its own: 1,000 goroutines queue for its 32 connections
+	// instead of starving the other tests of the shared pool.
+	tb.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 32 })
+
+	const buyers = 1000
+	var (
+		wg              sync.WaitGroup
+		ok, soldOut     atomic.Int64
+		otherMu         sync.Mutex
+		other           []error
+		reservationsIDs = make([]inventory.NewReservation, buyers)
+	)
+	for i := range buyers {
+		reservationsIDs[i] = tb.newReservation(1, 1, 0)
+	}
+	for i := range buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := tb.buyPipelined(reservationsIDs[i]); {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, inventory.ErrSoldOut):
+				soldOut.Add(1)
+			default:
+				otherMu.Lock()
+				other = append(other, err)
+				otherMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("%d unexpected errors, first: %v", len(other), other[0])
+	}
+	if ok.Load() != 1 || soldOut.Load() != buyers-1 {
+		t.Fatalf("ok %d, sold out %d; want 1 and %d", ok.Load(), soldOut.Load(), buyers-1)
+	}
+	if n := tb.count(t, `SELECT sum(allocated_stock) FROM `+tb.table("sku_inventory")+` WHERE activity_id = 1 AND sku_id = 1`); n != 1 {
+		t.Fatalf("allocated sum %d, want 1", n)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 1 {
+		t.Fatalf("%d ALLOCATE rows, want 1", n)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation")+` WHERE status = 20 AND failure_code = 'POSTGRES_SOLD_OUT'`); n != buyers-1 {
+		t.Fatalf("%d rejected reservations, want %d", n, buyers-1)
+	}
+	tb.auditClean(t, 1, 1)
+}
+
+// Seed §6.3/§13.2 numbers: 64 buckets, 10,000 stock, 20,000 buyers through
+// a bounded worker pool; each buyer's bucket comes from PickBucket. Each
+// buyer is one transaction whose BEGIN and AllocateBucket travel in one
+// batch, then COMMIT (the reservation steps are exercised by the other
+// tests; here the 20,000 transactions must fit the suite's time budget on
+// a small machine).
+func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	const (
+		stock   = 10_000
+		buckets = 64
+		buyers  = 20_000
+		workers = 48
+	)
+	tb.provision(t, 2, 3, stock, buckets)
+	// A pool of its own, one connection per worker. Commits skip the WAL
+	// flush wait (synchronous_commit off): durability is not under test
+	// here, concurrency is, and visibility rules are the same.
+	tb.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = workers
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	})
+
+	jobs := make(chan int)
+	var (
+		wg          sync.WaitGroup
+		ok, soldOut atomic.Int64
+		errMu       sync.Mutex
+		firstErr    error
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				r := tb.newReservation(2, 3, 0)
+				r.Bucket, _ = inventory.PickBucket(r.ReservationID.String(), buckets)
+				err := tb.allocateOnly(r2ToAlloc(r))
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, inventory.ErrSoldOut):
+					soldOut.Add(1)
+				default:
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range buyers {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	tot := tb.totals(t, 2, 3)
+	t.Logf("ok %d, sold out %d, sold-out buckets %d, available left %d", ok.Load(), soldOut.Load(), tot.SoldOutBuckets, tot.Available)
+	if ok.Load()+soldOut.Load() != buyers {
+		t.Fatalf("ok %d + sold out %d != %d", ok.Load(), soldOut.Load(), buyers)
+	}
+	if tot.Allocated > stock || tot.Allocated != ok.Load() {
+		t.Fatalf("allocated %d, successes %d, stock %d", tot.Allocated, ok.Load(), stock)
+	}
+	if tot.Total != stock || tot.Available+tot.Allocated != stock {
+		t.Fatalf("totals %+v", tot)
+	}
+	bs, err := tb.store.Buckets(tb.ctx, tb.pool, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if want := inventory.BucketStock(stock, buckets, b.BucketNo); b.Total != want || b.Available+b.Allocated != b.Total || b.Available < 0 {
+			t.Errorf("bucket %+v, provisioned %d", b, want)
+		}
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != ok.Load() {
+		t.Fatalf("%d ALLOCATE rows, %d successes", n, ok.Load())
+	}
+	tb.auditClean(t, 2, 3)
+}
+
+// allocateOnly allocates in a transaction of its own: BEGIN and the
+// allocation in one batch, then COMMIT (ROLLBACK when sold out).
+func (tb testBundle) allocateOnly(a inventory.Allocation) error {
+	var (
+		b   pgx.Batch
+		got inventory.Allocated
+	)
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err := tb.store.QueueAllocateBucket(&b, a, &got); err != nil {
+		return err
+	}
+	br := tb.pool.SendBatch(tb.ctx, &b)
+	err := br.Close()
+	tx := br.Tx()
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(tb.ctx))
+		return err
+	}
+	if got.LedgerID == 0 || got.AfterAvailable != got.BeforeAvailable-1 {
+		_ = tx.Rollback(context.WithoutCancel(tb.ctx))
+		return errors.New("batch result not filled in")
+	}
+	return tx.Commit(tb.ctx)
+}
+
+// buyPipelined is buy with BEGIN, the reservation acquisition and the
+// allocation sent in one batch (one round trip), then the transition and
+// COMMIT.
+func (tb testBundle) buyPipelined(r inventory.NewReservation) (err error) {
+	ctx := tb.ctx
+	var (
+		b     pgx.Batch
+		acq   inventory.Acquired
+		alloc inventory.Allocated
+	)
+	orderID := tb.ids.Add(1)
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err := tb.store.QueueAcquireReservation(&b, r, &acq); err != nil {
+		return err
+	}
+	a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID,
+		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
+	if err := tb.store.QueueAllocateBucket(&b, a, &alloc); err != nil {
+		return err
+	}
+	br := tb.pool.SendBatch(ctx, &b)
+	batchErr := br.Close()
+	tx := br.Tx()
+	defer func() {
+		if err != nil && !errors.Is(err, inventory.ErrSoldOut) {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	to := inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: orderID}
+	switch {
+	case errors.Is(batchErr, inventory.ErrSoldOut):
+		to = inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusRejected, FailureCode: "POSTGRES_SOLD_OUT"}
+	case batchErr != nil:
+		return batchErr
+	case !acq.Created || alloc.LedgerID == 0 || alloc.AfterAvailable != alloc.BeforeAvailable-1:
+		return errors.New("batch results not filled in")
+	}
+	if _, err := tb.store.TransitionReservation(ctx, tx, to); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if to.To == inventory.StatusRejected {
+		return batchErr
+	}
+	return nil
+}
+
+func TestAllocateOutcomes(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 3, 2) // bucket 0: 2, bucket 1: 1
+
+	alloc := func(a inventory.Allocation) (inventory.Allocated, error) {
+		var out inventory.Allocated
+		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			out, err = tb.store.AllocateBucket(tb.ctx, tx, a)
+			return err
+		})
+		return out, err
+	}
+	r := tb.newReservation(1, 1, 0)
+	a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 2,
+		UserID: r.UserID, OrderID: 99, SourceMessageID: r.FirstMessageID}
+	got, err := alloc(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LedgerID == 0 || got.BeforeAvailable != 2 || got.AfterAvailable != 0 || got.BeforeAllocated != 0 ||
+		got.AfterAllocated != 2 || got.Quantity != 2 || got.Version != 1 {
+		t.Fatalf("allocated %+v", got)
+	}
+	ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
+	if err != nil || len(ledger) != 1 {
+		t.Fatalf("ledger %+v, %v", ledger, err)
+	}
+	if e := ledger[0]; e.LedgerID != got.LedgerID || e.Type != inventory.LedgerAllocate || e.IdempotencyKey != inventory.AllocateKey(r.ReservationID) ||
+		e.AvailableDelta != -2 || e.AllocatedDelta != 2 || e.OrderID != 99 || e.UserID != r.UserID || e.Reason != inventory.DefaultAllocateReason {
+		t.Fatalf("ledger row %+v", e)
+	}
+
+	// Replay: already applied, nothing decremented.
+	_, err = alloc(a)
+	var ae *inventory.AppliedError
+	if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &ae) || ae.LedgerID != got.LedgerID || ae.TxAborted {
+		t.Fatalf("replay: %v", err)
+	}
+	// Replay on another bucket with stock: still already applied.
+	a2 := a
+	a2.Bucket, a2.Quantity = 1, 1
+	if _, err := alloc(a2); !errors.Is(err, inventory.ErrAlreadyApplied) {
+		t.Fatalf("replay on bucket 1: %v", err)
+	}
+
+	// Sold out: bucket 0 is empty although bucket 1 has stock.
+	r2 := tb.newReservation(1, 1, 0)
+	_, err = alloc(r2ToAlloc(r2))
+	var so *inventory.SoldOutError
+	if !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &so) || so.Available != 0 || so.Requested != 1 || so.Bucket != 0 {
+		t.Fatalf("sold out: %v", err)
+	}
+	// Asking for more than a bucket holds.
+	r3 := tb.newReservation(1, 1, 1)
+	big := r2ToAlloc(r3)
+	big.Quantity = 2
+	if _, err := alloc(big); !errors.As(err, &so) || so.Available != 1 || so.Requested != 2 {
+		t.Fatalf("too many: %v", err)
+	}
+	// Unknown bucket and unknown SKU.
+	for _, a := range []inventory.Allocation{r2ToAlloc(tb.newReservation(1, 1, 2)), r2ToAlloc(tb.newReservation(1, 42, 0)), r2ToAlloc(tb.newReservation(42, 1, 0))} {
+		if _, err := alloc(a); !errors.Is(err, inventory.ErrUnknownBucket) {
+			t.Fatalf("bucket %d/%d/%d: %v", a.ActivityID, a.SKUID, a.Bucket, err)
+		}
+	}
+	// Sold out leaves the transaction usable: the next statement works.
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.newReservation(1, 1, 0))); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Errorf("want sold out, got %v", err)
+		}
+		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.newReservation(1, 1, 1)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := tb.totals(t, 1, 1)
+	if tot.Allocated != 3 || tot.Available != 0 || tot.SoldOutBuckets != 2 {
+		t.Fatalf("totals %+v", tot)
+	}
+}
+
+func r2ToAlloc(r inventory.NewReservation) inventory.Allocation {
+	return inventory.Allocation{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID, Bucket: r.Bucket,
+		Quantity: r.Quantity, UserID: r.UserID, SourceMessageID: r.FirstMessageID}
+}
+
+// A redelivered allocation or release, sequential or concurrent, applies
+// once. The concurrent attempts deliberately skip the reservation lock that
+// would serialise them in the real flow, so the statements race on the
+// bucket and the ledger's unique key.
+func TestRedeliveryAppliesOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 100, 4)
+
+	r := tb.newReservation(1, 1, 3)
+	a := r2ToAlloc(r)
+	run := func(fn func(tx pgx.Tx) error) error { return inTx(tb.ctx, tb.pool, fn) }
+
+	// Sequential, separate transactions and within one transaction.
+	if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
+		t.Fatalf("second allocation: %v", err)
+	}
+	r2 := tb.newReservation(1, 1, 3)
+	err := run(func(tx pgx.Tx) error {
+		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2)); err != nil {
+			return err
+		}
+		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2))
+		if !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Errorf("same-tx replay: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBucket := func(wantAllocated int32) {
+		t.Helper()
+		b, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Allocated != wantAllocated || b.Available != 25-wantAllocated {
+			t.Fatalf("bucket 3 %+v, want allocated %d", b, wantAllocated)
+		}
+	}
+	checkBucket(2)
+
+	// Release, sequentially: once.
+	rel := inventory.Release{ReservationID: r.ReservationID}
+	var released inventory.Allocated
+	if err := run(func(tx pgx.Tx) error { var err error; released, err = tb.store.Release(tb.ctx, tx, rel); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if released.Bucket != 3 || released.Quantity != 1 || released.BeforeAllocated != 2 || released.AfterAllocated != 1 {
+		t.Fatalf("released %+v", released)
+	}
+	if err := run(func(tx pgx.Tx) error { _, err := tb.store.Release(tb.ctx, tx, rel); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
+		t.Fatalf("second release: %v", err)
+	}
+	checkBucket(1)
+	// Release without allocation.
+	if err := run(func(tx pgx.Tx) error {
+		_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: uuid.Must(uuid.NewV7())})
+		return err
+	}); !errors.Is(err, inventory.ErrNotAllocated) {
+		t.Fatalf("release of nothing: %v", err)
+	}
+
+	// Concurrent: 16 deliveries of one allocation, then of its release.
+	const deliveries = 16
+	r3 := tb.newReservation(1, 1, 3)
+	concurrently := func(fn func(tx pgx.Tx) error) (applied, duplicates int) {
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+		)
+		for range deliveries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := run(fn)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					applied++
+				case errors.Is(err, inventory.ErrAlreadyApplied):
+					duplicates++
+				default:
+					t.Errorf("delivery: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		return applied, duplicates
+	}
+	if ok, dup := concurrently(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r3)); return err }); ok != 1 || dup != deliveries-1 {
+		t.Fatalf("concurrent allocations: %d applied, %d duplicates", ok, dup)
+	}
+	checkBucket(2)
+	if ok, dup := concurrently(func(tx pgx.Tx) error {
+		_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: r3.ReservationID, Reason: "PAY_TIMEOUT"})
+		return err
+	}); ok != 1 || dup != deliveries-1 {
+		t.Fatalf("concurrent releases: %d applied, %d duplicates", ok, dup)
+	}
+	checkBucket(1)
+	for _, id := range []uuid.UUID{r.ReservationID, r3.ReservationID} {
+		ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, id)
+		if err != nil || len(ledger) != 2 || ledger[0].Type != inventory.LedgerAllocate || ledger[1].Type != inventory.LedgerRelease {
+			t.Fatalf("ledger of %s: %+v, %v", id, ledger, err)
+		}
+	}
+	tb.auditClean(t, 1, 1)
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []inventory.StockEvent
+}
+
+func (r *recorder) ObserveStock(e inventory.StockEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func TestQueueAllocateAndRelease(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	rec := &recorder{}
+	var err error
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
+		t.Fatal(err)
+	}
+	tb.provision(t, 5, 6, 2, 1)
+
+	rs := []inventory.NewReservation{tb.newReservation(5, 6, 0), tb.newReservation(5, 6, 0), tb.newReservation(5, 6, 0)}
+	got := make([]inventory.Allocated, len(rs))
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		for i, r := range rs {
+			if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i]); err != nil {
+				return err
+			}
+		}
+		err := tx.SendBatch(tb.ctx, &b).Close()
+		if !errors.Is(err, inventory.ErrSoldOut) {
+			t.Errorf("third allocation: %v, want sold out", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].AfterAvailable != 1 || got[1].AfterAvailable != 0 || got[2].LedgerID != 0 {
+		t.Fatalf("batch results %+v", got)
+	}
+	var rel [2]inventory.Allocated
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		for i := range 2 {
+			if err := tb.store.QueueRelease(&b, inventory.Release{ReservationID: rs[i].ReservationID}, &rel[i]); err != nil {
+				return err
+			}
+		}
+		return tx.SendBatch(tb.ctx, &b).Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel[0].AfterAvailable != 1 || rel[1].AfterAvailable != 2 || rel[1].AfterAllocated != 0 {
+		t.Fatalf("release results %+v", rel)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type IN (10, 20)`); n != 4 {
+		t.Fatalf("%d ledger rows, want 4", n)
+	}
+	tb.auditClean(t, 5, 6)
+
+	var summary []string
+	for _, e := range rec.events {
+		outcome := "ok"
+		if errors.Is(e.Err, inventory.ErrSoldOut) {
+			outcome = "sold out"
+		} else if e.Err != nil {
+			outcome = e.Err.Error()
+		}
+		if e.ActivityID != 5 || e.SKUID != 6 || e.Bucket != 0 || e.Quantity != 1 {
+			t.Errorf("event %+v", e)
+		}
+		summary = append(summary, e.Op+" "+outcome)
+	}
+	if want := []string{"allocate ok", "allocate ok", "allocate sold out", "release ok", "release ok"}; !slices.Equal(summary, want) {
+		t.Fatalf("observed %v, want %v", summary, want)
+	}
+}

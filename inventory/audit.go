@@ -1,0 +1,299 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// FindingKind names an invariant that [Store.Audit] found broken.
+type FindingKind string
+
+// Finding kinds: the inventory invariants of seed 000 §13.3 and of the
+// design's invariants 2 and 3.
+const (
+	// FindingBucketConservation: a bucket's total is not available +
+	// allocated (Expected: available + allocated, Actual: total).
+	FindingBucketConservation FindingKind = "bucket_conservation"
+	// FindingNegative: a bucket counter is negative (Actual: the smallest).
+	FindingNegative FindingKind = "negative_counter"
+	// FindingSKUTotal: the buckets' totals do not add up to the planned
+	// stock (Expected: planned, Actual: sum of totals).
+	FindingSKUTotal FindingKind = "sku_total"
+	// FindingBucketCount: the bucket rows do not match the provisioned
+	// bucket count (Expected: bucket_count, Actual: rows found), or a bucket
+	// number is out of range (Bucket set, Expected: bucket_count).
+	FindingBucketCount FindingKind = "bucket_count"
+	// FindingReplayAvailable, FindingReplayAllocated, FindingReplayTotal:
+	// summing the ledger's deltas for a bucket does not reproduce its
+	// counter (Expected: the replayed value, Actual: the counter).
+	FindingReplayAvailable FindingKind = "ledger_replay_available"
+	FindingReplayAllocated FindingKind = "ledger_replay_allocated"
+	FindingReplayTotal     FindingKind = "ledger_replay_total"
+	// FindingDuplicateAllocate, FindingDuplicateRelease: a reservation has
+	// more than one ALLOCATE (RELEASE) row (Actual: the count).
+	FindingDuplicateAllocate FindingKind = "duplicate_allocate"
+	FindingDuplicateRelease  FindingKind = "duplicate_release"
+	// FindingOrphanRelease: a RELEASE row has no ALLOCATE row.
+	FindingOrphanRelease FindingKind = "release_without_allocate"
+	// FindingReleaseMismatch: a RELEASE gives back another quantity, or to
+	// another bucket, than its ALLOCATE took (Expected: allocated quantity,
+	// Actual: released quantity).
+	FindingReleaseMismatch FindingKind = "release_mismatch"
+	// FindingMissingAllocate: an ORDERED, RELEASE_PENDING or RELEASED
+	// reservation has no ALLOCATE row.
+	FindingMissingAllocate FindingKind = "reservation_without_allocate"
+	// FindingMissingRelease: a RELEASED reservation has no RELEASE row.
+	FindingMissingRelease FindingKind = "reservation_without_release"
+	// FindingLeakedAllocation: a PENDING_DB, REJECTED or EXPIRED
+	// reservation holds stock (ALLOCATE without RELEASE).
+	FindingLeakedAllocation FindingKind = "leaked_allocation"
+)
+
+// Finding is one broken invariant. Fields that do not apply to its Kind are
+// zero (Bucket is -1 then).
+type Finding struct {
+	Kind          FindingKind
+	ActivityID    int64
+	SKUID         int64
+	Bucket        int // -1 when the finding is not about one bucket
+	ReservationID uuid.UUID
+	Expected      int64
+	Actual        int64
+}
+
+// String renders the finding on one line.
+func (f Finding) String() string {
+	s := fmt.Sprintf("%s: activity %d sku %d", f.Kind, f.ActivityID, f.SKUID)
+	if f.Bucket >= 0 {
+		s += fmt.Sprintf(" bucket %d", f.Bucket)
+	}
+	if f.ReservationID != uuid.Nil {
+		s += " reservation " + f.ReservationID.String()
+	}
+	return s + fmt.Sprintf(": expected %d, actual %d", f.Expected, f.Actual)
+}
+
+// auditSQL checks every inventory invariant in one statement, hence one
+// snapshot: the findings are consistent with each other even while
+// allocations run. $1/$2 restrict it to an activity / SKU when not NULL.
+const auditSQL = `
+WITH inv AS (
+	SELECT * FROM {schema}.sku_inventory
+	 WHERE ($1::bigint IS NULL OR activity_id = $1) AND ($2::bigint IS NULL OR sku_id = $2)
+), sku AS (
+	SELECT * FROM {schema}.inventory_sku
+	 WHERE ($1::bigint IS NULL OR activity_id = $1) AND ($2::bigint IS NULL OR sku_id = $2)
+), led AS (
+	SELECT * FROM {schema}.inventory_ledger
+	 WHERE ($1::bigint IS NULL OR activity_id = $1) AND ($2::bigint IS NULL OR sku_id = $2)
+), res AS (
+	SELECT * FROM {schema}.inventory_reservation
+	 WHERE ($1::bigint IS NULL OR activity_id = $1) AND ($2::bigint IS NULL OR sku_id = $2)
+), replay AS (
+	SELECT activity_id, sku_id, inventory_bucket AS bucket_no,
+	       sum(available_delta) AS available, sum(allocated_delta) AS allocated, sum(total_delta) AS total
+	  FROM led GROUP BY 1, 2, 3
+), per_res AS (
+	SELECT reservation_id,
+	       count(*) FILTER (WHERE ledger_type = 10) AS allocates,
+	       count(*) FILTER (WHERE ledger_type = 20) AS releases,
+	       max(activity_id) AS activity_id, max(sku_id) AS sku_id,
+	       max(inventory_bucket) FILTER (WHERE ledger_type = 10) AS alloc_bucket,
+	       max(inventory_bucket) FILTER (WHERE ledger_type = 20) AS rel_bucket,
+	       sum(allocated_delta) FILTER (WHERE ledger_type = 10) AS alloc_qty,
+	       sum(available_delta) FILTER (WHERE ledger_type = 20) AS rel_qty
+	  FROM led WHERE reservation_id IS NOT NULL
+	 GROUP BY reservation_id
+)
+SELECT 'bucket_conservation', activity_id, sku_id, bucket_no::int, NULL::uuid,
+       available_stock::bigint + allocated_stock, total_stock::bigint
+  FROM inv WHERE total_stock <> available_stock + allocated_stock
+UNION ALL
+SELECT 'negative_counter', activity_id, sku_id, bucket_no, NULL, 0,
+       least(total_stock, available_stock, allocated_stock)
+  FROM inv WHERE least(total_stock, available_stock, allocated_stock) < 0
+UNION ALL
+SELECT 'sku_total', k.activity_id, k.sku_id, -1, NULL, k.planned_stock, coalesce(sum(i.total_stock), 0)
+  FROM sku AS k LEFT JOIN inv AS i USING (activity_id, sku_id)
+ GROUP BY k.activity_id, k.sku_id, k.planned_stock
+HAVING k.planned_stock <> coalesce(sum(i.total_stock), 0)
+UNION ALL
+SELECT 'bucket_count', k.activity_id, k.sku_id, -1, NULL, k.bucket_count, count(i.bucket_no)
+  FROM sku AS k LEFT JOIN inv AS i USING (activity_id, sku_id)
+ GROUP BY k.activity_id, k.sku_id, k.bucket_count
+HAVING k.bucket_count <> count(i.bucket_no)
+UNION ALL
+SELECT 'bucket_count', i.activity_id, i.sku_id, i.bucket_no, NULL, k.bucket_count, i.bucket_no
+  FROM inv AS i JOIN sku AS k USING (activity_id, sku_id)
+ WHERE i.bucket_no >= k.bucket_count
+UNION ALL
+SELECT 'ledger_replay_available', i.activity_id, i.sku_id, i.bucket_no, NULL, coalesce(r.available, 0), i.available_stock
+  FROM inv AS i LEFT JOIN replay AS r USING (activity_id, sku_id, bucket_no)
+ WHERE coalesce(r.available, 0) <> i.available_stock
+UNION ALL
+SELECT 'ledger_replay_allocated', i.activity_id, i.sku_id, i.bucket_no, NULL, coalesce(r.allocated, 0), i.allocated_stock
+  FROM inv AS i LEFT JOIN replay AS r USING (activity_id, sku_id, bucket_no)
+ WHERE coalesce(r.allocated, 0) <> i.allocated_stock
+UNION ALL
+SELECT 'ledger_replay_total', i.activity_id, i.sku_id, i.bucket_no, NULL, coalesce(r.total, 0), i.total_stock
+  FROM inv AS i LEFT JOIN replay AS r USING (activity_id, sku_id, bucket_no)
+ WHERE coalesce(r.total, 0) <> i.total_stock
+UNION ALL
+SELECT 'ledger_replay_total', r.activity_id, r.sku_id, r.bucket_no, NULL, r.total, 0
+  FROM replay AS r
+ WHERE NOT EXISTS (SELECT 1 FROM inv AS i
+                    WHERE i.activity_id = r.activity_id AND i.sku_id = r.sku_id AND i.bucket_no = r.bucket_no)
+UNION ALL
+SELECT 'duplicate_allocate', activity_id, sku_id, -1, reservation_id, 1, allocates
+  FROM per_res WHERE allocates > 1
+UNION ALL
+SELECT 'duplicate_release', activity_id, sku_id, -1, reservation_id, 1, releases
+  FROM per_res WHERE releases > 1
+UNION ALL
+SELECT 'release_without_allocate', activity_id, sku_id, rel_bucket, reservation_id, 1, 0
+  FROM per_res WHERE releases > 0 AND allocates = 0
+UNION ALL
+SELECT 'release_mismatch', activity_id, sku_id, rel_bucket, reservation_id, alloc_qty, rel_qty
+  FROM per_res
+ WHERE allocates = 1 AND releases = 1 AND (alloc_qty <> rel_qty OR alloc_bucket <> rel_bucket)
+UNION ALL
+SELECT 'reservation_without_allocate', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 1, 0
+  FROM res AS r LEFT JOIN per_res AS p USING (reservation_id)
+ WHERE r.status IN (10, 30, 40) AND coalesce(p.allocates, 0) = 0
+UNION ALL
+SELECT 'reservation_without_release', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 1, 0
+  FROM res AS r LEFT JOIN per_res AS p USING (reservation_id)
+ WHERE r.status = 40 AND coalesce(p.releases, 0) = 0
+UNION ALL
+SELECT 'leaked_allocation', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 0, p.alloc_qty
+  FROM res AS r JOIN per_res AS p USING (reservation_id)
+ WHERE r.status IN (0, 20, 50) AND p.allocates > 0 AND p.releases = 0
+ORDER BY 1, 2, 3, 4, 5`
+
+// Audit checks the inventory invariants of one SKU and returns every
+// violation as a [Finding]; none means the SKU is consistent:
+//
+//   - each bucket: total = available + allocated, all counters >= 0;
+//   - the SKU: bucket totals add up to the planned stock, and the bucket
+//     rows are exactly 0 .. bucket_count-1;
+//   - the ledger: replaying its deltas reproduces every bucket's available,
+//     allocated and total stock;
+//   - per reservation: at most one ALLOCATE and one RELEASE, every RELEASE
+//     pairs with an ALLOCATE of the same bucket and quantity; ORDERED,
+//     RELEASE_PENDING and RELEASED reservations have their ALLOCATE,
+//     RELEASED ones also their RELEASE, and PENDING_DB/REJECTED/EXPIRED ones hold no stock.
+//
+// It runs as one read-only statement (one snapshot), so it is consistent
+// even while allocations run. It writes nothing.
+func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Finding, error) {
+	if activityID <= 0 {
+		return nil, invalid("activityID", "must be positive")
+	}
+	if skuID <= 0 {
+		return nil, invalid("skuID", "must be positive")
+	}
+	return s.audit(ctx, db, &activityID, &skuID)
+}
+
+// AuditAll is [Store.Audit] over every SKU of the schema.
+func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) ([]Finding, error) {
+	return s.audit(ctx, db, nil, nil)
+}
+
+func (s *Store) audit(ctx context.Context, db pgtx.Querier, activityID, skuID *int64) ([]Finding, error) {
+	rows, err := db.Query(ctx, s.sql.audit, activityID, skuID)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: audit: %w", err)
+	}
+	defer rows.Close()
+	var out []Finding
+	for rows.Next() {
+		var (
+			f      Finding
+			kind   string
+			bucket *int32
+			res    *uuid.UUID
+		)
+		if err := rows.Scan(&kind, &f.ActivityID, &f.SKUID, &bucket, &res, &f.Expected, &f.Actual); err != nil {
+			return nil, fmt.Errorf("inventory: audit: %w", err)
+		}
+		f.Kind, f.Bucket = FindingKind(kind), -1
+		if bucket != nil {
+			f.Bucket = int(*bucket)
+		}
+		if res != nil {
+			f.ReservationID = *res
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inventory: audit: %w", err)
+	}
+	return out, nil
+}
+
+// LedgerEntry is one row of inventory_ledger.
+type LedgerEntry struct {
+	LedgerID        int64
+	IdempotencyKey  string
+	Type            LedgerType
+	ReservationID   uuid.UUID // uuid.Nil for PROVISION and ADJUST
+	OrderID         int64     // 0 when none
+	SourceMessageID uuid.UUID // uuid.Nil for PROVISION and ADJUST
+	ActivityID      int64
+	SKUID           int64
+	UserID          int64 // 0 for PROVISION and ADJUST
+	Bucket          int16
+	TotalDelta      int32
+	AvailableDelta  int32
+	AllocatedDelta  int32
+	BeforeAvailable int32
+	AfterAvailable  int32
+	BeforeAllocated int32
+	AfterAllocated  int32
+	Reason          string
+	CreatedAt       time.Time
+}
+
+const ledgerByReservationSQL = `
+SELECT ledger_id, idempotency_key, ledger_type, reservation_id, coalesce(order_id, 0), source_message_id,
+       activity_id, sku_id, coalesce(user_id, 0), inventory_bucket, total_delta, available_delta, allocated_delta,
+       before_available, after_available, before_allocated, after_allocated, reason, created_at
+  FROM {schema}.inventory_ledger
+ WHERE reservation_id = $1
+ ORDER BY ledger_id`
+
+// ReservationLedger reads a reservation's ledger rows (its ALLOCATE and
+// RELEASE) in ledger order. An unknown reservation gives an empty slice.
+func (s *Store) ReservationLedger(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID) ([]LedgerEntry, error) {
+	rows, err := db.Query(ctx, s.sql.ledgerByReservation, reservationID)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: read ledger: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LedgerEntry, error) {
+		var (
+			e        LedgerEntry
+			res, msg *uuid.UUID
+		)
+		err := row.Scan(&e.LedgerID, &e.IdempotencyKey, &e.Type, &res, &e.OrderID, &msg,
+			&e.ActivityID, &e.SKUID, &e.UserID, &e.Bucket, &e.TotalDelta, &e.AvailableDelta, &e.AllocatedDelta,
+			&e.BeforeAvailable, &e.AfterAvailable, &e.BeforeAllocated, &e.AfterAllocated, &e.Reason, &e.CreatedAt)
+		if res != nil {
+			e.ReservationID = *res
+		}
+		if msg != nil {
+			e.SourceMessageID = *msg
+		}
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: read ledger: %w", err)
+	}
+	return out, nil
+}

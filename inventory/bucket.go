@@ -1,0 +1,134 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// PickBucket returns the bucket, in [0, bucketCount), that key maps to:
+// the 64-bit FNV-1a hash of key's bytes modulo bucketCount. It is pure and
+// deterministic, so any process (and any language: FNV-1a is a few lines of
+// Lua in a Redis script) maps the same key to the same bucket. Use a key
+// that is fixed for the purchase, e.g. the reservation id or the user id as
+// a decimal string.
+//
+// The front door (Redis in production) picks the bucket once, when it
+// reserves, and records it in the reservation. The order transaction then
+// decrements exactly that bucket ([Allocation].Bucket) and never switches to
+// another one, even when it is sold out: otherwise the front door's and
+// PostgreSQL's per-bucket stock could no longer be reconciled (seed 000
+// §6.3). Stranded stock in other buckets is moved by [Store.Rebalance], not
+// by the order transaction.
+//
+// bucketCount outside 1..[MaxBuckets] gives a *ValidationError.
+func PickBucket(key string, bucketCount int) (int16, error) {
+	if bucketCount < 1 || bucketCount > MaxBuckets {
+		return 0, invalid("bucketCount", fmt.Sprintf("must be between 1 and %d", MaxBuckets))
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return int16(h.Sum64() % uint64(bucketCount)), nil
+}
+
+// Bucket is one row of sku_inventory.
+type Bucket struct {
+	ActivityID, SKUID int64
+	BucketNo          int16
+	Total             int32 // = Available + Allocated
+	Available         int32
+	Allocated         int32
+	Version           int64 // incremented by every change
+	UpdatedAt         time.Time
+}
+
+const bucketCols = `activity_id, sku_id, bucket_no, total_stock, available_stock, allocated_stock, version, updated_at`
+
+const bucketSQL = `SELECT ` + bucketCols + ` FROM {schema}.sku_inventory
+WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3`
+
+const bucketsSQL = `SELECT ` + bucketCols + ` FROM {schema}.sku_inventory
+WHERE activity_id = $1 AND sku_id = $2 ORDER BY bucket_no`
+
+func scanBucket(row pgx.Row, b *Bucket) error {
+	return row.Scan(&b.ActivityID, &b.SKUID, &b.BucketNo, &b.Total, &b.Available, &b.Allocated, &b.Version, &b.UpdatedAt)
+}
+
+// GetBucket reads one bucket's counters. A bucket that does not exist
+// gives [ErrUnknownBucket].
+func (s *Store) GetBucket(ctx context.Context, db pgtx.Querier, activityID, skuID int64, bucketNo int16) (Bucket, error) {
+	var b Bucket
+	err := scanBucket(db.QueryRow(ctx, s.sql.bucket, activityID, skuID, bucketNo), &b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Bucket{}, fmt.Errorf("inventory: activity %d sku %d bucket %d: %w", activityID, skuID, bucketNo, ErrUnknownBucket)
+	}
+	if err != nil {
+		return Bucket{}, fmt.Errorf("inventory: read bucket: %w", err)
+	}
+	return b, nil
+}
+
+// Buckets reads every bucket of a SKU in bucket order. An unknown SKU gives
+// an empty slice and no error.
+func (s *Store) Buckets(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Bucket, error) {
+	rows, err := db.Query(ctx, s.sql.buckets, activityID, skuID)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: read buckets: %w", err)
+	}
+	defer rows.Close()
+	var out []Bucket
+	for rows.Next() {
+		var b Bucket
+		if err := scanBucket(rows, &b); err != nil {
+			return nil, fmt.Errorf("inventory: read buckets: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inventory: read buckets: %w", err)
+	}
+	return out, nil
+}
+
+// Totals sums a SKU's buckets.
+type Totals struct {
+	ActivityID, SKUID int64
+	PlannedStock      int32 // as provisioned
+	BucketCount       int16 // as provisioned
+	Buckets           int   // bucket rows found (equals BucketCount unless damaged)
+	Total             int64 // sum of bucket totals; equals PlannedStock unless damaged
+	Available         int64
+	Allocated         int64
+	SoldOutBuckets    int // buckets with no available stock
+}
+
+const totalsSQL = `
+SELECT k.planned_stock, k.bucket_count, count(i.bucket_no)::int,
+       coalesce(sum(i.total_stock), 0), coalesce(sum(i.available_stock), 0),
+       coalesce(sum(i.allocated_stock), 0),
+       count(*) FILTER (WHERE i.available_stock = 0)::int
+  FROM {schema}.inventory_sku AS k
+  LEFT JOIN {schema}.sku_inventory AS i ON i.activity_id = k.activity_id AND i.sku_id = k.sku_id
+ WHERE k.activity_id = $1 AND k.sku_id = $2
+ GROUP BY k.planned_stock, k.bucket_count`
+
+// SKUTotals reads a SKU's planned stock and the sums over its buckets, in
+// one snapshot. An unknown SKU gives [ErrUnknownSKU].
+func (s *Store) SKUTotals(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (Totals, error) {
+	t := Totals{ActivityID: activityID, SKUID: skuID}
+	err := db.QueryRow(ctx, s.sql.totals, activityID, skuID).Scan(
+		&t.PlannedStock, &t.BucketCount, &t.Buckets, &t.Total, &t.Available, &t.Allocated, &t.SoldOutBuckets)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Totals{}, fmt.Errorf("inventory: activity %d sku %d: %w", activityID, skuID, ErrUnknownSKU)
+	}
+	if err != nil {
+		return Totals{}, fmt.Errorf("inventory: read totals: %w", err)
+	}
+	return t, nil
+}

@@ -1,0 +1,223 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Sentinel errors. Every error the package returns for one of these
+// conditions matches the sentinel with errors.Is; the typed errors below
+// carry the details.
+var (
+	// ErrInvalidArgument is matched by every *ValidationError: bad input,
+	// rejected before anything was sent to the database.
+	ErrInvalidArgument = errors.New("inventory: invalid argument")
+
+	// ErrSoldOut: the bucket has less available stock than requested. The
+	// concrete type is *SoldOutError.
+	ErrSoldOut = errors.New("inventory: sold out")
+
+	// ErrUnknownBucket: no such bucket (or no such SKU) was provisioned.
+	ErrUnknownBucket = errors.New("inventory: unknown bucket")
+
+	// ErrUnknownSKU: the SKU was never provisioned.
+	ErrUnknownSKU = errors.New("inventory: unknown SKU")
+
+	// ErrAlreadyApplied: the ledger already holds the row this operation
+	// would write (its idempotency key exists), so the counters were not
+	// touched again. The concrete type is *AppliedError.
+	ErrAlreadyApplied = errors.New("inventory: already applied")
+
+	// ErrNotAllocated: a release found no ALLOCATE ledger row for the
+	// reservation; there is nothing to give back.
+	ErrNotAllocated = errors.New("inventory: reservation has no allocation")
+
+	// ErrInconsistent: the database contradicts an invariant the package
+	// relies on (for example a bucket's allocated stock is smaller than an
+	// allocation recorded in the ledger). Nothing was written; run [Store.Audit].
+	ErrInconsistent = errors.New("inventory: inconsistent inventory state")
+
+	// ErrProvisionConflict: the SKU is already provisioned with a different
+	// stock or bucket count. The concrete type is *ProvisionConflictError.
+	ErrProvisionConflict = errors.New("inventory: SKU provisioned differently")
+
+	// ErrReservationNotFound: no reservation has the id.
+	ErrReservationNotFound = errors.New("inventory: reservation not found")
+
+	// ErrReservationConflict: the reservation id (or its request id) is
+	// already recorded with different data. The concrete type is
+	// *ReservationConflictError.
+	ErrReservationConflict = errors.New("inventory: reservation conflict")
+
+	// ErrAlreadyInState: a transition found the reservation already in the
+	// target status. The concrete type is *TransitionError.
+	ErrAlreadyInState = errors.New("inventory: reservation already in target status")
+
+	// ErrIllegalTransition: a transition found the reservation in a status
+	// the target may not be entered from. The concrete type is
+	// *TransitionError.
+	ErrIllegalTransition = errors.New("inventory: illegal reservation transition")
+
+	// ErrConcurrentInsert: a concurrent transaction inserted the same row and
+	// committed while the statement ran, so the statement's snapshot could
+	// neither insert nor see it. Nothing was written; running the statement
+	// again resolves it ([Store.AcquireReservation] and [Store.Provision]
+	// do so themselves; batch forms return this error).
+	ErrConcurrentInsert = errors.New("inventory: concurrent insert, run the statement again")
+)
+
+// ValidationError rejects one input field. It matches [ErrInvalidArgument].
+// Nothing was sent to the database.
+type ValidationError struct {
+	Field  string // the offending field, e.g. "Quantity"
+	Reason string // what is wrong with it
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("inventory: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is [ErrInvalidArgument].
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
+
+// SoldOutError reports a refused allocation. It matches [ErrSoldOut].
+type SoldOutError struct {
+	ActivityID, SKUID int64
+	Bucket            int16
+	Requested         int16
+	// Available is the bucket's available stock as the statement saw it
+	// (it may have changed since).
+	Available int32
+}
+
+// Error implements error.
+func (e *SoldOutError) Error() string {
+	return fmt.Sprintf("inventory: sold out: activity %d sku %d bucket %d has %d available, %d requested",
+		e.ActivityID, e.SKUID, e.Bucket, e.Available, e.Requested)
+}
+
+// Is reports whether target is [ErrSoldOut].
+func (e *SoldOutError) Is(target error) bool { return target == ErrSoldOut }
+
+// AppliedError reports that a ledger row with the idempotency key already
+// exists: the operation was applied before and was not applied again. It
+// matches [ErrAlreadyApplied].
+type AppliedError struct {
+	Key string // the idempotency key, e.g. "ALLOCATE:<reservation_id>"
+	// LedgerID is the existing row's id; 0 when the duplicate was caught
+	// by the unique index (see TxAborted).
+	LedgerID int64
+	// TxAborted is true when the duplicate was a concurrent one, caught by
+	// the unique index uq_inventory_ledger_idempotency instead of the
+	// statement's guard: PostgreSQL raised unique_violation and the
+	// caller's transaction is aborted and must be rolled back. Running the
+	// whole transaction again then sees the committed row and gets an
+	// AppliedError with TxAborted false.
+	TxAborted bool
+	Err       error // the driver error when TxAborted
+}
+
+// Error implements error.
+func (e *AppliedError) Error() string {
+	if e.TxAborted {
+		return fmt.Sprintf("inventory: already applied: %s (concurrent duplicate, transaction aborted): %v", e.Key, e.Err)
+	}
+	return fmt.Sprintf("inventory: already applied: %s (ledger %d)", e.Key, e.LedgerID)
+}
+
+// Is reports whether target is [ErrAlreadyApplied].
+func (e *AppliedError) Is(target error) bool { return target == ErrAlreadyApplied }
+
+// Unwrap returns the driver error, if any.
+func (e *AppliedError) Unwrap() error { return e.Err }
+
+// ProvisionConflictError reports that a SKU exists with another split. It
+// matches [ErrProvisionConflict]. Nothing was written.
+type ProvisionConflictError struct {
+	ActivityID, SKUID int64
+	// ExistingStock and ExistingBuckets are what the database holds.
+	ExistingStock   int32
+	ExistingBuckets int16
+	// RequestedStock and RequestedBuckets are what the call asked for.
+	RequestedStock   int32
+	RequestedBuckets int16
+}
+
+// Error implements error.
+func (e *ProvisionConflictError) Error() string {
+	return fmt.Sprintf("inventory: activity %d sku %d is provisioned with stock %d in %d buckets, not stock %d in %d buckets",
+		e.ActivityID, e.SKUID, e.ExistingStock, e.ExistingBuckets, e.RequestedStock, e.RequestedBuckets)
+}
+
+// Is reports whether target is [ErrProvisionConflict].
+func (e *ProvisionConflictError) Is(target error) bool { return target == ErrProvisionConflict }
+
+// ReservationConflictError reports that a reservation id or request id is
+// taken by different data. It matches [ErrReservationConflict]. Nothing
+// was written.
+type ReservationConflictError struct {
+	ReservationID uuid.UUID // the id the caller asked for
+	// Field names what conflicts: "request_id" when another reservation
+	// holds the request id, otherwise the first differing column of the
+	// existing row with the same reservation id ("activity_id", "sku_id",
+	// "user_id", "inventory_bucket", "quantity").
+	Field string
+	// Existing is the existing row holding the reservation id, or, for a
+	// request id conflict, the reservation that holds the request id (only
+	// its ReservationID and RequestID are set then).
+	Existing Reservation
+}
+
+// Error implements error.
+func (e *ReservationConflictError) Error() string {
+	if e.Field == "request_id" {
+		return fmt.Sprintf("inventory: reservation %s: request id %s already belongs to reservation %s",
+			e.ReservationID, e.Existing.RequestID, e.Existing.ReservationID)
+	}
+	return fmt.Sprintf("inventory: reservation %s exists with a different %s", e.ReservationID, e.Field)
+}
+
+// Is reports whether target is [ErrReservationConflict].
+func (e *ReservationConflictError) Is(target error) bool { return target == ErrReservationConflict }
+
+// TransitionError reports a conditional reservation transition that
+// updated no row although the reservation exists. It matches
+// [ErrAlreadyInState] when Current equals Target and [ErrIllegalTransition]
+// otherwise.
+type TransitionError struct {
+	ReservationID uuid.UUID
+	Current       ReservationStatus // the status found (after waiting for concurrent writers)
+	Target        ReservationStatus
+	// Reservation is the row as found (locked FOR UPDATE by the statement);
+	// for an ORDERED reservation its OrderID names the existing order.
+	Reservation Reservation
+}
+
+// Error implements error.
+func (e *TransitionError) Error() string {
+	if e.Current == e.Target {
+		return fmt.Sprintf("inventory: reservation %s already %s", e.ReservationID, e.Target)
+	}
+	return fmt.Sprintf("inventory: reservation %s: illegal transition %s -> %s", e.ReservationID, e.Current, e.Target)
+}
+
+// Is matches [ErrAlreadyInState] or [ErrIllegalTransition].
+func (e *TransitionError) Is(target error) bool {
+	if e.Current == e.Target {
+		return target == ErrAlreadyInState
+	}
+	return target == ErrIllegalTransition
+}
+
+// uniqueViolation reports whether err is a unique_violation of constraint.
+func uniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == constraint
+}

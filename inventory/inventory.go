@@ -1,0 +1,136 @@
+package inventory
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"io/fs"
+	"log/slog"
+	"strings"
+
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+// Migrations is the inventory component for [migrate.Apply]: the tables
+// inventory_sku, sku_inventory, inventory_reservation and inventory_ledger.
+var Migrations = migrate.Component{Name: "inventory", FS: mustSub(migrationFiles, "migrations")}
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err) // unreachable: the directory is embedded above
+	}
+	return sub
+}
+
+// Migrate applies the inventory migrations to schema ("" means
+// [migrate.DefaultSchema]). It is idempotent and safe to run concurrently;
+// see [migrate.Apply].
+func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
+	_, err := migrate.Apply(ctx, db, schema, Migrations)
+	return err
+}
+
+// Config configures a [Store]. The zero value is valid.
+type Config struct {
+	// Schema is the schema holding the inventory tables. Defaults to
+	// "seckill" ([migrate.DefaultSchema]). It must pass
+	// [migrate.ValidateSchema].
+	Schema string
+	// Logger receives the few events worth logging (provisioning,
+	// rebalance moves) at Info level. Defaults to a logger that discards.
+	Logger *slog.Logger
+	// Observer receives one event per classified allocation or release,
+	// for metrics. Defaults to none.
+	Observer Observer
+}
+
+// Observer receives stock events for metrics (seed §10.2 asks for the
+// per-bucket success rate and the partial sell-out rate). ObserveStock
+// runs on the caller's goroutine while its transaction is open, after the
+// statement's result was classified (for batch forms: inside the batch
+// callback): keep it fast and safe for concurrent use.
+type Observer interface {
+	ObserveStock(StockEvent)
+}
+
+// StockEvent describes one classified [Store.AllocateBucket] or
+// [Store.Release] result (direct or batch form).
+type StockEvent struct {
+	Op         string // "allocate" or "release"
+	ActivityID int64  // 0 when unknown (a release that found no allocation)
+	SKUID      int64
+	Bucket     int16 // -1 when unknown
+	Quantity   int16
+	// Err is nil on success, otherwise the classified error: test it with
+	// errors.Is against [ErrSoldOut], [ErrAlreadyApplied], … Events are
+	// reported before the transaction commits, so a success can still be
+	// rolled back.
+	Err error
+}
+
+// Store runs the inventory statements against one schema. Its SQL is built
+// once by [New]; a Store is safe for concurrent use and holds no
+// connection: every method takes the handle to run on.
+type Store struct {
+	schema   string
+	log      *slog.Logger
+	observer Observer
+	sql      statements
+}
+
+// New validates cfg and returns a Store. An invalid schema name gives a
+// *migrate.SchemaError (matching [migrate.ErrInvalidSchema]).
+func New(cfg Config) (*Store, error) {
+	schema := cmp.Or(cfg.Schema, migrate.DefaultSchema)
+	quoted, err := migrate.QuoteSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{schema: schema, log: log, observer: cfg.Observer, sql: buildStatements(quoted)}, nil
+}
+
+// Schema returns the schema the Store works in.
+func (s *Store) Schema() string { return s.schema }
+
+// statements holds every SQL text of the package with the schema
+// substituted. Only the quoted, validated schema name is ever substituted.
+type statements struct {
+	provision, allocate, release                        string
+	acquire, transition, getReservation                 string
+	lockBuckets, applyMoves                             string
+	bucket, buckets, totals, ledgerByReservation, audit string
+}
+
+func buildStatements(quotedSchema string) statements {
+	r := strings.NewReplacer("{schema}", quotedSchema)
+	return statements{
+		provision:           r.Replace(provisionSQL),
+		allocate:            r.Replace(allocateSQL),
+		release:             r.Replace(releaseSQL),
+		acquire:             r.Replace(acquireSQL),
+		transition:          r.Replace(transitionSQL),
+		getReservation:      r.Replace(getReservationSQL),
+		lockBuckets:         r.Replace(lockBucketsSQL),
+		applyMoves:          r.Replace(applyMovesSQL),
+		bucket:              r.Replace(bucketSQL),
+		buckets:             r.Replace(bucketsSQL),
+		totals:              r.Replace(totalsSQL),
+		ledgerByReservation: r.Replace(ledgerByReservationSQL),
+		audit:               r.Replace(auditSQL),
+	}
+}
+
+func (s *Store) observe(e StockEvent) {
+	if s.observer != nil {
+		s.observer.ObserveStock(e)
+	}
+}

@@ -1,0 +1,175 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type testBundle struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	schema string
+	store  *inventory.Store
+	ids    *atomic.Int64 // order ids and user ids unique within the test
+}
+
+func setup(t *testing.T) testBundle {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	ctx := pgtest.Context(t, 2*time.Minute)
+	if err := inventory.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	store, err := inventory.New(inventory.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testBundle{ctx: ctx, pool: pool, schema: schema, store: store, ids: new(atomic.Int64)}
+}
+
+func (tb testBundle) provision(t *testing.T, activity, sku int64, stock int32, buckets int16) {
+	t.Helper()
+	res, err := tb.store.Provision(tb.ctx, tb.pool, inventory.SKU{ActivityID: activity, SKUID: sku, Stock: stock, Buckets: buckets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created {
+		t.Fatalf("provision %d/%d: not created", activity, sku)
+	}
+}
+
+// newReservation returns a fresh reservation of one unit for a new user.
+func (tb testBundle) newReservation(activity, sku int64, bucket int16) inventory.NewReservation {
+	now := time.Now()
+	return inventory.NewReservation{
+		ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
+		ActivityID: activity, SKUID: sku, UserID: tb.ids.Add(1), Bucket: bucket, Quantity: 1,
+		ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+	}
+}
+
+// inTx runs fn in a Read Committed transaction and commits it unless fn
+// fails.
+func inTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// buy runs the inventory half of the order transaction (seed §9.11) for r:
+// acquire and lock the reservation, allocate its bucket, mark it ORDERED
+// (or REJECTED when sold out) and commit. It returns nil when the stock was
+// allocated and an error matching inventory.ErrSoldOut when it was not.
+func (tb testBundle) buy(ctx context.Context, r inventory.NewReservation) error {
+	var soldOut error
+	err := inTx(ctx, tb.pool, func(tx pgx.Tx) error {
+		acq, err := tb.store.AcquireReservation(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		if !acq.Created {
+			return fmt.Errorf("reservation %s already existed", r.ReservationID)
+		}
+		orderID := tb.ids.Add(1)
+		_, err = tb.store.AllocateBucket(ctx, tx, acq.Reservation.Allocation(orderID, uuid.Nil))
+		if errors.Is(err, inventory.ErrSoldOut) {
+			soldOut = err
+			_, err = tb.store.TransitionReservation(ctx, tx, inventory.Transition{
+				ReservationID: r.ReservationID, To: inventory.StatusRejected, FailureCode: "POSTGRES_SOLD_OUT"})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tb.store.TransitionReservation(ctx, tx, inventory.Transition{
+			ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: orderID})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return soldOut
+}
+
+func (tb testBundle) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := tb.pool.QueryRow(tb.ctx, query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func (tb testBundle) table(name string) string {
+	return pgx.Identifier{tb.schema, name}.Sanitize()
+}
+
+func (tb testBundle) auditClean(t *testing.T, activity, sku int64) {
+	t.Helper()
+	findings, err := tb.store.Audit(tb.ctx, tb.pool, activity, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range findings {
+		t.Errorf("audit: %s", f)
+	}
+}
+
+func (tb testBundle) totals(t *testing.T, activity, sku int64) inventory.Totals {
+	t.Helper()
+	tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, activity, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tot
+}
+
+func TestNewRejectsBadSchema(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"1abc", "has space", "pg_catalog", `x"y`} {
+		if _, err := inventory.New(inventory.Config{Schema: name}); !errors.Is(err, migrate.ErrInvalidSchema) {
+			t.Errorf("New(%q) = %v, want migrate.ErrInvalidSchema", name, err)
+		}
+	}
+	s, err := inventory.New(inventory.Config{})
+	if err != nil || s.Schema() != "seckill" {
+		t.Fatalf("New(zero) = %v, %v; want schema seckill", s, err)
+	}
+}
+
+func TestMigrateIdempotentAndValid(t *testing.T) {
+	t.Parallel()
+	tb := setup(t) // migrated once
+	if err := inventory.Migrate(tb.ctx, tb.pool, tb.schema); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Validate(tb.ctx, tb.pool, tb.schema, inventory.Migrations); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger"} {
+		if n := tb.count(t, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2`, tb.schema, table); n != 1 {
+			t.Errorf("table %s missing", table)
+		}
+	}
+}

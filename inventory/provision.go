@@ -1,0 +1,150 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// MaxBuckets is the largest bucket count a SKU may be split into; bucket
+// numbers run from 0 to MaxBuckets-1.
+const MaxBuckets = 256
+
+// SKU identifies a SKU's stock and how it is split: the input of
+// [Store.Provision].
+type SKU struct {
+	ActivityID int64 // > 0
+	SKUID      int64 // > 0
+	// Stock is the planned total, >= 0.
+	Stock int32
+	// Buckets is the number of buckets, 1 to [MaxBuckets]. 1 is the plain
+	// single-row case (bucket 0 only).
+	Buckets int16
+}
+
+func (k SKU) validate() error {
+	switch {
+	case k.ActivityID <= 0:
+		return invalid("ActivityID", "must be positive")
+	case k.SKUID <= 0:
+		return invalid("SKUID", "must be positive")
+	case k.Stock < 0:
+		return invalid("Stock", "must not be negative")
+	case k.Buckets < 1 || k.Buckets > MaxBuckets:
+		return invalid("Buckets", fmt.Sprintf("must be between 1 and %d", MaxBuckets))
+	}
+	return nil
+}
+
+// Provisioned is the result of [Store.Provision].
+type Provisioned struct {
+	// Created is true when this call created the SKU and its buckets and
+	// false when the identical split already existed (nothing written).
+	Created bool
+	// Buckets is the number of bucket rows this call inserted (0 when not
+	// Created).
+	Buckets int
+}
+
+// BucketStock returns how much of stock bucket b (0-based) of n buckets
+// gets: stock/n, plus one for the first stock%n buckets. It is the split
+// [Store.Provision] writes.
+func BucketStock(stock int32, n int16, b int16) int32 {
+	q, r := stock/int32(n), stock%int32(n)
+	if int32(b) < r {
+		return q + 1
+	}
+	return q
+}
+
+// provisionSQL inserts the SKU, its buckets and one PROVISION ledger row per
+// bucket in one statement, or, when the SKU exists, returns the existing
+// split. The remainder goes to the first buckets.
+const provisionSQL = `
+WITH sku AS (
+	INSERT INTO {schema}.inventory_sku (activity_id, sku_id, planned_stock, bucket_count)
+	VALUES ($1, $2, $3, $4)
+	ON CONFLICT DO NOTHING
+	RETURNING activity_id, sku_id, planned_stock, bucket_count
+), split AS (
+	SELECT s.activity_id, s.sku_id, g.n::smallint AS bucket_no,
+	       s.planned_stock / s.bucket_count
+	         + CASE WHEN g.n < s.planned_stock % s.bucket_count THEN 1 ELSE 0 END AS stock
+	  FROM sku AS s
+	 CROSS JOIN LATERAL generate_series(0, s.bucket_count - 1) AS g(n)
+), buckets AS (
+	INSERT INTO {schema}.sku_inventory (activity_id, sku_id, bucket_no, total_stock, available_stock, allocated_stock)
+	SELECT activity_id, sku_id, bucket_no, stock, stock, 0 FROM split
+	RETURNING bucket_no
+), ledger AS (
+	INSERT INTO {schema}.inventory_ledger (
+		idempotency_key, activity_id, sku_id, inventory_bucket, ledger_type,
+		total_delta, available_delta, allocated_delta,
+		before_available, after_available, before_allocated, after_allocated, reason)
+	SELECT 'PROVISION:' || activity_id || ':' || sku_id || ':' || bucket_no,
+	       activity_id, sku_id, bucket_no, 40,
+	       stock, stock, 0,
+	       0, stock, 0, 0, 'PROVISION'
+	  FROM split
+	RETURNING ledger_id
+)
+SELECT true, planned_stock, bucket_count,
+       (SELECT count(*) FROM buckets)::int + 0 * (SELECT count(*) FROM ledger)::int
+  FROM sku
+UNION ALL
+SELECT false, planned_stock, bucket_count, 0
+  FROM {schema}.inventory_sku
+ WHERE activity_id = $1 AND sku_id = $2
+   AND NOT EXISTS (SELECT 1 FROM sku)`
+
+// Provision splits a SKU's planned stock into k.Buckets buckets (the
+// remainder spread over the first buckets, see [BucketStock]) and writes one
+// PROVISION ledger row per bucket, all in one statement: either everything
+// is written or nothing.
+//
+// It is idempotent: when the SKU already exists with the same stock and
+// bucket count it writes nothing and returns Created false ("already
+// provisioned"); with a different stock or bucket count it returns a
+// *ProvisionConflictError (matching [ErrProvisionConflict]) and writes
+// nothing. Bad input gives a *ValidationError before anything is sent.
+//
+// db may be a pool, a connection or a transaction. In a Read Committed
+// transaction (or on a pool) a concurrent first provisioning of the same SKU
+// is resolved by running the statement again (at most three times).
+func (s *Store) Provision(ctx context.Context, db pgtx.Querier, k SKU) (Provisioned, error) {
+	if err := k.validate(); err != nil {
+		return Provisioned{}, err
+	}
+	for range 3 {
+		var (
+			created bool
+			stock   int32
+			buckets int16
+			n       int
+		)
+		err := db.QueryRow(ctx, s.sql.provision, k.ActivityID, k.SKUID, k.Stock, k.Buckets).Scan(&created, &stock, &buckets, &n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // a concurrent provisioning committed after our snapshot
+		}
+		if err != nil {
+			return Provisioned{}, fmt.Errorf("inventory: provision activity %d sku %d: %w", k.ActivityID, k.SKUID, err)
+		}
+		if !created && (stock != k.Stock || buckets != k.Buckets) {
+			return Provisioned{}, &ProvisionConflictError{
+				ActivityID: k.ActivityID, SKUID: k.SKUID,
+				ExistingStock: stock, ExistingBuckets: buckets,
+				RequestedStock: k.Stock, RequestedBuckets: k.Buckets,
+			}
+		}
+		if created {
+			s.log.InfoContext(ctx, "inventory: provisioned", "activity_id", k.ActivityID, "sku_id", k.SKUID,
+				"stock", k.Stock, "buckets", k.Buckets)
+		}
+		return Provisioned{Created: created, Buckets: n}, nil
+	}
+	return Provisioned{}, fmt.Errorf("inventory: provision activity %d sku %d: %w", k.ActivityID, k.SKUID, ErrConcurrentInsert)
+}

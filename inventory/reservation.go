@@ -1,0 +1,427 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// MaxCodeLength is the limit, in characters, of failure codes and ledger
+// reasons (VARCHAR(64) columns).
+const MaxCodeLength = 64
+
+// NewReservation is what the front door recorded for one purchase: the
+// input of [Store.AcquireReservation].
+type NewReservation struct {
+	ReservationID  uuid.UUID // required
+	RequestID      uuid.UUID // required; unique across reservations
+	FirstMessageID uuid.UUID // required: the message that first carried it
+	ActivityID     int64     // > 0
+	SKUID          int64     // > 0
+	UserID         int64     // > 0
+	Bucket         int16     // 0..255: the bucket the front door chose
+	Quantity       int16     // >= 1
+	ReservedAt     time.Time // required: when the front door reserved
+	ExpiresAt      time.Time // required, after ReservedAt
+}
+
+func (r NewReservation) validate() error {
+	switch {
+	case r.ReservationID == uuid.Nil:
+		return invalid("ReservationID", "required")
+	case r.RequestID == uuid.Nil:
+		return invalid("RequestID", "required")
+	case r.FirstMessageID == uuid.Nil:
+		return invalid("FirstMessageID", "required")
+	case r.ActivityID <= 0:
+		return invalid("ActivityID", "must be positive")
+	case r.SKUID <= 0:
+		return invalid("SKUID", "must be positive")
+	case r.UserID <= 0:
+		return invalid("UserID", "must be positive")
+	case r.Bucket < 0 || r.Bucket >= MaxBuckets:
+		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", MaxBuckets-1))
+	case r.Quantity < 1:
+		return invalid("Quantity", "must be at least 1")
+	case r.ReservedAt.IsZero():
+		return invalid("ReservedAt", "required")
+	case !r.ExpiresAt.After(r.ReservedAt):
+		return invalid("ExpiresAt", "must be after ReservedAt")
+	}
+	return nil
+}
+
+// Reservation is one row of inventory_reservation.
+type Reservation struct {
+	ReservationID  uuid.UUID
+	RequestID      uuid.UUID
+	FirstMessageID uuid.UUID
+	ActivityID     int64
+	SKUID          int64
+	UserID         int64
+	Bucket         int16
+	Quantity       int16
+	OrderID        int64 // 0 when none
+	Status         ReservationStatus
+	FailureCode    string // "" when none
+	ReservedAt     time.Time
+	ExpiresAt      time.Time
+	OrderedAt      time.Time // zero when never ordered
+	ReleasedAt     time.Time // zero when never released
+	Version        int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Allocation returns the [Allocation] of this reservation's stock for
+// [Store.AllocateBucket]: its bucket, quantity and buyer, with the given
+// order id (0: none) and source message (uuid.Nil: FirstMessageID).
+func (r Reservation) Allocation(orderID int64, sourceMessageID uuid.UUID) Allocation {
+	if sourceMessageID == uuid.Nil {
+		sourceMessageID = r.FirstMessageID
+	}
+	return Allocation{
+		ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID,
+		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID,
+		OrderID: orderID, SourceMessageID: sourceMessageID,
+	}
+}
+
+const reservationCols = `reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
+	inventory_bucket, quantity, coalesce(order_id, 0), status, coalesce(failure_code, ''),
+	redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at`
+
+func scanReservationInto(r *Reservation, extra ...any) []any {
+	return append(extra, &r.ReservationID, &r.RequestID, &r.FirstMessageID, &r.ActivityID, &r.SKUID, &r.UserID,
+		&r.Bucket, &r.Quantity, &r.OrderID, &r.Status, &r.FailureCode,
+		&r.ReservedAt, &r.ExpiresAt, &nullTime{&r.OrderedAt}, &nullTime{&r.ReleasedAt}, &r.Version, &r.CreatedAt, &r.UpdatedAt)
+}
+
+// nullTime scans a nullable timestamptz into a time.Time (zero for NULL).
+type nullTime struct{ t *time.Time }
+
+// Scan implements sql.Scanner.
+func (n *nullTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*n.t = time.Time{}
+	case time.Time:
+		*n.t = v
+	default:
+		return fmt.Errorf("inventory: cannot scan %T into a time", src)
+	}
+	return nil
+}
+
+// acquireSQL is seed §9.2 in one statement: insert PENDING_DB unless the
+// reservation or its request id exists; otherwise lock the existing row
+// FOR UPDATE (or report the reservation holding the request id).
+const acquireSQL = `
+WITH ins AS (
+	INSERT INTO {schema}.inventory_reservation (
+		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
+		inventory_bucket, quantity, status, redis_reserved_at, expires_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10)
+	ON CONFLICT DO NOTHING
+	RETURNING ` + reservationCols + `
+), cur AS (
+	SELECT ` + reservationCols + `
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+	   FOR UPDATE
+), req AS (
+	SELECT reservation_id, request_id
+	  FROM {schema}.inventory_reservation
+	 WHERE request_id = $2 AND reservation_id <> $1
+	   AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM cur)
+)
+SELECT 'new', * FROM ins
+UNION ALL
+SELECT 'existing', * FROM cur
+UNION ALL
+SELECT 'request_conflict', reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM req`
+
+// Acquired is the result of [Store.AcquireReservation].
+type Acquired struct {
+	Reservation Reservation // the row, locked FOR UPDATE until the transaction ends
+	// Created is true when this call inserted the row (status PENDING_DB)
+	// and false when it already existed (a redelivery): then check
+	// Reservation.Status before doing anything else (seed §7.3).
+	Created bool
+}
+
+// AcquireReservation records a reservation as PENDING_DB unless it exists,
+// and locks the row FOR UPDATE in either case, in one statement (seed
+// §9.2): the lock serialises different messages for the same reservation
+// until tx ends. It must run in the caller's Read Committed transaction.
+//
+// An existing row with the same reservation id but a different activity,
+// SKU, user, bucket or quantity, or another reservation holding the request
+// id, gives a *ReservationConflictError (matching [ErrReservationConflict])
+// and writes nothing; the transaction stays usable. A different first
+// message id is not a conflict (redelivery under a new message id).
+//
+// When a concurrent transaction inserts the same reservation and commits
+// while the statement runs, the statement is run again (at most three
+// times), since its snapshot could see neither its own insert nor the
+// other one.
+func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservation) (Acquired, error) {
+	if err := r.validate(); err != nil {
+		return Acquired{}, err
+	}
+	var out Acquired
+	for range 3 {
+		err := s.scanAcquire(tx.QueryRow(ctx, s.sql.acquire, acquireArgs(r)...), r, &out)
+		if errors.Is(err, ErrConcurrentInsert) {
+			continue
+		}
+		return out, err
+	}
+	return Acquired{}, fmt.Errorf("inventory: acquire reservation %s: %w", r.ReservationID, ErrConcurrentInsert)
+}
+
+// QueueAcquireReservation queues [Store.AcquireReservation]'s statement
+// into b; dst is filled when the batch results are read. The callback's
+// error (returned by BatchResults.Close) is a *ReservationConflictError,
+// [ErrConcurrentInsert] (a concurrent first insert of the same reservation
+// committed during the statement: nothing written, run it again) or a
+// driver error. The returned error is only for invalid input, in which case
+// nothing is queued.
+func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acquired) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if dst == nil {
+		return invalid("dst", "must not be nil")
+	}
+	b.Queue(s.sql.acquire, acquireArgs(r)...).QueryRow(func(row pgx.Row) error {
+		return s.scanAcquire(row, r, dst)
+	})
+	return nil
+}
+
+func acquireArgs(r NewReservation) []any {
+	return []any{r.ReservationID, r.RequestID, r.FirstMessageID, r.ActivityID, r.SKUID, r.UserID,
+		r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt}
+}
+
+func (s *Store) scanAcquire(row pgx.Row, r NewReservation, dst *Acquired) error {
+	var (
+		kind string
+		got  Reservation
+		// The request-conflict row has NULLs where a reservation has
+		// values; scan through nullable holders.
+		fm                             *uuid.UUID
+		act, sku, user, order, version *int64
+		bucket, qty, status            *int16
+		code                           *string
+		resAt, expAt, ordAt, relAt     *time.Time
+		crAt, upAt                     *time.Time
+	)
+	err := row.Scan(&kind, &got.ReservationID, &got.RequestID, &fm, &act, &sku, &user, &bucket, &qty, &order,
+		&status, &code, &resAt, &expAt, &ordAt, &relAt, &version, &crAt, &upAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrConcurrentInsert
+	}
+	if err != nil {
+		return fmt.Errorf("inventory: acquire reservation %s: %w", r.ReservationID, err)
+	}
+	if kind == "request_conflict" {
+		return &ReservationConflictError{ReservationID: r.ReservationID, Field: "request_id", Existing: got}
+	}
+	got.FirstMessageID, got.ActivityID, got.SKUID, got.UserID = *fm, *act, *sku, *user
+	got.Bucket, got.Quantity, got.OrderID, got.Status = *bucket, *qty, *order, ReservationStatus(*status)
+	got.FailureCode, got.ReservedAt, got.ExpiresAt, got.Version = *code, *resAt, *expAt, *version
+	got.CreatedAt, got.UpdatedAt = *crAt, *upAt
+	if ordAt != nil {
+		got.OrderedAt = *ordAt
+	}
+	if relAt != nil {
+		got.ReleasedAt = *relAt
+	}
+	if kind == "existing" {
+		if field := reservationDiff(r, got); field != "" {
+			return &ReservationConflictError{ReservationID: r.ReservationID, Field: field, Existing: got}
+		}
+	}
+	*dst = Acquired{Reservation: got, Created: kind == "new"}
+	return nil
+}
+
+// reservationDiff names the first business column in which the existing row
+// differs from the requested one, or "".
+func reservationDiff(r NewReservation, got Reservation) string {
+	switch {
+	case got.RequestID != r.RequestID:
+		return "request_id"
+	case got.ActivityID != r.ActivityID:
+		return "activity_id"
+	case got.SKUID != r.SKUID:
+		return "sku_id"
+	case got.UserID != r.UserID:
+		return "user_id"
+	case got.Bucket != r.Bucket:
+		return "inventory_bucket"
+	case got.Quantity != r.Quantity:
+		return "quantity"
+	}
+	return ""
+}
+
+const getReservationSQL = `SELECT ` + reservationCols + ` FROM {schema}.inventory_reservation WHERE reservation_id = $1`
+
+// GetReservation reads a reservation without locking it. An unknown id
+// gives [ErrReservationNotFound].
+func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUID) (Reservation, error) {
+	var r Reservation
+	err := db.QueryRow(ctx, s.sql.getReservation, id).Scan(scanReservationInto(&r)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Reservation{}, fmt.Errorf("inventory: reservation %s: %w", id, ErrReservationNotFound)
+	}
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: read reservation %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// Transition asks [Store.TransitionReservation] to move a reservation to
+// a status.
+type Transition struct {
+	ReservationID uuid.UUID         // required
+	To            ReservationStatus // a target of [AllowedFrom]
+	// OrderID is required (> 0) for StatusOrdered and recorded with it;
+	// ignored otherwise.
+	OrderID int64
+	// FailureCode, up to [MaxCodeLength] characters, is recorded when not
+	// empty (e.g. "POSTGRES_SOLD_OUT" with StatusRejected).
+	FailureCode string
+}
+
+func (t Transition) validate() error {
+	switch {
+	case t.ReservationID == uuid.Nil:
+		return invalid("ReservationID", "required")
+	case len(transitions[t.To]) == 0:
+		return invalid("To", fmt.Sprintf("%s is not a transition target", t.To))
+	case t.To == StatusOrdered && t.OrderID <= 0:
+		return invalid("OrderID", "must be positive for ORDERED")
+	case t.OrderID < 0:
+		return invalid("OrderID", "must not be negative")
+	case len([]rune(t.FailureCode)) > MaxCodeLength:
+		return invalid("FailureCode", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	}
+	return nil
+}
+
+// transitionSQL is the conditional transition of seed §9.6 plus its 0-row
+// classification in the same statement: when nothing was updated, the row
+// is read FOR UPDATE, which in Read Committed returns its latest committed
+// version (after waiting for a concurrent writer), so the reported status
+// is the one that made the update fail.
+const transitionSQL = `
+WITH upd AS (
+	UPDATE {schema}.inventory_reservation
+	   SET status = $2::smallint,
+	       order_id = CASE WHEN $2::smallint = 10 THEN $3::bigint ELSE order_id END,
+	       ordered_at = CASE WHEN $2::smallint = 10 THEN statement_timestamp() ELSE ordered_at END,
+	       released_at = CASE WHEN $2::smallint = 40 THEN statement_timestamp() ELSE released_at END,
+	       failure_code = coalesce($4::text, failure_code),
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE reservation_id = $1
+	   AND status = ANY ($5::smallint[])
+	RETURNING ` + reservationCols + `
+), cur AS (
+	SELECT ` + reservationCols + `
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)
+	   FOR UPDATE
+)
+SELECT true, * FROM upd
+UNION ALL
+SELECT false, * FROM cur`
+
+// TransitionReservation moves a reservation along the state machine
+// [AllowedFrom] with one conditional UPDATE (status in the allowed
+// from-states), setting order_id and ordered_at for ORDERED, released_at
+// for RELEASED, and failure_code when given. It returns the updated row.
+//
+// A zero-row update is classified, never silently ok: an unknown id gives
+// [ErrReservationNotFound]; a reservation already in the target status or
+// in a status the target may not be entered from gives a *TransitionError
+// (matching [ErrAlreadyInState] or [ErrIllegalTransition]) carrying the
+// current row. Nothing is written then. An OrderID that another
+// reservation already holds violates uq_reservation_order: the error
+// matches [ErrReservationConflict] and the transaction is aborted.
+//
+// db is usually the caller's transaction (the transition belongs with the
+// order and ledger writes); a pool works for stand-alone transitions.
+func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Transition) (Reservation, error) {
+	if err := t.validate(); err != nil {
+		return Reservation{}, err
+	}
+	var out Reservation
+	err := scanTransition(db.QueryRow(ctx, s.sql.transition, transitionArgs(t)...), t, &out)
+	return out, err
+}
+
+// QueueTransitionReservation queues [Store.TransitionReservation]'s
+// statement into b; dst receives the updated row when the batch results are
+// read, and the callback's error (returned by BatchResults.Close) is
+// classified as described there. The returned error is only for invalid
+// input, in which case nothing is queued.
+func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Reservation) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	if dst == nil {
+		return invalid("dst", "must not be nil")
+	}
+	b.Queue(s.sql.transition, transitionArgs(t)...).QueryRow(func(row pgx.Row) error {
+		return scanTransition(row, t, dst)
+	})
+	return nil
+}
+
+func transitionArgs(t Transition) []any {
+	var code *string
+	if t.FailureCode != "" {
+		code = &t.FailureCode
+	}
+	from := make([]int16, 0, len(transitions[t.To]))
+	for _, f := range transitions[t.To] {
+		from = append(from, int16(f))
+	}
+	return []any{t.ReservationID, int16(t.To), t.OrderID, code, from}
+}
+
+func scanTransition(row pgx.Row, t Transition, dst *Reservation) error {
+	var (
+		updated bool
+		r       Reservation
+	)
+	err := row.Scan(scanReservationInto(&r, &updated)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("inventory: reservation %s: %w", t.ReservationID, ErrReservationNotFound)
+	}
+	if err != nil && uniqueViolation(err, "uq_reservation_order") {
+		return fmt.Errorf("inventory: reservation %s: order id %d already belongs to another reservation (transaction aborted): %w: %w",
+			t.ReservationID, t.OrderID, ErrReservationConflict, err)
+	}
+	if err != nil {
+		return fmt.Errorf("inventory: transition reservation %s to %s: %w", t.ReservationID, t.To, err)
+	}
+	if !updated {
+		return &TransitionError{ReservationID: t.ReservationID, Current: r.Status, Target: t.To, Reservation: r}
+	}
+	*dst = r
+	return nil
+}

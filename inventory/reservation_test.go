@@ -1,0 +1,388 @@
+package inventory_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inventory"
+)
+
+func TestAcquireReservation(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	r := tb.newReservation(1, 2, 3)
+	acquire := func(nr inventory.NewReservation) (inventory.Acquired, error) {
+		var out inventory.Acquired
+		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			out, err = tb.store.AcquireReservation(tb.ctx, tx, nr)
+			return err
+		})
+		return out, err
+	}
+	first, err := acquire(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := first.Reservation
+	if !first.Created || got.ReservationID != r.ReservationID || got.RequestID != r.RequestID || got.FirstMessageID != r.FirstMessageID ||
+		got.ActivityID != 1 || got.SKUID != 2 || got.UserID != r.UserID || got.Bucket != 3 || got.Quantity != 1 ||
+		got.Status != inventory.StatusPendingDB || got.OrderID != 0 || got.FailureCode != "" || !got.OrderedAt.IsZero() ||
+		!got.ReservedAt.Equal(r.ReservedAt.Truncate(time.Microsecond)) || got.Version != 0 {
+		t.Fatalf("first acquire %+v", first)
+	}
+
+	// Redelivery under another message id: same row, not created.
+	again := r
+	again.FirstMessageID = uuid.Must(uuid.NewV7())
+	second, err := acquire(again)
+	if err != nil || second.Created || second.Reservation.FirstMessageID != r.FirstMessageID {
+		t.Fatalf("second acquire %+v, %v", second, err)
+	}
+
+	// Same reservation id, different data; same request id, other reservation.
+	for field, mutate := range map[string]func(*inventory.NewReservation){
+		"request_id":       func(n *inventory.NewReservation) { n.RequestID = uuid.Must(uuid.NewV7()) },
+		"activity_id":      func(n *inventory.NewReservation) { n.ActivityID = 9 },
+		"sku_id":           func(n *inventory.NewReservation) { n.SKUID = 9 },
+		"user_id":          func(n *inventory.NewReservation) { n.UserID = 1 << 40 },
+		"inventory_bucket": func(n *inventory.NewReservation) { n.Bucket = 0 },
+		"quantity":         func(n *inventory.NewReservation) { n.Quantity = 2 },
+	} {
+		n := r
+		mutate(&n)
+		_, err := acquire(n)
+		var ce *inventory.ReservationConflictError
+		if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != field || ce.Existing.ReservationID != r.ReservationID {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+	other := tb.newReservation(1, 2, 3)
+	other.RequestID = r.RequestID
+	var ce *inventory.ReservationConflictError
+	// The transaction stays usable after the conflict.
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.AcquireReservation(tb.ctx, tx, other)
+		if !errors.As(err, &ce) || ce.Field != "request_id" || ce.Existing.ReservationID != r.ReservationID {
+			t.Errorf("request id conflict: %v", err)
+		}
+		_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation")); n != 1 {
+		t.Fatalf("%d reservations, want 1", n)
+	}
+	if _, err := tb.store.GetReservation(tb.ctx, tb.pool, uuid.Must(uuid.NewV7())); !errors.Is(err, inventory.ErrReservationNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+}
+
+// The row stays locked until the acquiring transaction ends: a second
+// transaction acquiring the same reservation waits and then sees the first
+// one's result (seed §7.3).
+func TestAcquireReservationLocksAndSerialises(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 1)
+	r := tb.newReservation(1, 1, 0)
+
+	tx1, err := tb.pool.Begin(tb.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(tb.ctx)
+	if acq, err := tb.store.AcquireReservation(tb.ctx, tx1, r); err != nil || !acq.Created {
+		t.Fatalf("tx1: %+v, %v", acq, err)
+	}
+	done := make(chan inventory.Acquired, 1)
+	errc := make(chan error, 1)
+	go func() {
+		var acq inventory.Acquired
+		errc <- inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			acq, err = tb.store.AcquireReservation(tb.ctx, tx, r)
+			return err
+		})
+		done <- acq
+	}()
+	// tx2 must be waiting for tx1's row: wait until the server shows it
+	// blocked, then finish tx1.
+	for {
+		var waiting bool
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0)`, pgx.Identifier{tb.schema}.Sanitize()+".inventory_reservation").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("second acquire did not wait: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := tb.store.AllocateBucket(tb.ctx, tx1, r2ToAlloc(r)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.store.TransitionReservation(tb.ctx, tx1, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 77}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx1.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	acq := <-done
+	if acq.Created || acq.Reservation.Status != inventory.StatusOrdered || acq.Reservation.OrderID != 77 {
+		t.Fatalf("second acquire saw %+v", acq)
+	}
+}
+
+// Many transactions acquire one new reservation at once: exactly one
+// inserts it, none fails.
+func TestAcquireReservationConcurrentFirstInsert(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	r := tb.newReservation(1, 1, 0)
+	const callers = 24
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+	)
+	start := make(chan struct{})
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				acq, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+				if err == nil && acq.Created {
+					mu.Lock()
+					created++
+					mu.Unlock()
+				}
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 {
+		t.Fatalf("created %d times", created)
+	}
+}
+
+// Every (from, to) pair of statuses against the transition table: allowed
+// pairs move, the rest are classified (already in target / illegal, with
+// the current status), and an unknown id is not found.
+func TestTransitionEveryPair(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	orderID := int64(1000)
+	force := func(id uuid.UUID, status inventory.ReservationStatus) {
+		t.Helper()
+		orderID++
+		_, err := tb.pool.Exec(tb.ctx, `UPDATE `+tb.table("inventory_reservation")+`
+   SET status = $2::smallint, order_id = CASE WHEN $2::smallint IN (10, 30, 40) THEN $3::bigint END,
+       released_at = CASE WHEN $2::smallint = 40 THEN now() END
+ WHERE reservation_id = $1`, id, int16(status), orderID)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	targets := 0
+	for _, to := range inventory.ReservationStatuses() {
+		if len(inventory.AllowedFrom(to)) == 0 {
+			// Not a target: rejected up front.
+			_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: uuid.Must(uuid.NewV7()), To: to, OrderID: 1})
+			if !errors.Is(err, inventory.ErrInvalidArgument) {
+				t.Errorf("to %s: %v, want ErrInvalidArgument", to, err)
+			}
+			continue
+		}
+		targets++
+		for _, from := range inventory.ReservationStatuses() {
+			nr := tb.newReservation(1, 1, 0)
+			if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				_, err := tb.store.AcquireReservation(tb.ctx, tx, nr)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			force(nr.ReservationID, from)
+			before, err := tb.store.GetReservation(tb.ctx, tb.pool, nr.ReservationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := inventory.Transition{ReservationID: nr.ReservationID, To: to, FailureCode: "CODE_" + to.String()}
+			if to == inventory.StatusOrdered {
+				orderID++
+				tr.OrderID = orderID
+			}
+			got, err := tb.store.TransitionReservation(tb.ctx, tb.pool, tr)
+			var te *inventory.TransitionError
+			switch {
+			case inventory.CanTransition(from, to):
+				if err != nil {
+					t.Errorf("%s -> %s: %v", from, to, err)
+					continue
+				}
+				if got.Status != to || got.Version != before.Version+1 || got.FailureCode != tr.FailureCode {
+					t.Errorf("%s -> %s: row %+v", from, to, got)
+				}
+				if to == inventory.StatusOrdered && (got.OrderID != tr.OrderID || got.OrderedAt.IsZero()) {
+					t.Errorf("%s -> ORDERED: order %d, ordered_at %v", from, got.OrderID, got.OrderedAt)
+				}
+				if to == inventory.StatusReleased && got.ReleasedAt.IsZero() {
+					t.Errorf("%s -> RELEASED: no released_at", from)
+				}
+			case from == to:
+				if !errors.Is(err, inventory.ErrAlreadyInState) || errors.Is(err, inventory.ErrIllegalTransition) ||
+					!errors.As(err, &te) || te.Current != from || te.Target != to || te.Reservation.Version != before.Version {
+					t.Errorf("%s -> %s: %v, want ErrAlreadyInState", from, to, err)
+				}
+			default:
+				if !errors.Is(err, inventory.ErrIllegalTransition) || errors.Is(err, inventory.ErrAlreadyInState) ||
+					!errors.As(err, &te) || te.Current != from || te.Target != to {
+					t.Errorf("%s -> %s: %v, want ErrIllegalTransition", from, to, err)
+				}
+			}
+			if err != nil {
+				after, _ := tb.store.GetReservation(tb.ctx, tb.pool, nr.ReservationID)
+				if after.Status != from || after.Version != before.Version {
+					t.Errorf("%s -> %s failed but changed the row: %+v", from, to, after)
+				}
+			}
+		}
+		_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: uuid.Must(uuid.NewV7()), To: to, OrderID: 5})
+		if !errors.Is(err, inventory.ErrReservationNotFound) {
+			t.Errorf("unknown -> %s: %v", to, err)
+		}
+	}
+	if targets != 6 {
+		t.Fatalf("%d transition targets, want 6", targets)
+	}
+}
+
+// The batch form classifies like the direct one.
+func TestQueueTransitionReservation(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	nr := tb.newReservation(1, 1, 0)
+	var (
+		acq          inventory.Acquired
+		ordered, dup inventory.Reservation
+	)
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		if err := tb.store.QueueAcquireReservation(&b, nr, &acq); err != nil {
+			return err
+		}
+		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &ordered); err != nil {
+			return err
+		}
+		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &dup); err != nil {
+			return err
+		}
+		err := tx.SendBatch(tb.ctx, &b).Close()
+		if !errors.Is(err, inventory.ErrAlreadyInState) {
+			t.Errorf("batch: %v, want ErrAlreadyInState from the third statement", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acq.Created || ordered.Status != inventory.StatusOrdered || ordered.OrderID != 3 || dup.ReservationID != uuid.Nil {
+		t.Fatalf("acq %+v ordered %+v dup %+v", acq, ordered, dup)
+	}
+}
+
+func TestTransitionOrderIDTaken(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	a, b := tb.newReservation(1, 1, 0), tb.newReservation(1, 1, 0)
+	for _, r := range []inventory.NewReservation{a, b} {
+		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: a.ReservationID, To: inventory.StatusOrdered, OrderID: 5}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: b.ReservationID, To: inventory.StatusOrdered, OrderID: 5})
+	if !errors.Is(err, inventory.ErrReservationConflict) {
+		t.Fatalf("order id reused: %v", err)
+	}
+	if got, _ := tb.store.GetReservation(tb.ctx, tb.pool, b.ReservationID); got.Status != inventory.StatusPendingDB {
+		t.Fatalf("b is %s", got.Status)
+	}
+}
+
+// A transition that waits for a concurrent one reports the status that
+// transaction committed, not the stale one of its snapshot.
+func TestTransitionRaceReportsCommittedStatus(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	r := tb.newReservation(1, 1, 0)
+	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tx1, err := tb.pool.Begin(tb.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(tb.ctx)
+	if _, err := tb.store.TransitionReservation(tb.ctx, tx1, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 11}); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 12})
+		errc <- err
+	}()
+	for {
+		var waiting bool
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0)`, pgx.Identifier{tb.schema}.Sanitize()+".inventory_reservation").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("second transition did not wait: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := tx1.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errc
+	var te *inventory.TransitionError
+	if !errors.Is(err, inventory.ErrAlreadyInState) || !errors.As(err, &te) || te.Current != inventory.StatusOrdered || te.Reservation.OrderID != 11 {
+		t.Fatalf("racing transition: %v", err)
+	}
+}

@@ -1,0 +1,189 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seckillkit/seckill/inventory"
+)
+
+// noDB is a pgx.Tx that fails the test if anything is sent through it:
+// invalid input must be rejected before the database is involved.
+type noDB struct {
+	pgx.Tx
+	t *testing.T
+}
+
+func (d noDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	d.t.Error("Exec called")
+	return pgconn.CommandTag{}, errors.New("no database")
+}
+
+func (d noDB) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	d.t.Error("Query called")
+	return nil, errors.New("no database")
+}
+
+func (d noDB) QueryRow(context.Context, string, ...any) pgx.Row {
+	d.t.Error("QueryRow called")
+	return errRow{}
+}
+
+func (d noDB) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
+	d.t.Error("SendBatch called")
+	return nil
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errors.New("no database") }
+
+func TestInvalidInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	s, err := inventory.New(inventory.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db := noDB{t: t}
+	id := uuid.Must(uuid.NewV7())
+	now := time.Now()
+	long := strings.Repeat("é", inventory.MaxCodeLength+1)
+
+	goodRes := inventory.NewReservation{ReservationID: id, RequestID: id, FirstMessageID: id, ActivityID: 1, SKUID: 1, UserID: 1,
+		Bucket: 0, Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Minute)}
+	res := func(f func(*inventory.NewReservation)) inventory.NewReservation { r := goodRes; f(&r); return r }
+	goodAlloc := inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 1, UserID: 1, SourceMessageID: id}
+	alloc := func(f func(*inventory.Allocation)) inventory.Allocation { a := goodAlloc; f(&a); return a }
+
+	type call struct {
+		name  string
+		field string
+		run   func(b *pgx.Batch) (direct, queued error)
+	}
+	provision := func(name, field string, k inventory.SKU) call {
+		return call{name, field, func(*pgx.Batch) (error, error) {
+			_, err := s.Provision(ctx, db, k)
+			return err, err
+		}}
+	}
+	acquire := func(name, field string, r inventory.NewReservation) call {
+		return call{name, field, func(b *pgx.Batch) (error, error) {
+			_, err := s.AcquireReservation(ctx, db, r)
+			return err, s.QueueAcquireReservation(b, r, new(inventory.Acquired))
+		}}
+	}
+	allocate := func(name, field string, a inventory.Allocation) call {
+		return call{name, field, func(b *pgx.Batch) (error, error) {
+			_, err := s.AllocateBucket(ctx, db, a)
+			return err, s.QueueAllocateBucket(b, a, new(inventory.Allocated))
+		}}
+	}
+	release := func(name, field string, r inventory.Release) call {
+		return call{name, field, func(b *pgx.Batch) (error, error) {
+			_, err := s.Release(ctx, db, r)
+			return err, s.QueueRelease(b, r, new(inventory.Allocated))
+		}}
+	}
+	transition := func(name, field string, tr inventory.Transition) call {
+		return call{name, field, func(b *pgx.Batch) (error, error) {
+			_, err := s.TransitionReservation(ctx, db, tr)
+			return err, s.QueueTransitionReservation(b, tr, new(inventory.Reservation))
+		}}
+	}
+	rebalance := func(name, field string, r inventory.RebalanceRequest) call {
+		return call{name, field, func(*pgx.Batch) (error, error) {
+			_, err := s.Rebalance(ctx, db, r)
+			return err, err
+		}}
+	}
+	calls := []call{
+		provision("zero activity", "ActivityID", inventory.SKU{SKUID: 1, Stock: 1, Buckets: 1}),
+		provision("negative sku", "SKUID", inventory.SKU{ActivityID: 1, SKUID: -1, Stock: 1, Buckets: 1}),
+		provision("negative stock", "Stock", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: -1, Buckets: 1}),
+		provision("no buckets", "Buckets", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1}),
+		provision("too many buckets", "Buckets", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1, Buckets: 257}),
+
+		acquire("nil reservation id", "ReservationID", res(func(r *inventory.NewReservation) { r.ReservationID = uuid.Nil })),
+		acquire("nil request id", "RequestID", res(func(r *inventory.NewReservation) { r.RequestID = uuid.Nil })),
+		acquire("nil message id", "FirstMessageID", res(func(r *inventory.NewReservation) { r.FirstMessageID = uuid.Nil })),
+		acquire("zero activity", "ActivityID", res(func(r *inventory.NewReservation) { r.ActivityID = 0 })),
+		acquire("zero sku", "SKUID", res(func(r *inventory.NewReservation) { r.SKUID = 0 })),
+		acquire("negative user", "UserID", res(func(r *inventory.NewReservation) { r.UserID = -5 })),
+		acquire("negative bucket", "Bucket", res(func(r *inventory.NewReservation) { r.Bucket = -1 })),
+		acquire("bucket 256", "Bucket", res(func(r *inventory.NewReservation) { r.Bucket = 256 })),
+		acquire("zero quantity", "Quantity", res(func(r *inventory.NewReservation) { r.Quantity = 0 })),
+		acquire("no reserved at", "ReservedAt", res(func(r *inventory.NewReservation) { r.ReservedAt = time.Time{} })),
+		acquire("expires before reserved", "ExpiresAt", res(func(r *inventory.NewReservation) { r.ExpiresAt = now.Add(-time.Second) })),
+
+		allocate("nil reservation", "ReservationID", alloc(func(a *inventory.Allocation) { a.ReservationID = uuid.Nil })),
+		allocate("zero activity", "ActivityID", alloc(func(a *inventory.Allocation) { a.ActivityID = 0 })),
+		allocate("zero sku", "SKUID", alloc(func(a *inventory.Allocation) { a.SKUID = 0 })),
+		allocate("bucket 300", "Bucket", alloc(func(a *inventory.Allocation) { a.Bucket = 300 })),
+		allocate("zero quantity", "Quantity", alloc(func(a *inventory.Allocation) { a.Quantity = 0 })),
+		allocate("negative quantity", "Quantity", alloc(func(a *inventory.Allocation) { a.Quantity = -1 })),
+		allocate("zero user", "UserID", alloc(func(a *inventory.Allocation) { a.UserID = 0 })),
+		allocate("negative order", "OrderID", alloc(func(a *inventory.Allocation) { a.OrderID = -1 })),
+		allocate("nil message", "SourceMessageID", alloc(func(a *inventory.Allocation) { a.SourceMessageID = uuid.Nil })),
+		allocate("long reason", "Reason", alloc(func(a *inventory.Allocation) { a.Reason = long })),
+
+		release("nil reservation", "ReservationID", inventory.Release{}),
+		release("negative order", "OrderID", inventory.Release{ReservationID: id, OrderID: -1}),
+		release("long reason", "Reason", inventory.Release{ReservationID: id, Reason: long}),
+
+		transition("nil reservation", "ReservationID", inventory.Transition{To: inventory.StatusRejected}),
+		transition("to PENDING_DB", "To", inventory.Transition{ReservationID: id, To: inventory.StatusPendingDB}),
+		transition("unknown status", "To", inventory.Transition{ReservationID: id, To: 15}),
+		transition("ordered without order", "OrderID", inventory.Transition{ReservationID: id, To: inventory.StatusOrdered}),
+		transition("negative order", "OrderID", inventory.Transition{ReservationID: id, To: inventory.StatusRejected, OrderID: -2}),
+		transition("long failure code", "FailureCode", inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: long}),
+
+		rebalance("zero activity", "ActivityID", inventory.RebalanceRequest{SKUID: 1}),
+		rebalance("zero sku", "SKUID", inventory.RebalanceRequest{ActivityID: 1}),
+		rebalance("long reason", "Reason", inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: long}),
+
+		{"audit zero activity", "activityID", func(*pgx.Batch) (error, error) {
+			_, err := s.Audit(ctx, db, 0, 1)
+			return err, err
+		}},
+		{"audit zero sku", "skuID", func(*pgx.Batch) (error, error) {
+			_, err := s.Audit(ctx, db, 1, 0)
+			return err, err
+		}},
+	}
+	for _, c := range calls {
+		var b pgx.Batch
+		direct, queued := c.run(&b)
+		for form, err := range map[string]error{"direct": direct, "queued": queued} {
+			var ve *inventory.ValidationError
+			if !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field != c.field {
+				t.Errorf("%s (%s): %v, want ValidationError on %s", c.name, form, err, c.field)
+			}
+		}
+		if b.Len() != 0 {
+			t.Errorf("%s: %d statements queued", c.name, b.Len())
+		}
+	}
+	// A nil destination is invalid input too.
+	var b pgx.Batch
+	for name, err := range map[string]error{
+		"acquire":    s.QueueAcquireReservation(&b, goodRes, nil),
+		"allocate":   s.QueueAllocateBucket(&b, goodAlloc, nil),
+		"release":    s.QueueRelease(&b, inventory.Release{ReservationID: id}, nil),
+		"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, nil),
+	} {
+		if !errors.Is(err, inventory.ErrInvalidArgument) {
+			t.Errorf("%s with nil dst: %v", name, err)
+		}
+	}
+	if b.Len() != 0 {
+		t.Errorf("%d statements queued with nil dst", b.Len())
+	}
+}
