@@ -34,11 +34,12 @@ type reservation struct {
 
 type frontDoor struct {
 	mu        sync.Mutex
-	available []int32               // per bucket
-	buyers    map[int64]uuid.UUID   // user → reservation
-	held      map[uuid.UUID]int16   // reservation → bucket, while held
-	released  map[uuid.UUID]bool    // reservations given back (idempotency)
-	nextOrder func() (int64, error) // order id generator
+	available []int32                 // per bucket
+	buyers    map[int64]uuid.UUID     // user → reservation
+	held      map[uuid.UUID]int16     // reservation → bucket, while held
+	released  map[uuid.UUID]bool      // reservations given back (idempotency)
+	requests  map[uuid.UUID]uuid.UUID // request → reservation
+	nextOrder func() (int64, error)   // order id generator
 
 	reserved, rejectedSoldOut, rejectedDup, releases, duplicateReleases atomic.Int64
 }
@@ -49,6 +50,7 @@ func newFrontDoor(bucketStock []int32, nextOrder func() (int64, error)) *frontDo
 		buyers:    map[int64]uuid.UUID{},
 		held:      map[uuid.UUID]int16{},
 		released:  map[uuid.UUID]bool{},
+		requests:  map[uuid.UUID]uuid.UUID{},
 		nextOrder: nextOrder,
 	}
 }
@@ -88,6 +90,7 @@ func (f *frontDoor) Reserve(user int64) (reservation, error) {
 		}
 		f.buyers[user] = r.ReservationID
 		f.held[r.ReservationID] = int16(b)
+		f.requests[r.RequestID] = r.ReservationID
 		f.reserved.Add(1)
 		return r, nil
 	}
@@ -123,4 +126,27 @@ func (f *frontDoor) Available() int64 {
 		n += int64(a)
 	}
 	return n
+}
+
+// Held is how many reservations the front door holds (not released).
+func (f *frontDoor) Held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.held)
+}
+
+// forget drops a buyer from the one-per-user set, as a front-door failover
+// that lost recent writes would.
+func (f *frontDoor) forget(user int64) {
+	f.mu.Lock()
+	delete(f.buyers, user)
+	f.mu.Unlock()
+}
+
+// ReservationOf returns the reservation the front door made for a request.
+func (f *frontDoor) ReservationOf(requestID uuid.UUID) (uuid.UUID, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.requests[requestID]
+	return id, ok
 }

@@ -47,7 +47,7 @@ type queue struct {
 	idle    *sync.Cond
 
 	published, deliveries, redeliveries, duplicates, acks, nacks atomic.Int64
-	timers                                                      sync.WaitGroup
+	timers                                                       sync.WaitGroup
 }
 
 func newQueue(cfg queueConfig) *queue {

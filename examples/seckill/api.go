@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/order"
+)
+
+// api is the HTTP face of the service: what a real seckill service would
+// expose, backed by the same flow as the default run.
+type api struct {
+	s    *service
+	mux  *http.ServeMux
+	stop func()
+}
+
+// newAPI provisions the sale and starts the consumers, the relays and the
+// timeout canceller. Close stops them.
+func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger) (*api, error) {
+	item := cfg.item()
+	s, err := newService(ctx, pool, cfg.Schema, item, queueConfig{
+		Depth: cfg.QueueDepth, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond,
+	}, cfg.OrderTTL, log)
+	if err != nil {
+		return nil, err
+	}
+	stopBG, err := s.startBackground(ctx, cfg.Consumers, cfg.Relays)
+	if err != nil {
+		return nil, err
+	}
+	cctx, stopCancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.cancelLoop(cctx) }()
+	a := &api{s: s, mux: http.NewServeMux(), stop: func() { stopCancel(); <-done; stopBG() }}
+	a.mux.HandleFunc("POST /orders", a.placeOrder)
+	a.mux.HandleFunc("GET /orders/{request_id}", a.orderStatus)
+	a.mux.HandleFunc("POST /payments/callback", a.paymentCallback)
+	a.mux.HandleFunc("GET /audit", a.audit)
+	a.mux.HandleFunc("GET /stats", a.stats)
+	return a, nil
+}
+
+// Close stops the background work; it waits for it to finish.
+func (a *api) Close() { a.stop() }
+
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, status, msg string) {
+	writeJSON(w, code, map[string]string{"status": status, "error": msg})
+}
+
+// placeOrder: POST /orders {"user_id": 42}. 202 when queued; 410 sold out;
+// 409 already reserved by this user; 503 busy (queue full, retry later).
+func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		UserID int64 `json:"user_id"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<12)).Decode(&in); err != nil || in.UserID <= 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "body must be {\"user_id\": <positive integer>}")
+		return
+	}
+	res, err := a.s.click(in.UserID)
+	switch {
+	case errors.Is(err, errFrontSoldOut):
+		writeError(w, http.StatusGone, "sold_out", err.Error())
+	case errors.Is(err, errAlreadyBought):
+		writeError(w, http.StatusConflict, "already_reserved", err.Error())
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]any{
+			"status": "queued", "request_id": res.RequestID, "reservation_id": res.ReservationID, "order_id": res.OrderID,
+		})
+	}
+}
+
+// orderStatus: GET /orders/{request_id}. The order when it exists; else the
+// reservation's fate (rejected, with the reason) or "queued".
+func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
+	reqID, err := uuid.Parse(r.PathValue("request_id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "request id must be a UUID")
+		return
+	}
+	o, err := a.s.Orders.GetByRequest(r.Context(), a.s.Pool, reqID)
+	if err == nil {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"status": o.Status.String(), "order_id": o.OrderID, "order_no": o.OrderNo, "amount": o.TotalAmount,
+			"currency": o.Currency, "expire_at": o.ExpireAt,
+		})
+		return
+	}
+	if !errors.Is(err, order.ErrNotFound) {
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		return
+	}
+	resID, ok := a.s.front.ReservationOf(reqID)
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown", "no such request")
+		return
+	}
+	res, err := a.s.Inventory.GetReservation(r.Context(), a.s.Pool, resID)
+	switch {
+	case errors.Is(err, inventory.ErrReservationNotFound):
+		writeJSON(w, http.StatusOK, map[string]any{"status": "queued"})
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+	case res.Status == inventory.StatusRejected:
+		writeJSON(w, http.StatusOK, map[string]any{"status": "rejected", "reason": res.FailureCode})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"status": "queued"})
+	}
+}
+
+// paymentCallback: POST /payments/callback. 200 with what happened (paid,
+// duplicate, refund); 404 unknown order; 422 amount or currency mismatch;
+// 400 invalid.
+func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
+	var p flow.Payment
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<14)).Decode(&p); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	res, err := a.s.pay(r.Context(), p)
+	switch {
+	case errors.Is(err, order.ErrInvalidArgument):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, order.ErrNotFound):
+		writeError(w, http.StatusNotFound, "unknown_order", err.Error())
+	case errors.Is(err, order.ErrAmountMismatch), errors.Is(err, order.ErrCurrencyMismatch):
+		writeError(w, http.StatusUnprocessableEntity, "mismatch", err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+	default:
+		out := map[string]any{"result": paymentResults[res.Kind], "order_status": res.Order.Status.String(), "payment_id": res.PaymentID}
+		if res.Refund != nil {
+			out["refund"] = res.Refund
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// paymentResults names the payment outcomes in the API.
+var paymentResults = map[order.PaymentKind]string{
+	order.PaymentPaid:        "paid",
+	order.PaymentDuplicate:   "duplicate",
+	order.PaymentAfterCancel: "refund_after_cancel",
+	order.PaymentOnPaidOrder: "refund_already_paid",
+}
+
+// audit: GET /audit. Every invariant, checked now; 200 when all hold, 500
+// otherwise. Counts are exact only when the service is quiet.
+func (a *api) audit(w http.ResponseWriter, r *http.Request) {
+	checks, err := a.s.audit(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		return
+	}
+	rep := report{Checks: checks}
+	code := http.StatusOK
+	if !rep.Passed() {
+		code = http.StatusInternalServerError
+	}
+	writeJSON(w, code, map[string]any{"passed": rep.Passed(), "checks": checks})
+}
+
+// stats: GET /stats.
+func (a *api) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := a.s.Outbox.Stats(r.Context(), a.s.Pool)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		return
+	}
+	c := &a.s.stats
+	writeJSON(w, http.StatusOK, map[string]any{
+		"clicks": c.clicks.Load(), "front_accepted": c.frontAccepted.Load(), "front_sold_out": c.frontSoldOut.Load(),
+		"orders_created": c.created.Load(), "rejected_sold_out": c.soldOut.Load(), "rejected_user_already": c.userAlready.Load(),
+		"duplicates": c.duplicates.Load(), "paid": c.paid.Load(), "cancelled": c.cancelled.Load(),
+		"queue_pending": a.s.q.Pending(), "front_available": a.s.front.Available(),
+		"outbox": st, "consumer_p50_ms": a.s.lat.percentile(50).Seconds() * 1000, "consumer_p99_ms": a.s.lat.percentile(99).Seconds() * 1000,
+	})
+}

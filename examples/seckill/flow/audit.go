@@ -1,0 +1,120 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Check is one line of the audit: an invariant of the design, checked
+// against the database.
+type Check struct {
+	Invariant string `json:"invariant"` // the DESIGN invariant number, "-" for the flow's own
+	Name      string `json:"name"`
+	Pass      bool   `json:"pass"`
+	Detail    string `json:"detail"`
+}
+
+// Passed reports whether every check passed (false for none).
+func Passed(checks []Check) bool {
+	for _, c := range checks {
+		if !c.Pass {
+			return false
+		}
+	}
+	return len(checks) > 0
+}
+
+// Audit checks the invariants of the design that the database alone can
+// tell: one order per user, bucket and SKU conservation, the ledger, order
+// states, and no event left unpublished. It reads only; run it when the
+// flow is quiet (after draining) for exact counts.
+func (s *Service) Audit(ctx context.Context) ([]Check, error) {
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{s.Schema}.Sanitize()) }
+	count := func(sql string, args ...any) (int64, error) {
+		var n int64
+		err := s.Pool.QueryRow(ctx, q(sql), args...).Scan(&n)
+		return n, err
+	}
+	var checks []Check
+	add := func(inv, name string, pass bool, detail string, args ...any) {
+		checks = append(checks, Check{Invariant: inv, Name: name, Pass: pass, Detail: fmt.Sprintf(detail, args...)})
+	}
+	var err error
+	must := func(n int64, e error) int64 {
+		if e != nil && err == nil {
+			err = e
+		}
+		return n
+	}
+
+	dupOrders := must(count(`SELECT count(*) FROM (SELECT 1 FROM {s}.orders GROUP BY activity_id, sku_id, user_id HAVING count(*) > 1) d`))
+	orders := must(count(`SELECT count(*) FROM {s}.orders`))
+	add("1", "one order per (activity, sku, user)", dupOrders == 0, "%d orders, %d duplicated keys", orders, dupOrders)
+
+	badBuckets := must(count(`SELECT count(*) FROM {s}.sku_inventory WHERE total_stock <> available_stock + allocated_stock OR available_stock < 0 OR allocated_stock < 0`))
+	buckets := must(count(`SELECT count(*) FROM {s}.sku_inventory`))
+	add("2", "per bucket: total = available + allocated, all >= 0", badBuckets == 0, "%d buckets, %d broken", buckets, badBuckets)
+
+	total := must(count(`SELECT coalesce(sum(total_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID))
+	add("2", "per SKU: sum of bucket totals = planned stock", total == int64(s.Item.Stock), "%d of %d planned", total, s.Item.Stock)
+
+	missingAlloc := must(count(`SELECT count(*) FROM {s}.orders o
+		WHERE o.status IN (10, 20, 30, 60) AND NOT EXISTS (
+			SELECT 1 FROM {s}.inventory_ledger l WHERE l.idempotency_key = 'ALLOCATE:' || o.reservation_id::text AND l.order_id = o.order_id)`))
+	live := must(count(`SELECT count(*) FROM {s}.orders WHERE status IN (10, 20, 30, 60)`))
+	add("3", "every live order has its ALLOCATE ledger row", missingAlloc == 0, "%d live orders, %d without", live, missingAlloc)
+
+	badRelease := must(count(`SELECT count(*) FROM {s}.orders o
+		WHERE (o.status = 40) <> EXISTS (SELECT 1 FROM {s}.inventory_ledger l WHERE l.idempotency_key = 'RELEASE:' || o.reservation_id::text)`))
+	cancelled := must(count(`SELECT count(*) FROM {s}.orders WHERE status = 40`))
+	add("3", "every cancelled order has exactly one RELEASE row, no live order has one", badRelease == 0,
+		"%d cancelled, %d mismatched (the idempotency key is unique: at most one row each)", cancelled, badRelease)
+
+	invFindings, e := s.Inventory.AuditAll(ctx, s.Pool)
+	if e != nil && err == nil {
+		err = e
+	}
+	add("3", "ledger replay reproduces each bucket's counters (inventory audit)", len(invFindings) == 0, "%d findings%s", len(invFindings), firstFindings(invFindings))
+
+	allocated := must(count(`SELECT coalesce(sum(allocated_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID))
+	add("3", "allocated stock = live orders", allocated == live, "%d allocated, %d live orders", allocated, live)
+
+	paidCancelled := must(count(`SELECT count(*) FROM {s}.orders WHERE status = 40 AND paid_at IS NOT NULL`))
+	ordFindings, e := s.Orders.Audit(ctx, s.Pool)
+	if e != nil && err == nil {
+		err = e
+	}
+	add("4", "no order both paid and cancelled; status timestamps match status (order audit)", paidCancelled == 0 && len(ordFindings) == 0,
+		"%d paid and cancelled, %d findings%s", paidCancelled, len(ordFindings), firstFindings(ordFindings))
+
+	st, e := s.Outbox.Stats(ctx, s.Pool)
+	if e != nil && err == nil {
+		err = e
+	}
+	unsent := st.Pending + st.Sending + st.Retry + st.Dead
+	add("5", "no outbox event left unpublished or dead", unsent == 0,
+		"%d sent, %d pending, %d sending, %d retry, %d dead", st.Sent, st.Pending, st.Sending, st.Retry, st.Dead)
+	return checks, err
+}
+
+func firstFindings[T fmt.Stringer](fs []T) string {
+	if len(fs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(": ")
+	for i, f := range fs {
+		if i == 3 {
+			fmt.Fprintf(&b, " … (%d more)", len(fs)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.String())
+	}
+	return b.String()
+}

@@ -1,0 +1,421 @@
+// Package flow is the seckill order flow of the example service, built
+// from the kit's packages: the consumer transaction of seed §9.11 with every
+// branch, payments, the timeout canceller and the audit of every invariant.
+// The example program (examples/seckill) and the benchmark program
+// (examples/bench) run exactly this code.
+//
+// It is example code, written to be read and copied: a service of your own
+// would put its own names, events and front door around the same calls.
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// Names the flow uses on the wire and in the database.
+const (
+	ConsumerGroup = "order-create-consumer" // the inbox consumer group
+	OrderTopic    = "SECKILL_ORDER"         // the queue topic of order messages
+	OrderTag      = "ORDER_CREATE"          // their tag
+	EventTopic    = "ORDER_EVENT"           // the topic of the outbox events
+
+	// Outbox event tags.
+	TagOrderCreated     = "ORDER_CREATED"
+	TagOrderPaid        = "ORDER_PAID"
+	TagFrontDoorRelease = "FRONTDOOR_RELEASE" // compensation: give the front-door reservation back
+	TagRefundRequested  = "REFUND_REQUESTED"
+
+	// Result codes the consumer stores in the inbox.
+	CodeOrderCreated       = "ORDER_CREATED"
+	CodeOrderAlready       = "ORDER_ALREADY_CREATED"
+	CodeUserAlreadyOrdered = "USER_ALREADY_ORDERED"
+	CodeSoldOut            = "POSTGRES_SOLD_OUT"
+
+	savepoint = "place_order"
+)
+
+// OrderMessage is the body of the queue message the front door sends for
+// one reservation (seed §9.11 OrderCreateMessage).
+type OrderMessage struct {
+	RequestID     uuid.UUID `json:"request_id"`
+	ReservationID uuid.UUID `json:"reservation_id"`
+	OrderID       int64     `json:"order_id"`
+	ActivityID    int64     `json:"activity_id"`
+	SKUID         int64     `json:"sku_id"`
+	UserID        int64     `json:"user_id"`
+	Bucket        int16     `json:"bucket"`
+	UnitPrice     int64     `json:"unit_price"`
+	Currency      string    `json:"currency"`
+	SKUTitle      string    `json:"sku_title"`
+	ReservedAt    time.Time `json:"reserved_at"`
+	ReservationTo time.Time `json:"reservation_expires_at"`
+	OrderExpireAt time.Time `json:"order_expire_at"`
+}
+
+// Outcome is what one delivery came to: the inbox result code and the
+// order it concerns.
+type Outcome struct {
+	Code      string `json:"code"`
+	OrderID   int64  `json:"order_id,omitempty"`
+	Duplicate bool   `json:"-"` // answered from the inbox: processed before, nothing written
+}
+
+// ErrDuplicate ends a transaction that found its message already
+// processed: nothing to write, roll back, answer from the inbox.
+// PlaceOrder turns it into an Outcome with Duplicate set.
+var ErrDuplicate = errors.New("flow: duplicate delivery")
+
+// ErrPoison is matched by the error PlaceOrder returns for a message that
+// can never be processed (undecodable, or contradicting what is stored):
+// acknowledge it and alert, never redeliver it.
+var ErrPoison = errors.New("flow: poison message")
+
+type poisonError struct{ err error }
+
+func (e *poisonError) Error() string        { return "flow: poison message: " + e.err.Error() }
+func (e *poisonError) Unwrap() error        { return e.err }
+func (e *poisonError) Is(target error) bool { return target == ErrPoison }
+
+// SKU is the one item on sale.
+type SKU struct {
+	ActivityID int64
+	SKUID      int64
+	Title      string
+	UnitPrice  int64 // minor units
+	Currency   string
+	Stock      int32
+	Buckets    int16
+}
+
+// Config configures a Service.
+type Config struct {
+	// Schema holds every table. Defaults to "seckill".
+	Schema string
+	// Item is the SKU on sale; Provision runs for it in New.
+	Item SKU
+	// TxOptions run the order transaction. Defaults to Read Committed with
+	// a 2s lock timeout.
+	TxOptions pgtx.Options
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Service holds the kit's stores for one schema and runs the flow's
+// transactions on Pool.
+type Service struct {
+	Pool      *pgxpool.Pool
+	Schema    string
+	Item      SKU
+	Inbox     *inbox.Inbox
+	Outbox    *outbox.Store
+	Inventory *inventory.Store
+	Orders    *order.Store
+
+	txOpts pgtx.Options
+	log    *slog.Logger
+}
+
+// New migrates the schema (all four packages), provisions the item's
+// stock and returns the service.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) {
+	if cfg.Schema == "" {
+		cfg.Schema = migrate.DefaultSchema
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TxOptions.LockTimeout == 0 {
+		cfg.TxOptions.LockTimeout = 2 * time.Second
+	}
+	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger}
+	var err error
+	if _, err = migrate.Apply(ctx, pool, cfg.Schema, inbox.Migrations, outbox.Migrations, inventory.Migrations, order.Migrations); err != nil {
+		return nil, err
+	}
+	if s.Inbox, err = inbox.New(inbox.Config{Schema: cfg.Schema}); err != nil {
+		return nil, err
+	}
+	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema}); err != nil {
+		return nil, err
+	}
+	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency}); err != nil {
+		return nil, err
+	}
+	it := cfg.Item
+	if _, err = s.Inventory.Provision(ctx, pool, inventory.SKU{ActivityID: it.ActivityID, SKUID: it.SKUID, Stock: it.Stock, Buckets: it.Buckets}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// PlaceOrder processes one delivery of an order message in one
+// transaction (see PlaceOrderTx) and tells the caller what to do with it:
+//
+//   - nil error: acknowledge; Outcome says what happened (Duplicate when
+//     the inbox answered for an earlier processing);
+//   - an error matching ErrPoison: acknowledge and alert, never retry;
+//   - any other error, including pgtx.ErrCommitOutcomeUnknown: do not
+//     acknowledge. The redelivery is safe: the inbox, the reservation and
+//     the unique keys recognise whatever did commit.
+func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []byte) (Outcome, error) {
+	var m OrderMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return Outcome{}, &poisonError{fmt.Errorf("decode: %w", err)}
+	}
+	hash := inbox.HashPayload(body)
+	var out Outcome
+	err := pgtx.RunInTx(ctx, s.Pool, s.txOpts, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.PlaceOrderTx(ctx, tx, messageID, hash, m)
+		return err
+	})
+	if errors.Is(err, ErrDuplicate) {
+		return Outcome{Duplicate: true}, nil
+	}
+	return out, err
+}
+
+// PlaceOrderTx is the consumer transaction of seed §9.11 with every branch,
+// pipelined: the fresh path sends ONE batch between BEGIN and COMMIT
+// (three round trips in all). The batch claims the message, inserts and
+// locks the reservation, sets a savepoint, and then writes the whole fresh
+// outcome — order and item, ORDER_CREATED event, reservation ORDERED, inbox
+// result — ending with the conditional bucket decrement, so the hot bucket
+// row is locked for the rest of the batch and COMMIT only. When the batch
+// shows that the message is not a plain fresh order, the transaction rolls
+// back to the savepoint (or entirely) and takes the branch that applies.
+func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, hash []byte, m OrderMessage) (Outcome, error) {
+	key := inbox.Key{Group: ConsumerGroup, MessageID: msgID}
+	resv := inventory.NewReservation{
+		ReservationID: m.ReservationID, RequestID: m.RequestID, FirstMessageID: msgID,
+		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
+		ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo,
+	}
+	newOrder := order.NewOrder{
+		OrderID: m.OrderID, RequestID: m.RequestID, ReservationID: m.ReservationID, SourceMessageID: msgID,
+		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
+		UnitPrice: m.UnitPrice, Currency: m.Currency, ExpireAt: m.OrderExpireAt, SKUTitle: m.SKUTitle,
+	}
+	created := Outcome{Code: CodeOrderCreated, OrderID: m.OrderID}
+	result, err := resultOf(created)
+	if err != nil {
+		return Outcome{}, err
+	}
+
+	var (
+		claim inbox.Claim
+		acq   inventory.Acquired
+		ord   order.CreateResult
+		enq   outbox.Enqueued
+		moved inventory.Reservation
+		alloc inventory.Allocated
+		b     pgx.Batch
+	)
+	queue := []func() error{
+		func() error {
+			return s.Inbox.QueueClaimMessage(&b, inbox.Message{
+				Group: ConsumerGroup, MessageID: msgID, Topic: OrderTopic, Tag: OrderTag,
+				MessageKey: m.ReservationID.String(), Ref: m.ReservationID.String(), PayloadHash: hash,
+			}, &claim)
+		},
+		func() error { return s.Inventory.QueueAcquireReservation(&b, resv, &acq) },
+		func() error { b.Queue("SAVEPOINT " + savepoint); return nil },
+		func() error { return s.Orders.QueueCreate(&b, newOrder, &ord) },
+		func() error { return s.Outbox.QueueEnqueue(&b, s.orderCreatedEvent(m), &enq) },
+		func() error {
+			return s.Inventory.QueueTransitionReservation(&b, inventory.Transition{
+				ReservationID: m.ReservationID, To: inventory.StatusOrdered, OrderID: m.OrderID,
+			}, &moved)
+		},
+		func() error { return s.Inbox.QueueComplete(&b, key, result) },
+		func() error {
+			return s.Inventory.QueueAllocateBucket(&b, inventory.Allocation{
+				ReservationID: m.ReservationID, ActivityID: m.ActivityID, SKUID: m.SKUID, Bucket: m.Bucket,
+				Quantity: 1, UserID: m.UserID, OrderID: m.OrderID, SourceMessageID: msgID,
+			}, &alloc)
+		},
+	}
+	for _, q := range queue {
+		if err := q(); err != nil {
+			return Outcome{}, &poisonError{err} // invalid input: it will never pass
+		}
+	}
+	err = tx.SendBatch(ctx, &b).Close()
+	if err == nil && claim.Fresh && acq.Created {
+		return created, nil // the fresh order: commit
+	}
+
+	// Not the plain fresh path. pgx runs the result callbacks in order and
+	// stops at the first error, so what is filled in tells how far the
+	// classification got.
+	claimed := claim.Record.Key.MessageID != uuid.Nil
+	switch {
+	case errors.Is(err, inbox.ErrConcurrentClaim):
+		return Outcome{}, ErrDuplicate // the message committed meanwhile
+	case errors.Is(err, inbox.ErrPayloadMismatch):
+		return Outcome{}, &poisonError{err}
+	case claimed && !claim.Fresh:
+		return Outcome{}, ErrDuplicate // processed before: answer from the inbox
+	case errors.Is(err, inventory.ErrReservationConflict):
+		return Outcome{}, &poisonError{err}
+	}
+	if !claimed || acq.Reservation.ReservationID == uuid.Nil {
+		if err == nil {
+			err = errors.New("batch ended without a claim or a reservation")
+		}
+		return Outcome{}, err
+	}
+	if _, rbErr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rbErr != nil {
+		return Outcome{}, errors.Join(err, rbErr)
+	}
+	if !acq.Created && acq.Reservation.Status != inventory.StatusPendingDB {
+		// Same reservation under a new message id (seed §7.3): answer with
+		// what happened to the reservation.
+		return s.finishKnownReservation(ctx, tx, key, acq.Reservation)
+	}
+	switch {
+	case errors.Is(err, order.ErrConflict):
+		res, cerr := s.Orders.ClassifyConflict(ctx, tx, newOrder)
+		var already *order.UserAlreadyOrderedError
+		switch {
+		case errors.As(cerr, &already):
+			return s.reject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
+		case cerr != nil:
+			return Outcome{}, cerr
+		case res.Existing:
+			return s.finish(ctx, tx, key, m.ReservationID, Outcome{Code: CodeOrderAlready, OrderID: res.Order.OrderID}, true)
+		}
+		return Outcome{}, fmt.Errorf("order conflict classified as neither existing nor already ordered: %w", err)
+	case errors.Is(err, order.ErrUserAlreadyOrdered):
+		var already *order.UserAlreadyOrderedError
+		errors.As(err, &already)
+		return s.reject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
+	case errors.Is(err, inventory.ErrSoldOut):
+		return s.reject(ctx, tx, key, m, CodeSoldOut, 0)
+	case err != nil:
+		return Outcome{}, err
+	}
+	if ord.Existing {
+		return s.finish(ctx, tx, key, m.ReservationID, Outcome{Code: CodeOrderAlready, OrderID: ord.Order.OrderID}, true)
+	}
+	return Outcome{}, fmt.Errorf("unexpected batch outcome (claim fresh %v, reservation created %v)", claim.Fresh, acq.Created)
+}
+
+// finishKnownReservation answers a message whose reservation was already
+// decided by an earlier message.
+func (s *Service) finishKnownReservation(ctx context.Context, tx pgx.Tx, key inbox.Key, r inventory.Reservation) (Outcome, error) {
+	out := Outcome{Code: CodeOrderAlready, OrderID: r.OrderID}
+	if r.Status == inventory.StatusRejected {
+		out = Outcome{Code: r.FailureCode, OrderID: r.OrderID}
+		if out.Code == "" {
+			out.Code = "RESERVATION_REJECTED"
+		}
+	} else if r.OrderID == 0 {
+		out.Code = "RESERVATION_" + r.Status.String()
+	}
+	return s.finish(ctx, tx, key, r.ReservationID, out, false)
+}
+
+// finish records out as the message's result (and, when markOrdered, moves
+// a still-pending reservation to ORDERED) after the savepoint was rolled
+// back.
+func (s *Service) finish(ctx context.Context, tx pgx.Tx, key inbox.Key, reservationID uuid.UUID, out Outcome, markOrdered bool) (Outcome, error) {
+	result, err := resultOf(out)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var b pgx.Batch
+	var moved inventory.Reservation
+	if markOrdered {
+		if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: reservationID, To: inventory.StatusOrdered, OrderID: out.OrderID}, &moved); err != nil {
+			return Outcome{}, err
+		}
+	}
+	if err := s.Inbox.QueueComplete(&b, key, result); err != nil {
+		return Outcome{}, err
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil && !errors.Is(err, inventory.ErrAlreadyInState) {
+		return Outcome{}, err
+	}
+	return out, nil
+}
+
+// reject is the seed §7.4 branch: the reservation is REJECTED and a
+// compensation event gives the front-door reservation back, in the same
+// transaction.
+func (s *Service) reject(ctx context.Context, tx pgx.Tx, key inbox.Key, m OrderMessage, code string, orderID int64) (Outcome, error) {
+	out := Outcome{Code: code, OrderID: orderID}
+	result, err := resultOf(out)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var (
+		b     pgx.Batch
+		moved inventory.Reservation
+		enq   outbox.Enqueued
+	)
+	if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: m.ReservationID, To: inventory.StatusRejected, FailureCode: code}, &moved); err != nil {
+		return Outcome{}, err
+	}
+	if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(m.ReservationID, code), &enq); err != nil {
+		return Outcome{}, err
+	}
+	if err := s.Inbox.QueueComplete(&b, key, result); err != nil {
+		return Outcome{}, err
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return Outcome{}, err
+	}
+	return out, nil
+}
+
+func resultOf(out Outcome) (inbox.Result, error) {
+	payload, err := json.Marshal(out)
+	if err != nil {
+		return inbox.Result{}, err
+	}
+	return inbox.Result{Code: out.Code, Payload: payload}, nil
+}
+
+func (s *Service) orderCreatedEvent(m OrderMessage) outbox.Event {
+	id := strconv.FormatInt(m.OrderID, 10)
+	payload, _ := json.Marshal(map[string]any{
+		"order_id": m.OrderID, "reservation_id": m.ReservationID, "user_id": m.UserID,
+		"activity_id": m.ActivityID, "sku_id": m.SKUID, "amount": m.UnitPrice, "currency": m.Currency,
+	})
+	return outbox.Event{
+		Topic: EventTopic, Tag: TagOrderCreated, AggregateType: "ORDER", AggregateID: id,
+		Payload: payload, DedupKey: TagOrderCreated + ":" + id,
+	}
+}
+
+// FrontDoorReleaseEvent is the compensation event that gives a
+// reservation back to the front door.
+func (s *Service) FrontDoorReleaseEvent(reservationID uuid.UUID, reason string) outbox.Event {
+	id := reservationID.String()
+	payload, _ := json.Marshal(map[string]any{"reservation_id": reservationID, "reason": reason})
+	return outbox.Event{
+		Topic: EventTopic, Tag: TagFrontDoorRelease, AggregateType: "RESERVATION", AggregateID: id,
+		Payload: payload, DedupKey: TagFrontDoorRelease + ":" + id,
+	}
+}

@@ -1,0 +1,110 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// Payment is a payment provider's success callback (seed §9.9). What
+// POST /payments/callback receives.
+type Payment struct {
+	OrderID         int64  `json:"order_id"`
+	ProviderTradeNo string `json:"provider_trade_no"`
+	CallbackID      string `json:"callback_id"`
+	Amount          int64  `json:"amount"`
+	Currency        string `json:"currency"`
+}
+
+// Provider names the payment provider of the callbacks.
+const Provider = "simpay"
+
+// Pay records a payment callback in one transaction: the payment row, the
+// PAID transition, and the event that follows from it — ORDER_PAID, or a
+// refund request when the order was cancelled first.
+func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, error) {
+	var res order.PaymentResult
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return res, err
+	}
+	err = pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "payment"}, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.Orders.RecordPayment(ctx, tx, order.Payment{
+			PaymentID: uuid.Must(uuid.NewV7()), PaymentRequestID: uuid.Must(uuid.NewV7()),
+			OrderID: p.OrderID, Provider: Provider, ProviderTradeNo: p.ProviderTradeNo, CallbackID: p.CallbackID,
+			Amount: p.Amount, Currency: p.Currency, RawPayload: raw,
+		})
+		if err != nil {
+			return err
+		}
+		id := strconv.FormatInt(p.OrderID, 10)
+		switch {
+		case res.Refund != nil:
+			payload, _ := json.Marshal(res.Refund)
+			_, err = s.Outbox.Enqueue(ctx, tx, outbox.Event{
+				Topic: EventTopic, Tag: TagRefundRequested, AggregateType: "PAYMENT", AggregateID: res.Refund.PaymentID.String(),
+				Payload: payload, DedupKey: TagRefundRequested + ":" + res.Refund.PaymentID.String(),
+			})
+		case res.Kind == order.PaymentPaid:
+			payload, _ := json.Marshal(map[string]any{"order_id": p.OrderID, "payment_id": res.PaymentID})
+			_, err = s.Outbox.Enqueue(ctx, tx, outbox.Event{
+				Topic: EventTopic, Tag: TagOrderPaid, AggregateType: "ORDER", AggregateID: id,
+				Payload: payload, DedupKey: TagOrderPaid + ":" + id,
+			})
+		}
+		return err
+	})
+	return res, err
+}
+
+// CancelExpired is one sweep of the timeout canceller (seed §9.10): up to
+// limit expired unpaid orders are cancelled, their stock released (RELEASE
+// ledger row), their reservations RELEASED and a front-door release event
+// enqueued — all in one transaction, so a crash leaves all or nothing.
+func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
+	n := 0
+	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "cancel_expired", LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
+		n = 0
+		cancelled, err := s.Orders.CancelExpired(ctx, tx, limit)
+		if err != nil || len(cancelled) == 0 {
+			return err
+		}
+		var b pgx.Batch
+		released := make([]inventory.Allocated, len(cancelled))
+		moved := make([]inventory.Reservation, len(cancelled))
+		enq := make([]outbox.Enqueued, len(cancelled))
+		for i, c := range cancelled {
+			if !c.Changed {
+				continue
+			}
+			o := c.Order
+			if err := s.Inventory.QueueRelease(&b, inventory.Release{ReservationID: o.ReservationID, OrderID: o.OrderID, Reason: order.CancelReasonPayTimeout}, &released[i]); err != nil {
+				return err
+			}
+			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleased}, &moved[i]); err != nil {
+				return err
+			}
+			if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(o.ReservationID, order.CancelReasonPayTimeout), &enq[i]); err != nil {
+				return err
+			}
+			n++
+		}
+		// An error here (a release already applied would mean stock coming
+		// back twice) rolls the whole sweep back: nothing is half-cancelled.
+		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

@@ -1,0 +1,135 @@
+// Command seckill runs the full flash-sale flow of the seckill kit against
+// PostgreSQL and audits the result.
+//
+// With no flags it starts a throwaway PostgreSQL (or uses
+// SECKILL_DATABASE_URL), provisions 10,000 units over 64 buckets, lets
+// 40,000 buyers click (some twice), runs the consumers, the outbox relays,
+// payments with duplicate and late callbacks and the timeout canceller,
+// drains the outbox, prints a report and checks every invariant. It exits
+// non-zero if any check fails.
+//
+// With -serve it keeps an HTTP API up instead:
+//
+//	POST /orders            {"user_id": 42}            → 202 {"request_id": …, "status": "queued"}
+//	GET  /orders/{request}                             → the order's status
+//	POST /payments/callback {"order_id": …, "provider_trade_no": …, "amount": …, "currency": "CNY"}
+//	GET  /audit                                        → every invariant, checked now
+//	GET  /stats                                        → counters and outbox figures
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/internal/pgharness"
+)
+
+func main() {
+	cfg := defaultConfig()
+	flag.IntVar(&cfg.Stock, "stock", cfg.Stock, "units on sale")
+	flag.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "inventory buckets (1-256)")
+	flag.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "distinct buyers who click")
+	flag.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "concurrent queue consumers")
+	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size")
+	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
+	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")
+	flag.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "share of messages the queue delivers twice")
+	flag.Float64Var(&cfg.ResendRate, "resend-rate", cfg.ResendRate, "share of reservations re-sent under a new message id")
+	flag.Float64Var(&cfg.DoubleClick, "double-click", cfg.DoubleClick, "share of buyers who click twice")
+	flag.Float64Var(&cfg.FrontDrift, "front-drift", cfg.FrontDrift, "extra stock the front door believes in (relative)")
+	flag.Float64Var(&cfg.FrontForget, "front-forget", cfg.FrontForget, "share of buyers the front door forgets")
+	flag.Float64Var(&cfg.PayRate, "pay-rate", cfg.PayRate, "share of orders paid in time")
+	flag.Float64Var(&cfg.LatePayRate, "late-pay-rate", cfg.LatePayRate, "share of orders paid after their cancel")
+	flag.Float64Var(&cfg.DupCallback, "dup-callback", cfg.DupCallback, "share of payment callbacks delivered twice")
+	flag.DurationVar(&cfg.OrderTTL, "order-ttl", cfg.OrderTTL, "time an order may stay unpaid")
+	flag.StringVar(&cfg.Schema, "schema", cfg.Schema, "PostgreSQL schema")
+	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed")
+	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
+	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, *serve, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, serve string, verbose bool) error {
+	log := slog.New(slog.DiscardHandler)
+	if verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	srv, err := pgharness.Start(ctx, pgharness.Options{})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	pcfg, err := pgxpool.ParseConfig(srv.URL)
+	if err != nil {
+		return err
+	}
+	pcfg.MaxConns = int32(cfg.PoolSize)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	if serve != "" {
+		return serveHTTP(ctx, pool, cfg, serve, log)
+	}
+	if os.Getenv(pgharness.EnvURL) == "" {
+		fmt.Fprintln(os.Stderr, "seckill: started a throwaway PostgreSQL; set", pgharness.EnvURL, "to use your own")
+	}
+	var progress func(string)
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
+	}
+	start := time.Now()
+	rep, err := runSale(ctx, pool, cfg, log, progress)
+	if progress != nil {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if err != nil {
+		return err
+	}
+	rep.print(os.Stdout)
+	fmt.Printf("finished in %.1fs\n", time.Since(start).Seconds())
+	if !rep.Passed() {
+		return errors.New("audit failed")
+	}
+	return nil
+}
+
+func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr string, log *slog.Logger) error {
+	api, err := newAPI(ctx, pool, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	hs := &http.Server{Addr: addr, Handler: api, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats"}, ", "))
+	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

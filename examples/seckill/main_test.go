@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func smallConfig(t *testing.T) config {
+	cfg := defaultConfig()
+	cfg.Schema = pgtest.Schema(t)
+	cfg.Stock, cfg.Buckets, cfg.Buyers = 300, 8, 900
+	cfg.Consumers, cfg.Relays, cfg.QueueDepth = 8, 2, 200
+	// High rates so that every branch of the consumer runs.
+	cfg.DupRate, cfg.ResendRate, cfg.DoubleClick = 0.2, 0.05, 0.2
+	cfg.FrontDrift, cfg.FrontForget = 0.1, 0.05
+	cfg.PayRate, cfg.LatePayRate, cfg.DupCallback = 0.5, 0.1, 0.2
+	cfg.OrderTTL = 2 * time.Second
+	return cfg
+}
+
+// TestSaleAuditPasses runs the whole flow at small scale and checks that
+// the audit passes and that the counts add up.
+func TestSaleAuditPasses(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 4*time.Minute)
+	cfg := smallConfig(t)
+	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	t.Log("\n" + out.String())
+	for _, c := range rep.Checks {
+		if !c.Pass {
+			t.Errorf("audit FAIL [%s] %s: %s", c.Invariant, c.Name, c.Detail)
+		}
+	}
+	if !rep.Passed() || !strings.Contains(out.String(), "audit: all invariants hold") {
+		t.Fatal("audit did not pass")
+	}
+	// Every reservation the front door accepted became exactly one order or
+	// one rejection.
+	if got := rep.Created + rep.SoldOut + rep.UserAlready; got != rep.FrontAccepted {
+		t.Errorf("orders %d + sold out %d + already ordered %d = %d, want front-door accepted %d",
+			rep.Created, rep.SoldOut, rep.UserAlready, got, rep.FrontAccepted)
+	}
+	// Never more live orders than stock; stock is conserved (the audit
+	// checks each bucket; here the totals).
+	if rep.Paid > int64(cfg.Stock) {
+		t.Errorf("%d orders paid for %d units", rep.Paid, cfg.Stock)
+	}
+	if rep.Paid+rep.Cancelled != rep.Created {
+		t.Errorf("paid %d + cancelled %d != created %d: an order was left unpaid or counted twice", rep.Paid, rep.Cancelled, rep.Created)
+	}
+	// Every branch that does not depend on timing ran (sold out in
+	// PostgreSQL races with the cancels that give stock back; the flow
+	// package's tests drive it deterministically).
+	for name, n := range map[string]int64{
+		"duplicate deliveries absorbed": rep.Duplicates, "same reservation under a new message id": rep.Already,
+		"user already ordered": rep.UserAlready,
+		"duplicate payment callbacks": rep.DupCallbacks, "payments after cancel": rep.PaidAfterCancel,
+		"timeout cancels": rep.Cancelled, "refund events": rep.Published[flow.TagRefundRequested],
+		"front-door releases": rep.Published[flow.TagFrontDoorRelease],
+	} {
+		if n == 0 {
+			t.Errorf("%s: 0, the branch did not run", name)
+		}
+	}
+	if rep.Published[flow.TagOrderCreated] < rep.Created {
+		t.Errorf("ORDER_CREATED published %d times for %d orders", rep.Published[flow.TagOrderCreated], rep.Created)
+	}
+}
+
+func do(t *testing.T, method, url string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd *bytes.Reader
+	switch b := body.(type) {
+	case nil:
+		rd = bytes.NewReader(nil)
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// waitStatus polls GET /orders/{id} until the status is want.
+func waitStatus(t *testing.T, base, requestID, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out := do(t, "GET", base+"/orders/"+requestID, nil)
+		if code == http.StatusOK && out["status"] == want {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s: last answer %d %v, want status %s", requestID, code, out, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHTTPAPI(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 3*time.Minute)
+	cfg := smallConfig(t)
+	cfg.Stock, cfg.Buckets, cfg.OrderTTL = 2, 1, time.Hour
+	a, err := newAPI(ctx, pgtest.Pool(t), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	defer func() { srv.Close(); a.Close() }()
+	base := srv.URL
+
+	code, out := do(t, "POST", base+"/orders", map[string]any{"user_id": 1})
+	if code != http.StatusAccepted || out["status"] != "queued" {
+		t.Fatalf("POST /orders = %d %v, want 202 queued", code, out)
+	}
+	req1 := out["request_id"].(string)
+	if code, _ := do(t, "POST", base+"/orders", map[string]any{"user_id": 1}); code != http.StatusConflict {
+		t.Errorf("second click of the same user = %d, want 409", code)
+	}
+	for _, bad := range []string{`{}`, `{"user_id": -3}`, `not json`, `{"user_id": "x"}`} {
+		if code, _ := do(t, "POST", base+"/orders", bad); code != http.StatusBadRequest {
+			t.Errorf("POST /orders %s = %d, want 400", bad, code)
+		}
+	}
+	code, out = do(t, "POST", base+"/orders", map[string]any{"user_id": 2})
+	if code != http.StatusAccepted {
+		t.Fatalf("second buyer = %d %v", code, out)
+	}
+	req2 := out["request_id"].(string)
+	if code, _ := do(t, "POST", base+"/orders", map[string]any{"user_id": 3}); code != http.StatusGone {
+		t.Errorf("third buyer for 2 units = %d, want 410 sold out", code)
+	}
+
+	o1 := waitStatus(t, base, req1, "CREATED")
+	waitStatus(t, base, req2, "CREATED")
+	orderID := int64(o1["order_id"].(float64))
+	amount := int64(o1["amount"].(float64))
+	if code, _ := do(t, "GET", base+"/orders/"+"0190a2c4-0000-7000-8000-000000000000", nil); code != http.StatusNotFound {
+		t.Errorf("unknown request = %d, want 404", code)
+	}
+	if code, _ := do(t, "GET", base+"/orders/not-a-uuid", nil); code != http.StatusBadRequest {
+		t.Errorf("bad request id = %d, want 400", code)
+	}
+
+	pay := map[string]any{"order_id": orderID, "provider_trade_no": "T1", "callback_id": "C1", "amount": amount, "currency": "CNY"}
+	if code, _ := do(t, "POST", base+"/payments/callback", map[string]any{"order_id": orderID, "provider_trade_no": "T9", "amount": amount + 1, "currency": "CNY"}); code != http.StatusUnprocessableEntity {
+		t.Errorf("amount mismatch = %d, want 422", code)
+	}
+	if code, out := do(t, "POST", base+"/payments/callback", pay); code != http.StatusOK || out["result"] != "paid" || out["order_status"] != "PAID" {
+		t.Fatalf("payment = %d %v, want 200 paid", code, out)
+	}
+	if code, out := do(t, "POST", base+"/payments/callback", pay); code != http.StatusOK || out["result"] != "duplicate" {
+		t.Errorf("duplicate callback = %d %v, want 200 duplicate", code, out)
+	}
+	if code, _ := do(t, "POST", base+"/payments/callback", map[string]any{"order_id": 777, "provider_trade_no": "T2", "amount": 1, "currency": "CNY"}); code != http.StatusNotFound {
+		t.Errorf("unknown order = %d, want 404", code)
+	}
+	if code, _ := do(t, "POST", base+"/payments/callback", `{"order_id": 0}`); code != http.StatusBadRequest {
+		t.Errorf("invalid callback = %d, want 400", code)
+	}
+	waitStatus(t, base, req1, "PAID")
+
+	// Quiet now: the audit is exact.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out = do(t, "GET", base+"/audit", nil)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the relays may still be publishing
+	}
+	if code != http.StatusOK || out["passed"] != true {
+		t.Fatalf("GET /audit = %d %v", code, out)
+	}
+	code, out = do(t, "GET", base+"/stats", nil)
+	if code != http.StatusOK || out["orders_created"].(float64) != 2 || out["paid"].(float64) != 1 {
+		t.Errorf("GET /stats = %d %v", code, out)
+	}
+}
+
+// TestHTTPBusy: with the queue full, a click answers 503 and nothing is
+// reserved for it.
+func TestHTTPBusy(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 2*time.Minute)
+	cfg := smallConfig(t)
+	cfg.QueueDepth, cfg.Consumers = 1, 0 // nobody drains the queue
+	a, err := newAPI(ctx, pgtest.Pool(t), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	defer func() { srv.Close(); a.Close() }()
+	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 1}); code != http.StatusAccepted {
+		t.Fatalf("first click = %d", code)
+	}
+	before := a.s.front.Available()
+	code, out := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2})
+	if code != http.StatusServiceUnavailable || out["status"] != "busy" {
+		t.Fatalf("click on a full queue = %d %v, want 503 busy", code, out)
+	}
+	if after := a.s.front.Available(); after != before {
+		t.Errorf("a busy click kept a unit: available %d → %d", before, after)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2}); code != http.StatusServiceUnavailable {
+		t.Errorf("the refused buyer may try again (and is busy again): got %d", code)
+	}
+}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+)
+
+// config is everything a run can be told (see the flags in main.go).
+type config struct {
+	Schema    string
+	Stock     int
+	Buckets   int
+	Buyers    int
+	Consumers int
+	PoolSize  int
+	Relays    int
+
+	QueueDepth  int
+	DupRate     float64 // deliveries duplicated on purpose
+	ResendRate  float64 // reservations re-sent under a new message id (seed §7.3)
+	DoubleClick float64 // buyers who click twice
+	FrontDrift  float64 // extra stock the front door believes in (seed §7.4)
+	FrontForget float64 // reservations whose buyer the front door forgets (seed §7.4)
+
+	PayRate     float64 // orders paid in time
+	LatePayRate float64 // orders paid after they were cancelled
+	DupCallback float64 // payment callbacks delivered twice
+	OrderTTL    time.Duration
+	Seed        uint64
+}
+
+// item is the SKU on sale.
+func (c config) item() flow.SKU {
+	return flow.SKU{ActivityID: 1, SKUID: 1001, Title: "Flash-sale phone", UnitPrice: 99900, Currency: "CNY",
+		Stock: int32(c.Stock), Buckets: int16(c.Buckets)}
+}
+
+func defaultConfig() config {
+	return config{
+		Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, PoolSize: 24, Relays: 2,
+		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
+		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
+	}
+}
+
+// report is what a run prints.
+type report struct {
+	Offered, FrontAccepted, FrontSoldOut, FrontAlready, Busy   int64
+	Created, Already, UserAlready, SoldOut, Duplicates, Poison int64
+	Deliveries, Redeliveries, TxErrors, Retries, UnknownCmts   int64
+	Paid, DupCallbacks, PaidAfterCancel, Cancelled             int64
+	Published                                                  map[string]int64
+	SaleSeconds, OrdersPerSecond                               float64
+	P50, P99                                                   time.Duration
+	Checks                                                     []flow.Check
+}
+
+// Passed reports whether every audit check passed.
+func (r report) Passed() bool {
+	for _, c := range r.Checks {
+		if !c.Pass {
+			return false
+		}
+	}
+	return len(r.Checks) > 0
+}
+
+// runSale runs the default flow end to end on pool: sale, payments and
+// timeouts, outbox drain, audit. progress (may be nil) receives a status
+// line now and then.
+func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger, progress func(string)) (report, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ec))
+	var rngMu sync.Mutex
+	chance := func(p float64) bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() < p }
+
+	item := cfg.item()
+	s, err := newService(ctx, pool, cfg.Schema, item, queueConfig{
+		Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond,
+	}, cfg.OrderTTL, log)
+	if err != nil {
+		return report{}, err
+	}
+	if cfg.FrontDrift > 0 { // the front door believes in a little more stock than PostgreSQL has
+		extra := int32(float64(cfg.Stock) * cfg.FrontDrift)
+		for i := int32(0); i < extra; i++ {
+			s.front.available[int(i)%len(s.front.available)]++
+		}
+	}
+
+	// Background: consumers and relays.
+	stopAll, err := s.startBackground(ctx, cfg.Consumers, cfg.Relays)
+	if err != nil {
+		return report{}, err
+	}
+	defer stopAll()
+	bg, stopProgress := context.WithCancel(ctx)
+	defer stopProgress()
+	if progress != nil {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		go func() {
+			for {
+				select {
+				case <-bg.Done():
+					return
+				case <-t.C:
+					progress(fmt.Sprintf("clicks %d  queued %d  orders %d  rejected %d  paid %d  cancelled %d  published %d",
+						s.stats.clicks.Load(), s.q.Pending(), s.stats.created.Load(), s.stats.soldOut.Load()+s.stats.userAlready.Load(),
+						s.stats.paid.Load(), s.stats.cancelled.Load(), countIDs(&s.stats.publishedIDs)))
+				}
+			}
+		}()
+	}
+
+	// Buyers pay for their orders as soon as they see them (the relay
+	// publishes ORDER_CREATED); some never pay and their orders expire; some
+	// pay only after the cancel. Payments and the timeout canceller race on
+	// the order rows throughout.
+	createdCh := make(chan int64, cfg.Stock*2+1024)
+	s.onOrderCreated = func(id int64) {
+		select {
+		case createdCh <- id:
+		default: // the buyer missed it: the order expires
+		}
+	}
+	payCh := make(chan flow.Payment, 256)
+	var payers sync.WaitGroup
+	var payErrs atomic.Int64
+	for range 4 {
+		payers.Add(1)
+		go func() {
+			defer payers.Done()
+			for p := range payCh {
+				if _, err := s.pay(ctx, p); err != nil {
+					payErrs.Add(1)
+					log.Warn("payment failed", "order_id", p.OrderID, "error", err)
+				}
+			}
+		}()
+	}
+	var late []int64
+	buyersDone := make(chan struct{})
+	go func() {
+		defer close(buyersDone)
+		seen := map[int64]bool{}
+		for id := range createdCh {
+			if seen[id] { // ORDER_CREATED is published at least once
+				continue
+			}
+			seen[id] = true
+			switch {
+			case chance(cfg.PayRate):
+				p := s.paymentFor(id)
+				payCh <- p
+				if chance(cfg.DupCallback) {
+					payCh <- p // the provider calls back twice
+				}
+			case chance(cfg.LatePayRate / (1 - cfg.PayRate)):
+				late = append(late, id)
+			}
+		}
+	}()
+	cancelDone := make(chan error, 1)
+	cancelCtx, stopCancel := context.WithCancel(ctx)
+	defer stopCancel()
+	go func() { cancelDone <- s.cancelLoop(cancelCtx) }()
+
+	// Phase 1: the sale. Buyers click in random order; some twice.
+	saleStart := time.Now()
+	var clicks []int64
+	for u := 1; u <= cfg.Buyers; u++ {
+		clicks = append(clicks, int64(u))
+		if chance(cfg.DoubleClick) {
+			clicks = append(clicks, int64(u))
+		}
+	}
+	rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
+	var resent []reservation
+	for _, u := range clicks {
+		if ctx.Err() != nil {
+			return report{}, ctx.Err()
+		}
+		r, err := s.click(u)
+		for errors.Is(err, errBusy) { // back-pressure: the buyer retries a moment later
+			time.Sleep(2 * time.Millisecond)
+			r, err = s.click(u)
+		}
+		if err != nil {
+			continue
+		}
+		if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
+			s.front.forget(u)
+			if _, err := s.click(u); err == nil {
+				s.stats.clicks.Add(-1) // the same buyer's click, counted once
+			}
+		}
+		if chance(cfg.ResendRate) {
+			resent = append(resent, r)
+		}
+	}
+	for _, r := range resent { // a scanner re-sends reservations under new message ids (seed §7.3)
+		for errors.Is(s.publish(r, uuid.Must(uuid.NewV7())), errBusy) {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if err := s.q.WaitIdle(ctx); err != nil {
+		return report{}, err
+	}
+	saleSeconds := time.Since(saleStart).Seconds()
+
+	// Phase 2: every order is paid or cancelled. Wait until the relays have
+	// published every ORDER_CREATED (so the buyers have seen their orders),
+	// then until no order is left unpaid, then send the late payments.
+	if err := s.waitOutboxDrained(ctx); err != nil {
+		return report{}, err
+	}
+	deadline := time.Now().Add(cfg.OrderTTL + time.Minute)
+	for {
+		n, err := s.unpaidOrders(ctx)
+		if err != nil {
+			return report{}, err
+		}
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(createdCh)
+	<-buyersDone
+	for _, id := range late { // paid after the cancel: a refund
+		payCh <- s.paymentFor(id)
+	}
+	close(payCh)
+	payers.Wait()
+	stopCancel()
+	if err := <-cancelDone; err != nil && !errors.Is(err, context.Canceled) {
+		return report{}, err
+	}
+
+	// Phase 3: drain the outbox (the relays publish everything).
+	if err := s.waitOutboxDrained(ctx); err != nil {
+		return report{}, err
+	}
+	stopAll()
+
+	// Phase 4: report and audit.
+	checks, err := s.audit(ctx)
+	if err != nil {
+		return report{}, err
+	}
+	r := report{
+		Offered: s.stats.clicks.Load() - s.stats.busy.Load(), FrontAccepted: s.stats.frontAccepted.Load(), FrontSoldOut: s.stats.frontSoldOut.Load(),
+		FrontAlready: s.stats.frontAlready.Load(), Busy: s.stats.busy.Load(),
+		Created: s.stats.created.Load(), Already: s.stats.already.Load(), UserAlready: s.stats.userAlready.Load(),
+		SoldOut: s.stats.soldOut.Load(), Duplicates: s.stats.duplicates.Load(), Poison: s.stats.poison.Load(),
+		Deliveries: s.q.deliveries.Load(), Redeliveries: s.q.redeliveries.Load(), TxErrors: s.stats.txErrors.Load(),
+		Retries: s.stats.retries.Load(), UnknownCmts: s.stats.unknownCmts.Load(),
+		Paid: s.stats.paid.Load(), DupCallbacks: s.stats.dupCallbacks.Load(), PaidAfterCancel: s.stats.paidAfterCancel.Load(),
+		Cancelled: s.stats.cancelled.Load(), Published: map[string]int64{},
+		SaleSeconds: saleSeconds, OrdersPerSecond: float64(s.stats.created.Load()) / saleSeconds,
+		P50: s.lat.percentile(50), P99: s.lat.percentile(99), Checks: checks,
+	}
+	for _, tag := range []string{flow.TagOrderCreated, flow.TagOrderPaid, flow.TagFrontDoorRelease, flow.TagRefundRequested} {
+		r.Published[tag] = s.stats.publishedTag(tag)
+	}
+	if payErrs.Load() > 0 {
+		return r, fmt.Errorf("%d payment callbacks failed", payErrs.Load())
+	}
+	return r, nil
+}
+
+// cancelLoop sweeps expired orders until ctx ends.
+func (s *service) cancelLoop(ctx context.Context) error {
+	for {
+		n, err := s.cancelExpired(ctx, 500)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.Warn("cancel sweep failed", "error", err)
+		}
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (s *service) paymentFor(orderID int64) flow.Payment {
+	return flow.Payment{OrderID: orderID, ProviderTradeNo: fmt.Sprintf("T%d", orderID), CallbackID: fmt.Sprintf("CB%d", orderID),
+		Amount: s.Item.UnitPrice, Currency: s.Item.Currency}
+}
+
+// waitOutboxDrained waits until no event is pending, being sent or
+// waiting for a retry.
+func (s *service) waitOutboxDrained(ctx context.Context) error {
+	for {
+		st, err := s.Outbox.Stats(ctx, s.Pool)
+		if err != nil {
+			return err
+		}
+		if st.Pending+st.Sending+st.Retry == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// unpaidOrders counts orders neither paid nor cancelled yet.
+func (s *service) unpaidOrders(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{s.Schema, "orders"}.Sanitize()+` WHERE status IN (10, 20)`).Scan(&n)
+	return n, err
+}
+
+func countIDs(m *sync.Map) int64 {
+	var n int64
+	m.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// print writes the report and the audit.
+func (r report) print(w io.Writer) {
+	line := func(name string, v any) { fmt.Fprintf(w, "  %-44s %v\n", name, v) }
+	fmt.Fprintln(w, "seckill: flash sale report")
+	line("buyer clicks", r.Offered)
+	line("accepted by the front door", r.FrontAccepted)
+	line("refused at the front door: sold out", r.FrontSoldOut)
+	line("refused at the front door: already reserved", r.FrontAlready)
+	line("answered busy (queue full), clicked again", r.Busy)
+	line("orders created", r.Created)
+	line("rejected in PostgreSQL: sold out", r.SoldOut)
+	line("rejected in PostgreSQL: user already ordered", r.UserAlready)
+	line("same reservation, new message id: answered", r.Already)
+	line("duplicate deliveries absorbed by the inbox", r.Duplicates)
+	line("deliveries / redeliveries", fmt.Sprintf("%d / %d", r.Deliveries, r.Redeliveries))
+	line("transactions retried (40001/40P01)", r.Retries)
+	line("commits with unknown outcome", r.UnknownCmts)
+	line("orders paid (duplicate callbacks absorbed)", fmt.Sprintf("%d (%d)", r.Paid, r.DupCallbacks))
+	line("orders cancelled by timeout, stock released", r.Cancelled)
+	line("payments after cancel: refunds requested", r.PaidAfterCancel)
+	line("events published", fmt.Sprintf("%d ORDER_CREATED, %d ORDER_PAID, %d FRONTDOOR_RELEASE, %d REFUND_REQUESTED",
+		r.Published[flow.TagOrderCreated], r.Published[flow.TagOrderPaid], r.Published[flow.TagFrontDoorRelease], r.Published[flow.TagRefundRequested]))
+	line("sale duration", fmt.Sprintf("%.1fs", r.SaleSeconds))
+	line("orders per second", fmt.Sprintf("%.0f", r.OrdersPerSecond))
+	line("consumer transaction latency p50 / p99", fmt.Sprintf("%v / %v", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond)))
+	fmt.Fprintln(w, "audit:")
+	for _, c := range r.Checks {
+		status := "PASS"
+		if !c.Pass {
+			status = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s  [%s] %s: %s\n", status, c.Invariant, c.Name, c.Detail)
+	}
+	if r.Passed() {
+		fmt.Fprintln(w, "audit: all invariants hold")
+	} else {
+		fmt.Fprintln(w, "audit: FAILED")
+	}
+}
