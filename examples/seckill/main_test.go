@@ -68,7 +68,7 @@ func TestSaleAuditPasses(t *testing.T) {
 	// package's tests drive it deterministically).
 	for name, n := range map[string]int64{
 		"duplicate deliveries absorbed": rep.Duplicates, "same reservation under a new message id": rep.Already,
-		"user already ordered": rep.UserAlready,
+		"user already ordered":        rep.UserAlready,
 		"duplicate payment callbacks": rep.DupCallbacks, "payments after cancel": rep.PaidAfterCancel,
 		"timeout cancels": rep.Cancelled, "refund events": rep.Published[flow.TagRefundRequested],
 		"front-door releases": rep.Published[flow.TagFrontDoorRelease],
