@@ -165,6 +165,10 @@ func (o Options) txOptions() pgx.TxOptions {
 func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
 	d := base
 	for i := 1; i < attempt && d < maxWait; i++ {
+		if d > maxWait/2 { // doubling would pass the cap (or overflow)
+			d = maxWait
+			break
+		}
 		d *= 2
 	}
 	d = min(d, maxWait)
