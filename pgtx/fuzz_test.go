@@ -47,7 +47,7 @@ func FuzzErrorClassification(f *testing.F) {
 		}
 		type result struct {
 			retryable, serial, deadlock, unique, lock, stmt, outcome, notCommitted bool
-			constraint                                                            string
+			constraint                                                             string
 		}
 		classify := func(err error) result {
 			c, u := pgtx.UniqueViolation(err)
