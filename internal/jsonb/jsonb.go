@@ -1,12 +1,15 @@
 // Package jsonb checks that valid JSON text is also storable as PostgreSQL
-// jsonb, which is stricter than encoding/json: it rejects the escaped NUL
-// character \u0000, unpaired UTF-16 surrogate escapes and numbers outside
-// the range of its numeric type. The packages use it to reject such
-// payloads with their own validation errors before anything reaches the
-// database.
+// jsonb, which is stricter than encoding/json: it rejects invalid UTF-8
+// (json.Valid lets it through inside strings), the escaped NUL character
+// \u0000, unpaired UTF-16 surrogate escapes and numbers outside the range of
+// its numeric type. The packages use it to reject such payloads with their
+// own validation errors before anything reaches the database.
 package jsonb
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // Numeric limits of PostgreSQL's numeric type as jsonb parses numbers:
 // at most 131072 digits before the decimal point and 16383 after it.
@@ -20,6 +23,9 @@ const (
 // for absurd numbers: a number whose written exponent would put it beyond
 // numeric's range is rejected even when it is zero (0e1000000).
 func Check(b []byte) error {
+	if !utf8.Valid(b) { // json.Valid lets invalid UTF-8 through inside strings
+		return fmt.Errorf("not valid UTF-8")
+	}
 	for i := 0; i < len(b); {
 		c := b[i]
 		switch {
