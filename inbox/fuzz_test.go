@@ -26,6 +26,7 @@ func FuzzClaimMessage(f *testing.F) {
 		{"'; DROP TABLE consumer_inbox; --", `"quoted"`, "$1", `\x00`, "主题🚀", "OK", "", ""},
 		{"g", "t", "", "", "", "OK", `"\ud800"`, "body"},
 		{"g", "t", "", "", "", "OK", `1e999999`, "body"},
+		{"g", "t", "", "", "", "OK", "\"\xf3\"", "body"},
 		{"g", "t", "", "", "", "OK", `"\\u0000"`, "body"},
 		{"g", "t", "", "", "", "OK", `"a\u0000"`, "body"},
 		{"g", "t", "", "", "a\x00b", "OK", ``, ""},

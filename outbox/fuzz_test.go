@@ -32,6 +32,7 @@ func FuzzEnqueueEvent(f *testing.F) {
 		{"t", "", "k", "", `"\\u0000"`, "", ""},        // an escaped backslash: fine
 		{"t", "", "k", "", `"\ud800"`, "", ""},         // lone surrogate
 		{"t", "", "k", "", `1e1000000`, "", ""},        // beyond numeric's range
+		{"t", "", "k", "", "\"\xf3\"", "", ""},         // invalid UTF-8 inside a JSON string
 		{"t", "", "k", "", `{"a":1,"a":2}`, "", ""},    // duplicate keys: jsonb keeps the last
 		{"t", "", "k", "", "  {\"a\" :\t1}\n", "", ""}, // whitespace
 		{"t", "", "k\x00", "", `{}`, "", ""},           // NUL in text
