@@ -61,6 +61,8 @@ func (a Allocation) validate() error {
 		return invalid("SourceMessageID", "required")
 	case len([]rune(a.Reason)) > MaxCodeLength:
 		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(a.Reason):
+		return invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
 	return nil
 }
@@ -263,6 +265,8 @@ func (r Release) validate() error {
 		return invalid("OrderID", "must not be negative")
 	case len([]rune(r.Reason)) > MaxCodeLength:
 		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(r.Reason):
+		return invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
 	return nil
 }

@@ -317,6 +317,8 @@ func (t Transition) validate() error {
 		return invalid("OrderID", "must not be negative")
 	case len([]rune(t.FailureCode)) > MaxCodeLength:
 		return invalid("FailureCode", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(t.FailureCode):
+		return invalid("FailureCode", "not valid UTF-8 or contains a NUL byte")
 	}
 	return nil
 }
