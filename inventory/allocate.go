@@ -180,8 +180,8 @@ func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) 
 	if err := a.validate(); err != nil {
 		return err
 	}
-	if dst == nil {
-		return invalid("dst", "must not be nil")
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "must not be nil")
 	}
 	b.Queue(s.sql.allocate, allocateArgs(a)...).QueryRow(func(row pgx.Row) error {
 		return s.scanAllocate(row, a, dst)
@@ -349,8 +349,8 @@ func (s *Store) QueueRelease(b *pgx.Batch, r Release, dst *Allocated) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if dst == nil {
-		return invalid("dst", "must not be nil")
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "must not be nil")
 	}
 	b.Queue(s.sql.release, releaseArgs(r)...).QueryRow(func(row pgx.Row) error {
 		return s.scanRelease(row, r, dst)
