@@ -16,8 +16,9 @@
 // SECKILL_QUERY_EXEC_MODE selects pgx's default_query_exec_mode for the
 // shared [Pool], for [NewPool] (before the caller's configure func runs, so
 // a test can still override it) and for [Conn]: cache_statement (pgx's
-// default, also when unset or empty), cache_describe, describe_exec, exec
-// or simple_protocol. Running the whole suite with exec or simple_protocol
+// default), cache_describe, describe_exec, exec or simple_protocol. Unset or
+// empty keeps what the URL says (default_query_exec_mode in
+// SECKILL_DATABASE_URL, else pgx's default). Running the whole suite with exec or simple_protocol
 // proves the library works where pgx does not learn parameter types from
 // the server, as behind PgBouncer in transaction mode:
 //
@@ -90,10 +91,14 @@ func ParseExecMode(s string) (pgx.QueryExecMode, error) {
 }
 
 // envExecMode applies SECKILL_QUERY_EXEC_MODE to cfg; an unknown value fails
-// the test.
+// the test. Unset or empty leaves cfg as parsed from the URL.
 func envExecMode(t testing.TB, cfg *pgx.ConnConfig) {
 	t.Helper()
-	mode, err := ParseExecMode(os.Getenv(EnvQueryExecMode))
+	env := os.Getenv(EnvQueryExecMode)
+	if env == "" {
+		return
+	}
+	mode, err := ParseExecMode(env)
 	if err != nil {
 		t.Fatal(err)
 	}
