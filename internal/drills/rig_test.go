@@ -291,6 +291,9 @@ type deliverConfig struct {
 	// Redelay is the wait before a nacked message comes back, by attempt.
 	// Defaults to 2ms doubling up to 100ms, jittered.
 	Redelay func(attempt int) time.Duration
+	// FailFast, when set, says which consumer errors end the drill at once
+	// instead of a redelivery (errors no fault of the drill can explain).
+	FailFast func(err error) bool
 }
 
 type delivery struct {
@@ -310,6 +313,14 @@ type queue struct {
 	redeliv atomic.Int64
 	maxAtt  atomic.Int64
 	timers  sync.WaitGroup
+
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  error
+}
+
+func (q *queue) fail(err error) {
+	q.failOnce.Do(func() { q.failErr = err; close(q.failed) })
 }
 
 func backoff(attempt int) time.Duration {
@@ -330,7 +341,7 @@ func (r *rig) consume(msgs []*msg, dc deliverConfig) *queue {
 		dc.Redelay = backoff
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	q := &queue{r: r, ch: make(chan delivery, len(msgs)), done: make(chan struct{}), stop: cancel}
+	q := &queue{r: r, ch: make(chan delivery, len(msgs)), done: make(chan struct{}), stop: cancel, failed: make(chan struct{})}
 	q.left.Store(int64(len(msgs)))
 	if len(msgs) == 0 {
 		close(q.done)
@@ -363,6 +374,10 @@ func (r *rig) consume(msgs []*msg, dc deliverConfig) *queue {
 					r.t.Errorf("message %s is poison: %v", d.m.ID, err)
 				default:
 					r.nack(d.m, err)
+					if dc.FailFast != nil && dc.FailFast(err) {
+						q.fail(err)
+						return
+					}
 					if ctx.Err() != nil {
 						return
 					}
@@ -401,6 +416,11 @@ func (q *queue) wait() {
 	q.r.t.Helper()
 	select {
 	case <-q.done:
+	case <-q.failed:
+		q.stop()
+		q.wg.Wait()
+		q.r.logErrors()
+		q.r.t.Fatalf("queue: unexpected consumer error: %v", q.failErr)
 	case <-q.r.ctx.Done():
 		q.stop()
 		q.wg.Wait()
@@ -914,9 +934,14 @@ func newPoolFromConfig(t *testing.T, cfg *pgxpool.Config) *pgxpool.Pool {
 // placeWith is the flow's PlaceOrder with other transaction options, and
 // onConn called with each attempt's server process id.
 func (r *rig) placeWith(ctx context.Context, opts pgtx.Options, m *msg, onConn func(pid uint32)) (flow.Outcome, error) {
+	return r.placeOn(ctx, r.svc.Pool, opts, m, onConn)
+}
+
+// placeOn is placeWith on db.
+func (r *rig) placeOn(ctx context.Context, db pgtx.TxBeginner, opts pgtx.Options, m *msg, onConn func(pid uint32)) (flow.Outcome, error) {
 	var out flow.Outcome
 	hash := inbox.HashPayload(m.Body)
-	err := pgtx.RunInTx(ctx, r.svc.Pool, opts, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, db, opts, func(tx pgx.Tx) error {
 		if onConn != nil {
 			onConn(tx.Conn().PgConn().PID())
 		}
