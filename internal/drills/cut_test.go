@@ -64,7 +64,7 @@ func (c *cutter) rule(m faultproxy.Message) faultproxy.Action {
 			return faultproxy.CutBefore
 		}
 	case 'S':
-		if c.take(cutBatchAfter, 0.04) {
+		if c.take(cutBatchAfter, 0.06) {
 			return faultproxy.CutAfter
 		}
 	}
@@ -104,9 +104,9 @@ func TestFaultCutConnections(t *testing.T) {
 // cutDrill cuts 4×perKind connections: 200 in the redelivery variant, 100
 // more in the ResolveCommit one.
 func cutDrill(t *testing.T, resolve bool) {
-	users, perKind := 450, 50
+	users, perKind := 400, 50
 	if resolve {
-		users, perKind = 250, 25
+		users, perKind = 220, 25
 	}
 	pool, px := proxiedPool(t, pgtest.URL(t), 8)
 	r := newRig(t, rigConfig{Pool: pool, Stock: int32(users) * 24 / 25, Buckets: 4, Tx: pgtx.Options{ResolveCommit: resolve}})

@@ -27,7 +27,7 @@ func TestPgBouncerFullFlow(t *testing.T) {
 		t.Fatalf("query exec mode %v through PgBouncer, want exec", m)
 	}
 	r := newRig(t, rigConfig{Pool: pool, Stock: 300, Buckets: 4})
-	msgs := r.messages(plan{Users: 300, DoubleClick: 10, Expired: 4, Pay: 2})
+	msgs := r.messages(plan{Users: 300, DoubleClick: 10, Expired: 5, Pay: 2})
 	stopRelays := r.startRelays(pool, 2, outbox.RelayConfig{DisableListen: true})
 	payments := r.startPayers(2, len(msgs))
 	canceller := r.startCanceller(1, 50, 10*time.Millisecond)
