@@ -51,9 +51,13 @@
 //     and a hostile session, lock timeouts behind held bucket locks, a
 //     concurrent Rebalance and cancel sweeps: each failure is retried
 //     (40P01) or classified (55P03) and redelivered; no wrong result.
-//   - TestFaultPoolExhaustion: two connections for sixteen consumers with a
-//     short deadline per delivery: acquire timeouts surface as errors, the
-//     queue backs off, everything is processed once, no goroutine leaks.
+//   - TestFaultPoolExhaustion: two connections for sixteen consumers that
+//     wait at most 20ms for one: acquire timeouts surface as errors, the
+//     queue backs off, everything is processed once, no connection stays
+//     checked out, no goroutine leaks. (A deadline on the whole delivery
+//     shorter than a transaction under contention livelocks instead: the
+//     cancelled transactions close their connections and every delivery
+//     pays for a new one. Bound the acquire, not the transaction.)
 //   - TestFaultDuplicateStorm: every message delivered three times at
 //     once (and some re-sent under a new message id): one effect each.
 //   - TestPgBouncerFullFlow: the whole flow — orders, payments, cancels,
