@@ -170,7 +170,7 @@ func (s *Store) queueLeaseUpdate(b *pgx.Batch, sql, op string, lease Lease, ids 
 	if err != nil {
 		return err
 	}
-	b.Queue(sql, ids, lease.Owner, lease.LockedAt).Query(func(rows pgx.Rows) error {
+	b.Queue(sql, uuidTexts(ids), lease.Owner, lease.LockedAt).Query(func(rows pgx.Rows) error {
 		var lost []LostEvent
 		for rows.Next() {
 			var l LostEvent
@@ -278,7 +278,7 @@ func (s *Store) QueueMarkFailed(b *pgx.Batch, lease Lease, failures []Failure, d
 		msgs = append(msgs, TruncateError(msg))
 		backoffs = append(backoffs, f.Backoff.Microseconds())
 	}
-	b.Queue(s.failSQL, ids, msgs, backoffs, lease.Owner, lease.LockedAt).Query(func(rows pgx.Rows) error {
+	b.Queue(s.failSQL, uuidTexts(ids), msgs, backoffs, lease.Owner, lease.LockedAt).Query(func(rows pgx.Rows) error {
 		var r MarkResult
 		for rows.Next() {
 			var l LostEvent

@@ -214,8 +214,19 @@ func hasNULEscape(b []byte) bool {
 	return false
 }
 
+// uuidTexts renders ids for a $n::text[]::uuid[] parameter: pgx cannot
+// encode a []uuid.UUID when it does not know the parameter's type (query
+// exec modes exec and simple_protocol), but always encodes a []string.
+func uuidTexts(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
 func (s *Store) enqueueArgs(a *enqueueArgs) []any {
-	args := []any{a.ids, a.dedup, a.aggType, a.aggID, a.topic, a.tag, a.msgKey,
+	args := []any{uuidTexts(a.ids), a.dedup, a.aggType, a.aggID, a.topic, a.tag, a.msgKey,
 		a.ordKey, a.version, a.payload, a.headers, a.delayUS, a.maxRetry, s.schema}
 	if !s.cfg.DisableNotify {
 		args = append(args, s.channel)

@@ -2,6 +2,11 @@ package outbox
 
 // The statements of the package. {schema} is replaced once, in [New], by the
 // validated, quoted schema name; everything else is a bind parameter.
+//
+// Every parameter has a Go type pgx can encode without knowing the
+// parameter's type from the server (query exec modes exec and
+// simple_protocol, as PgBouncer in transaction mode needs): UUID arrays go
+// as []string cast with $n::text[]::uuid[], JSON as string cast to jsonb.
 
 // enqueueSQL inserts a batch of events with one statement.
 //
@@ -24,7 +29,7 @@ package outbox
 func enqueueSQL(notify bool) string {
 	q := `WITH input AS MATERIALIZED (
 	SELECT *
-	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+	FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 	            $8::text[], $9::int4[], $10::text[], $11::text[], $12::int8[], $13::int4[])
 	     WITH ORDINALITY AS u(event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
 	                          ordering_key, schema_version, payload, headers, delay_us, max_retry, ord)
@@ -100,14 +105,14 @@ RETURNING o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggr
 const leaseUpdateSQL = `WITH upd AS (
 	UPDATE {schema}.event_outbox
 	SET {set}
-	WHERE event_id = ANY($1::uuid[])
+	WHERE event_id = ANY($1::text[]::uuid[])
 	  AND status = 10
 	  AND locked_by = $2
 	  AND locked_at = $3
 	RETURNING event_id
 )
 SELECT i.id, e.event_id IS NOT NULL, coalesce(e.status, 0), coalesce(e.locked_by, '')
-FROM unnest($1::uuid[]) AS i(id)
+FROM unnest($1::text[]::uuid[]) AS i(id)
 LEFT JOIN {schema}.event_outbox AS e ON e.event_id = i.id
 WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.event_id = i.id)`
 
@@ -130,7 +135,7 @@ const setRelease = `status = 30,
 // when this was the last allowed attempt. Returns one row per id: the new
 // status when marked, else the row's state as seen.
 const failSQL = `WITH f AS (
-	SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
+	SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
 ), upd AS (
 	UPDATE {schema}.event_outbox AS o
 	SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,

@@ -189,8 +189,15 @@ func TestPgBouncerRetriesDeadlock(t *testing.T) {
 	if got := b.count(t, "v = 2"); got != 2 {
 		t.Fatalf("rows updated twice = %d, want 2", got)
 	}
-	if got := obs.n(pgtx.EventRetry); got != 1 {
-		t.Fatalf("retries = %d, want 1", got)
+	// At least one transaction was chosen as the deadlock victim and ran
+	// again. Under load the victim's retry can take the contested row before
+	// the other transaction wakes and deadlock once more, so more than one
+	// retry is possible; every retry must be for a deadlock (checked below)
+	// and both transactions end committed.
+	retries := obs.n(pgtx.EventRetry)
+	if retries < 1 || obs.n(pgtx.EventCommitted) != 2 || obs.n(pgtx.EventAttempt) != 2+retries {
+		t.Fatalf("retries = %d, commits = %d, attempts = %d; want >= 1, 2, 2+retries",
+			retries, obs.n(pgtx.EventCommitted), obs.n(pgtx.EventAttempt))
 	}
 	for _, e := range obs.events {
 		if e.Kind == pgtx.EventRetry && !pgtx.IsDeadlock(e.Err) {

@@ -10,6 +10,24 @@
 //
 //	pool := pgtest.Pool(t)
 //	schema := pgtest.Schema(t)
+//
+// # Query exec mode
+//
+// SECKILL_QUERY_EXEC_MODE selects pgx's default_query_exec_mode for the
+// shared [Pool], for [NewPool] (before the caller's configure func runs, so
+// a test can still override it) and for [Conn]: cache_statement (pgx's
+// default), cache_describe, describe_exec, exec or simple_protocol. Unset or
+// empty keeps what the URL says (default_query_exec_mode in
+// SECKILL_DATABASE_URL, else pgx's default). Running the whole suite with exec or simple_protocol
+// proves the library works where pgx does not learn parameter types from
+// the server, as behind PgBouncer in transaction mode:
+//
+//	SECKILL_QUERY_EXEC_MODE=exec go test ./...
+//
+// An unknown value fails every test that asks for a connection.
+// [PgBouncerPool] is not affected: it always uses the mode PgBouncer needs.
+// [ExecModes] lists the modes for tests that exercise each of them
+// explicitly with [NewPool] and [WithExecMode].
 package pgtest
 
 import (
@@ -39,6 +57,59 @@ var (
 	bouncer    *pgharness.PgBouncer
 	bouncerErr error
 )
+
+// EnvQueryExecMode names the environment variable that selects the query
+// exec mode of the connections this package hands out.
+const EnvQueryExecMode = "SECKILL_QUERY_EXEC_MODE"
+
+// ExecModes are the query exec modes other than pgx's default, in which
+// pgx encodes arguments differently (without server-provided parameter
+// types, or from a cached description): what a TestQueryExecModes test
+// runs its package's helpers through.
+var ExecModes = []pgx.QueryExecMode{
+	pgx.QueryExecModeExec,
+	pgx.QueryExecModeSimpleProtocol,
+	pgx.QueryExecModeCacheDescribe,
+}
+
+// ParseExecMode maps a default_query_exec_mode name to pgx's mode. The
+// empty string means pgx's default, cache_statement.
+func ParseExecMode(s string) (pgx.QueryExecMode, error) {
+	switch s {
+	case "", "cache_statement":
+		return pgx.QueryExecModeCacheStatement, nil
+	case "cache_describe":
+		return pgx.QueryExecModeCacheDescribe, nil
+	case "describe_exec":
+		return pgx.QueryExecModeDescribeExec, nil
+	case "exec":
+		return pgx.QueryExecModeExec, nil
+	case "simple_protocol":
+		return pgx.QueryExecModeSimpleProtocol, nil
+	}
+	return 0, fmt.Errorf("pgtest: %s=%q: want one of cache_statement, cache_describe, describe_exec, exec, simple_protocol", EnvQueryExecMode, s)
+}
+
+// envExecMode applies SECKILL_QUERY_EXEC_MODE to cfg; an unknown value fails
+// the test. Unset or empty leaves cfg as parsed from the URL.
+func envExecMode(t testing.TB, cfg *pgx.ConnConfig) {
+	t.Helper()
+	env := os.Getenv(EnvQueryExecMode)
+	if env == "" {
+		return
+	}
+	mode, err := ParseExecMode(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = mode
+}
+
+// WithExecMode returns a [NewPool] configure func that sets the pool's
+// query exec mode.
+func WithExecMode(mode pgx.QueryExecMode) func(*pgxpool.Config) {
+	return func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode }
+}
 
 // Main runs the package's tests, then closes the shared pool, stops the
 // throwaway server, and fails the run if library goroutines are still
@@ -91,7 +162,8 @@ func Server(t testing.TB) *pgharness.Server {
 func URL(t testing.TB) string { return Server(t).URL }
 
 // Pool returns a pool shared by all tests of the process (up to 64
-// connections). Do not close it.
+// connections, in the query exec mode of SECKILL_QUERY_EXEC_MODE). Do not
+// close it.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	url := URL(t)
@@ -103,6 +175,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 			t.Fatal(err)
 		}
 		cfg.MaxConns = 64
+		envExecMode(t, cfg.ConnConfig)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if shared, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
@@ -112,7 +185,8 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	return shared
 }
 
-// NewPool returns a pool of its own, configured by configure (may be nil),
+// NewPool returns a pool of its own, in the query exec mode of
+// SECKILL_QUERY_EXEC_MODE and then configured by configure (may be nil),
 // closed when the test ends.
 func NewPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
@@ -120,6 +194,7 @@ func NewPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	envExecMode(t, cfg.ConnConfig)
 	if configure != nil {
 		configure(cfg)
 	}
@@ -178,12 +253,18 @@ func PgBouncerPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool 
 	return p
 }
 
-// Conn returns a single connection of its own, closed when the test ends.
+// Conn returns a single connection of its own, in the query exec mode of
+// SECKILL_QUERY_EXEC_MODE, closed when the test ends.
 func Conn(t testing.TB) *pgx.Conn {
 	t.Helper()
+	cfg, err := pgx.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envExecMode(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, URL(t))
+	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
