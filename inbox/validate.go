@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/seckillkit/seckill/internal/jsonb"
 )
 
 // Column limits, mirroring the VARCHAR lengths of consumer_inbox
@@ -88,9 +90,10 @@ func (r Result) validate() error {
 	if !json.Valid(r.Payload) {
 		return invalid("Result.Payload", "not valid JSON")
 	}
-	// jsonb rejects the NUL character even when escaped.
-	if strings.Contains(string(r.Payload), `\u0000`) {
-		return invalid("Result.Payload", `contains \u0000, which jsonb rejects`)
+	// jsonb rejects the NUL character even when escaped, unpaired
+	// surrogate escapes and numbers beyond numeric's range.
+	if err := jsonb.Check(r.Payload); err != nil {
+		return invalid("Result.Payload", err.Error())
 	}
 	return nil
 }

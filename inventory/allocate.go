@@ -61,6 +61,8 @@ func (a Allocation) validate() error {
 		return invalid("SourceMessageID", "required")
 	case len([]rune(a.Reason)) > MaxCodeLength:
 		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(a.Reason):
+		return invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
 	return nil
 }
@@ -178,8 +180,8 @@ func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) 
 	if err := a.validate(); err != nil {
 		return err
 	}
-	if dst == nil {
-		return invalid("dst", "must not be nil")
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "must not be nil")
 	}
 	b.Queue(s.sql.allocate, allocateArgs(a)...).QueryRow(func(row pgx.Row) error {
 		return s.scanAllocate(row, a, dst)
@@ -263,6 +265,8 @@ func (r Release) validate() error {
 		return invalid("OrderID", "must not be negative")
 	case len([]rune(r.Reason)) > MaxCodeLength:
 		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(r.Reason):
+		return invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
 	return nil
 }
@@ -345,8 +349,8 @@ func (s *Store) QueueRelease(b *pgx.Batch, r Release, dst *Allocated) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if dst == nil {
-		return invalid("dst", "must not be nil")
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "must not be nil")
 	}
 	b.Queue(s.sql.release, releaseArgs(r)...).QueryRow(func(row pgx.Row) error {
 		return s.scanRelease(row, r, dst)

@@ -3,6 +3,8 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
@@ -86,6 +88,10 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArgument }
 
 func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
+
+// storableText reports whether PostgreSQL text can hold s: valid UTF-8
+// without NUL bytes.
+func storableText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 // SoldOutError reports a refused allocation. It matches [ErrSoldOut].
 type SoldOutError struct {

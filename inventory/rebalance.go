@@ -128,6 +128,8 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 		return Rebalanced{}, invalid("SKUID", "must be positive")
 	case len([]rune(req.Reason)) > MaxCodeLength:
 		return Rebalanced{}, invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(req.Reason):
+		return Rebalanced{}, invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
 	reason := req.Reason
 	if reason == "" {

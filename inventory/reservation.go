@@ -199,8 +199,8 @@ func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acq
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if dst == nil {
-		return invalid("dst", "must not be nil")
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "must not be nil")
 	}
 	b.Queue(s.sql.acquire, acquireArgs(r)...).QueryRow(func(row pgx.Row) error {
 		return s.scanAcquire(row, r, dst)
@@ -317,6 +317,8 @@ func (t Transition) validate() error {
 		return invalid("OrderID", "must not be negative")
 	case len([]rune(t.FailureCode)) > MaxCodeLength:
 		return invalid("FailureCode", fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(t.FailureCode):
+		return invalid("FailureCode", "not valid UTF-8 or contains a NUL byte")
 	}
 	return nil
 }
@@ -382,8 +384,8 @@ func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Rese
 	if err := t.validate(); err != nil {
 		return err
 	}
-	if dst == nil {
-		return invalid("dst", "must not be nil")
+	if b == nil || dst == nil {
+		return invalid("batch/dst", "must not be nil")
 	}
 	b.Queue(s.sql.transition, transitionArgs(t)...).QueryRow(func(row pgx.Row) error {
 		return scanTransition(row, t, dst)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -74,8 +75,8 @@ func (s *Store) normalize(in NewOrder) (NewOrder, error) {
 		return in, invalid("NewOrder.OrderID", "must be > 0 (use NewOrderID)")
 	case utf8.RuneCountInString(in.OrderNo) > 40:
 		return in, invalid("NewOrder.OrderNo", "longer than 40 characters")
-	case !utf8.ValidString(in.OrderNo):
-		return in, invalid("NewOrder.OrderNo", "not valid UTF-8")
+	case !utf8.ValidString(in.OrderNo) || strings.IndexByte(in.OrderNo, 0) >= 0:
+		return in, invalid("NewOrder.OrderNo", "not valid UTF-8 or contains a NUL byte")
 	case in.RequestID == uuid.Nil:
 		return in, invalid("NewOrder.RequestID", "required")
 	case in.ReservationID == uuid.Nil:
@@ -100,8 +101,8 @@ func (s *Store) normalize(in NewOrder) (NewOrder, error) {
 		return in, invalid("NewOrder.ExpireAt", "required")
 	case in.SKUTitle == "":
 		return in, invalid("NewOrder.SKUTitle", "required")
-	case !utf8.ValidString(in.SKUTitle):
-		return in, invalid("NewOrder.SKUTitle", "not valid UTF-8")
+	case !utf8.ValidString(in.SKUTitle) || strings.IndexByte(in.SKUTitle, 0) >= 0:
+		return in, invalid("NewOrder.SKUTitle", "not valid UTF-8 or contains a NUL byte")
 	case utf8.RuneCountInString(in.SKUTitle) > 256:
 		return in, invalid("NewOrder.SKUTitle", "longer than 256 characters")
 	}

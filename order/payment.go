@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/jsonb"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -119,14 +121,14 @@ func (s *Store) normalizePayment(p Payment) (Payment, error) {
 		return p, invalid("Payment.OrderID", "must be > 0")
 	case p.Provider == "":
 		return p, invalid("Payment.Provider", "required")
-	case !utf8.ValidString(p.Provider) || utf8.RuneCountInString(p.Provider) > 32:
-		return p, invalid("Payment.Provider", "longer than 32 characters or not UTF-8")
+	case !utf8.ValidString(p.Provider) || utf8.RuneCountInString(p.Provider) > 32 || hasNUL(p.Provider):
+		return p, invalid("Payment.Provider", "longer than 32 characters, not UTF-8 or contains a NUL byte")
 	case p.ProviderTradeNo == "":
 		return p, invalid("Payment.ProviderTradeNo", "required")
-	case !utf8.ValidString(p.ProviderTradeNo) || utf8.RuneCountInString(p.ProviderTradeNo) > 128:
-		return p, invalid("Payment.ProviderTradeNo", "longer than 128 characters or not UTF-8")
-	case !utf8.ValidString(p.CallbackID) || utf8.RuneCountInString(p.CallbackID) > 128:
-		return p, invalid("Payment.CallbackID", "longer than 128 characters or not UTF-8")
+	case !utf8.ValidString(p.ProviderTradeNo) || utf8.RuneCountInString(p.ProviderTradeNo) > 128 || hasNUL(p.ProviderTradeNo):
+		return p, invalid("Payment.ProviderTradeNo", "longer than 128 characters, not UTF-8 or contains a NUL byte")
+	case !utf8.ValidString(p.CallbackID) || utf8.RuneCountInString(p.CallbackID) > 128 || hasNUL(p.CallbackID):
+		return p, invalid("Payment.CallbackID", "longer than 128 characters, not UTF-8 or contains a NUL byte")
 	case p.Amount < 0:
 		return p, invalid("Payment.Amount", "must be >= 0")
 	case !validCurrency(p.Currency):
@@ -134,11 +136,20 @@ func (s *Store) normalizePayment(p Payment) (Payment, error) {
 	case p.RawPayload != nil && !json.Valid(p.RawPayload):
 		return p, invalid("Payment.RawPayload", "not valid JSON")
 	}
+	if p.RawPayload != nil {
+		if err := jsonb.Check(p.RawPayload); err != nil {
+			return p, invalid("Payment.RawPayload", err.Error())
+		}
+	}
 	if p.RawPayload == nil {
 		p.RawPayload = json.RawMessage(`{}`)
 	}
 	return p, nil
 }
+
+// hasNUL reports whether s contains a NUL byte, which PostgreSQL text
+// cannot store.
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 func paymentArgs(p Payment) []any {
 	return []any{p.PaymentID, p.PaymentRequestID, p.OrderID, p.Provider, p.ProviderTradeNo,

@@ -78,8 +78,8 @@ func (t Transition) validate() error {
 		return invalid("Transition.OnlyIfExpired", "only a cancel can require expiry")
 	case t.To == StatusCancelled && t.CancelReason == "":
 		return invalid("Transition.CancelReason", "required for a cancel")
-	case t.To == StatusCancelled && !utf8.ValidString(t.CancelReason):
-		return invalid("Transition.CancelReason", "not valid UTF-8")
+	case t.To == StatusCancelled && (!utf8.ValidString(t.CancelReason) || hasNUL(t.CancelReason)):
+		return invalid("Transition.CancelReason", "not valid UTF-8 or contains a NUL byte")
 	case t.To == StatusCancelled && utf8.RuneCountInString(t.CancelReason) > 64:
 		return invalid("Transition.CancelReason", "longer than 64 characters")
 	}

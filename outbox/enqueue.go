@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/jsonb"
 )
 
 // Event is one event to enqueue.
@@ -159,6 +161,9 @@ func (s *Store) validateEvent(f string, ev *Event) error {
 		return invalid(f+".Payload", "not valid JSON")
 	case hasNULEscape(ev.Payload):
 		return invalid(f+".Payload", `contains \u0000, which jsonb cannot store`)
+	}
+	if err := jsonb.Check(ev.Payload); err != nil {
+		return invalid(f+".Payload", "%v", err)
 	}
 	if ev.SchemaVersion == 0 {
 		ev.SchemaVersion = 1

@@ -107,6 +107,23 @@ func (o Options) withDefaults() (Options, error) {
 	case o.ResolveTimeout < 0:
 		return bad("ResolveTimeout", o.ResolveTimeout)
 	}
+	// The modes are strings spliced into the BEGIN text: only pgx's
+	// constants are allowed.
+	switch o.IsoLevel {
+	case "", pgx.Serializable, pgx.RepeatableRead, pgx.ReadCommitted, pgx.ReadUncommitted:
+	default:
+		return o, fmt.Errorf("%w: unknown IsoLevel %q", ErrInvalidOptions, o.IsoLevel)
+	}
+	switch o.AccessMode {
+	case "", pgx.ReadWrite, pgx.ReadOnly:
+	default:
+		return o, fmt.Errorf("%w: unknown AccessMode %q", ErrInvalidOptions, o.AccessMode)
+	}
+	switch o.DeferrableMode {
+	case "", pgx.Deferrable, pgx.NotDeferrable:
+	default:
+		return o, fmt.Errorf("%w: unknown DeferrableMode %q", ErrInvalidOptions, o.DeferrableMode)
+	}
 	if o.IsoLevel == "" {
 		o.IsoLevel = pgx.ReadCommitted
 	}
@@ -165,6 +182,10 @@ func (o Options) txOptions() pgx.TxOptions {
 func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
 	d := base
 	for i := 1; i < attempt && d < maxWait; i++ {
+		if d > maxWait/2 { // doubling would pass the cap (or overflow)
+			d = maxWait
+			break
+		}
 		d *= 2
 	}
 	d = min(d, maxWait)
@@ -209,6 +230,9 @@ func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) e
 	}
 	if db == nil {
 		return fmt.Errorf("%w: db is nil", ErrInvalidOptions)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: fn is nil", ErrInvalidOptions)
 	}
 	if o.ResolveCommit && o.ResolveDB == nil {
 		q, ok := db.(Querier)

@@ -62,6 +62,9 @@ type service struct {
 }
 
 func newService(ctx context.Context, pool *pgxpool.Pool, schema string, item flow.SKU, qcfg queueConfig, orderTTL time.Duration, log *slog.Logger) (*service, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler) // nil means discard, as everywhere
+	}
 	s := &service{log: log, orderTTL: orderTTL, reservationTTL: 15 * time.Minute}
 	fs, err := flow.New(ctx, pool, flow.Config{Schema: schema, Item: item, Logger: log, TxOptions: pgtx.Options{
 		Name: "place_order",

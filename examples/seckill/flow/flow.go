@@ -83,8 +83,9 @@ type Outcome struct {
 var ErrDuplicate = errors.New("flow: duplicate delivery")
 
 // ErrPoison is matched by the error PlaceOrder returns for a message that
-// can never be processed (undecodable, or contradicting what is stored):
-// acknowledge it and alert, never redeliver it.
+// can never be processed (undecodable, invalid, for a SKU or bucket that is not
+// provisioned, or contradicting what is stored): acknowledge it and alert,
+// never redeliver it.
 var ErrPoison = errors.New("flow: poison message")
 
 type poisonError struct{ err error }
@@ -278,6 +279,8 @@ func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 		return Outcome{}, ErrDuplicate // processed before: answer from the inbox
 	case errors.Is(err, inventory.ErrReservationConflict):
 		return Outcome{}, &poisonError{err}
+	case errors.Is(err, inventory.ErrUnknownBucket), errors.Is(err, inventory.ErrUnknownSKU):
+		return Outcome{}, &poisonError{err} // not provisioned: no redelivery will pass
 	}
 	if !claimed || acq.Reservation.ReservationID == uuid.Nil {
 		if err == nil {
