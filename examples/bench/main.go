@@ -53,6 +53,7 @@ type options struct {
 	claimProbes int
 	waits       bool
 	statements  bool
+	variants    string
 	cpuprofile  string
 
 	bucketSet, consumerSet []int
@@ -75,7 +76,7 @@ func main() {
 	o := options{statementsDone: map[string]bool{}}
 	flag.BoolVar(&o.quick, "quick", false, "short run (under 5 minutes on 2 cores)")
 	flag.DurationVar(&o.duration, "duration", 0, "time per variant and cell (default 8s, -quick 3s)")
-	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "untimed warm-up before each timed run (every connection prepares its statements)")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "untimed warm-up before each timed run (every connection prepares its statements)")
 	flag.IntVar(&o.rounds, "rounds", 0, "interleaved rounds (default 3, -quick 2)")
 	flag.IntVar(&o.poolSize, "pool", 40, "pool size shared by every variant")
 	flag.IntVar(&o.history, "history", 1_000_000, "SENT rows of outbox history for the claim latency test")
@@ -86,6 +87,7 @@ func main() {
 	flag.BoolVar(&o.waits, "waits", false, "print the wait events sampled per variant")
 	flag.BoolVar(&o.statements, "statements", false, "load pg_stat_statements (throwaway server) and print each variant's costliest statements (64 buckets, 32 consumers, first round)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the order runs to this file")
+	flag.StringVar(&o.variants, "variants", "raw,seed,kit", "order variants, in order: raw, seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound)")
 	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
 	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
 	flag.Parse()

@@ -35,13 +35,19 @@ type variant struct {
 	// place runs the transaction for one message and reports whether it
 	// created the order.
 	place func(ctx context.Context, svc *flow.Service, o orderMsg) error
+	// cfg adjusts the flow configuration (kit variants only).
+	cfg func(*flow.Config)
 }
 
-func variants() []variant {
+// allVariants are the variants -variants can name: raw, seed and kit, and
+// the kit with one of its optimisations switched off, for comparison.
+func allVariants() []variant {
 	return []variant{
 		{name: "raw", place: placeRaw},
 		{name: "seed", place: placeSeed},
 		{name: "kit", place: placeKit},
+		{name: "kit-notify", place: placeKit, cfg: func(c *flow.Config) { c.Notify = true }},
+		{name: "kit-ungated", place: placeKit, cfg: func(c *flow.Config) { c.BucketConcurrency = -1 }},
 	}
 }
 

@@ -104,7 +104,18 @@ func run(ctx context.Context, o options) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	vs := variants()
+	var vs []variant
+	for _, name := range strings.Split(o.variants, ",") {
+		found := false
+		for _, v := range allVariants() {
+			if v.name == strings.TrimSpace(name) {
+				vs, found = append(vs, v), true
+			}
+		}
+		if !found {
+			return fmt.Errorf("unknown variant %q", name)
+		}
+	}
 	bucketSet := o.bucketSet
 	consumerSet := o.consumerSet
 	results := map[cellKey]*agg{}
@@ -121,7 +132,7 @@ func run(ctx context.Context, o options) error {
 				off := (r + cell) % len(vs)
 				for i := range vs {
 					v := vs[(i+off)%len(vs)]
-					schema := fmt.Sprintf("bench_%s_%d", v.name, cell)
+					schema := fmt.Sprintf("bench_%s_%d", strings.ReplaceAll(v.name, "-", "_"), cell)
 					fmt.Fprintf(stderr, "bench: round %d/%d  %-4s  buckets=%-2d consumers=%-2d ", r+1, o.rounds, v.name, b, c)
 					res, fails, err := runVariant(ctx, pool, schema, v, b, c, o, &ids, &users, &rt, sampler)
 					if err != nil {
@@ -244,12 +255,16 @@ func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v varian
 	if err := drop(); err != nil {
 		return cellResult{}, nil, err
 	}
-	svc, err := flow.New(ctx, pool, flow.Config{
+	fcfg := flow.Config{
 		Schema: schema,
 		Item: flow.SKU{ActivityID: 1, SKUID: 1, Title: "bench item", UnitPrice: 9900, Currency: "CNY",
 			Stock: 1_000_000, Buckets: int16(b)},
 		TxOptions: pgtx.Options{Name: "place_order"},
-	})
+	}
+	if v.cfg != nil {
+		v.cfg(&fcfg)
+	}
+	svc, err := flow.New(ctx, pool, fcfg)
 	if err != nil {
 		return cellResult{}, nil, fmt.Errorf("%s: set up: %w", v.name, err)
 	}
