@@ -64,8 +64,11 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 // ordering key, with scalar parameters: no unnest of thirteen arrays, no
 // materialised input, no advisory-lock InitPlan, no sort. It returns the
 // same rows as enqueueSQL (kind 1 inserted, kind 2 already there, kind 0
-// notified) and has the same snapshot semantics. In the seckill order
-// transaction it costs about a third of the general statement's server time.
+// notified) and has the same snapshot semantics. The general statement was
+// the costliest of the seckill order transaction (examples/bench
+// -statements: about twice the server time of a plain INSERT); this one
+// is a plain INSERT plus one index probe. Its parameters are scalars, so
+// it also runs unchanged in QueryExecModeExec.
 //
 // Parameters: $1 event id, $2 dedup key, $3 aggregate type, $4 aggregate
 // id, $5 topic, $6 tag (NULL for none), $7 message key, $8 schema version,
