@@ -234,6 +234,17 @@ func (s *Store) enqueueArgs(a *enqueueArgs) []any {
 	return args
 }
 
+// enqueueOneArgs are the parameters of enqueueOneSQL for the single event
+// in a.
+func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
+	args := []any{a.ids[0], a.dedup[0], a.aggType[0], a.aggID[0], a.topic[0], a.tag[0], a.msgKey[0],
+		a.version[0], a.payload[0], a.headers[0], a.delayUS[0], a.maxRetry[0]}
+	if !s.cfg.DisableNotify {
+		args = append(args, s.channel)
+	}
+	return args
+}
+
 // QueueEnqueueMany queues the insert of evs into b as ONE statement and
 // arranges for *dst to receive one [Enqueued] per event, in order, when the
 // batch's results are read (errors surface from BatchResults.Close). Send b
@@ -264,7 +275,11 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 	if err != nil {
 		return err
 	}
-	b.Queue(s.enqueueSQL, s.enqueueArgs(a)...).Query(func(rows pgx.Rows) error {
+	sql, args := s.enqueueSQL, s.enqueueArgs(a)
+	if len(a.ids) == 1 && a.ordKey[0] == nil {
+		sql, args = s.enqueueOne, s.enqueueOneArgs(a)
+	}
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		inserted := make(map[uuid.UUID]bool, len(a.ids))
 		existing := map[uuid.UUID]uuid.UUID{}
 		for rows.Next() {

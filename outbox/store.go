@@ -98,6 +98,7 @@ type Store struct {
 	channel string
 
 	enqueueSQL  string
+	enqueueOne  string
 	claimSQL    string
 	sentSQL     string
 	releaseSQL  string
@@ -128,6 +129,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema)}
 	r := strings.NewReplacer("{schema}", quoted)
 	s.enqueueSQL = r.Replace(enqueueSQL(!cfg.DisableNotify))
+	s.enqueueOne = r.Replace(enqueueOneSQL(!cfg.DisableNotify))
 	blocking := "0, 10, 30"
 	if cfg.DeadBlocksKey {
 		blocking = "0, 10, 30, 40"

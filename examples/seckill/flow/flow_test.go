@@ -207,9 +207,11 @@ func TestSoldOutInPostgresRejectsAndCompensates(t *testing.T) {
 		t.Errorf("ORDER_CREATED events = %d, want 1 (none for the rejected one)", n)
 	}
 	// Redelivered, the rejection is answered from the inbox; re-sent under a
-	// new id, from the reservation.
-	if out, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, m)); err != nil || out.Code != flow.CodeSoldOut {
-		t.Errorf("re-sent rejected reservation = %+v, %v", out, err)
+	// new id, from the reservation: rejected earlier (counted once, by the
+	// message that rejected it), for the reason recorded then.
+	if out, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, m)); err != nil ||
+		out.Code != flow.CodeReservationRejected || out.Reason != flow.CodeSoldOut {
+		t.Errorf("re-sent rejected reservation = %+v, %v; want %s/%s", out, err, flow.CodeReservationRejected, flow.CodeSoldOut)
 	}
 	b.auditClean(t)
 }

@@ -1,0 +1,126 @@
+// Command bench measures the seckill order flow and the outbox side by
+// side, interleaved in one process on one pool, so that machine noise
+// cancels out of the ratios it reports.
+//
+// Order transactions, for 1 and 64 buckets at 8 and 32 concurrent
+// consumers:
+//
+//   - raw:  the minimal transaction, hand-written: conditional bucket
+//     UPDATE + order INSERT, one statement per round trip;
+//   - seed: the statement sequence of seed §9.11 (inbox, reservation insert
+//     and lock, order, bucket decrement, item, ledger, reservation ORDERED,
+//     outbox), one statement per round trip, hand-written;
+//   - kit:  flow.Service.PlaceOrder, the transaction examples/seckill runs.
+//
+// Each variant has its own schema (the same DDL: the kit's migrations);
+// every (round, buckets, consumers) cell provisions a new SKU and runs the
+// three variants one after the other in an order that rotates with the
+// round. Round trips are counted with a pgx tracer; lock waits by sampling
+// pg_stat_activity from a connection of its own. At the end every variant's
+// schema is audited (raw: the invariants it can satisfy).
+//
+// Outbox: relay throughput (outbox.Relay, no-op publisher) against a
+// hand-written claim + mark-sent loop at the same batch size and
+// concurrency; and the claim latency over 1,000,000 SENT rows of history
+// against none.
+//
+// It prints a markdown table and, last, one RESULT line. -quick finishes in
+// under 5 minutes on 2 cores.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	quick       bool
+	duration    time.Duration // per cell and variant
+	warmup      time.Duration
+	rounds      int
+	poolSize    int
+	history     int
+	events      int
+	relays      int
+	batch       int
+	claimProbes int
+	waits       bool
+	statements  bool
+	variants    string
+	cpuprofile  string
+
+	bucketSet, consumerSet []int
+	statementsDone         map[string]bool
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad list %q", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func main() {
+	o := options{statementsDone: map[string]bool{}}
+	flag.BoolVar(&o.quick, "quick", false, "short run (under 5 minutes on 2 cores)")
+	flag.DurationVar(&o.duration, "duration", 0, "time per variant and cell (default 8s, -quick 3s)")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "untimed warm-up before each timed run (every connection prepares its statements)")
+	flag.IntVar(&o.rounds, "rounds", 0, "interleaved rounds (default 3, -quick 2)")
+	flag.IntVar(&o.poolSize, "pool", 40, "pool size shared by every variant")
+	flag.IntVar(&o.history, "history", 1_000_000, "SENT rows of outbox history for the claim latency test")
+	flag.IntVar(&o.events, "events", 0, "events per outbox throughput run (default 40000, -quick 20000)")
+	flag.IntVar(&o.relays, "relays", 2, "outbox relays (and raw loops)")
+	flag.IntVar(&o.batch, "batch", 200, "outbox claim batch size")
+	flag.IntVar(&o.claimProbes, "claim-probes", 0, "claims timed per history size (default 400, -quick 200)")
+	flag.BoolVar(&o.waits, "waits", false, "print the wait events sampled per variant")
+	flag.BoolVar(&o.statements, "statements", false, "load pg_stat_statements (throwaway server) and print each variant's costliest statements (64 buckets, 32 consumers, first round)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the order runs to this file")
+	flag.StringVar(&o.variants, "variants", "raw,seed,kit", "order variants, in order: raw, seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound)")
+	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
+	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
+	flag.Parse()
+	var err error
+	if o.bucketSet, err = intList(*buckets); err == nil {
+		o.consumerSet, err = intList(*consumers)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	def := func(v *int, full, quick int) {
+		if *v == 0 {
+			*v = full
+			if o.quick {
+				*v = quick
+			}
+		}
+	}
+	if o.duration == 0 {
+		o.duration = 8 * time.Second
+		if o.quick {
+			o.duration = 3 * time.Second
+		}
+	}
+	def(&o.rounds, 3, 2)
+	def(&o.events, 40000, 20000)
+	def(&o.claimProbes, 400, 200)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,425 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+var stderr io.Writer = os.Stderr
+
+type cellKey struct {
+	variant   string
+	buckets   int
+	consumers int
+}
+
+type agg struct {
+	orders, errors int64
+	elapsed        time.Duration
+	lat            []time.Duration
+	rt             int64
+	waits          waitSample
+}
+
+func (a *agg) ordersPerSec() float64 {
+	if a.elapsed <= 0 {
+		return 0
+	}
+	return float64(a.orders) / a.elapsed.Seconds()
+}
+
+func (a *agg) pct(p float64) time.Duration {
+	if len(a.lat) == 0 {
+		return 0
+	}
+	slices.Sort(a.lat)
+	return a.lat[min(len(a.lat)-1, int(p*float64(len(a.lat))))]
+}
+
+func (a *agg) rtPerOrder() float64 {
+	if a.orders == 0 {
+		return 0
+	}
+	return float64(a.rt) / float64(a.orders+a.errors)
+}
+
+func run(ctx context.Context, o options) error {
+	began := time.Now()
+	var popts pgharness.Options
+	if o.statements {
+		popts.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+	}
+	srv, err := pgharness.Start(ctx, popts)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	if os.Getenv(pgharness.EnvURL) == "" {
+		fmt.Fprintln(stderr, "bench: started a throwaway PostgreSQL; set", pgharness.EnvURL, "to use your own")
+	}
+	var rt rtCounter
+	pool, err := newPool(ctx, srv.URL, o.poolSize, &rt)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sconn, err := pgx.Connect(ctx, srv.URL)
+	if err != nil {
+		return err
+	}
+	defer sconn.Close(context.Background())
+	sampler := &waitSampler{conn: sconn, app: benchApp}
+
+	if o.statements {
+		if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			return err
+		}
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var vs []variant
+	for _, name := range strings.Split(o.variants, ",") {
+		found := false
+		for _, v := range allVariants() {
+			if v.name == strings.TrimSpace(name) {
+				vs, found = append(vs, v), true
+			}
+		}
+		if !found {
+			return fmt.Errorf("unknown variant %q", name)
+		}
+	}
+	bucketSet := o.bucketSet
+	consumerSet := o.consumerSet
+	results := map[cellKey]*agg{}
+	audits := map[string][]string{} // variant → failures
+	auditRuns := map[string]int{}
+	var ids order.IDGenerator
+	var users atomic.Int64
+	cell := 0
+	for r := range o.rounds {
+		for _, b := range bucketSet {
+			for _, c := range consumerSet {
+				cell++
+				// Rotate the order of the variants with the round and the cell.
+				off := (r + cell) % len(vs)
+				for i := range vs {
+					v := vs[(i+off)%len(vs)]
+					schema := fmt.Sprintf("bench_%s_%d", strings.ReplaceAll(v.name, "-", "_"), cell)
+					fmt.Fprintf(stderr, "bench: round %d/%d  %-4s  buckets=%-2d consumers=%-2d ", r+1, o.rounds, v.name, b, c)
+					res, fails, err := runVariant(ctx, pool, schema, v, b, c, o, &ids, &users, &rt, sampler)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(stderr, "%7.0f orders/s  audit %s\n", float64(res.orders)/res.elapsed.Seconds(), verdict(fails))
+					audits[v.name] = append(audits[v.name], fails...)
+					auditRuns[v.name]++
+					k := cellKey{v.name, b, c}
+					a := results[k]
+					if a == nil {
+						a = &agg{}
+						results[k] = a
+					}
+					a.orders += res.orders
+					a.errors += res.errors
+					a.elapsed += res.elapsed
+					a.lat = append(a.lat, res.lat...)
+					a.rt += res.rt
+					a.waits.add(res.lockWaits)
+				}
+			}
+		}
+	}
+
+	ob, err := runOutbox(ctx, pool, o)
+	if err != nil {
+		return err
+	}
+
+	// Report.
+	out := os.Stdout
+	fmt.Fprintf(out, "\n## Order transaction (%d rounds × %s per cell, interleaved, one pool of %d)\n\n", o.rounds, o.duration, o.poolSize)
+	fmt.Fprintln(out, "| variant | buckets | consumers | orders/s | p50 ms | p99 ms | round trips/order | lock waiters (mean) | errors |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, b := range bucketSet {
+		for _, c := range consumerSet {
+			for _, v := range vs {
+				a := results[cellKey{v.name, b, c}]
+				fmt.Fprintf(out, "| %s | %d | %d | %.0f | %.1f | %.1f | %.2f | %.2f | %d |\n", v.name, b, c, a.ordersPerSec(),
+					ms(a.pct(0.50)), ms(a.pct(0.99)), a.rtPerOrder(), a.waits.meanLockWaiters(), a.errors)
+			}
+		}
+	}
+	fmt.Fprintln(out)
+	for _, v := range vs {
+		what := "every invariant of flow.Service.Audit"
+		if v.name == "raw" {
+			what = "one order per user, bucket conservation, allocated = orders"
+		}
+		fmt.Fprintf(out, "- audit %s after each of its %d runs (%s): %s %s\n", v.name, auditRuns[v.name], what, verdict(audits[v.name]), strings.Join(audits[v.name], "; "))
+	}
+	if o.waits {
+		fmt.Fprintln(out, "\n### Wait events sampled (share of active backend samples)")
+		for _, b := range bucketSet {
+			for _, v := range vs {
+				c := consumerSet[len(consumerSet)-1]
+				a := results[cellKey{v.name, b, c}]
+				fmt.Fprintf(out, "- %s, %d buckets, %d consumers: %s\n", v.name, b, c, topWaits(a.waits, 6))
+			}
+		}
+	}
+	fmt.Fprintf(out, "\n## Outbox (%d relays / loops, batch %d)\n\n", o.relays, o.batch)
+	fmt.Fprintln(out, "| measure | value |")
+	fmt.Fprintln(out, "|---|---:|")
+	fmt.Fprintf(out, "| relay (outbox.Relay, no-op publisher), events/s | %.0f |\n", ob.relayRate)
+	fmt.Fprintf(out, "| hand-written claim + mark-sent loop, events/s | %.0f |\n", ob.rawRate)
+	fmt.Fprintf(out, "| claim of %d, p50 with no history, ms | %.2f |\n", o.batch, ms(ob.claimNone))
+	fmt.Fprintf(out, "| claim of %d, p50 with %d SENT rows, ms | %.2f |\n", o.batch, o.history, ms(ob.claimHist))
+	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
+
+	ratio := func(num, den float64) float64 {
+		if den == 0 {
+			return 0
+		}
+		return num / den
+	}
+	rate := func(v string, b, c int) float64 {
+		if a := results[cellKey{v, b, c}]; a != nil {
+			return a.ordersPerSec()
+		}
+		return 0
+	}
+	// Round trips of a fresh kit order, over every cell.
+	var krt, kn int64
+	for k, a := range results {
+		if k.variant == "kit" {
+			krt += a.rt
+			kn += a.orders + a.errors
+		}
+	}
+	fmt.Fprintf(out, "RESULT flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f outbox_events_per_s=%.0f outbox_vs_raw=%.2f claim_history_ratio=%.2f\n",
+		ratio(rate("kit", 1, 32), rate("seed", 1, 32)), ratio(rate("kit", 64, 32), rate("seed", 64, 32)),
+		ratio(rate("kit", 64, 32), rate("raw", 64, 32)), ratio(float64(krt), float64(kn)),
+		ob.relayRate, ratio(ob.relayRate, ob.rawRate), ratio(float64(ob.claimHist), float64(ob.claimNone)))
+	for _, v := range vs {
+		if len(audits[v.name]) > 0 {
+			return errors.New("audit failed for " + v.name)
+		}
+	}
+	return nil
+}
+
+func verdict(fails []string) string {
+	if len(fails) > 0 {
+		return "FAIL"
+	}
+	return "PASS"
+}
+
+// runVariant runs one variant in a new schema holding one SKU of b
+// buckets: a warm-up (every connection prepares its statements), the timed
+// run, then the audit, and drops the schema.
+func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v variant, b, c int, o options,
+	ids *order.IDGenerator, users *atomic.Int64, rt *rtCounter, sampler *waitSampler) (cellResult, []string, error) {
+	drop := func() error {
+		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		return err
+	}
+	if err := drop(); err != nil {
+		return cellResult{}, nil, err
+	}
+	fcfg := flow.Config{
+		Schema: schema,
+		Item: flow.SKU{ActivityID: 1, SKUID: 1, Title: "bench item", UnitPrice: 9900, Currency: "CNY",
+			Stock: 1_000_000, Buckets: int16(b)},
+		TxOptions: pgtx.Options{Name: "place_order"},
+	}
+	if v.cfg != nil {
+		v.cfg(&fcfg)
+	}
+	svc, err := flow.New(ctx, pool, fcfg)
+	if err != nil {
+		return cellResult{}, nil, fmt.Errorf("%s: set up: %w", v.name, err)
+	}
+	if _, err := runCell(ctx, svc, v, o.poolSize, o.warmup, ids, users, rt, sampler); err != nil {
+		return cellResult{}, nil, err
+	}
+	stmts := o.statements && b == o.bucketSet[len(o.bucketSet)-1] && c == o.consumerSet[len(o.consumerSet)-1] && !o.statementsDone[v.name]
+	if stmts {
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			return cellResult{}, nil, err
+		}
+	}
+	res, err := runCell(ctx, svc, v, c, o.duration, ids, users, rt, sampler)
+	if err != nil {
+		return res, nil, err
+	}
+	if stmts {
+		o.statementsDone[v.name] = true
+		if err := printStatements(ctx, pool, v.name, res.orders); err != nil {
+			return res, nil, err
+		}
+	}
+	var fails []string
+	if v.name == "raw" {
+		lines, pass, err := auditRaw(ctx, svc)
+		if err != nil {
+			return res, nil, err
+		}
+		if !pass {
+			fails = append(fails, schema+": "+strings.Join(lines, ", "))
+		}
+	} else {
+		if err := drainOutbox(ctx, svc); err != nil {
+			return res, nil, err
+		}
+		checks, err := svc.Audit(ctx)
+		if err != nil {
+			return res, nil, err
+		}
+		if !flow.Passed(checks) {
+			for _, c := range checks {
+				if !c.Pass {
+					fails = append(fails, fmt.Sprintf("%s: %s: %s", schema, c.Name, c.Detail))
+				}
+			}
+		}
+	}
+	if len(fails) == 0 {
+		return res, nil, drop()
+	}
+	return res, fails, nil // keep the schema for inspection
+}
+
+// printStatements prints the statements that took the most server time
+// in the run just finished, per order.
+func printStatements(ctx context.Context, pool *pgxpool.Pool, name string, orders int64) error {
+	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time + total_plan_time, total_plan_time / greatest(calls, 1), shared_blks_hit + shared_blks_read, wal_bytes,
+		regexp_replace(left(query, 90), '\s+', ' ', 'g')
+		FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC LIMIT 12`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Fprintf(stderr, "\n  %s: server time per order by statement (%d orders)\n", name, orders)
+	for rows.Next() {
+		var calls, blks int64
+		var total, mean float64
+		var wal pgtype.Numeric
+		var q string
+		if err := rows.Scan(&calls, &total, &mean, &blks, &wal, &q); err != nil {
+			return err
+		}
+		wf, _ := wal.Float64Value()
+		fmt.Fprintf(stderr, "  %8.3f ms/order  %7d calls  %6.3f plan ms/call  %5.1f blks/call %6.0f WAL B/call  %s\n",
+			total/float64(max(orders, 1)), calls, mean, float64(blks)/float64(max(calls, 1)), wf.Float64/float64(max(calls, 1)), q)
+	}
+	fmt.Fprintln(stderr)
+	return rows.Err()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func topWaits(w waitSample, n int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	for k, v := range w.waitCount {
+		all = append(all, kv{k, v})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v })
+	var parts []string
+	for i, e := range all {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", e.k, 100*float64(e.v)/float64(max(w.active, 1))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// auditRaw checks what the minimal transaction can keep: one order per
+// user, bucket conservation, allocated stock = orders.
+func auditRaw(ctx context.Context, svc *flow.Service) ([]string, bool, error) {
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{svc.Schema}.Sanitize()) }
+	var dup, broken, allocated, orders int64
+	err := svc.Pool.QueryRow(ctx, q(`SELECT
+		(SELECT count(*) FROM (SELECT 1 FROM {s}.orders GROUP BY activity_id, sku_id, user_id HAVING count(*) > 1) d),
+		(SELECT count(*) FROM {s}.sku_inventory WHERE total_stock <> available_stock + allocated_stock OR available_stock < 0),
+		(SELECT coalesce(sum(allocated_stock), 0) FROM {s}.sku_inventory),
+		(SELECT count(*) FROM {s}.orders)`)).Scan(&dup, &broken, &allocated, &orders)
+	lines := []string{fmt.Sprintf("%d orders, %d duplicated users, %d broken buckets, %d allocated", orders, dup, broken, allocated)}
+	return lines, err == nil && dup == 0 && broken == 0 && allocated == orders, err
+}
+
+// drainOutbox publishes every pending event of svc's outbox to a no-op
+// publisher, so that the audit's "nothing left unpublished" holds.
+func drainOutbox(ctx context.Context, svc *flow.Service) error {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	r, err := outbox.NewRelay(svc.Pool, outbox.RelayConfig{
+		Store: svc.Outbox, Publisher: noop(nil), Owner: "bench-drain", BatchSize: 500,
+		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true,
+	})
+	if err != nil {
+		return err
+	}
+	go func() { errc <- r.Run(dctx) }()
+	for {
+		st, err := svc.Outbox.Stats(ctx, svc.Pool)
+		if err != nil {
+			return err
+		}
+		if st.Pending+st.Sending+st.Retry == 0 {
+			cancel()
+			return <-errc
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// noop is a publisher that accepts every message and counts them.
+func noop(n *atomic.Int64) outbox.Publisher {
+	return outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+		if n != nil {
+			n.Add(int64(len(msgs)))
+		}
+		return make([]error, len(msgs))
+	})
+}
+
+var _ *pgxpool.Pool
