@@ -19,8 +19,9 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 	for i := range relays {
 		r, err := outbox.NewRelay(s.Pool, outbox.RelayConfig{
 			Store: s.Outbox, Publisher: s.publisher(), Owner: fmt.Sprintf("seckill-relay-%d-%s", i, uuid.NewString()[:8]),
-			BatchSize: 200, PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
-			DisableListen: s.disableListen, Logger: s.log,
+			BatchSize: 200, PollInterval: 20 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+			// The order path sends no NOTIFY (see flow.Config.Notify): relays poll.
+			DisableListen: true, Logger: s.log,
 		})
 		if err != nil {
 			cancel()

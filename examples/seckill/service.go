@@ -51,7 +51,6 @@ type service struct {
 
 	orderTTL       time.Duration
 	reservationTTL time.Duration
-	disableListen  bool // relays poll only (transaction-mode poolers)
 
 	// onOrderCreated, when set, sees the order id of every ORDER_CREATED
 	// event the relay publishes (at least once each).
@@ -158,8 +157,8 @@ func (s *service) consume(ctx context.Context, m message) error {
 	switch out.Code {
 	case flow.CodeOrderCreated:
 		s.stats.created.Add(1)
-	case flow.CodeOrderAlready:
-		s.stats.already.Add(1)
+	case flow.CodeOrderAlready, flow.CodeReservationRejected:
+		s.stats.already.Add(1) // the same reservation under a new message id
 	case flow.CodeUserAlreadyOrdered:
 		s.stats.userAlready.Add(1)
 	case flow.CodeSoldOut:
