@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -21,15 +20,7 @@ var migrationFiles embed.FS
 // Migrations is the inbox component for [migrate.Apply]: the DDL of the
 // consumer_inbox table. Use it to migrate several packages together; use
 // [Migrate] for the inbox alone.
-var Migrations = migrate.Component{Name: "inbox", FS: mustSub(migrationFiles, "migrations")}
-
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // unreachable: dir is embedded
-	}
-	return sub
-}
+var Migrations = migrate.Embedded("inbox", migrationFiles, "migrations")
 
 // Migrate creates or upgrades the inbox tables in schema ("" means
 // "seckill"). It is idempotent and safe to run concurrently; see

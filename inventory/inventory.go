@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"io/fs"
 	"log/slog"
 	"strings"
 
@@ -17,15 +16,7 @@ var migrationFiles embed.FS
 
 // Migrations is the inventory component for [migrate.Apply]: the tables
 // inventory_sku, sku_inventory, inventory_reservation and inventory_ledger.
-var Migrations = migrate.Component{Name: "inventory", FS: mustSub(migrationFiles, "migrations")}
-
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // unreachable: the directory is embedded above
-	}
-	return sub
-}
+var Migrations = migrate.Embedded("inventory", migrationFiles, "migrations")
 
 // Migrate applies the inventory migrations to schema ("" means
 // [migrate.DefaultSchema]). It is idempotent and safe to run concurrently;

@@ -47,6 +47,24 @@ type Component struct {
 	FS fs.FS
 }
 
+// Embedded returns the component name whose migration files are the
+// *.up.sql files in directory dir of fsys, typically an embed.FS:
+//
+//	//go:embed migrations/*.up.sql
+//	var files embed.FS
+//	var Migrations = migrate.Embedded("inbox", files, "migrations")
+//
+// It panics when dir is not a valid path, which for a directory embedded
+// next to the call cannot happen at run time; missing or misnamed files are
+// reported by [Component.Migrations] and [Apply].
+func Embedded(name string, fsys fs.FS, dir string) Component {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(fmt.Sprintf("migrate: component %s: %v", name, err))
+	}
+	return Component{Name: name, FS: sub}
+}
+
 // Migration is one numbered SQL file of a component.
 type Migration struct {
 	Version int    // the NNN prefix of the file name

@@ -189,3 +189,17 @@ func FuzzValidateSchema(f *testing.F) {
 		}
 	})
 }
+
+func TestEmbedded(t *testing.T) {
+	t.Parallel()
+	c := migrate.Embedded("widgets", os.DirFS("testdata"), "v2")
+	if latest, err := c.Latest(); err != nil || latest != 2 || c.Name != "widgets" {
+		t.Fatalf("Embedded component: latest %d, err %v", latest, err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Embedded with an invalid directory did not panic")
+		}
+	}()
+	migrate.Embedded("bad", os.DirFS("testdata"), "../outside")
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"io/fs"
 	"strings"
 
 	"github.com/seckillkit/seckill/migrate"
@@ -17,15 +16,7 @@ var migrationFiles embed.FS
 // Migrations is the order package's migration component (tables orders,
 // order_items, payment_record). Pass it to [migrate.Apply] together with the
 // components of other packages to migrate them in one transaction.
-var Migrations = migrate.Component{Name: "order", FS: mustSub(migrationFiles, "migrations")}
-
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // unreachable: the directory is embedded
-	}
-	return sub
-}
+var Migrations = migrate.Embedded("order", migrationFiles, "migrations")
 
 // Migrate applies the pending order migrations to schema ("" means
 // "seckill") with [migrate.Apply]: idempotent and safe to run concurrently.

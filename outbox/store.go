@@ -6,7 +6,6 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"strings"
 
 	"github.com/seckillkit/seckill/migrate"
@@ -20,15 +19,7 @@ var migrationFiles embed.FS
 // Apply it with [Migrate] or together with other packages' components via
 // [migrate.Apply]. The files are plain DDL with unqualified names, usable by
 // goose or golang-migrate after SET search_path.
-var Migrations = migrate.Component{Name: "outbox", FS: mustSub(migrationFiles, "migrations")}
-
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err)
-	}
-	return sub
-}
+var Migrations = migrate.Embedded("outbox", migrationFiles, "migrations")
 
 // Migrate applies the outbox migrations to schema ("" means "seckill"),
 // idempotently and safely from several processes at once (see
