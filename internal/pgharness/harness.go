@@ -22,7 +22,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -56,16 +55,13 @@ type Server struct {
 	// URL is a connection string for the server's "postgres" database.
 	URL string
 
-	owned   bool
-	binDir  string
-	dir     string // temp root: data/, sock/, server.log
-	port    int
-	args    []string
-	cred    *syscall.Credential
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	stopped bool
+	owned  bool
+	binDir string
+	dir    string // temp root: data/, sock/, server.log
+	port   int
+	args   []string
+	cred   *syscall.Credential
+	proc   process
 }
 
 // Owned reports whether the server is a throwaway cluster this process
@@ -172,80 +168,12 @@ func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
 // launch starts the postmaster on the existing data directory and waits
 // until it accepts connections.
 func (s *Server) launch(ctx context.Context) error {
-	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("pgharness: %w", err)
+	s.proc.name, s.proc.logPath, s.proc.cred = "postgres", filepath.Join(s.dir, "server.log"), s.cred
+	// SIGQUIT: immediate shutdown if this process dies.
+	if err := s.proc.start(filepath.Join(s.binDir, "postgres"), s.args, s.dir, syscall.SIGQUIT, false); err != nil {
+		return err
 	}
-	cmd := exec.Command(filepath.Join(s.binDir, "postgres"), s.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Dir = s.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: s.cred,
-		Setpgid:    true,            // a ^C to the test run reaches us, not the server directly
-		Pdeathsig:  syscall.SIGQUIT, // immediate shutdown if this process dies
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("pgharness: start postgres: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited, s.stopped = cmd, exited, false
-	s.mu.Unlock()
-
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := ping(pctx, s.URL)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("pgharness: postgres exited during start-up; log:\n%s", s.logTail())
-		case <-ctx.Done():
-			s.signal(syscall.SIGQUIT)
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.signal(syscall.SIGQUIT)
-			return fmt.Errorf("pgharness: postgres did not accept connections within 60s: %v; log:\n%s", err, s.logTail())
-		}
-	}
-}
-
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
-
-func (s *Server) signal(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(sig)
-	}
-}
-
-func (s *Server) waitExit(timeout time.Duration) error {
-	s.mu.Lock()
-	exited := s.exited
-	s.mu.Unlock()
-	if exited == nil {
-		return nil
-	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(timeout):
-		return fmt.Errorf("pgharness: postgres did not exit within %v", timeout)
-	}
+	return s.proc.waitReady(ctx, s.URL, 60*time.Second, syscall.SIGQUIT)
 }
 
 // Crash stops the throwaway server the way a power cut would look to
@@ -255,8 +183,8 @@ func (s *Server) Crash() error {
 	if !s.owned {
 		return errors.New("pgharness: cannot crash a server this process does not own")
 	}
-	s.signal(syscall.SIGQUIT)
-	return s.waitExit(30 * time.Second)
+	s.proc.signal(syscall.SIGQUIT)
+	return s.proc.waitExit(30 * time.Second)
 }
 
 // Restart starts the throwaway server again on the same data directory and
@@ -266,7 +194,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	if !s.owned {
 		return errors.New("pgharness: cannot restart a server this process does not own")
 	}
-	if err := s.waitExit(30 * time.Second); err != nil {
+	if err := s.proc.waitExit(30 * time.Second); err != nil {
 		return err
 	}
 	return s.launch(ctx)
@@ -279,19 +207,7 @@ func (s *Server) Stop() error {
 	if !s.owned {
 		return nil
 	}
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return nil
-	}
-	s.stopped = true
-	s.mu.Unlock()
-	s.signal(syscall.SIGINT)
-	err := s.waitExit(30 * time.Second)
-	if err != nil {
-		s.signal(syscall.SIGKILL)
-		_ = s.waitExit(5 * time.Second)
-	}
+	err := s.proc.stop(syscall.SIGINT, 30*time.Second) // fast shutdown
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
 		err = rmErr
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -80,15 +79,12 @@ type PgBouncer struct {
 	// [QueryExecMode].
 	URL string
 
-	bin     string
-	mode    PoolMode
-	dir     string // temp root: pgbouncer.ini, userlist.txt, pgbouncer.log
-	port    int
-	cred    *syscall.Credential
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	stopped bool
+	bin  string
+	mode PoolMode
+	dir  string // temp root: pgbouncer.ini, userlist.txt, pgbouncer.log
+	port int
+	cred *syscall.Credential
+	proc process
 }
 
 // Port is the TCP port PgBouncer listens on at 127.0.0.1.
@@ -268,13 +264,11 @@ func StartPgBouncer(ctx context.Context, target *Server, opts PgBouncerOptions) 
 			ok = true
 			return b, nil
 		}
-		if !errors.Is(err, errExitedEarly) || attempt == 3 || !strings.Contains(b.logTail(), "in use") {
+		if !errors.Is(err, errExitedEarly) || attempt == 3 || !strings.Contains(b.proc.logTail(), "in use") {
 			return nil, err
 		}
 	}
 }
-
-var errExitedEarly = errors.New("pgharness: pgbouncer exited during start-up")
 
 func (b *PgBouncer) writeFile(name, content string) error {
 	p := filepath.Join(b.dir, name)
@@ -292,104 +286,19 @@ func (b *PgBouncer) writeFile(name, content string) error {
 // launch starts pgbouncer in the foreground and waits until a query
 // through it succeeds.
 func (b *PgBouncer) launch(ctx context.Context) error {
-	logf, err := os.OpenFile(filepath.Join(b.dir, "pgbouncer.log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("pgharness: %w", err)
+	b.proc.name, b.proc.logPath, b.proc.cred = "pgbouncer", filepath.Join(b.dir, "pgbouncer.log"), b.cred
+	// SIGTERM: immediate shutdown if this process dies.
+	if err := b.proc.start(b.bin, []string{filepath.Join(b.dir, "pgbouncer.ini")}, b.dir, syscall.SIGTERM, true); err != nil {
+		return err
 	}
-	cmd := exec.Command(b.bin, filepath.Join(b.dir, "pgbouncer.ini"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Dir = b.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: b.cred,
-		Setpgid:    true,
-		Pdeathsig:  syscall.SIGTERM, // immediate shutdown if this process dies
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("pgharness: start pgbouncer: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	b.mu.Lock()
-	b.cmd, b.exited, b.stopped = cmd, exited, false
-	b.mu.Unlock()
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := ping(pctx, b.URL)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("%w; log:\n%s", errExitedEarly, b.logTail())
-		case <-ctx.Done():
-			b.kill()
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			b.kill()
-			return fmt.Errorf("pgharness: no query succeeded through pgbouncer within 30s: %v; log:\n%s", err, b.logTail())
-		}
-	}
-}
-
-func (b *PgBouncer) logTail() string {
-	data, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	return string(data)
-}
-
-func (b *PgBouncer) signal(sig syscall.Signal) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd != nil && b.cmd.Process != nil {
-		_ = b.cmd.Process.Signal(sig)
-	}
-}
-
-func (b *PgBouncer) waitExit(timeout time.Duration) error {
-	b.mu.Lock()
-	exited := b.exited
-	b.mu.Unlock()
-	if exited == nil {
-		return nil
-	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(timeout):
-		return fmt.Errorf("pgharness: pgbouncer did not exit within %v", timeout)
-	}
-}
-
-// kill ends a pgbouncer that failed to start.
-func (b *PgBouncer) kill() {
-	b.signal(syscall.SIGKILL)
-	_ = b.waitExit(5 * time.Second)
+	return b.proc.waitReady(ctx, b.URL, 30*time.Second, syscall.SIGKILL)
 }
 
 // Stop shuts PgBouncer down (SIGTERM: immediate shutdown; client
 // connections are dropped) and removes its directory. It is safe to call
 // more than once.
 func (b *PgBouncer) Stop() error {
-	b.mu.Lock()
-	if b.stopped {
-		b.mu.Unlock()
-		return nil
-	}
-	b.stopped = true
-	b.mu.Unlock()
-	b.signal(syscall.SIGTERM)
-	err := b.waitExit(10 * time.Second)
-	if err != nil {
-		b.kill()
-	}
+	err := b.proc.stop(syscall.SIGTERM, 10*time.Second)
 	if rmErr := os.RemoveAll(b.dir); rmErr != nil && err == nil {
 		err = rmErr
 	}
