@@ -192,7 +192,11 @@ func TestFaultRelayKilledBetweenPublishAndMark(t *testing.T) {
 	default:
 		t.Fatal("the relay stopped without publishing")
 	}
-	if got := r.count(`SELECT count(*) FROM %s.event_outbox WHERE event_id = ANY($1) AND status = 10 AND locked_by = $2`, batch, owner); got != int64(len(batch)) {
+	ids := make([]string, len(batch)) // text, so that every query exec mode can encode it
+	for i, id := range batch {
+		ids[i] = id.String()
+	}
+	if got := r.count(`SELECT count(*) FROM %s.event_outbox WHERE event_id = ANY($1::text[]::uuid[]) AND status = 10 AND locked_by = $2`, ids, owner); got != int64(len(batch)) {
 		t.Fatalf("%d of the killed relay's %d published events are still SENDING under its lease, want all", got, len(batch))
 	}
 
