@@ -100,110 +100,15 @@ func TestPgBouncerCommitAndRollback(t *testing.T) {
 func TestPgBouncerRetriesSerializationFailure(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pool := pgtest.PgBouncerPool(t, nil)
-	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 1), (2, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	var obs counter
-	var barrier sync.WaitGroup
-	barrier.Add(2)
-	run := func(id int) error {
-		first := true
-		return pgtx.RunInTx(b.ctx, pool, pgtx.Options{IsoLevel: pgx.Serializable, Observer: &obs}, func(tx pgx.Tx) error {
-			var onCall int
-			if err := tx.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE v = 1`).Scan(&onCall); err != nil {
-				return err
-			}
-			if first {
-				first = false
-				barrier.Done()
-				barrier.Wait()
-			}
-			if onCall < 2 {
-				return nil
-			}
-			_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 0 WHERE id = $1`, id)
-			return err
-		})
-	}
-	errs := make(chan error, 2)
-	for id := 1; id <= 2; id++ {
-		go func() { errs <- run(id) }()
-	}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatalf("RunInTx: %v", err)
-		}
-	}
-	if got := b.count(t, "v = 1"); got != 1 {
-		t.Fatalf("doctors on call = %d, want 1", got)
-	}
-	if obs.n(pgtx.EventRetry) < 1 || obs.n(pgtx.EventCommitted) != 2 {
-		t.Fatalf("events: %v, want at least one retry and two commits", obs.counts)
-	}
-	for _, e := range obs.events {
-		if e.Kind == pgtx.EventRetry && !pgtx.IsSerializationFailure(e.Err) {
-			t.Fatalf("retry cause = %v, want serialization failure", e.Err)
-		}
-	}
+	writeSkewIsRetried(t, b, pgtest.PgBouncerPool(t, nil))
 }
 
-// TestPgBouncerRetriesDeadlock: two transactions lock two rows in opposite
-// orders through PgBouncer; the server kills one, RunInTx runs it again.
+// TestPgBouncerRetriesDeadlock: the deadlock of TestRetriesRealDeadlock,
+// through PgBouncer.
 func TestPgBouncerRetriesDeadlock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pool := pgtest.PgBouncerPool(t, nil)
-	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0), (2, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	var obs counter
-	var barrier sync.WaitGroup
-	barrier.Add(2)
-	run := func(firstID, secondID int) error {
-		first := true
-		return pgtx.RunInTx(b.ctx, pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(b.ctx, `SET LOCAL deadlock_timeout = '50ms'`); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = v + 1 WHERE id = $1`, firstID); err != nil {
-				return err
-			}
-			if first {
-				first = false
-				barrier.Done()
-				barrier.Wait()
-			}
-			_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = v + 1 WHERE id = $1`, secondID)
-			return err
-		})
-	}
-	errs := make(chan error, 2)
-	go func() { errs <- run(1, 2) }()
-	go func() { errs <- run(2, 1) }()
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatalf("RunInTx: %v", err)
-		}
-	}
-	if got := b.count(t, "v = 2"); got != 2 {
-		t.Fatalf("rows updated twice = %d, want 2", got)
-	}
-	// At least one transaction was chosen as the deadlock victim and ran
-	// again. Under load the victim's retry can take the contested row before
-	// the other transaction wakes and deadlock once more, so more than one
-	// retry is possible; every retry must be for a deadlock (checked below)
-	// and both transactions end committed.
-	retries := obs.n(pgtx.EventRetry)
-	if retries < 1 || obs.n(pgtx.EventCommitted) != 2 || obs.n(pgtx.EventAttempt) != 2+retries {
-		t.Fatalf("retries = %d, commits = %d, attempts = %d; want >= 1, 2, 2+retries",
-			retries, obs.n(pgtx.EventCommitted), obs.n(pgtx.EventAttempt))
-	}
-	for _, e := range obs.events {
-		if e.Kind == pgtx.EventRetry && !pgtx.IsDeadlock(e.Err) {
-			t.Fatalf("retry cause = %v, want deadlock", e.Err)
-		}
-	}
+	deadlockIsRetried(t, b, pgtest.PgBouncerPool(t, nil))
 }
 
 // TestPgBouncerLockTimeoutApplied: Options.LockTimeout (SET LOCAL in the

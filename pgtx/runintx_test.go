@@ -84,6 +84,15 @@ func raise(ctx context.Context, tx pgx.Tx, code string) error {
 func TestRetriesRealSerializationFailure(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	writeSkewIsRetried(t, b, b.pool)
+}
+
+// writeSkewIsRetried runs the classic write skew (two doctors on call, each
+// transaction takes its doctor off call if the other is still on) under
+// Serializable through pool, and checks that RunInTx retried the refused
+// transaction and both committed.
+func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
+	t.Helper()
 	// Two doctors on call; each transaction takes its doctor off call if
 	// the other is still on: classic write skew, which Serializable
 	// refuses for one of the two.
@@ -95,7 +104,7 @@ func TestRetriesRealSerializationFailure(t *testing.T) {
 	barrier.Add(2)
 	run := func(id int) error {
 		first := true
-		return pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{IsoLevel: pgx.Serializable, Observer: &obs, MaxAttempts: 5},
+		return pgtx.RunInTx(b.ctx, pool, pgtx.Options{IsoLevel: pgx.Serializable, Observer: &obs, MaxAttempts: 5},
 			func(tx pgx.Tx) error {
 				var onCall int
 				if err := tx.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE v = 1`).Scan(&onCall); err != nil {
@@ -144,6 +153,13 @@ func TestRetriesRealSerializationFailure(t *testing.T) {
 func TestRetriesRealDeadlock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	deadlockIsRetried(t, b, b.pool)
+}
+
+// deadlockIsRetried makes two transactions lock two rows in opposite orders
+// through pool; the server kills one, RunInTx runs it again, both commit.
+func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
+	t.Helper()
 	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0), (2, 0)`); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +168,7 @@ func TestRetriesRealDeadlock(t *testing.T) {
 	barrier.Add(2)
 	run := func(firstID, secondID int) error {
 		first := true
-		return pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
+		return pgtx.RunInTx(b.ctx, pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(b.ctx, `SET LOCAL deadlock_timeout = '50ms'`); err != nil {
 				return err
 			}
