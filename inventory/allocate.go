@@ -59,12 +59,8 @@ func (a Allocation) validate() error {
 		return invalid("OrderID", "must not be negative")
 	case a.SourceMessageID == uuid.Nil:
 		return invalid("SourceMessageID", "required")
-	case len([]rune(a.Reason)) > MaxCodeLength:
-		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
-	case !storableText(a.Reason):
-		return invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
-	return nil
+	return checkCode("Reason", a.Reason)
 }
 
 // Allocated is a successful allocation or release: the bucket's counters
@@ -263,12 +259,8 @@ func (r Release) validate() error {
 		return invalid("ReservationID", "required")
 	case r.OrderID < 0:
 		return invalid("OrderID", "must not be negative")
-	case len([]rune(r.Reason)) > MaxCodeLength:
-		return invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
-	case !storableText(r.Reason):
-		return invalid("Reason", "not valid UTF-8 or contains a NUL byte")
 	}
-	return nil
+	return checkCode("Reason", r.Reason)
 }
 
 // releaseSQL is the mirror of allocateSQL (seed §9.10): it takes bucket,

@@ -93,6 +93,19 @@ func invalid(field, reason string) error { return &ValidationError{Field: field,
 // without NUL bytes.
 func storableText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
+// checkCode validates a ledger reason or failure code: at most
+// [MaxCodeLength] characters of storable text ("" is fine: it means the
+// default or none).
+func checkCode(field, v string) error {
+	switch {
+	case utf8.RuneCountInString(v) > MaxCodeLength:
+		return invalid(field, fmt.Sprintf("longer than %d characters", MaxCodeLength))
+	case !storableText(v):
+		return invalid(field, "not valid UTF-8 or contains a NUL byte")
+	}
+	return nil
+}
+
 // SoldOutError reports a refused allocation. It matches [ErrSoldOut].
 type SoldOutError struct {
 	ActivityID, SKUID int64

@@ -126,10 +126,9 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 		return Rebalanced{}, invalid("ActivityID", "must be positive")
 	case req.SKUID <= 0:
 		return Rebalanced{}, invalid("SKUID", "must be positive")
-	case len([]rune(req.Reason)) > MaxCodeLength:
-		return Rebalanced{}, invalid("Reason", fmt.Sprintf("longer than %d characters", MaxCodeLength))
-	case !storableText(req.Reason):
-		return Rebalanced{}, invalid("Reason", "not valid UTF-8 or contains a NUL byte")
+	}
+	if err := checkCode("Reason", req.Reason); err != nil {
+		return Rebalanced{}, err
 	}
 	reason := req.Reason
 	if reason == "" {

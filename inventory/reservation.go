@@ -315,12 +315,8 @@ func (t Transition) validate() error {
 		return invalid("OrderID", "must be positive for ORDERED")
 	case t.OrderID < 0:
 		return invalid("OrderID", "must not be negative")
-	case len([]rune(t.FailureCode)) > MaxCodeLength:
-		return invalid("FailureCode", fmt.Sprintf("longer than %d characters", MaxCodeLength))
-	case !storableText(t.FailureCode):
-		return invalid("FailureCode", "not valid UTF-8 or contains a NUL byte")
 	}
-	return nil
+	return checkCode("FailureCode", t.FailureCode)
 }
 
 // transitionSQL is the conditional transition of seed §9.6 plus its 0-row
