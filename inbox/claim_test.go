@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestClaimFreshThenDuplicate(t *testing.T) {
@@ -66,9 +67,15 @@ func TestClaimFreshThenDuplicate(t *testing.T) {
 func TestClaimConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	msg := newMessage("orders")
-	const n = 1000
+	claimsOneWinner(t, b, b.pool, 1000)
+}
 
+// claimsOneWinner runs n transactions on db that claim the same message at
+// once and commit: exactly one owns it, every other one gets the result
+// the owner committed, and one row exists.
+func claimsOneWinner(t *testing.T, b *testBundle, db pgtx.TxBeginner, n int) {
+	t.Helper()
+	msg := newMessage("orders")
 	claims := make([]inbox.Claim, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -76,7 +83,7 @@ func TestClaimConcurrentDuplicates(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			errs[i] = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+			errs[i] = pgx.BeginTxFunc(b.ctx, db, pgx.TxOptions{}, func(tx pgx.Tx) error {
 				c, err := b.in.ClaimMessage(b.ctx, tx, msg)
 				if err != nil {
 					return err
@@ -109,10 +116,7 @@ func TestClaimConcurrentDuplicates(t *testing.T) {
 	}
 	want := fmt.Sprintf(`{"winner": %d}`, winner)
 	for i, c := range claims {
-		if i == winner {
-			continue
-		}
-		if c.Record.Status != inbox.StatusProcessed || c.Record.Result.Code != "DONE" || string(c.Record.Result.Payload) != want {
+		if i != winner && (c.Record.Status != inbox.StatusProcessed || c.Record.Result.Code != "DONE" || string(c.Record.Result.Payload) != want) {
 			t.Fatalf("call %d saw %+v, want the winner's result %s", i, c.Record, want)
 		}
 	}

@@ -6,8 +6,6 @@ package inbox_test
 
 import (
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,54 +44,7 @@ func TestPgBouncerClaimConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	const n = 200
 	b, bp := bouncerSetup(t, n)
-	msg := newMessage("orders")
-	claims := make([]inbox.Claim, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			errs[i] = pgtx.RunInTx(b.ctx, bp, pgtx.Options{}, func(tx pgx.Tx) error {
-				c, err := b.in.ClaimMessage(b.ctx, tx, msg)
-				if err != nil {
-					return err
-				}
-				claims[i] = c
-				if c.Fresh {
-					return b.in.Complete(b.ctx, tx, msg.Key(), inbox.Result{Code: "DONE", Payload: fmt.Appendf(nil, `{"winner": %d}`, i)})
-				}
-				return nil
-			})
-		})
-	}
-	close(start)
-	wg.Wait()
-
-	winner := -1
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("call %d: %v", i, errs[i])
-		}
-		if claims[i].Fresh {
-			if winner >= 0 {
-				t.Fatalf("calls %d and %d both claimed the message", winner, i)
-			}
-			winner = i
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no call claimed the message")
-	}
-	want := fmt.Sprintf(`{"winner": %d}`, winner)
-	for i, c := range claims {
-		if i != winner && (c.Record.Status != inbox.StatusProcessed || c.Record.Result.Code != "DONE" || string(c.Record.Result.Payload) != want) {
-			t.Fatalf("call %d saw %+v, want the winner's result %s", i, c.Record, want)
-		}
-	}
-	if got := b.count(t, nil); got != 1 {
-		t.Fatalf("%d rows, want 1", got)
-	}
+	claimsOneWinner(t, b, bp, n)
 }
 
 // TestPgBouncerQueue: the batch forms through PgBouncer. A batch runs as
