@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/roundtrip"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -217,7 +218,7 @@ type cellResult struct {
 // runCell runs one variant for d with c consumers against a freshly
 // provisioned SKU of svc.
 func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Duration, ids *order.IDGenerator,
-	users *atomic.Int64, rt *rtCounter, sampler *waitSampler) (cellResult, error) {
+	users *atomic.Int64, rt *roundtrip.Counter, sampler *waitSampler) (cellResult, error) {
 	item := svc.Item
 	mk := func() (orderMsg, error) {
 		u := users.Add(1)
@@ -240,7 +241,7 @@ func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Du
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	stopSampling := sampler.start(ctx)
-	rt0 := rt.n.Load()
+	rt0 := rt.Load()
 	start := time.Now()
 	for range c {
 		wg.Add(1)
@@ -279,7 +280,7 @@ func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Du
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	res.rt = rt.n.Load() - rt0
+	res.rt = rt.Load() - rt0
 	res.lockWaits = stopSampling()
 	if res.errors > 0 && res.orders == 0 {
 		return res, firstErr
@@ -289,26 +290,6 @@ func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Du
 	}
 	return res, nil
 }
-
-// rtCounter counts round trips: every query, batch and prepare.
-type rtCounter struct{ n atomic.Int64 }
-
-func (c *rtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *rtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *rtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *rtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *rtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (c *rtCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *rtCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
 // waitSampler samples pg_stat_activity of the bench's backends every few
 // milliseconds from a connection of its own.
@@ -391,7 +372,7 @@ func (s *waitSampler) start(ctx context.Context) (stop func() waitSample) {
 }
 
 // newPool is the one pool every variant uses.
-func newPool(ctx context.Context, url string, size int, rt *rtCounter) (*pgxpool.Pool, error) {
+func newPool(ctx context.Context, url string, size int, rt *roundtrip.Counter) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/internal/roundtrip"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
@@ -76,7 +77,7 @@ func run(ctx context.Context, o options) error {
 	if os.Getenv(pgharness.EnvURL) == "" {
 		fmt.Fprintln(stderr, "bench: started a throwaway PostgreSQL; set", pgharness.EnvURL, "to use your own")
 	}
-	var rt rtCounter
+	var rt roundtrip.Counter
 	pool, err := newPool(ctx, srv.URL, o.poolSize, &rt)
 	if err != nil {
 		return err
@@ -247,7 +248,7 @@ func verdict(fails []string) string {
 // buckets: a warm-up (every connection prepares its statements), the timed
 // run, then the audit, and drops the schema.
 func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v variant, b, c int, o options,
-	ids *order.IDGenerator, users *atomic.Int64, rt *rtCounter, sampler *waitSampler) (cellResult, []string, error) {
+	ids *order.IDGenerator, users *atomic.Int64, rt *roundtrip.Counter, sampler *waitSampler) (cellResult, []string, error) {
 	drop := func() error {
 		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/roundtrip"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
@@ -292,31 +293,11 @@ func TestConcurrentDuplicateDeliveries(t *testing.T) {
 	b.auditClean(t)
 }
 
-// rtCounter counts round trips: every query and every batch.
-type rtCounter struct{ n atomic.Int64 }
-
-func (c *rtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *rtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *rtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *rtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *rtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (c *rtCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *rtCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-
 // TestFreshOrderTakesThreeRoundTrips: BEGIN, one batch, COMMIT; a duplicate
 // delivery knows its answer after the first batch.
 func TestFreshOrderTakesThreeRoundTrips(t *testing.T) {
 	t.Parallel()
-	var rt rtCounter
+	var rt roundtrip.Counter
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
 		t.Run(mode.String(), func(t *testing.T) {
 			pool := pgtest.NewPool(t, func(c *pgxpool.Config) {
@@ -332,19 +313,19 @@ func TestFreshOrderTakesThreeRoundTrips(t *testing.T) {
 			for i := range 5 {
 				m := b.msg(int64(i+1), int16(i%4))
 				id := uuid.Must(uuid.NewV7())
-				rt.n.Store(0)
+				rt.Store(0)
 				if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || out.Code != flow.CodeOrderCreated {
 					t.Fatalf("PlaceOrder: %+v %v", out, err)
 				}
-				if got := rt.n.Load(); got != 3 {
+				if got := rt.Load(); got != 3 {
 					t.Errorf("fresh order took %d round trips, want 3 (BEGIN, batch, COMMIT)", got)
 				}
-				rt.n.Store(0)
+				rt.Store(0)
 				if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || !out.Duplicate {
 					t.Fatalf("redelivery: %+v %v", out, err)
 				}
 				// BEGIN, the batch that finds the duplicate, ROLLBACK.
-				if got := rt.n.Load(); got != 3 {
+				if got := rt.Load(); got != 3 {
 					t.Errorf("duplicate took %d round trips, want 3", got)
 				}
 			}
