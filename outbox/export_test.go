@@ -7,3 +7,6 @@ func SetIdleHook(r *Relay, f func(listening bool)) { r.onIdle = f }
 
 // ClaimSQL returns the claim statement (for EXPLAIN in tests).
 func ClaimSQL(s *Store) string { return s.claimSQL }
+
+// MarkSentSQL returns the mark-sent statement (for EXPLAIN in tests).
+func MarkSentSQL(s *Store) string { return s.sentSQL }
