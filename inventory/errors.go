@@ -184,21 +184,26 @@ func (e *ProvisionConflictError) Is(target error) bool { return target == ErrPro
 type ReservationConflictError struct {
 	ReservationID uuid.UUID // the id the caller asked for
 	// Field names what conflicts: "request_id" when another reservation
-	// holds the request id, otherwise the first differing column of the
+	// holds the request id, "order_id" when another reservation holds
+	// NewReservation.OrderID, otherwise the first differing column of the
 	// existing row with the same reservation id ("activity_id", "sku_id",
 	// "user_id", "inventory_bucket", "quantity").
 	Field string
 	// Existing is the existing row holding the reservation id, or, for a
-	// request id conflict, the reservation that holds the request id (only
-	// its ReservationID and RequestID are set then).
+	// request id or order id conflict, the reservation that holds it (only
+	// its ReservationID, RequestID and OrderID are set then).
 	Existing Reservation
 }
 
 // Error implements error.
 func (e *ReservationConflictError) Error() string {
-	if e.Field == "request_id" {
+	switch e.Field {
+	case "request_id":
 		return fmt.Sprintf("inventory: reservation %s: request id %s already belongs to reservation %s",
 			e.ReservationID, e.Existing.RequestID, e.Existing.ReservationID)
+	case "order_id":
+		return fmt.Sprintf("inventory: reservation %s: order id %d already belongs to reservation %s",
+			e.ReservationID, e.Existing.OrderID, e.Existing.ReservationID)
 	}
 	return fmt.Sprintf("inventory: reservation %s exists with a different %s", e.ReservationID, e.Field)
 }

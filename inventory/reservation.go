@@ -29,6 +29,19 @@ type NewReservation struct {
 	Quantity       int16     // >= 1
 	ReservedAt     time.Time // required: when the front door reserved
 	ExpiresAt      time.Time // required, after ReservedAt
+
+	// OrderID, when positive, records a newly inserted reservation directly
+	// as ORDERED for this order (ordered_at set) instead of PENDING_DB: the
+	// happy path of an order transaction then needs no later
+	// [Store.TransitionReservation] to ORDERED, one statement and one row
+	// version fewer. Use it only when the same transaction creates the
+	// order and allocates the stock, and rolls back if either fails (an
+	// ORDERED reservation must have both). It changes nothing for an
+	// existing reservation, which is returned as it is stored (Created
+	// false; check its Status as usual). Zero means PENDING_DB; negative
+	// is invalid. Another reservation holding the order id is a
+	// *ReservationConflictError with Field "order_id".
+	OrderID int64
 }
 
 func (r NewReservation) validate() error {
@@ -53,6 +66,8 @@ func (r NewReservation) validate() error {
 		return invalid("ReservedAt", "required")
 	case !r.ExpiresAt.After(r.ReservedAt):
 		return invalid("ExpiresAt", "must be after ReservedAt")
+	case r.OrderID < 0:
+		return invalid("OrderID", "must not be negative")
 	}
 	return nil
 }
@@ -119,15 +134,17 @@ func (n *nullTime) Scan(src any) error {
 	return nil
 }
 
-// acquireSQL is seed §9.2 in one statement: insert PENDING_DB unless the
-// reservation or its request id exists; otherwise lock the existing row
-// FOR UPDATE (or report the reservation holding the request id).
+// acquireSQL is seed §9.2 in one statement: insert PENDING_DB (or ORDERED
+// for order $11 when $11 > 0) unless the reservation, its request id or the
+// order id exists; otherwise lock the existing row FOR UPDATE (or report
+// the reservation holding the request id or the order id).
 const acquireSQL = `
 WITH ins AS (
 	INSERT INTO {schema}.inventory_reservation (
 		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-		inventory_bucket, quantity, status, redis_reserved_at, expires_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10)
+		inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
+	        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)
 	ON CONFLICT DO NOTHING
 	RETURNING ` + reservationCols + `
 ), cur AS (
@@ -135,19 +152,22 @@ WITH ins AS (
 	  FROM {schema}.inventory_reservation
 	 WHERE reservation_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
 	   FOR UPDATE
-), req AS (
-	SELECT reservation_id, request_id
+), other AS (
+	SELECT CASE WHEN request_id = $2 THEN 'request_conflict' ELSE 'order_conflict' END AS kind,
+	       reservation_id, request_id, order_id
 	  FROM {schema}.inventory_reservation
-	 WHERE request_id = $2 AND reservation_id <> $1
+	 WHERE (request_id = $2 OR (order_id = $11::int8 AND $11::int8 > 0)) AND reservation_id <> $1
 	   AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM cur)
+	 ORDER BY 1 DESC
+	 LIMIT 1
 )
 SELECT 'new', * FROM ins
 UNION ALL
 SELECT 'existing', * FROM cur
 UNION ALL
-SELECT 'request_conflict', reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT kind, reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, order_id,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM req`
+  FROM other`
 
 // Acquired is the result of [Store.AcquireReservation].
 type Acquired struct {
@@ -158,16 +178,18 @@ type Acquired struct {
 	Created bool
 }
 
-// AcquireReservation records a reservation as PENDING_DB unless it exists,
-// and locks the row FOR UPDATE in either case, in one statement (seed
-// §9.2): the lock serialises different messages for the same reservation
-// until tx ends. It must run in the caller's Read Committed transaction.
+// AcquireReservation records a reservation as PENDING_DB (or, with
+// r.OrderID, as ORDERED) unless it exists, and locks the row FOR UPDATE in
+// either case, in one statement (seed §9.2): the lock serialises different
+// messages for the same reservation until tx ends. It must run in the
+// caller's Read Committed transaction.
 //
 // An existing row with the same reservation id but a different activity,
 // SKU, user, bucket or quantity, or another reservation holding the request
-// id, gives a *ReservationConflictError (matching [ErrReservationConflict])
-// and writes nothing; the transaction stays usable. A different first
-// message id is not a conflict (redelivery under a new message id).
+// id (or r.OrderID), gives a *ReservationConflictError (matching
+// [ErrReservationConflict]) and writes nothing; the transaction stays
+// usable. A different first message id is not a conflict (redelivery under
+// a new message id).
 //
 // When a concurrent transaction inserts the same reservation and commits
 // while the statement runs, the statement is run again (at most three
@@ -210,7 +232,7 @@ func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acq
 
 func acquireArgs(r NewReservation) []any {
 	return []any{r.ReservationID, r.RequestID, r.FirstMessageID, r.ActivityID, r.SKUID, r.UserID,
-		r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt}
+		r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt, r.OrderID}
 }
 
 func (s *Store) scanAcquire(row pgx.Row, r NewReservation, dst *Acquired) error {
@@ -234,8 +256,12 @@ func (s *Store) scanAcquire(row pgx.Row, r NewReservation, dst *Acquired) error 
 	if err != nil {
 		return fmt.Errorf("inventory: acquire reservation %s: %w", r.ReservationID, err)
 	}
-	if kind == "request_conflict" {
+	switch kind {
+	case "request_conflict":
 		return &ReservationConflictError{ReservationID: r.ReservationID, Field: "request_id", Existing: got}
+	case "order_conflict":
+		got.OrderID = *order
+		return &ReservationConflictError{ReservationID: r.ReservationID, Field: "order_id", Existing: got}
 	}
 	got.FirstMessageID, got.ActivityID, got.SKUID, got.UserID = *fm, *act, *sku, *user
 	got.Bucket, got.Quantity, got.OrderID, got.Status = *bucket, *qty, *order, ReservationStatus(*status)

@@ -85,6 +85,141 @@ func TestAcquireReservation(t *testing.T) {
 	}
 }
 
+// NewReservation.OrderID inserts the reservation as ORDERED; it never
+// changes an existing reservation, and an order id held by another
+// reservation is a typed conflict that writes nothing, also when the other
+// reservation is still being inserted by a concurrent transaction.
+func TestAcquireReservationAsOrdered(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	acquire := func(nr inventory.NewReservation) (inventory.Acquired, error) {
+		var out inventory.Acquired
+		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			out, err = tb.store.AcquireReservation(tb.ctx, tx, nr)
+			return err
+		})
+		return out, err
+	}
+	count := func() int64 {
+		return tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation"))
+	}
+
+	r := tb.newReservation(1, 2, 3)
+	r.OrderID = 77
+	got, err := acquire(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := got.Reservation; !got.Created || res.Status != inventory.StatusOrdered || res.OrderID != 77 ||
+		res.OrderedAt.IsZero() || res.Version != 0 || res.FailureCode != "" {
+		t.Fatalf("acquire as ordered: %+v", got)
+	}
+	stored, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
+	if err != nil || stored.Status != inventory.StatusOrdered || stored.OrderID != 77 || !stored.OrderedAt.Equal(got.Reservation.OrderedAt) {
+		t.Fatalf("stored %+v, %v", stored, err)
+	}
+
+	// Redelivered: the stored row, not created again.
+	if again, err := acquire(r); err != nil || again.Created || again.Reservation.Status != inventory.StatusOrdered {
+		t.Fatalf("redelivery: %+v, %v", again, err)
+	}
+
+	// An existing PENDING_DB reservation is returned as it is: OrderID
+	// does not move it.
+	p := tb.newReservation(1, 2, 3)
+	if _, err := acquire(p); err != nil {
+		t.Fatal(err)
+	}
+	p.OrderID = 88
+	if again, err := acquire(p); err != nil || again.Created || again.Reservation.Status != inventory.StatusPendingDB || again.Reservation.OrderID != 0 {
+		t.Fatalf("existing pending with an order id: %+v, %v", again, err)
+	}
+
+	// Another reservation with the same order id: conflict, nothing
+	// written, the transaction stays usable. The request id conflict is
+	// reported first when both apply.
+	before := count()
+	q := tb.newReservation(1, 2, 3)
+	q.OrderID = 77
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.AcquireReservation(tb.ctx, tx, q)
+		var ce *inventory.ReservationConflictError
+		if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != "order_id" ||
+			ce.Existing.ReservationID != r.ReservationID || ce.Existing.OrderID != 77 {
+			t.Errorf("order id conflict: %v", err)
+		}
+		both := q
+		both.RequestID = r.RequestID
+		_, err = tb.store.AcquireReservation(tb.ctx, tx, both)
+		if !errors.As(err, &ce) || ce.Field != "request_id" {
+			t.Errorf("request and order id conflict: %v", err)
+		}
+		_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != before {
+		t.Fatalf("%d reservations after the conflicts, want %d", n, before)
+	}
+
+	// Bad input: typed, nothing sent.
+	bad := tb.newReservation(1, 2, 3)
+	bad.OrderID = -1
+	var ve *inventory.ValidationError
+	if _, err := acquire(bad); !errors.As(err, &ve) || ve.Field != "OrderID" {
+		t.Fatalf("negative order id: %v", err)
+	}
+	if err := tb.store.QueueAcquireReservation(&pgx.Batch{}, bad, &inventory.Acquired{}); !errors.As(err, &ve) {
+		t.Fatalf("queued negative order id: %v", err)
+	}
+
+	// The batch form.
+	qb := tb.newReservation(1, 2, 3)
+	qb.OrderID = 78
+	var queued inventory.Acquired
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		if err := tb.store.QueueAcquireReservation(b, qb, &queued); err != nil {
+			return err
+		}
+		return tx.SendBatch(tb.ctx, b).Close()
+	})
+	if err != nil || !queued.Created || queued.Reservation.Status != inventory.StatusOrdered || queued.Reservation.OrderID != 78 {
+		t.Fatalf("queued acquire as ordered: %+v, %v", queued, err)
+	}
+
+	// Two transactions insert different reservations for one order id at
+	// once: the second waits for the first and, once it commits, gets the
+	// conflict.
+	first, second := tb.newReservation(1, 2, 3), tb.newReservation(1, 2, 3)
+	first.OrderID, second.OrderID = 99, 99
+	tx1, err := tb.pool.Begin(tb.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(tb.ctx)
+	if _, err := tb.store.AcquireReservation(tb.ctx, tx1, first); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := acquire(second); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("second insert did not wait for the first: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx1.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ce *inventory.ReservationConflictError
+	if err := <-done; !errors.As(err, &ce) || ce.Field != "order_id" || ce.Existing.ReservationID != first.ReservationID {
+		t.Fatalf("concurrent order id: %v", err)
+	}
+}
+
 // The row stays locked until the acquiring transaction ends: a second
 // transaction acquiring the same reservation waits and then sees the first
 // one's result (seed §7.3).
