@@ -73,6 +73,19 @@ func (s *Service) Audit(ctx context.Context) ([]Check, error) {
 	add("3", "every cancelled order has exactly one RELEASE row, no live order has one", badRelease == 0,
 		"%d cancelled, %d mismatched (the idempotency key is unique: at most one row each)", cancelled, badRelease)
 
+	// Orders and reservations agree: a live order's reservation is
+	// ORDERED for it, a cancelled one's RELEASED, and no reservation is
+	// ORDERED without its order (the fresh path inserts reservations as
+	// ORDERED, relying on its transaction to create the order too).
+	badResv := must(count(`SELECT count(*) FROM {s}.inventory_reservation r
+		FULL JOIN {s}.orders o ON o.reservation_id = r.reservation_id
+		WHERE (r.status IN (10, 40) OR o.order_id IS NOT NULL)
+		  AND (o.order_id IS DISTINCT FROM r.order_id
+		       OR (r.status = 10) <> (o.status IN (10, 20, 30, 60))
+		       OR (r.status = 40) <> (o.status = 40))`))
+	add("-", "each order's reservation is ORDERED (live) or RELEASED (cancelled) with its order id, and no other reservation is",
+		badResv == 0, "%d mismatched", badResv)
+
 	invFindings, e := s.Inventory.AuditAll(ctx, s.Pool)
 	if e != nil && err == nil {
 		err = e

@@ -274,10 +274,11 @@ func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 var errNotFresh = errors.New("flow: not a plain fresh order")
 
 // placeFresh is the transaction PlaceOrder tries first: the batch of
-// PlaceOrderTx without its two costs that only the other branches need.
+// PlaceOrderTx without its three costs that only the other branches need.
 // The message is claimed with its result (ORDER_CREATED) in the same
-// INSERT, instead of a claim and a later UPDATE of the inbox row, and
-// there is no savepoint (a subtransaction). A duplicate or a poison
+// INSERT, instead of a claim and a later UPDATE of the inbox row; the
+// reservation is inserted as ORDERED, instead of PENDING_DB and a later
+// UPDATE; and there is no savepoint (a subtransaction). A duplicate or a poison
 // message is answered from this batch as in PlaceOrderTx; any other
 // branch returns errNotFresh, and the caller rolls back and runs
 // PlaceOrderTx, which records the branch's own result.
@@ -291,6 +292,12 @@ func (s *Service) placeOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 		ReservationID: m.ReservationID, RequestID: m.RequestID, FirstMessageID: msgID,
 		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
 		ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo,
+	}
+	if fresh {
+		// Inserted as ORDERED at once: the fresh batch creates the order
+		// and allocates the stock too, and the transaction rolls back
+		// unless all of it succeeded.
+		resv.OrderID = m.OrderID
 	}
 	newOrder := order.NewOrder{
 		OrderID: m.OrderID, RequestID: m.RequestID, ReservationID: m.ReservationID, SourceMessageID: msgID,
@@ -333,11 +340,11 @@ func (s *Service) placeOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 		unlessFresh(func() error { b.Queue("SAVEPOINT " + savepoint); return nil }),
 		func() error { return s.Orders.QueueCreate(&b, newOrder, &ord) },
 		func() error { return s.Outbox.QueueEnqueue(&b, s.orderCreatedEvent(m), &enq) },
-		func() error {
+		unlessFresh(func() error {
 			return s.Inventory.QueueTransitionReservation(&b, inventory.Transition{
 				ReservationID: m.ReservationID, To: inventory.StatusOrdered, OrderID: m.OrderID,
 			}, &moved)
-		},
+		}),
 		unlessFresh(func() error { return s.Inbox.QueueComplete(&b, key, result) }),
 		func() error {
 			return s.Inventory.QueueAllocateBucket(&b, inventory.Allocation{
