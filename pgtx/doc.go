@@ -27,6 +27,14 @@
 // [Options.RollbackTimeout]), so a cancelled caller releases its row locks
 // at once instead of when the connection is reaped.
 //
+// # Round trips
+//
+// By default BEGIN (with the SET LOCALs of the timeouts) takes a round trip
+// of its own. With [Options.DeferBegin] it travels in one pipeline with
+// fn's first statement instead, using pgx's Batch.BeginTx: a transaction
+// that sends its work as one batch takes two round trips in all, the batch
+// and COMMIT, and a transaction whose fn sends nothing takes none.
+//
 // # When COMMIT fails
 //
 // A failed COMMIT returns a *[CommitError], in one of two kinds:

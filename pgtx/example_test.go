@@ -87,3 +87,28 @@ func ExampleCommitError() {
 	// nack: redelivery and the inbox will tell
 	// nack: nothing committed, safe to process again
 }
+
+func ExampleOptions_deferBegin() {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDB("deferbegin")
+	table := pgx.Identifier{schema, "orders"}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+		CREATE TABLE `+table+` (id int PRIMARY KEY, state text NOT NULL)`); err != nil {
+		panic(err)
+	}
+	// BEGIN, both statements and their results share the first round
+	// trip; COMMIT is the second.
+	opts := pgtx.Options{DeferBegin: true, LockTimeout: 150 * time.Millisecond}
+	var lockTimeout string
+	err := pgtx.RunInTx(ctx, pool, opts, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO `+table+` VALUES ($1, $2)`, 1, "created")
+		b.Queue(`SELECT current_setting($1)`, "lock_timeout").QueryRow(func(r pgx.Row) error {
+			return r.Scan(&lockTimeout)
+		})
+		return tx.SendBatch(ctx, b).Close()
+	})
+	fmt.Println("err:", err, "| lock_timeout inside:", lockTimeout)
+	// Output:
+	// err: <nil> | lock_timeout inside: 150ms
+}

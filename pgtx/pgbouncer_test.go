@@ -96,19 +96,30 @@ func TestPgBouncerCommitAndRollback(t *testing.T) {
 }
 
 // TestPgBouncerRetriesSerializationFailure: the write skew of
-// TestRetriesRealSerializationFailure, through PgBouncer.
+// TestRetriesRealSerializationFailure, through PgBouncer, with BEGIN in its
+// own round trip and deferred into the first statement's pipeline.
 func TestPgBouncerRetriesSerializationFailure(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	writeSkewIsRetried(t, b, pgtest.PgBouncerPool(t, nil))
+	for _, deferBegin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeferBegin=%v", deferBegin), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			writeSkewIsRetried(t, b, pgtest.PgBouncerPool(t, nil), pgtx.Options{DeferBegin: deferBegin})
+		})
+	}
 }
 
 // TestPgBouncerRetriesDeadlock: the deadlock of TestRetriesRealDeadlock,
-// through PgBouncer.
+// through PgBouncer, with BEGIN in its own round trip and deferred.
 func TestPgBouncerRetriesDeadlock(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	deadlockIsRetried(t, b, pgtest.PgBouncerPool(t, nil))
+	for _, deferBegin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeferBegin=%v", deferBegin), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			deadlockIsRetried(t, b, pgtest.PgBouncerPool(t, nil), pgtx.Options{DeferBegin: deferBegin})
+		})
+	}
 }
 
 // TestPgBouncerLockTimeoutApplied: Options.LockTimeout (SET LOCAL in the

@@ -80,6 +80,21 @@ type Options struct {
 	// [DefaultResolveTimeout].
 	ResolveTimeout time.Duration
 
+	// DeferBegin sends BEGIN (and the SET LOCALs) with fn's first
+	// statement instead of in a round trip of its own, when db is a
+	// *pgxpool.Pool or a *pgx.Conn: a transaction whose fn sends one
+	// batch takes two round trips (the batch, COMMIT) instead of three,
+	// and one running n statements one by one takes n+1 instead of n+2.
+	// The first statement travels behind BEGIN when it is a SendBatch, or
+	// an Exec, Query or QueryRow with arguments (pgx's Batch.BeginTx);
+	// other first calls (Prepare, CopyFrom, Begin, LargeObjects, Conn, a
+	// statement without arguments or with pgx query options) begin the
+	// transaction on their own first. A fn that sends nothing sends no
+	// BEGIN and no COMMIT. The isolation level applies as usual: a
+	// transaction's snapshot is taken by its first statement, not by
+	// BEGIN. Defaults to false.
+	DeferBegin bool
+
 	// Name labels the transaction in Observer events.
 	Name string
 	// Observer, when set, receives an [Event] for every attempt, retry,
@@ -152,7 +167,8 @@ func (o Options) withDefaults() (Options, error) {
 // message so that they cost no extra round trip.
 func (o Options) txOptions() pgx.TxOptions {
 	opts := pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode}
-	if o.LockTimeout <= 0 && o.StatementTimeout <= 0 {
+	sets := o.setLocals()
+	if len(sets) == 0 {
 		return opts
 	}
 	var b strings.Builder
@@ -164,17 +180,26 @@ func (o Options) txOptions() pgx.TxOptions {
 	if o.DeferrableMode != "" {
 		b.WriteString(" " + string(o.DeferrableMode))
 	}
+	for _, s := range sets {
+		b.WriteString("; " + s)
+	}
+	opts.BeginQuery = b.String()
+	return opts
+}
+
+// setLocals renders the SET LOCAL statements of the timeouts.
+func (o Options) setLocals() []string {
+	var sets []string
 	for _, s := range []struct {
 		name string
 		d    time.Duration
 	}{{"lock_timeout", o.LockTimeout}, {"statement_timeout", o.StatementTimeout}} {
 		if s.d > 0 {
 			ms := max(s.d.Milliseconds(), 1)
-			b.WriteString("; set local " + s.name + " = " + strconv.FormatInt(ms, 10))
+			sets = append(sets, "set local "+s.name+" = "+strconv.FormatInt(ms, 10))
 		}
 	}
-	opts.BeginQuery = b.String()
-	return opts
+	return sets
 }
 
 // Backoff returns the wait before attempt+1 after attempt failed: drawn at
@@ -297,8 +322,12 @@ func (r *runner) rollback(ctx context.Context, tx pgx.Tx) {
 }
 
 func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error, attempt int) (err error) {
-	tx, err := db.BeginTx(ctx, r.o.txOptions())
-	if err != nil {
+	var tx pgx.Tx
+	var deferred *deferredTx
+	if bb, ok := db.(batchBeginner); ok && r.o.DeferBegin {
+		deferred = &deferredTx{db: bb, o: r.o}
+		tx = deferred
+	} else if tx, err = db.BeginTx(ctx, r.o.txOptions()); err != nil {
 		return err
 	}
 	finished := false
@@ -314,6 +343,18 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 	}()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	if deferred != nil {
+		switch {
+		case deferred.first():
+			// fn sent nothing: there is no transaction to commit.
+			finished = true
+			deferred.end = true
+			return nil
+		case deferred.err != nil:
+			// BEGIN failed (fn ignored the error): nothing committed.
+			return deferred.err
+		}
 	}
 	var xid uint64
 	if r.o.ResolveCommit {

@@ -84,14 +84,14 @@ func raise(ctx context.Context, tx pgx.Tx, code string) error {
 func TestRetriesRealSerializationFailure(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	writeSkewIsRetried(t, b, b.pool)
+	writeSkewIsRetried(t, b, b.pool, pgtx.Options{})
 }
 
 // writeSkewIsRetried runs the classic write skew (two doctors on call, each
 // transaction takes its doctor off call if the other is still on) under
-// Serializable through pool, and checks that RunInTx retried the refused
-// transaction and both committed.
-func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
+// Serializable through pool with opts, and checks that RunInTx retried the
+// refused transaction and both committed.
+func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.Options) {
 	t.Helper()
 	// Two doctors on call; each transaction takes its doctor off call if
 	// the other is still on: classic write skew, which Serializable
@@ -102,12 +102,13 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
 	var obs counter
 	var barrier sync.WaitGroup
 	barrier.Add(2)
+	opts.IsoLevel, opts.Observer, opts.MaxAttempts = pgx.Serializable, &obs, 5
 	run := func(id int) error {
 		first := true
-		return pgtx.RunInTx(b.ctx, pool, pgtx.Options{IsoLevel: pgx.Serializable, Observer: &obs, MaxAttempts: 5},
+		return pgtx.RunInTx(b.ctx, pool, opts,
 			func(tx pgx.Tx) error {
 				var onCall int
-				if err := tx.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE v = 1`).Scan(&onCall); err != nil {
+				if err := tx.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE v = $1`, 1).Scan(&onCall); err != nil {
 					return err
 				}
 				if first { // both read before either writes
@@ -153,12 +154,13 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
 func TestRetriesRealDeadlock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	deadlockIsRetried(t, b, b.pool)
+	deadlockIsRetried(t, b, b.pool, pgtx.Options{})
 }
 
 // deadlockIsRetried makes two transactions lock two rows in opposite orders
-// through pool; the server kills one, RunInTx runs it again, both commit.
-func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
+// through pool with opts; the server kills one, RunInTx runs it again, both
+// commit.
+func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.Options) {
 	t.Helper()
 	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0), (2, 0)`); err != nil {
 		t.Fatal(err)
@@ -166,10 +168,11 @@ func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner) {
 	var obs counter
 	var barrier sync.WaitGroup
 	barrier.Add(2)
+	opts.Observer = &obs
 	run := func(firstID, secondID int) error {
 		first := true
-		return pgtx.RunInTx(b.ctx, pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(b.ctx, `SET LOCAL deadlock_timeout = '50ms'`); err != nil {
+		return pgtx.RunInTx(b.ctx, pool, opts, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, `SELECT set_config('deadlock_timeout', $1, true)`, "50ms"); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = v + 1 WHERE id = $1`, firstID); err != nil {
