@@ -49,6 +49,7 @@ func allVariants() []variant {
 		{name: "kit", place: placeKit},
 		{name: "kit-notify", place: placeKit, cfg: func(c *flow.Config) { c.Notify = true }},
 		{name: "kit-ungated", place: placeKit, cfg: func(c *flow.Config) { c.BucketConcurrency = -1 }},
+		{name: "kit-eager", place: placeKit, cfg: func(c *flow.Config) { c.EagerBegin = true }},
 	}
 }
 

@@ -120,8 +120,13 @@ type Config struct {
 	// Item is the SKU on sale; Provision runs for it in New.
 	Item SKU
 	// TxOptions run the order transaction. Defaults to Read Committed with
-	// a 2s lock timeout.
+	// a 2s lock timeout, and DeferBegin unless EagerBegin is set.
 	TxOptions pgtx.Options
+	// EagerBegin sends BEGIN in a round trip of its own. By default the
+	// flow sets TxOptions.DeferBegin: every transaction of the flow starts
+	// with a batch, which then carries BEGIN, so the fresh order takes two
+	// round trips instead of three.
+	EagerBegin bool
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// Notify makes the flow's outbox writes NOTIFY listening relays.
@@ -172,6 +177,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if cfg.TxOptions.LockTimeout == 0 {
 		cfg.TxOptions.LockTimeout = 2 * time.Second
 	}
+	if !cfg.EagerBegin {
+		cfg.TxOptions.DeferBegin = true
+	}
 	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger}
 	if cfg.BucketConcurrency == 0 {
 		cfg.BucketConcurrency = DefaultBucketConcurrency
@@ -207,7 +215,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 
 // PlaceOrder processes one delivery of an order message and tells the
 // caller what to do with it. A fresh order or a duplicate takes one
-// transaction of three round trips (BEGIN, one batch, COMMIT or ROLLBACK);
+// transaction of two round trips (BEGIN and one batch, COMMIT or
+// ROLLBACK; three with Config.EagerBegin);
 // the rarer branches (sold out, user already ordered, same reservation
 // under a new message id) roll that one back and run PlaceOrderTx in a
 // second transaction. The outcome:
@@ -256,8 +265,8 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 }
 
 // PlaceOrderTx is the consumer transaction of seed §9.11 with every branch,
-// pipelined: the fresh path sends ONE batch between BEGIN and COMMIT
-// (three round trips in all). The batch claims the message, inserts and
+// pipelined: the fresh path sends ONE batch, which carries BEGIN along
+// (pgtx.Options.DeferBegin), then COMMIT: two round trips in all. The batch claims the message, inserts and
 // locks the reservation, sets a savepoint, and then writes the whole fresh
 // outcome — order and item, ORDER_CREATED event, reservation ORDERED, inbox
 // result — ending with the conditional bucket decrement, so the hot bucket

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -293,43 +294,57 @@ func TestConcurrentDuplicateDeliveries(t *testing.T) {
 	b.auditClean(t)
 }
 
-// TestFreshOrderTakesThreeRoundTrips: BEGIN, one batch, COMMIT; a duplicate
-// delivery knows its answer after the first batch.
-func TestFreshOrderTakesThreeRoundTrips(t *testing.T) {
+// TestFreshOrderTakesTwoRoundTrips: the batch that carries BEGIN, then
+// COMMIT; a duplicate delivery knows its answer from that first batch. With
+// Config.EagerBegin, BEGIN takes a round trip of its own.
+func TestFreshOrderTakesTwoRoundTrips(t *testing.T) {
 	t.Parallel()
-	var rt roundtrip.Counter
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
-		t.Run(mode.String(), func(t *testing.T) {
-			pool := pgtest.NewPool(t, func(c *pgxpool.Config) {
-				c.MaxConns = 1
-				c.ConnConfig.Tracer = &rt
-				c.ConnConfig.DefaultQueryExecMode = mode
+		for _, eager := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/EagerBegin=%v", mode, eager), func(t *testing.T) {
+				t.Parallel()
+				var rt roundtrip.Counter
+				pool := pgtest.NewPool(t, func(c *pgxpool.Config) {
+					c.MaxConns = 1
+					c.ConnConfig.Tracer = &rt
+					c.ConnConfig.DefaultQueryExecMode = mode
+				})
+				b := setup(t, pool, 100, 4)
+				s, err := flow.New(b.ctx, pool, flow.Config{Schema: b.s.Schema, Item: b.s.Item, EagerBegin: eager})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.s = s
+				want := int64(2)
+				if eager {
+					want = 3
+				}
+				// Warm up the statement cache.
+				if _, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(99, 0))); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 5 {
+					m := b.msg(int64(i+1), int16(i%4))
+					id := uuid.Must(uuid.NewV7())
+					rt.Store(0)
+					if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || out.Code != flow.CodeOrderCreated {
+						t.Fatalf("PlaceOrder: %+v %v", out, err)
+					}
+					if got := rt.Load(); got != want {
+						t.Errorf("fresh order took %d round trips, want %d", got, want)
+					}
+					rt.Store(0)
+					if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || !out.Duplicate {
+						t.Fatalf("redelivery: %+v %v", out, err)
+					}
+					// The batch that finds the duplicate, ROLLBACK.
+					if got := rt.Load(); got != want {
+						t.Errorf("duplicate took %d round trips, want %d", got, want)
+					}
+				}
+				b.auditClean(t)
 			})
-			b := setup(t, pool, 100, 4)
-			// Warm up the statement cache.
-			if _, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(99, 0))); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 5 {
-				m := b.msg(int64(i+1), int16(i%4))
-				id := uuid.Must(uuid.NewV7())
-				rt.Store(0)
-				if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || out.Code != flow.CodeOrderCreated {
-					t.Fatalf("PlaceOrder: %+v %v", out, err)
-				}
-				if got := rt.Load(); got != 3 {
-					t.Errorf("fresh order took %d round trips, want 3 (BEGIN, batch, COMMIT)", got)
-				}
-				rt.Store(0)
-				if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || !out.Duplicate {
-					t.Fatalf("redelivery: %+v %v", out, err)
-				}
-				// BEGIN, the batch that finds the duplicate, ROLLBACK.
-				if got := rt.Load(); got != 3 {
-					t.Errorf("duplicate took %d round trips, want 3", got)
-				}
-			}
-		})
+		}
 	}
 }
 
