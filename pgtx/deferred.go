@@ -2,7 +2,6 @@ package pgtx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -140,17 +139,11 @@ func (d *deferredTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
-	return tag, errors.Join(err, closeUnlessFailed(br, err))
-}
-
-// closeUnlessFailed closes br and returns Close's error unless an earlier
-// err already reports the failure (Close would repeat it).
-func closeUnlessFailed(br pgx.BatchResults, err error) error {
 	cerr := br.Close()
 	if err != nil {
-		return nil
+		return tag, err // as pgx returns it; Close would repeat it
 	}
-	return cerr
+	return tag, cerr
 }
 
 // Query runs sql; as the first statement it takes BEGIN along.

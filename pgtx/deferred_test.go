@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/faultproxy"
@@ -22,6 +23,19 @@ var deferred = pgtx.Options{DeferBegin: true}
 func countedPool(t *testing.T, c *roundtrip.Counter) *pgxpool.Pool {
 	t.Helper()
 	return pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c; cfg.MaxConns = 1 })
+}
+
+// allReleased waits until every connection of pool is back (a broken
+// connection is destroyed asynchronously: it counts as acquired until
+// closed) and fails after 10 seconds.
+func allReleased(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); pool.Stat().AcquiredConns() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still acquired", pool.Stat().AcquiredConns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // With DeferBegin, BEGIN travels with the first statement: one round trip
@@ -211,9 +225,7 @@ func TestDeferBeginEveryFirstCallIsInTheTransaction(t *testing.T) {
 			t.Errorf("%s: the committed transaction left %d rows, want 1", name, n)
 		}
 	}
-	if n := b.pool.Stat().AcquiredConns(); n != 0 {
-		t.Fatalf("%d connections still acquired", n)
-	}
+	allReleased(t, b.pool)
 }
 
 // Options apply from the first statement on, and SET LOCAL ends with the
@@ -357,9 +369,7 @@ func TestDeferBeginBrokenPipeline(t *testing.T) {
 	}); err != nil || b.count(t, "id = 2") != 1 {
 		t.Fatalf("next transaction: %v", err)
 	}
-	if n := pool.Stat().AcquiredConns(); n != 0 {
-		t.Fatalf("%d connections still acquired", n)
-	}
+	allReleased(t, pool)
 }
 
 // fn ignoring the error of a failed BEGIN pipeline still gets no commit.
@@ -407,7 +417,44 @@ func TestDeferBeginPanicRollsBack(t *testing.T) {
 	if n := b.count(t, "id = 1"); n != 0 {
 		t.Fatalf("%d rows after the panic", n)
 	}
-	if n := b.pool.Stat().AcquiredConns(); n != 0 {
-		t.Fatalf("%d connections still acquired", n)
+	allReleased(t, b.pool)
+}
+
+// An error of the first statement, sent behind BEGIN, reaches fn as pgx
+// reports it and is classified as usual: a serialization failure raised
+// in the first batch is retried, a unique violation is returned at once.
+func TestDeferBeginFirstStatementErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var obs counter
+	opts := pgtx.Options{DeferBegin: true, Observer: &obs, BaseBackoff: time.Millisecond}
+	runs := 0
+	err := pgtx.RunInTx(b.ctx, b.pool, opts, func(tx pgx.Tx) error {
+		runs++
+		bt := &pgx.Batch{}
+		if runs == 1 {
+			bt.Queue(`DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$`)
+		}
+		bt.Queue(`INSERT INTO `+b.table+` VALUES ($1, 0)`, 2)
+		return tx.SendBatch(b.ctx, bt).Close()
+	})
+	if err != nil || runs != 2 || obs.n(pgtx.EventRetry) != 1 || b.count(t, "id = 2") != 1 {
+		t.Fatalf("RunInTx = %v after %d runs, %d retries", err, runs, obs.n(pgtx.EventRetry))
+	}
+
+	runs = 0
+	err = pgtx.RunInTx(b.ctx, b.pool, deferred, func(tx pgx.Tx) error {
+		runs++
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES ($1, 0)`, 1)
+		if _, ok := err.(*pgconn.PgError); !ok {
+			return fmt.Errorf("first statement's error is %T, want *pgconn.PgError: %w", err, err)
+		}
+		return err
+	})
+	if c, ok := pgtx.UniqueViolation(err); !ok || c != "items_pkey" || runs != 1 {
+		t.Fatalf("RunInTx = %v (constraint %q) after %d runs, want the unique violation once", err, c, runs)
 	}
 }

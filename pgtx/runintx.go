@@ -180,8 +180,8 @@ func (o Options) txOptions() pgx.TxOptions {
 	if o.DeferrableMode != "" {
 		b.WriteString(" " + string(o.DeferrableMode))
 	}
-	for _, s := range sets {
-		b.WriteString("; " + s)
+	for _, setLocal := range sets {
+		b.WriteString("; " + setLocal)
 	}
 	opts.BeginQuery = b.String()
 	return opts

@@ -265,9 +265,10 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 }
 
 // PlaceOrderTx is the consumer transaction of seed §9.11 with every branch,
-// pipelined: the fresh path sends ONE batch, which carries BEGIN along
-// (pgtx.Options.DeferBegin), then COMMIT: two round trips in all. The batch claims the message, inserts and
-// locks the reservation, sets a savepoint, and then writes the whole fresh
+// pipelined: the fresh path sends ONE batch, then COMMIT; in a transaction
+// run with pgtx.Options.DeferBegin (as PlaceOrder's are) the batch carries
+// BEGIN too, two round trips in all. The batch claims the message, inserts
+// and locks the reservation, sets a savepoint, and then writes the whole fresh
 // outcome — order and item, ORDER_CREATED event, reservation ORDERED, inbox
 // result — ending with the conditional bucket decrement, so the hot bucket
 // row is locked for the rest of the batch and COMMIT only. When the batch
