@@ -72,8 +72,8 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 // notified) and has the same snapshot semantics. The general statement was
 // the costliest of the seckill order transaction (examples/bench
 // -statements: about twice the server time of a plain INSERT); this one
-// is a plain INSERT plus one index probe. Its parameters are scalars, so
-// it also runs unchanged in QueryExecModeExec.
+// is a plain INSERT (plus one index probe when it inserted nothing). Its
+// parameters are scalars, so it also runs unchanged in QueryExecModeExec.
 //
 // Parameters: $1 event id, $2 dedup key, $3 aggregate type, $4 aggregate
 // id, $5 topic, $6 tag (NULL for none), $7 message key, $8 schema version,
@@ -89,12 +89,14 @@ func enqueueOneSQL(notify bool) string {
 	ON CONFLICT (dedup_key) DO NOTHING
 	RETURNING o.event_id
 )`
+	// The dedup probe runs only when nothing was inserted (a one-time
+	// filter): an inserted row proves no other row holds the key.
 	tail := `
 SELECT 1, event_id, NULL::uuid FROM ins
 UNION ALL
 SELECT 2, $1::uuid, e.event_id
 FROM {schema}.event_outbox AS e
-WHERE e.dedup_key = $2::text`
+WHERE e.dedup_key = $2::text AND NOT EXISTS (SELECT 1 FROM ins)`
 	if notify {
 		q += `, notified AS (
 	SELECT 1 AS one FROM pg_notify($13::text, '') WHERE EXISTS (SELECT 1 FROM ins)

@@ -24,11 +24,12 @@ type batchBeginner interface {
 // send with the simple protocol, or with pgx query options) begin the
 // transaction on their own first, as RunInTx without DeferBegin does.
 type deferredTx struct {
-	db  batchBeginner
-	o   Options
-	tx  pgx.Tx // the transaction, once begun
-	err error  // why beginning it failed
-	end bool   // committed or rolled back before anything was sent
+	db        batchBeginner
+	begin     pgx.TxOptions // BEGIN with the SET LOCALs, for a BEGIN of its own
+	setLocals []string      // the SET LOCALs alone, for a pipelined BEGIN
+	tx        pgx.Tx        // the transaction, once begun
+	err       error         // why beginning it failed
+	end       bool          // committed or rolled back before anything was sent
 }
 
 var _ pgx.Tx = (*deferredTx)(nil)
@@ -40,10 +41,9 @@ func (d *deferredTx) begun() bool { return d.tx != nil || d.err != nil }
 // beginBatch returns a batch that begins the transaction and then runs
 // queries.
 func (d *deferredTx) beginBatch(queries []*pgx.QueuedQuery) *pgx.Batch {
-	opts := d.o.txOptions()
 	nb := &pgx.Batch{}
-	nb.BeginTx(pgx.TxOptions{IsoLevel: opts.IsoLevel, AccessMode: opts.AccessMode, DeferrableMode: opts.DeferrableMode})
-	for _, s := range d.o.setLocals() {
+	nb.BeginTx(pgx.TxOptions{IsoLevel: d.begin.IsoLevel, AccessMode: d.begin.AccessMode, DeferrableMode: d.begin.DeferrableMode})
+	for _, s := range d.setLocals {
 		nb.Queue(s)
 	}
 	nb.QueuedQueries = append(nb.QueuedQueries, queries...)
@@ -77,7 +77,7 @@ func (d *deferredTx) ensure(ctx context.Context) error {
 	case d.tx != nil:
 		return nil
 	}
-	tx, err := d.db.BeginTx(ctx, d.o.txOptions())
+	tx, err := d.db.BeginTx(ctx, d.begin)
 	if err != nil {
 		d.err = fmt.Errorf("pgtx: begin: %w", err)
 		return d.err

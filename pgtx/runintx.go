@@ -266,7 +266,7 @@ func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) e
 		}
 		o.ResolveDB = q
 	}
-	r := runner{o: o, start: time.Now()}
+	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
 	for attempt := 1; ; attempt++ {
 		r.observe(ctx, Event{Kind: EventAttempt, Attempt: attempt})
 		err := r.once(ctx, db, fn, attempt)
@@ -302,6 +302,11 @@ func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) e
 type runner struct {
 	o     Options
 	start time.Time
+	// begin is the BEGIN of a transaction in a round trip of its own (with
+	// the SET LOCALs in the same message), setLocals the SET LOCALs alone
+	// for a deferred BEGIN.
+	begin     pgx.TxOptions
+	setLocals []string
 }
 
 func (r *runner) observe(ctx context.Context, e Event) {
@@ -325,9 +330,9 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 	var tx pgx.Tx
 	var deferred *deferredTx
 	if bb, ok := db.(batchBeginner); ok && r.o.DeferBegin {
-		deferred = &deferredTx{db: bb, o: r.o}
+		deferred = &deferredTx{db: bb, begin: r.begin, setLocals: r.setLocals}
 		tx = deferred
-	} else if tx, err = db.BeginTx(ctx, r.o.txOptions()); err != nil {
+	} else if tx, err = db.BeginTx(ctx, r.begin); err != nil {
 		return err
 	}
 	finished := false
