@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -158,7 +159,7 @@ func claimArgs(msg Message, res *Result) []any {
 	if msg.PayloadHash != nil {
 		hash = msg.PayloadHash
 	}
-	return []any{msg.Group, msg.MessageID, msg.Topic, nullable(msg.Tag), nullable(msg.MessageKey),
+	return []any{msg.Group, pgval.UUID(msg.MessageID), msg.Topic, nullable(msg.Tag), nullable(msg.MessageKey),
 		nullable(msg.Ref), hash, int16(status), code, payload}
 }
 
@@ -306,7 +307,7 @@ func completeArgs(key Key, res Result) ([]any, error) {
 	if res.Payload != nil {
 		payload = string(res.Payload)
 	}
-	return []any{key.Group, key.MessageID, res.Code, payload}, nil
+	return []any{key.Group, pgval.UUID(key.MessageID), res.Code, payload}, nil
 }
 
 func completeOutcome(key Key, row pgx.Row) error {

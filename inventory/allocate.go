@@ -8,6 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/seckillkit/seckill/internal/pgval"
 )
 
 // Ledger reasons written when the caller gives none.
@@ -195,7 +198,7 @@ func allocateArgs(a Allocation) []any {
 		reason = DefaultAllocateReason
 	}
 	return []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), AllocateKey(a.ReservationID),
-		a.ReservationID, order, a.SourceMessageID, a.UserID, reason}
+		pgval.UUID(a.ReservationID), order, pgval.UUID(a.SourceMessageID), a.UserID, reason}
 }
 
 func (s *Store) scanAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
@@ -355,9 +358,9 @@ func releaseArgs(r Release) []any {
 	if r.OrderID != 0 {
 		order = &r.OrderID
 	}
-	var msg *uuid.UUID
+	var msg pgtype.UUID // NULL: the ALLOCATE row's message
 	if r.SourceMessageID != uuid.Nil {
-		msg = &r.SourceMessageID
+		msg = pgval.UUID(r.SourceMessageID)
 	}
 	reason := r.Reason
 	if reason == "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -231,7 +232,7 @@ func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acq
 }
 
 func acquireArgs(r NewReservation) []any {
-	return []any{r.ReservationID, r.RequestID, r.FirstMessageID, r.ActivityID, r.SKUID, r.UserID,
+	return []any{pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), pgval.UUID(r.FirstMessageID), r.ActivityID, r.SKUID, r.UserID,
 		r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt, r.OrderID}
 }
 
@@ -424,7 +425,7 @@ func transitionArgs(t Transition) []any {
 	for _, f := range transitions[t.To] {
 		from = append(from, int16(f))
 	}
-	return []any{t.ReservationID, int16(t.To), t.OrderID, code, from}
+	return []any{pgval.UUID(t.ReservationID), int16(t.To), t.OrderID, code, from}
 }
 
 func scanTransition(row pgx.Row, t Transition, dst *Reservation) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -111,7 +112,7 @@ func (s *Store) normalize(in NewOrder) (NewOrder, error) {
 
 func createArgs(in NewOrder) []any {
 	return []any{
-		in.OrderID, in.OrderNo, in.RequestID, in.ReservationID, in.SourceMessageID,
+		in.OrderID, in.OrderNo, pgval.UUID(in.RequestID), pgval.UUID(in.ReservationID), pgval.UUID(in.SourceMessageID),
 		in.ActivityID, in.SKUID, in.UserID, in.Bucket, in.Quantity,
 		in.UnitPrice, in.Currency, in.ExpireAt, in.SKUTitle,
 	}
@@ -235,7 +236,7 @@ func (s *Store) ClassifyConflict(ctx context.Context, q pgtx.Querier, in NewOrde
 
 func (s *Store) classifyCreate(ctx context.Context, q pgtx.Querier, in NewOrder) (CreateResult, error) {
 	rows, err := q.Query(ctx, s.sql.classifyCreate,
-		in.OrderID, in.OrderNo, in.RequestID, in.ReservationID, in.SourceMessageID,
+		in.OrderID, in.OrderNo, pgval.UUID(in.RequestID), pgval.UUID(in.ReservationID), pgval.UUID(in.SourceMessageID),
 		in.ActivityID, in.SKUID, in.UserID)
 	if err != nil {
 		return CreateResult{}, fmt.Errorf("order: classify create conflict %d: %w", in.OrderID, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
+	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -152,7 +153,7 @@ func (s *Store) normalizePayment(p Payment) (Payment, error) {
 func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 func paymentArgs(p Payment) []any {
-	return []any{p.PaymentID, p.PaymentRequestID, p.OrderID, p.Provider, p.ProviderTradeNo,
+	return []any{pgval.UUID(p.PaymentID), pgval.UUID(p.PaymentRequestID), p.OrderID, p.Provider, p.ProviderTradeNo,
 		p.CallbackID, p.Amount, p.Currency, string(p.RawPayload)}
 }
 

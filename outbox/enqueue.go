@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
+	"github.com/seckillkit/seckill/internal/pgval"
 )
 
 // Event is one event to enqueue.
@@ -237,7 +238,7 @@ func (s *Store) enqueueArgs(a *enqueueArgs) []any {
 // enqueueOneArgs are the parameters of enqueueOneSQL for the single event
 // in a.
 func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
-	args := []any{a.ids[0], a.dedup[0], a.aggType[0], a.aggID[0], a.topic[0], a.tag[0], a.msgKey[0],
+	args := []any{pgval.UUID(a.ids[0]), a.dedup[0], a.aggType[0], a.aggID[0], a.topic[0], a.tag[0], a.msgKey[0],
 		a.version[0], a.payload[0], a.headers[0], a.delayUS[0], a.maxRetry[0]}
 	if !s.cfg.DisableNotify {
 		args = append(args, s.channel)
