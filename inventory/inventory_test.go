@@ -112,6 +112,17 @@ func (tb testBundle) buy(ctx context.Context, r inventory.NewReservation) error 
 	return soldOut
 }
 
+// acquire runs AcquireReservation for r in a transaction of its own.
+func (tb testBundle) acquire(r inventory.NewReservation) (inventory.Acquired, error) {
+	var out inventory.Acquired
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = tb.store.AcquireReservation(tb.ctx, tx, r)
+		return err
+	})
+	return out, err
+}
+
 func (tb testBundle) count(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
 	var n int64

@@ -16,16 +16,7 @@ func TestAcquireReservation(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	r := tb.newReservation(1, 2, 3)
-	acquire := func(nr inventory.NewReservation) (inventory.Acquired, error) {
-		var out inventory.Acquired
-		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			var err error
-			out, err = tb.store.AcquireReservation(tb.ctx, tx, nr)
-			return err
-		})
-		return out, err
-	}
-	first, err := acquire(r)
+	first, err := tb.acquire(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +31,7 @@ func TestAcquireReservation(t *testing.T) {
 	// Redelivery under another message id: same row, not created.
 	again := r
 	again.FirstMessageID = uuid.Must(uuid.NewV7())
-	second, err := acquire(again)
+	second, err := tb.acquire(again)
 	if err != nil || second.Created || second.Reservation.FirstMessageID != r.FirstMessageID {
 		t.Fatalf("second acquire %+v, %v", second, err)
 	}
@@ -56,7 +47,7 @@ func TestAcquireReservation(t *testing.T) {
 	} {
 		n := r
 		mutate(&n)
-		_, err := acquire(n)
+		_, err := tb.acquire(n)
 		var ce *inventory.ReservationConflictError
 		if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != field || ce.Existing.ReservationID != r.ReservationID {
 			t.Errorf("%s: %v", field, err)
@@ -92,22 +83,13 @@ func TestAcquireReservation(t *testing.T) {
 func TestAcquireReservationAsOrdered(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	acquire := func(nr inventory.NewReservation) (inventory.Acquired, error) {
-		var out inventory.Acquired
-		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			var err error
-			out, err = tb.store.AcquireReservation(tb.ctx, tx, nr)
-			return err
-		})
-		return out, err
-	}
 	count := func() int64 {
 		return tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation"))
 	}
 
 	r := tb.newReservation(1, 2, 3)
 	r.OrderID = 77
-	got, err := acquire(r)
+	got, err := tb.acquire(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,18 +103,18 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 	}
 
 	// Redelivered: the stored row, not created again.
-	if again, err := acquire(r); err != nil || again.Created || again.Reservation.Status != inventory.StatusOrdered {
+	if again, err := tb.acquire(r); err != nil || again.Created || again.Reservation.Status != inventory.StatusOrdered {
 		t.Fatalf("redelivery: %+v, %v", again, err)
 	}
 
 	// An existing PENDING_DB reservation is returned as it is: OrderID
 	// does not move it.
 	p := tb.newReservation(1, 2, 3)
-	if _, err := acquire(p); err != nil {
+	if _, err := tb.acquire(p); err != nil {
 		t.Fatal(err)
 	}
 	p.OrderID = 88
-	if again, err := acquire(p); err != nil || again.Created || again.Reservation.Status != inventory.StatusPendingDB || again.Reservation.OrderID != 0 {
+	if again, err := tb.acquire(p); err != nil || again.Created || again.Reservation.Status != inventory.StatusPendingDB || again.Reservation.OrderID != 0 {
 		t.Fatalf("existing pending with an order id: %+v, %v", again, err)
 	}
 
@@ -169,7 +151,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 	bad := tb.newReservation(1, 2, 3)
 	bad.OrderID = -1
 	var ve *inventory.ValidationError
-	if _, err := acquire(bad); !errors.As(err, &ve) || ve.Field != "OrderID" {
+	if _, err := tb.acquire(bad); !errors.As(err, &ve) || ve.Field != "OrderID" {
 		t.Fatalf("negative order id: %v", err)
 	}
 	if err := tb.store.QueueAcquireReservation(&pgx.Batch{}, bad, &inventory.Acquired{}); !errors.As(err, &ve) {
@@ -205,7 +187,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := acquire(second); done <- err }()
+	go func() { _, err := tb.acquire(second); done <- err }()
 	select {
 	case err := <-done:
 		t.Fatalf("second insert did not wait for the first: %v", err)

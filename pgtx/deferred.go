@@ -257,34 +257,25 @@ func (d *deferredTx) Begin(ctx context.Context) (pgx.Tx, error) {
 
 // Commit commits; a transaction that never sent anything has nothing to
 // commit and succeeds at once.
-func (d *deferredTx) Commit(ctx context.Context) error {
-	if d.first() {
-		d.end = true
-		return nil
-	}
-	if d.end {
-		return pgx.ErrTxClosed
-	}
-	if d.tx == nil {
-		return d.err
-	}
-	return d.tx.Commit(ctx)
-}
+func (d *deferredTx) Commit(ctx context.Context) error { return d.finish(ctx, pgx.Tx.Commit) }
 
 // Rollback rolls back; a transaction that never sent anything has nothing
 // to roll back.
-func (d *deferredTx) Rollback(ctx context.Context) error {
-	if d.first() {
+func (d *deferredTx) Rollback(ctx context.Context) error { return d.finish(ctx, pgx.Tx.Rollback) }
+
+// finish ends the transaction with end (Commit or Rollback of the begun
+// transaction).
+func (d *deferredTx) finish(ctx context.Context, end func(pgx.Tx, context.Context) error) error {
+	switch {
+	case d.first():
 		d.end = true
 		return nil
-	}
-	if d.end {
+	case d.end:
 		return pgx.ErrTxClosed
-	}
-	if d.tx == nil {
+	case d.tx == nil:
 		return d.err
 	}
-	return d.tx.Rollback(ctx)
+	return end(d.tx, ctx)
 }
 
 // CopyFrom begins the transaction if needed, then copies.

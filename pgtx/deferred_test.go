@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,6 +335,18 @@ func TestDeferBeginCommitOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// cutFirstBegin drops the connection that is about to send the first
+// BEGIN, before the server sees it.
+func cutFirstBegin() faultproxy.Rule {
+	var done atomic.Bool
+	return func(m faultproxy.Message) faultproxy.Action {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(m.Query())), "begin") && done.CompareAndSwap(false, true) {
+			return faultproxy.CutBefore
+		}
+		return faultproxy.Forward
+	}
+}
+
 // A connection that breaks as BEGIN's pipeline is sent: fn sees the error,
 // RunInTx reports it as not committed, nothing is written, and the broken
 // connection does not go back into use.
@@ -341,14 +354,7 @@ func TestDeferBeginBrokenPipeline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	pool, px := proxied(t)
-	var cut bool
-	px.SetRule(func(m faultproxy.Message) faultproxy.Action {
-		if !cut && strings.HasPrefix(strings.ToLower(strings.TrimSpace(m.Query())), "begin") {
-			cut = true
-			return faultproxy.CutBefore
-		}
-		return faultproxy.Forward
-	})
+	px.SetRule(cutFirstBegin())
 	var fnErr error
 	err := pgtx.RunInTx(b.ctx, pool, deferred, func(tx pgx.Tx) error {
 		bt := &pgx.Batch{}
@@ -377,14 +383,7 @@ func TestDeferBeginIgnoredBeginFailureIsNotCommitted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	pool, px := proxied(t)
-	var cut bool
-	px.SetRule(func(m faultproxy.Message) faultproxy.Action {
-		if !cut && strings.HasPrefix(strings.ToLower(strings.TrimSpace(m.Query())), "begin") {
-			cut = true
-			return faultproxy.CutBefore
-		}
-		return faultproxy.Forward
-	})
+	px.SetRule(cutFirstBegin())
 	err := pgtx.RunInTx(b.ctx, pool, deferred, func(tx pgx.Tx) error {
 		bt := &pgx.Batch{}
 		bt.Queue(`INSERT INTO `+b.table+` VALUES ($1, 0)`, 1)
