@@ -68,8 +68,9 @@
 //   - TransitionReservation: [ErrReservationNotFound], or a *TransitionError
 //     matching [ErrAlreadyInState] or [ErrIllegalTransition] that carries the
 //     current row.
-//   - AcquireReservation: a *ReservationConflictError when the id or the
-//     request id is taken by different data.
+//   - AcquireReservation: a *ReservationConflictError when the id, the
+//     request id or (with NewReservation.OrderID) the order id is taken by
+//     different data.
 //   - Provision: a *ProvisionConflictError for a different split.
 //
 // # Idempotency
@@ -94,7 +95,10 @@
 // destination and the classified error is returned by BatchResults.Close.
 // All queued statements run on the server even when an earlier callback
 // reports an error (a sold out, say), so queue together only what is
-// idempotent or what you will roll back on error.
+// idempotent or what you will roll back on error. A transaction that will
+// roll back unless the whole order succeeds can insert the reservation as
+// ORDERED at once ([NewReservation].OrderID) instead of transitioning it
+// later: one statement and one row version fewer per order.
 //
 // # Errors and input
 //
