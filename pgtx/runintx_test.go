@@ -54,7 +54,7 @@ type bundle struct {
 }
 
 // setup creates a fresh schema with a table items(id int primary key, v int).
-func setup(t *testing.T) bundle {
+func setup(t testing.TB) bundle {
 	t.Helper()
 	ctx := pgtest.Context(t, 2*time.Minute)
 	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
