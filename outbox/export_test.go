@@ -10,3 +10,6 @@ func ClaimSQL(s *Store) string { return s.claimSQL }
 
 // MarkSentSQL returns the mark-sent statement (for EXPLAIN in tests).
 func MarkSentSQL(s *Store) string { return s.sentSQL }
+
+// MigrationFiles are the embedded migration files.
+var MigrationFiles = migrationFiles
