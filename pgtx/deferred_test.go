@@ -140,6 +140,10 @@ func TestDeferBeginEveryFirstCallIsInTheTransaction(t *testing.T) {
 			_, err := tx.Exec(b.ctx, ins, id, 0)
 			return err
 		},
+		"Exec with a pgx query option": func(tx pgx.Tx, id int) error {
+			_, err := tx.Exec(b.ctx, ins, pgx.QueryExecModeSimpleProtocol, id, 0)
+			return err
+		},
 		"Exec without arguments": func(tx pgx.Tx, id int) error {
 			_, err := tx.Exec(b.ctx, fmt.Sprintf(`INSERT INTO %s VALUES (%d, 0)`, b.table, id))
 			return err
