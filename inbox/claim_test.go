@@ -414,11 +414,19 @@ func TestComplete(t *testing.T) {
 func TestQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	queueFormsWork(t, b, b.pool)
+}
+
+// queueFormsWork runs the batch forms through db, in transactions of
+// pgtx.RunInTx: claim and complete in one batch, a queued duplicate
+// answered with the stored result, and the callback errors (completing
+// twice, a payload mismatch) returned by Close.
+func queueFormsWork(t *testing.T, b *testBundle, db *pgxpool.Pool) {
+	t.Helper()
 	msg := newMessage("pipe")
 	res := inbox.Result{Code: "OK", Payload: []byte(`{"a":1}`)}
-
 	run := func(fn func(*pgx.Batch)) error {
-		return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		return pgtx.RunInTx(b.ctx, db, pgtx.Options{}, func(tx pgx.Tx) error {
 			batch := &pgx.Batch{}
 			fn(batch)
 			return tx.SendBatch(b.ctx, batch).Close()
@@ -439,10 +447,10 @@ func TestQueue(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if second.Fresh || second.Record.Result.Code != "OK" || string(second.Record.Result.Payload) != `{"a": 1}` {
+	if second.Fresh || second.Record.Result.Code != "OK" || string(second.Record.Result.Payload) != `{"a": 1}` ||
+		string(second.Record.PayloadHash) != string(msg.PayloadHash) {
 		t.Fatalf("second = %+v, want the stored result", second)
 	}
-	// Callback errors come back from Close: completing twice, a mismatch.
 	if err := run(func(batch *pgx.Batch) {
 		must(t, b.in.QueueComplete(batch, msg.Key(), res))
 	}); !errors.Is(err, inbox.ErrAlreadyCompleted) {
@@ -454,6 +462,10 @@ func TestQueue(t *testing.T) {
 		must(t, b.in.QueueClaimMessage(batch, bad, &third))
 	}); !errors.Is(err, inbox.ErrPayloadMismatch) {
 		t.Fatalf("queued mismatching claim = %v, want ErrPayloadMismatch", err)
+	}
+	rec, err := b.in.Lookup(b.ctx, db, msg.Key())
+	if err != nil || rec.Status != inbox.StatusProcessed || rec.Result.Code != "OK" {
+		t.Fatalf("Lookup = %+v, %v", rec, err)
 	}
 	if n := b.count(t, nil); n != 1 {
 		t.Fatalf("%d rows, want 1", n)

@@ -5,16 +5,13 @@ package inbox_test
 // concurrent claims and the batch forms.
 
 import (
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
-	"github.com/seckillkit/seckill/pgtx"
 )
 
 // bouncerSetup is setup with the migration and the returned pool going
@@ -53,51 +50,5 @@ func TestPgBouncerClaimConcurrentDuplicates(t *testing.T) {
 func TestPgBouncerQueue(t *testing.T) {
 	t.Parallel()
 	b, bp := bouncerSetup(t, 4)
-	msg := newMessage("pipe")
-	res := inbox.Result{Code: "OK", Payload: []byte(`{"a":1}`)}
-	run := func(fn func(*pgx.Batch)) error {
-		return pgtx.RunInTx(b.ctx, bp, pgtx.Options{}, func(tx pgx.Tx) error {
-			batch := &pgx.Batch{}
-			fn(batch)
-			return tx.SendBatch(b.ctx, batch).Close()
-		})
-	}
-	var first, second, third inbox.Claim
-	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueClaimMessage(batch, msg, &first))
-		must(t, b.in.QueueComplete(batch, msg.Key(), res))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !first.Fresh {
-		t.Fatalf("first = %+v, want fresh", first)
-	}
-	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueClaimMessageWithResult(batch, msg, inbox.Result{Code: "IGNORED"}, &second))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if second.Fresh || second.Record.Result.Code != "OK" || string(second.Record.Result.Payload) != `{"a": 1}` ||
-		string(second.Record.PayloadHash) != string(msg.PayloadHash) {
-		t.Fatalf("second = %+v, want the stored result", second)
-	}
-	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueComplete(batch, msg.Key(), res))
-	}); !errors.Is(err, inbox.ErrAlreadyCompleted) {
-		t.Fatalf("queued second Complete = %v, want ErrAlreadyCompleted", err)
-	}
-	bad := msg
-	bad.PayloadHash = []byte{1}
-	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueClaimMessage(batch, bad, &third))
-	}); !errors.Is(err, inbox.ErrPayloadMismatch) {
-		t.Fatalf("queued mismatching claim = %v, want ErrPayloadMismatch", err)
-	}
-	rec, err := b.in.Lookup(b.ctx, bp, msg.Key())
-	if err != nil || rec.Status != inbox.StatusProcessed || rec.Result.Code != "OK" {
-		t.Fatalf("Lookup through PgBouncer = %+v, %v", rec, err)
-	}
-	if n := b.count(t, nil); n != 1 {
-		t.Fatalf("%d rows, want 1", n)
-	}
+	queueFormsWork(t, b, bp)
 }
