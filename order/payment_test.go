@@ -229,16 +229,10 @@ func TestQueueRecordPayment(t *testing.T) {
 	}
 }
 
-// TestPaymentRacesTimeoutCancel: 500 expired orders, each paid and
-// timeout-cancelled concurrently (1,000 transactions). No order ends both
-// paid and cancelled; each is PAID (payment won) or CANCELLED with a
-// REFUND_PENDING payment (cancel won); successful cancels are reported
-// exactly once each, so stock would be released exactly once; Audit clean.
-func TestPaymentRacesTimeoutCancel(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 24 })
-	b := setupWith(t, pool)
-	const n = 500
+// createExpired creates n orders (users 1..n) that expired a second ago,
+// in one batch.
+func (b testBundle) createExpired(t *testing.T, n int) []order.Order {
+	t.Helper()
 	orders := make([]order.Order, n)
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
@@ -261,6 +255,20 @@ func TestPaymentRacesTimeoutCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return orders
+}
+
+// TestPaymentRacesTimeoutCancel: 500 expired orders, each paid and
+// timeout-cancelled concurrently (1,000 transactions). No order ends both
+// paid and cancelled; each is PAID (payment won) or CANCELLED with a
+// REFUND_PENDING payment (cancel won); successful cancels are reported
+// exactly once each, so stock would be released exactly once; Audit clean.
+func TestPaymentRacesTimeoutCancel(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 24 })
+	b := setupWith(t, pool)
+	const n = 500
+	orders := b.createExpired(t, n)
 
 	cancels := make([]order.TransitionResult, n)
 	cancelErrs := make([]error, n)
@@ -334,28 +342,7 @@ func TestSweepersRacePayments(t *testing.T) {
 	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
 	b := setupWith(t, pool)
 	const n = 300
-	orders := make([]order.Order, n)
-	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
-		batch := &pgx.Batch{}
-		res := make([]order.CreateResult, n)
-		for i := range n {
-			in := newOrder(int64(i + 1))
-			in.ExpireAt = time.Now().Add(-time.Second)
-			if err := b.store.QueueCreate(batch, in, &res[i]); err != nil {
-				return err
-			}
-		}
-		if err := tx.SendBatch(b.ctx, batch).Close(); err != nil {
-			return err
-		}
-		for i := range res {
-			orders[i] = res[i].Order
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	orders := b.createExpired(t, n)
 
 	var paysDone sync.WaitGroup
 	pays := make([]order.PaymentResult, n)
