@@ -73,7 +73,7 @@ func TestQueryExecModes(t *testing.T) {
 			})
 			r := dup.Record
 			if dup.Fresh || r.Status != inbox.StatusProcessed || r.Result.Code != "DONE" ||
-				!jsonSame(t, r.Result.Payload, payload) || !bytes.Equal(r.PayloadHash, hash) || r.Key != a.Key() {
+				!pgtest.JSONSame(t, r.Result.Payload, payload) || !bytes.Equal(r.PayloadHash, hash) || r.Key != a.Key() {
 				t.Fatalf("duplicate claim = %+v, want the stored result", dup)
 			}
 			if dupRes.Fresh || dupRes.Record.Result.Code != "DONE" || dupRes.Record.PayloadHash != nil {
@@ -111,19 +111,4 @@ func TestQueryExecModes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// jsonSame reports whether two JSON texts hold the same value.
-func jsonSame(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatalf("%s: %v", a, err)
-	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	p, _ := json.Marshal(x)
-	q, _ := json.Marshal(y)
-	return string(p) == string(q)
 }

@@ -148,7 +148,7 @@ func TestQueryExecModes(t *testing.T) {
 			}
 			var raw string
 			if err := b.pool.QueryRow(ctx, `SELECT raw_payload::text FROM `+pgx.Identifier{b.schema, "payment_record"}.Sanitize()).Scan(&raw); err != nil ||
-				!jsonSame(t, []byte(raw), pay.RawPayload) {
+				!pgtest.JSONSame(t, []byte(raw), pay.RawPayload) {
 				t.Fatalf("raw_payload = %s, %v; want %s", raw, err, pay.RawPayload)
 			}
 			recs, err := b.store.Payments(ctx, b.pool, paid.OrderID)
@@ -199,19 +199,4 @@ func TestQueryExecModes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// jsonSame reports whether two JSON texts hold the same value.
-func jsonSame(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatalf("%s: %v", a, err)
-	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	p, _ := json.Marshal(x)
-	q, _ := json.Marshal(y)
-	return string(p) == string(q)
 }
