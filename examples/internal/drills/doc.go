@@ -66,5 +66,5 @@
 //
 // Run them alone with, e.g.,
 //
-//	go test -race -count=1 -run 'TestFault|TestCrash|TestPgBouncer' ./internal/drills/
+//	go test -race -count=1 -run 'TestFault|TestCrash|TestPgBouncer' ./examples/internal/drills/
 package drills
