@@ -23,7 +23,15 @@ type batchBeginner interface {
 // LargeObjects, Conn, and Exec or Query without arguments, which pgx may
 // send with the simple protocol, or with pgx query options) begin the
 // transaction on their own first, as RunInTx without DeferBegin does.
+//
+// pgx.Tx is implemented by hand, so a method pgx adds to the interface
+// must be added here on purpose: the assertion below stops the build, and
+// TestDeferredTxCoversPgxTx names the method.
 type deferredTx struct {
+	// ctx is RunInTx's context: LargeObjects and Conn take none, so a
+	// BEGIN they send goes out with it (its deadline, cancellation and
+	// values, as a tracer sees them), never with context.Background().
+	ctx       context.Context
 	db        batchBeginner
 	begin     pgx.TxOptions // BEGIN with the SET LOCALs, for a BEGIN of its own
 	setLocals []string      // the SET LOCALs alone, for a pipelined BEGIN
@@ -294,11 +302,12 @@ func (d *deferredTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Sta
 	return d.tx.Prepare(ctx, name, sql)
 }
 
-// LargeObjects begins the transaction if needed (it has no context: with
-// context.Background()). If that fails, the returned LargeObjects report
-// the failure as pgx.ErrTxClosed.
+// LargeObjects begins the transaction if needed, with RunInTx's context
+// (the method takes none). If that fails, the returned LargeObjects report
+// the failure as pgx.ErrTxClosed, and the next statement returns the
+// reason.
 func (d *deferredTx) LargeObjects() pgx.LargeObjects {
-	if err := d.ensure(context.Background()); err != nil {
+	if err := d.ensure(d.ctx); err != nil {
 		b := &pgx.Batch{}
 		b.BeginTx(pgx.TxOptions{})
 		return pgx.FailedBatchResults(b, err).Tx().LargeObjects()
@@ -306,10 +315,11 @@ func (d *deferredTx) LargeObjects() pgx.LargeObjects {
 	return d.tx.LargeObjects()
 }
 
-// Conn begins the transaction if needed (with context.Background()) and
-// returns its connection, or nil when it could not be begun.
+// Conn begins the transaction if needed, with RunInTx's context (the
+// method takes none), and returns its connection, or nil when it could not
+// be begun (the next statement returns the reason).
 func (d *deferredTx) Conn() *pgx.Conn {
-	if err := d.ensure(context.Background()); err != nil {
+	if err := d.ensure(d.ctx); err != nil {
 		return nil
 	}
 	return d.tx.Conn()

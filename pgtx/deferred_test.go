@@ -1,6 +1,7 @@
 package pgtx_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -459,5 +460,72 @@ func TestDeferBeginFirstStatementErrors(t *testing.T) {
 	})
 	if c, ok := pgtx.UniqueViolation(err); !ok || c != "items_pkey" || runs != 1 {
 		t.Fatalf("RunInTx = %v (constraint %q) after %d runs, want the unique violation once", err, c, runs)
+	}
+}
+
+// beginCtxTracer records whether each BEGIN pgx sends carries ctxKey.
+type beginCtxTracer struct{ withKey, without atomic.Int32 }
+
+type ctxKey struct{}
+
+func (c *beginCtxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(strings.ToLower(d.SQL), "begin") {
+		if ctx.Value(ctxKey{}) != nil {
+			c.withKey.Add(1)
+		} else {
+			c.without.Add(1)
+		}
+	}
+	return ctx
+}
+
+func (c *beginCtxTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Conn and LargeObjects take no context; as fn's first call they begin the
+// transaction with RunInTx's context (a tracer sees its values), and when
+// that context has ended they begin nothing and the error reaches fn.
+func TestDeferBeginConnAndLargeObjectsUseRunInTxContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tr := &beginCtxTracer{}
+	pool := pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
+	ctx := context.WithValue(b.ctx, ctxKey{}, true)
+	firsts := map[string]func(pgx.Tx) error{
+		"Conn": func(tx pgx.Tx) error {
+			if tx.Conn() == nil {
+				return errors.New("Conn() = nil")
+			}
+			return nil
+		},
+		"LargeObjects": func(tx pgx.Tx) error {
+			lo := tx.LargeObjects()
+			_, err := lo.Create(b.ctx, 0)
+			return err
+		},
+	}
+	for name, first := range firsts {
+		if err := pgtx.RunInTx(ctx, pool, deferred, first); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w, wo := tr.withKey.Load(), tr.without.Load(); w != 1 || wo != 0 {
+			t.Fatalf("%s: %d BEGINs with RunInTx's context, %d without; want 1 and 0", name, w, wo)
+		}
+		tr.withKey.Store(0)
+
+		cctx, cancel := context.WithCancel(ctx)
+		err := pgtx.RunInTx(cctx, pool, deferred, func(tx pgx.Tx) error {
+			cancel()
+			if err := first(tx); err == nil {
+				return errors.New("began a transaction after RunInTx's context ended")
+			}
+			_, err := tx.Exec(b.ctx, `SELECT 1`)
+			return err
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s after cancel: err = %v, want context.Canceled from the BEGIN", name, err)
+		}
+		if n := tr.withKey.Load() + tr.without.Load(); n != 0 {
+			t.Fatalf("%s after cancel: %d BEGINs reached the tracer", name, n)
+		}
 	}
 }

@@ -89,7 +89,8 @@ type Options struct {
 	// an Exec, Query or QueryRow with arguments (pgx's Batch.BeginTx);
 	// other first calls (Prepare, CopyFrom, Begin, LargeObjects, Conn, a
 	// statement without arguments or with pgx query options) begin the
-	// transaction on their own first. A fn that sends nothing sends no
+	// transaction on their own first; LargeObjects and Conn, which take
+	// no context, begin it with RunInTx's ctx. A fn that sends nothing sends no
 	// BEGIN and no COMMIT. The isolation level applies as usual: a
 	// transaction's snapshot is taken by its first statement, not by
 	// BEGIN. Defaults to false.
@@ -330,7 +331,7 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 	var tx pgx.Tx
 	var deferred *deferredTx
 	if bb, ok := db.(batchBeginner); ok && r.o.DeferBegin {
-		deferred = &deferredTx{db: bb, begin: r.begin, setLocals: r.setLocals}
+		deferred = &deferredTx{ctx: ctx, db: bb, begin: r.begin, setLocals: r.setLocals}
 		tx = deferred
 	} else if tx, err = db.BeginTx(ctx, r.begin); err != nil {
 		return err
