@@ -275,7 +275,12 @@ func TestStatusMatchesCheckConstraint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// e.g. CHECK ((status = ANY (ARRAY[0, 10, 20, 30, 40])))
-	for _, s := range outbox.Statuses {
+	mine := outbox.Statuses()
+	mine[0] = outbox.StatusDead
+	if outbox.Statuses()[0] != outbox.StatusPending {
+		t.Fatal("changing the slice Statuses returned changed the next call's answer")
+	}
+	for _, s := range outbox.Statuses() {
 		if !s.Valid() {
 			t.Fatalf("%v not valid", s)
 		}
@@ -288,10 +293,10 @@ func TestStatusMatchesCheckConstraint(t *testing.T) {
 	for _, v := range strings.Split(def[open+6:close], ",") {
 		got = append(got, strings.TrimSpace(v))
 	}
-	if len(got) != len(outbox.Statuses) {
-		t.Fatalf("constraint %q has %d values, Go has %d", def, len(got), len(outbox.Statuses))
+	if len(got) != len(outbox.Statuses()) {
+		t.Fatalf("constraint %q has %d values, Go has %d", def, len(got), len(outbox.Statuses()))
 	}
-	for i, s := range outbox.Statuses {
+	for i, s := range outbox.Statuses() {
 		if got[i] != strconv.Itoa(int(s)) {
 			t.Fatalf("constraint value %d = %s, Go %s = %d", i, got[i], s, s)
 		}

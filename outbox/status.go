@@ -24,8 +24,11 @@ const (
 	StatusDead Status = 40
 )
 
-// Statuses lists every status in ascending order.
-var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusRetry, StatusDead}
+// Statuses returns every status in ascending order, in a new slice the
+// caller may change.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusSending, StatusSent, StatusRetry, StatusDead}
+}
 
 // String returns the status name used by the seed ("PENDING", "SENDING", …)
 // or "Status(n)" for an unknown value.

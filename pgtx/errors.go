@@ -1,6 +1,7 @@
 package pgtx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -148,14 +149,36 @@ func IsLockTimeout(err error) bool {
 	return code == pgerrcode.LockNotAvailable
 }
 
-// IsStatementTimeout reports whether err is query_canceled (57014) raised by
-// statement_timeout (see [Options.StatementTimeout]). A cancel request
-// (pgx sends one when a context ends mid-query) has the same SQLSTATE; this
-// predicate tells them apart by the server's message, which is reliable
-// while lc_messages is English (the default).
+// IsStatementTimeout reports whether err is query_canceled (57014) that no
+// ended context explains: the statement ran past statement_timeout (see
+// [Options.StatementTimeout]).
+//
+// PostgreSQL raises 57014 both for statement_timeout and for a cancel
+// request (one that pgx sends when a context ends mid-query, with
+// pgconn.CancelRequestContextWatcherHandler, or pg_cancel_backend), and
+// tells them apart only in the message text, which follows the server's
+// lc_messages; pgconn reports no cancel request in the error either. So
+// the predicate reads no message: it returns false when err also matches
+// context.Canceled or context.DeadlineExceeded, which [RunInTx] adds to a
+// 57014 that fn returns after RunInTx's context ended. For an error from
+// outside RunInTx, check the context (or wrap its error) yourself. A
+// pg_cancel_backend by another session, with the context still live, is
+// indistinguishable and counts as a timeout.
 func IsStatementTimeout(err error) bool {
-	code, pgErr := sqlState(err)
-	return code == pgerrcode.QueryCanceled && strings.Contains(pgErr.Message, "statement timeout")
+	code, _ := sqlState(err)
+	return code == pgerrcode.QueryCanceled &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// withContextEnd adds ctx's error to err when err is query_canceled (57014)
+// and ctx has ended, so that [IsStatementTimeout] can tell the cancel
+// request an ended context caused from a statement timeout.
+func withContextEnd(ctx context.Context, err error) error {
+	if code, _ := sqlState(err); code != pgerrcode.QueryCanceled || ctx.Err() == nil ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (cancelled because the context ended: %w)", err, ctx.Err())
 }
 
 // IsCommitOutcomeUnknown reports whether errors.Is(err,

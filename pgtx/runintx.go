@@ -348,7 +348,7 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 		}
 	}()
 	if err := fn(tx); err != nil {
-		return err
+		return withContextEnd(ctx, err)
 	}
 	if deferred != nil {
 		switch {
