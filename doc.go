@@ -24,6 +24,9 @@
 //     inventory ledger; conditional decrements that cannot oversell.
 //   - order: orders, order items and payments; a state machine whose
 //     conditional transitions classify every zero-row outcome.
+//   - seckilltest: for a service's own tests, a real PostgreSQL (a
+//     throwaway cluster or SECKILL_DATABASE_URL) and a fresh, migrated
+//     schema per test, removed by t.Cleanup.
 //
 // inbox, outbox, inventory and order never import each other: a service
 // takes only what it needs, with only those tables.

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
-	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
 // A consumer claims each delivery inside the transaction that does the
@@ -17,10 +17,8 @@ import (
 // of doing the work twice.
 func ExampleInbox_ClaimMessage() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("claim")
-	if err := inbox.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
+	pool, schema := db.Pool, db.Schema
 	in, err := inbox.New(inbox.Config{Schema: schema})
 	if err != nil {
 		panic(err)
@@ -65,10 +63,8 @@ func ExampleInbox_ClaimMessage() {
 // duplicate must roll the transaction back.
 func ExampleInbox_QueueClaimMessage() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("queue")
-	if err := inbox.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
+	pool, schema := db.Pool, db.Schema
 	in, _ := inbox.New(inbox.Config{Schema: schema})
 	msg := inbox.Message{
 		Group:     "stock-service",
@@ -109,10 +105,8 @@ func ExampleInbox_QueueClaimMessage() {
 // batches.
 func ExampleInbox_Purge() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("purge")
-	if err := inbox.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
+	pool, schema := db.Pool, db.Schema
 	in, _ := inbox.New(inbox.Config{Schema: schema})
 	const replayWindow = 7 * 24 * time.Hour
 	n, err := in.Purge(ctx, pool, time.Now().Add(-2*replayWindow), 1000)

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
 // The inventory half of the order transaction (seed §9.11): record and lock
@@ -19,10 +19,8 @@ import (
 // PostgreSQL and its reservation rejected in the same transaction.
 func Example() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("inventory")
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(inventory.Migrations) // a fresh schema with the inventory tables
+	pool, schema := db.Pool, db.Schema
 	store, err := inventory.New(inventory.Config{Schema: schema})
 	if err != nil {
 		panic(err)
@@ -78,10 +76,8 @@ func Example() {
 
 func ExampleStore_Provision() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("provision")
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(inventory.Migrations) // a fresh schema with the inventory tables
+	pool, schema := db.Pool, db.Schema
 	store, _ := inventory.New(inventory.Config{Schema: schema})
 
 	res, _ := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 7, Stock: 10, Buckets: 4})
@@ -116,10 +112,8 @@ func ExamplePickBucket() {
 // exactly what the allocation took, once.
 func ExampleStore_AllocateBucket() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("allocate")
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(inventory.Migrations) // a fresh schema with the inventory tables
+	pool, schema := db.Pool, db.Schema
 	store, _ := inventory.New(inventory.Config{Schema: schema})
 	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 5, Buckets: 1}); err != nil {
 		panic(err)

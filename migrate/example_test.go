@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
 func ExampleApply() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("apply")
+	db := seckilltest.Example() // a fresh, empty schema
+	pool, schema := db.Pool, db.Schema
 
 	widgets := migrate.Component{Name: "widgets", FS: os.DirFS("testdata/v2")}
 	res, err := migrate.Apply(ctx, pool, schema, widgets)

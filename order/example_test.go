@@ -10,22 +10,19 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
-func exampleStore(name string) (context.Context, *pgxpool.Pool, *order.Store) {
+func exampleStore() (context.Context, *pgxpool.Pool, *order.Store) {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB(name)
-	if err := order.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
-	store, err := order.New(order.Config{Schema: schema})
+	db := seckilltest.Example(order.Migrations) // a fresh schema with the order tables
+	store, err := order.New(order.Config{Schema: db.Schema})
 	if err != nil {
 		panic(err)
 	}
-	return ctx, pool, store
+	return ctx, db.Pool, store
 }
 
 // ids makes the order ids of the examples (and of the tests): one
@@ -51,7 +48,7 @@ func exampleOrder(user int64, expireAt time.Time) order.NewOrder {
 }
 
 func ExampleStore_Create() {
-	ctx, pool, store := exampleStore("create")
+	ctx, pool, store := exampleStore()
 	in := exampleOrder(1001, time.Now().Add(15*time.Minute))
 
 	consume := func(in order.NewOrder) {
@@ -89,7 +86,7 @@ func ExampleStore_Create() {
 // A timeout cancel and its stock release in one transaction: stock is
 // released only by the call that Changed the order.
 func ExampleStore_TransitionOrder() {
-	ctx, pool, store := exampleStore("transition")
+	ctx, pool, store := exampleStore()
 	var id int64
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		res, err := store.Create(ctx, tx, exampleOrder(1, time.Now().Add(-time.Second)))
@@ -133,7 +130,7 @@ func ExampleStore_TransitionOrder() {
 }
 
 func ExampleStore_RecordPayment() {
-	ctx, pool, store := exampleStore("payment")
+	ctx, pool, store := exampleStore()
 	var paid, cancelled order.Order
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		r1, err := store.Create(ctx, tx, exampleOrder(1, time.Now().Add(time.Minute)))
@@ -192,7 +189,7 @@ func ExampleStore_RecordPayment() {
 // A sweeper cancels expired orders in batches; each returned order's stock
 // is released in the same transaction.
 func ExampleStore_CancelExpired() {
-	ctx, pool, store := exampleStore("expiry")
+	ctx, pool, store := exampleStore()
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		for user := range int64(5) {
 			expire := time.Now().Add(-time.Minute) // expired

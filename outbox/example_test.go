@@ -8,16 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
 func ExampleStore_Enqueue() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("enqueue")
-	if err := outbox.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
+	pool, schema := db.Pool, db.Schema
 	store, err := outbox.New(outbox.Config{Schema: schema})
 	if err != nil {
 		panic(err)
@@ -51,10 +49,8 @@ func ExampleStore_Enqueue() {
 
 func ExampleStore_ClaimOutboxBatch() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("claim")
-	if err := outbox.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
+	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
@@ -94,10 +90,8 @@ func ExampleStore_ClaimOutboxBatch() {
 func ExampleRelay() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, schema := pgtest.ExampleDB("relay")
-	if err := outbox.Migrate(ctx, pool, schema); err != nil {
-		panic(err)
-	}
+	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
+	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var evs []outbox.Event

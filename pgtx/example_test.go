@@ -8,16 +8,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/pgtx"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
 func ExampleRunInTx() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("runintx")
+	db := seckilltest.Example() // a fresh, empty schema
+	pool, schema := db.Pool, db.Schema
 	table := pgx.Identifier{schema, "stock"}.Sanitize()
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
-		CREATE TABLE `+table+` (sku int PRIMARY KEY, available int NOT NULL CHECK (available >= 0));
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (sku int PRIMARY KEY, available int NOT NULL CHECK (available >= 0));
 		INSERT INTO `+table+` VALUES (1, 1)`); err != nil {
 		panic(err)
 	}
@@ -45,7 +45,7 @@ func ExampleRunInTx() {
 
 func ExampleObserver() {
 	ctx := context.Background()
-	pool, _ := pgtest.ExampleDB("observer")
+	pool := seckilltest.Example().Pool
 
 	var retries int
 	obs := pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
@@ -90,10 +90,10 @@ func ExampleCommitError() {
 
 func ExampleOptions_deferBegin() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDB("deferbegin")
+	db := seckilltest.Example() // a fresh, empty schema
+	pool, schema := db.Pool, db.Schema
 	table := pgx.Identifier{schema, "orders"}.Sanitize()
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
-		CREATE TABLE `+table+` (id int PRIMARY KEY, state text NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY, state text NOT NULL)`); err != nil {
 		panic(err)
 	}
 	// BEGIN, both statements and their results share the first round

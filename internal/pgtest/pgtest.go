@@ -56,6 +56,8 @@ var (
 
 	bouncer    *pgharness.PgBouncer
 	bouncerErr error
+
+	atExit []func() // cleanups of ExampleTB, run by Stop
 )
 
 // EnvQueryExecMode names the environment variable that selects the query
@@ -111,26 +113,11 @@ func WithExecMode(mode pgx.QueryExecMode) func(*pgxpool.Config) {
 	return func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode }
 }
 
-// Main runs the package's tests, then closes the shared pool, stops the
-// throwaway server, and fails the run if library goroutines are still
-// running.
+// Main runs the package's tests, then calls [Stop], and fails the run if
+// library goroutines are still running.
 func Main(m *testing.M) {
 	code := m.Run()
-	mu.Lock()
-	if shared != nil {
-		shared.Close()
-	}
-	if bouncer != nil {
-		if err := bouncer.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "pgtest: stop pgbouncer:", err)
-		}
-	}
-	if srv != nil {
-		if err := srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "pgtest: stop server:", err)
-		}
-	}
-	mu.Unlock()
+	Stop()
 	if code == 0 {
 		if err := leakcheck.Wait("", 5*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -138,6 +125,37 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// Stop runs the cleanups of [ExampleTB] (last registered first), closes
+// the shared pool, and stops the PgBouncer and the throwaway server of
+// the process. Later calls of the helpers start new ones.
+func Stop() {
+	mu.Lock()
+	fs := atExit
+	atExit = nil
+	mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if shared != nil {
+		shared.Close()
+		shared = nil
+	}
+	if bouncer != nil {
+		if err := bouncer.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop pgbouncer:", err)
+		}
+		bouncer, bouncerErr = nil, nil
+	}
+	if srv != nil {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop server:", err)
+		}
+		srv, startErr = nil, nil
+	}
 }
 
 // Server returns the process's server, starting it on first use. The test
@@ -316,7 +334,8 @@ func Context(t testing.TB, timeout time.Duration) context.Context {
 }
 
 // exampleT adapts testing.TB for Example functions, which get no *testing.T:
-// a failure panics with the message.
+// a failure panics with the message, and cleanups run in [Main] (or
+// [Stop]) before the shared pool closes.
 type exampleT struct {
 	testing.TB
 	name string
@@ -328,15 +347,15 @@ func (e exampleT) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
 func (e exampleT) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
 func (e exampleT) Failed() bool              { return false }
 func (e exampleT) Logf(string, ...any)       {}
-func (e exampleT) Cleanup(func())            {}
-
-// ExampleDB gives an Example function the shared pool and a fresh schema
-// name (kept until the process's throwaway server is removed). It panics
-// when no PostgreSQL is available.
-func ExampleDB(name string) (*pgxpool.Pool, string) {
-	t := exampleT{name: name}
-	pool := Pool(t)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return pool, "ex_" + strings.ToLower(name) + "_" + hex.EncodeToString(b)
+func (e exampleT) Cleanup(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	atExit = append(atExit, f)
 }
+
+// ExampleTB returns a testing.TB for an Example function named name: the
+// helpers of this package accept it; a failure panics with its message,
+// and what it registers with Cleanup runs when [Main] ends the process
+// (the schemas of [Schema] are dropped then). Only Helper, Name, Fatal,
+// Fatalf, Failed, Logf and Cleanup may be called on it.
+func ExampleTB(name string) testing.TB { return exampleT{name: name} }
