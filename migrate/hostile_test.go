@@ -13,11 +13,11 @@ import (
 
 // TestEveryEntryPointRejectsInvalidInput covers what TestBadSchemaNamesRejected
 // and the fuzz targets do not: invalid components (no name, no FS, a file
-// without a positive version, two files with one version) are rejected by
-// Apply, Component.Migrations and Component.Latest before the database is
-// used — Apply gets a nil pool here, which would panic if it were touched —
-// and by Validate, which only reads. The migrate package documents no sentinel for a bad
-// component (only ErrInvalidSchema for names): these are plain errors.
+// without a positive version, two files with one version, a file that
+// cannot be split into statements) are rejected with a *ComponentError by
+// Apply, ApplyTx, Component.Migrations and Component.Latest before the
+// database is used — Apply and ApplyTx get nil handles here, which would
+// panic if they were touched — and by Validate, which only reads.
 func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -30,19 +30,27 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 		"zero version":   {Name: "x", FS: fstest.MapFS{"000_a.up.sql": sql}},
 		"negative":       {Name: "x", FS: fstest.MapFS{"-1_a.up.sql": sql}},
 		"shared version": {Name: "x", FS: fstest.MapFS{"001_a.up.sql": sql, "1_b.up.sql": sql}},
+		"NUL in name":    {Name: "x\x00", FS: fstest.MapFS{"001_a.up.sql": sql}},
+		"open string":    {Name: "x", FS: fstest.MapFS{"001_a.up.sql": {Data: []byte("INSERT INTO t VALUES ('a);")}}},
+		"open comment":   {Name: "x", FS: fstest.MapFS{"001_a.up.sql": {Data: []byte("CREATE TABLE t (id int); /* ")}}},
+		"goose Down":     {Name: "x", FS: fstest.MapFS{"001_a.up.sql": {Data: []byte("-- +goose Up\nCREATE TABLE t (id int);\n-- +goose Down\nDROP TABLE t;")}}},
+		"no statement":   {Name: "x", FS: fstest.MapFS{"001_a.up.sql": {Data: []byte("-- +goose Up\n-- nothing yet\n")}}},
 	} {
-		if _, err := c.Migrations(); err == nil {
-			t.Errorf("%s: Migrations accepted it", name)
+		check := func(what string, err error) {
+			var ce *migrate.ComponentError
+			if !errors.Is(err, migrate.ErrInvalidComponent) || !errors.As(err, &ce) || ce.Reason == "" || ce.Component != c.Name {
+				t.Errorf("%s: %s = %v, want a *ComponentError", name, what, err)
+			}
 		}
-		if _, err := c.Latest(); err == nil {
-			t.Errorf("%s: Latest accepted it", name)
-		}
-		if _, err := migrate.Apply(ctx, nil, "ok_schema", c); err == nil {
-			t.Errorf("%s: Apply accepted it", name)
-		}
-		if err := migrate.Validate(ctx, pool, "ok_schema", c); err == nil { // (reads, then rejects)
-			t.Errorf("%s: Validate accepted it", name)
-		}
+		_, err := c.Migrations()
+		check("Migrations", err)
+		_, err = c.Latest()
+		check("Latest", err)
+		_, err = migrate.Apply(ctx, nil, "ok_schema", c)
+		check("Apply", err)
+		_, err = migrate.ApplyTx(ctx, nil, "ok_schema", c)
+		check("ApplyTx", err)
+		check("Validate", migrate.Validate(ctx, pool, "ok_schema", c))
 	}
 	for _, bad := range []string{`x"; DROP SCHEMA public CASCADE; --`, "pg_catalog", "a\x00"} {
 		if _, err := migrate.QuoteSchema(bad); !errors.Is(err, migrate.ErrInvalidSchema) {

@@ -140,7 +140,7 @@ func TestBadSchemaNamesRejected(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, time.Minute)
 	pool := pgtest.Pool(t)
-	for _, name := range []string{`a;drop`, `a"b`, strings.Repeat("x", 64), "1abc", "pg_temp", "séckill", "a b", "a-b"} {
+	for _, name := range []string{`a;drop`, `a"b`, strings.Repeat("x", 64), "1abc", "pg_temp", "séckill", "a b", "a-b", "Shop", "seckilL", "user", "order"} {
 		_, err := migrate.Apply(ctx, pool, name, good)
 		var se *migrate.SchemaError
 		if !errors.Is(err, migrate.ErrInvalidSchema) || !errors.As(err, &se) || se.Name != name {
@@ -157,7 +157,7 @@ func TestBadSchemaNamesRejected(t *testing.T) {
 	if err := migrate.ValidateSchema(""); !errors.Is(err, migrate.ErrInvalidSchema) {
 		t.Errorf(`ValidateSchema("") = %v, want ErrInvalidSchema`, err)
 	}
-	for _, ok := range []string{"seckill", "Shop_2", "_x", strings.Repeat("y", 63)} {
+	for _, ok := range []string{"seckill", "shop_2", "_x", strings.Repeat("y", 63), "orders", "int", "public"} {
 		if err := migrate.ValidateSchema(ok); err != nil {
 			t.Errorf("ValidateSchema(%q) = %v, want nil", ok, err)
 		}

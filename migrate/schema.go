@@ -3,6 +3,7 @@ package migrate
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -35,10 +36,13 @@ func (e *SchemaError) Error() string {
 func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema }
 
 // ValidateSchema checks that name is a schema name this module accepts: 1 to
-// 63 bytes of ASCII letters, digits and underscores, not starting with a
-// digit, and not starting with "pg_" (reserved by PostgreSQL). The rule is
-// deliberately narrower than what PostgreSQL allows when quoted, so that a
-// name is the same whether or not a tool quotes it. An invalid name gives a
+// 63 bytes of lower-case ASCII letters, digits and underscores, starting
+// with a letter or underscore, not starting with "pg_" (reserved by
+// PostgreSQL), and not a reserved SQL key word (such as "user", "order" or
+// "select"; see [ReservedWords]). The rule is deliberately narrower than
+// what PostgreSQL allows when quoted, so that a name means the same schema
+// whether or not a tool quotes it: unquoted, PostgreSQL folds "Shop" to
+// shop, and a reserved word is a syntax error. An invalid name gives a
 // *SchemaError.
 func ValidateSchema(name string) error {
 	bad := func(reason string) error { return &SchemaError{Name: name, Reason: reason} }
@@ -54,12 +58,47 @@ func ValidateSchema(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return bad(fmt.Sprintf("character %q at byte %d is not a letter, digit or underscore", c, i))
+		if c >= 'A' && c <= 'Z' {
+			return bad(fmt.Sprintf("upper-case letter %q at byte %d: unquoted, PostgreSQL folds it to lower case, so the name would depend on whether a tool quotes it", c, i))
 		}
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return bad(fmt.Sprintf("character %q at byte %d is not a lower-case letter, digit or underscore", c, i))
+		}
+	}
+	if _, ok := reserved[name]; ok {
+		return bad("a reserved SQL key word: unquoted, it is a syntax error")
 	}
 	return nil
 }
+
+// ReservedWords returns the key words [ValidateSchema] rejects: those
+// PostgreSQL (15 to 18) lists in pg_get_keywords() as reserved or as
+// usable only as a type or function name, which cannot name a schema
+// unquoted.
+func ReservedWords() []string {
+	out := make([]string, 0, len(reserved))
+	for w := range reserved {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var reserved = func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, w := range strings.Fields(`all analyse analyze and any array as asc asymmetric authorization
+		binary both case cast check collate collation column concurrently constraint create cross
+		current_catalog current_date current_role current_schema current_time current_timestamp
+		current_user default deferrable desc distinct do else end except false fetch for foreign
+		freeze from full grant group having ilike in initially inner intersect into is isnull join
+		lateral leading left like limit localtime localtimestamp natural not notnull null offset on
+		only or order outer overlaps placing primary references returning right select session_user
+		similar some symmetric system_user table tablesample then to trailing true union unique user
+		using variadic verbose when where window with`) {
+		m[w] = struct{}{}
+	}
+	return m
+}()
 
 // QuoteSchema validates name with [ValidateSchema] and returns it quoted for
 // use in SQL text (for example `"seckill"`). An empty name means

@@ -1,3 +1,4 @@
+-- +goose Up
 -- consumer_inbox: one row per (consumer group, message) that a consumer has
 -- processed. The row is inserted by the consumer's own transaction, so it
 -- exists only if that transaction committed (seed 000 §8.2 table 9, §9.1).

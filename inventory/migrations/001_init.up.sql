@@ -1,3 +1,4 @@
+-- +goose Up
 -- inventory: bucketed stock, reservations and the stock ledger.
 --
 -- Taken from seed 000 §8.2 (tables 3, 4 and 8). Names are unqualified:

@@ -1,3 +1,4 @@
+-- +goose Up
 -- order: orders, order_items, payment_record (seed 000 §8.2 tables 5-7).
 --
 -- Unqualified names: migrate.Apply runs this file with search_path set to the

@@ -1,3 +1,4 @@
+-- +goose Up
 -- event_outbox: the transactional outbox (seed 000 §8.2 table 10).
 --
 -- Differences from the seed, and why:

@@ -1,3 +1,4 @@
+-- +goose Up
 -- idx_outbox_ready without INCLUDE columns.
 --
 -- 001 carried topic, tag, message_key, aggregate_type and aggregate_id in the
