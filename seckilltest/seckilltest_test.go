@@ -2,6 +2,9 @@ package seckilltest_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +116,32 @@ func TestNewFailsOnABadMigration(t *testing.T) {
 		t.Fatal("New did not fail the test on a broken migration")
 	}
 	t.Log(ft.msg)
+}
+
+// Main drops the schemas of Example when the test binary ends, also on a
+// server named by SECKILL_DATABASE_URL (a throwaway server would go anyway):
+// this binary runs itself with only ExampleExample, pointed at this
+// process's server, which is left without the example's schema.
+func TestMainDropsExampleSchemas(t *testing.T) {
+	t.Parallel()
+	db := seckilltest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	count := func() int {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 't\_example\_%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^ExampleExample$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SECKILL_DATABASE_URL="+db.URL)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: ExampleExample") {
+		t.Fatalf("child run: %v\n%s", err, out)
+	}
+	if after := count(); after != before {
+		t.Fatalf("%d example schemas before the child run, %d after: Main did not drop the child's", before, after)
+	}
 }
