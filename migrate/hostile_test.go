@@ -3,6 +3,8 @@ package migrate_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -91,5 +93,16 @@ func TestNoSQLInjection(t *testing.T) {
 	var tables int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema).Scan(&tables); err != nil || tables != len(names)+1 {
 		t.Errorf("%d tables (%v), want %d", tables, err, len(names)+1)
+	}
+}
+
+// A component whose FS cannot be read is a *ComponentError that wraps the
+// fs error.
+func TestUnreadableComponent(t *testing.T) {
+	t.Parallel()
+	c := migrate.Component{Name: "x", FS: os.DirFS(t.TempDir() + "/missing")}
+	_, err := c.Migrations()
+	if !errors.Is(err, migrate.ErrInvalidComponent) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Migrations of a missing directory = %v, want ErrInvalidComponent wrapping fs.ErrNotExist", err)
 	}
 }

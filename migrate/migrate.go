@@ -107,9 +107,10 @@ type Migration struct {
 	stmts []statement
 }
 
-// Statements returns the statements of the file in order, each without
-// its terminating semicolon: what [Apply] sends, one statement per query
-// (Citus, for one, runs DDL only one statement at a time). Comments
+// Statements returns the statements of a file read by
+// [Component.Migrations] in order, each without its terminating
+// semicolon: what [Apply] sends, one statement per query (Citus, for one,
+// runs DDL only one statement at a time). Comments
 // between statements are dropped; a statement written between the goose
 // annotations -- +goose StatementBegin and -- +goose StatementEnd is one
 // statement whatever it contains.
@@ -161,6 +162,7 @@ type ComponentError struct {
 	Component string // the component's Name
 	File      string // the file at fault; "" for the component as a whole
 	Reason    string
+	Err       error // the fs error behind Reason, if any
 }
 
 func (e *ComponentError) Error() string {
@@ -172,6 +174,9 @@ func (e *ComponentError) Error() string {
 
 // Is reports whether target is [ErrInvalidComponent].
 func (e *ComponentError) Is(target error) bool { return target == ErrInvalidComponent }
+
+// Unwrap returns the fs error behind the rejection, if any.
+func (e *ComponentError) Unwrap() error { return e.Err }
 
 // ErrChecksumMismatch is matched by the error [Apply] and [Validate] return
 // when a migration recorded as applied has been edited since: its
@@ -236,7 +241,7 @@ func (c Component) Migrations() ([]Migration, error) {
 	}
 	entries, err := fs.ReadDir(c.FS, ".")
 	if err != nil {
-		return nil, bad("", "read the migrations: %v", err)
+		return nil, &ComponentError{Component: c.Name, Reason: "read the migrations: " + err.Error(), Err: err}
 	}
 	var out []Migration
 	seen := map[int]string{}
@@ -256,7 +261,7 @@ func (c Component) Migrations() ([]Migration, error) {
 		seen[v] = name
 		b, err := fs.ReadFile(c.FS, path.Clean(name))
 		if err != nil {
-			return nil, bad(name, "read: %v", err)
+			return nil, &ComponentError{Component: c.Name, File: name, Reason: "read: " + err.Error(), Err: err}
 		}
 		stmts, err := splitStatements(string(b))
 		if err != nil {
