@@ -2,11 +2,14 @@ package seckilltest_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/migrate"
@@ -120,28 +123,56 @@ func TestNewFailsOnABadMigration(t *testing.T) {
 
 // Main drops the schemas of Example when the test binary ends, also on a
 // server named by SECKILL_DATABASE_URL (a throwaway server would go anyway):
-// this binary runs itself with only ExampleExample, pointed at this
-// process's server, which is left without the example's schema.
+// this binary runs itself with only ExampleExample, pointed at a database
+// of its own on this process's server (other test binaries may be making
+// example schemas on the same server), which is left without the
+// example's schema.
 func TestMainDropsExampleSchemas(t *testing.T) {
 	t.Parallel()
 	db := seckilltest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	count := func() int {
-		var n int
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 't\_example\_%'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+	name := db.Schema // fresh and valid as a database name too
+	if _, err := db.Pool.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatal(err)
 	}
-	before := count()
+	t.Cleanup(func() { _, _ = db.Pool.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
+	childURL := withDatabase(t, db.URL, name)
+
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^ExampleExample$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SECKILL_DATABASE_URL="+db.URL)
+	cmd.Env = append(os.Environ(), "SECKILL_DATABASE_URL="+childURL)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: ExampleExample") {
 		t.Fatalf("child run: %v\n%s", err, out)
 	}
-	if after := count(); after != before {
-		t.Fatalf("%d example schemas before the child run, %d after: Main did not drop the child's", before, after)
+	conn, err := pgx.Connect(ctx, childURL)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer conn.Close(context.Background())
+	var left []string
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("schemas %v left after the child run: Main did not drop Example's", left)
+	}
+}
+
+// withDatabase returns the connection string u with database name instead.
+func withDatabase(t *testing.T, u, name string) string {
+	t.Helper()
+	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return u + " dbname=" + name // keyword/value form: the last one wins
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed.Path = "/" + name
+	return parsed.String()
 }
