@@ -222,12 +222,19 @@ func TestHTTPBusy(t *testing.T) {
 	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 1}); code != http.StatusAccepted {
 		t.Fatalf("first click = %d", code)
 	}
-	before := a.s.front.Available()
+	available := func() int64 {
+		st, err := a.s.front.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.totalAvailable()
+	}
+	before := available()
 	code, out := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2})
 	if code != http.StatusServiceUnavailable || out["status"] != "busy" {
 		t.Fatalf("click on a full queue = %d %v, want 503 busy", code, out)
 	}
-	if after := a.s.front.Available(); after != before {
+	if after := available(); after != before {
 		t.Errorf("a busy click kept a unit: available %d → %d", before, after)
 	}
 	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2}); code != http.StatusServiceUnavailable {
