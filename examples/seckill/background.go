@@ -42,7 +42,11 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 	}
 	if s.js != nil {
 		for durable, h := range s.eventHandlers() {
-			w, err := s.js.consumeEvents(bg, durable, 2, h)
+			workers := 2
+			if durable == "order-created" { // one per order: the busiest
+				workers = max(consumers/2, 2)
+			}
+			w, err := s.js.consumeEvents(bg, durable, workers, h)
 			if err != nil {
 				return fail(err)
 			}

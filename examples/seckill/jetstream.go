@@ -50,7 +50,7 @@ func (c jsConfig) withDefaults() jsConfig {
 		c.Depth = 2000
 	}
 	if c.MaxDeliver == 0 {
-		c.MaxDeliver = 5
+		c.MaxDeliver = 10
 	}
 	if c.FetchBatch == 0 {
 		c.FetchBatch = 4
@@ -84,6 +84,10 @@ type jsStack struct {
 	// a message it returns true for as lost (the fault test of PubAck
 	// timeouts): the message is in the stream, the relay hears nothing.
 	dropPubAck func(outbox.Message) bool
+	// crashAfterCommit, when set, makes an order consumer that committed the
+	// first delivery of a message it returns true for neither ack nor nak,
+	// as a consumer killed between COMMIT and ack (the fault test).
+	crashAfterCommit func(message) bool
 
 	published, deliveries, redeliveries, deduplicated, poison atomic.Int64
 	eventDedup                                                atomic.Int64
@@ -316,6 +320,9 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 	close(done)
 	switch {
 	case err == nil:
+		if j.crashAfterCommit != nil && stream == j.orderStream && md.NumDelivered == 1 && j.crashAfterCommit(m) {
+			return // the consumer "died" after COMMIT, before the ack: redelivered after AckWait
+		}
 		if dupRate > 0 && md.NumDelivered == 1 && rand.Float64() < dupRate {
 			_ = msg.Nak() // committed, but "crashed" before the ack: redelivered, answered by the inbox
 			return
@@ -342,7 +349,10 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 			}
 		}
 	default:
-		_ = msg.NakWithDelay(j.cfg.RetryDelay)
+		// Exponential backoff, so that MaxDeliver spans an outage of a
+		// few seconds (Redis restarting, PostgreSQL failing over).
+		delay := j.cfg.RetryDelay << min(md.NumDelivered-1, 10)
+		_ = msg.NakWithDelay(min(delay, 2*time.Second))
 	}
 }
 

@@ -316,8 +316,11 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 		switch d := e.Stream - e.Sent; {
 		case d < 0:
 			rec.add(where, "event marked SENT but missing from the stream", -d, false)
+		case d > 0 && e.Pending > 0:
+			rec.add(where, "events in the stream not yet marked SENT (PubAck lost, republish pending)", min(d, e.Pending), true)
+			rec.add(where, "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)", max(d-e.Pending, 0), false)
 		case d > 0:
-			rec.add(where, "events in the stream not (yet) marked SENT: published, PubAck lost, republish pending", d, e.Pending > 0)
+			rec.add(where, "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)", d, false)
 		}
 		group, consumed := groups[e.Tag]
 		if !consumed {
