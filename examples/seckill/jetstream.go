@@ -114,6 +114,9 @@ func streamToken(name string) string {
 // consumers of the sale named name.
 func newJSStack(ctx context.Context, url, name string, cfg jsConfig, log *slog.Logger) (*jsStack, error) {
 	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	nc, err := nats.Connect(url, nats.Name("seckill-"+name), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
 		nats.RetryOnFailedConnect(false))
 	if err != nil {

@@ -119,10 +119,23 @@ func newRedisFront(rdb redis.UniversalClient, prefix string, item flow.SKU, next
 
 func (f *redisFront) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
 
-// down turns connection trouble into errFrontDoorDown.
+// down turns connection trouble, and a Redis that cannot serve yet
+// (loading, a read-only replica, a cluster without a master), into
+// errFrontDoorDown; other errors (a script error) stay what they are.
 func down(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) {
+		msg := rerr.Error()
+		transient := false
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+			transient = transient || strings.HasPrefix(msg, p)
+		}
+		if !transient {
+			return fmt.Errorf("front door: %w", err)
+		}
 	}
 	return fmt.Errorf("%w: %v", errFrontDoorDown, err)
 }
