@@ -36,6 +36,9 @@ func (s *service) publisher() outbox.Publisher {
 					s.countRelease(s.front.Release(ctx, id, 0))
 				}
 			}
+			if m.Tag == flow.TagRefundRequested {
+				s.stats.refunds.Add(1)
+			}
 			s.countPublished(m)
 		}
 		return nil

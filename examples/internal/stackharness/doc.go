@@ -12,7 +12,8 @@
 // runs JetStream with its store in the temporary directory: a restart
 // comes back with every stream and consumer.
 //
-// Kill and Restart exist for the fault tests; they work only on throwaway
+// Neither server refuses to run as root (unlike initdb), so both run as
+// the calling user. Kill and Restart exist for the fault tests; they work only on throwaway
 // servers. With neither URL nor binary, Start fails with one sentence that
 // says what to install.
 package stackharness
