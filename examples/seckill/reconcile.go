@@ -110,11 +110,13 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 
 	// PostgreSQL: buckets, ledger, live orders per bucket.
 	rows, err := s.Pool.Query(ctx, q(`SELECT b.bucket_no, b.total_stock, b.available_stock, b.allocated_stock,
-			coalesce((SELECT sum(l.allocated_delta) FROM {s}.inventory_ledger l
-				WHERE l.activity_id = b.activity_id AND l.sku_id = b.sku_id AND l.inventory_bucket = b.bucket_no), 0),
-			(SELECT count(*) FROM {s}.orders o WHERE o.activity_id = b.activity_id AND o.sku_id = b.sku_id
-				AND o.inventory_bucket = b.bucket_no AND o.status IN (10, 20, 30, 60))
-		FROM {s}.sku_inventory b WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), s.Item.ActivityID, s.Item.SKUID)
+			coalesce(l.allocated, 0), coalesce(o.live, 0)
+		FROM {s}.sku_inventory b
+		LEFT JOIN (SELECT inventory_bucket, sum(allocated_delta) AS allocated FROM {s}.inventory_ledger
+			WHERE activity_id = $1 AND sku_id = $2 GROUP BY 1) l ON l.inventory_bucket = b.bucket_no
+		LEFT JOIN (SELECT inventory_bucket, count(*) AS live FROM {s}.orders
+			WHERE activity_id = $1 AND sku_id = $2 AND status IN (10, 20, 30, 60) GROUP BY 1) o ON o.inventory_bucket = b.bucket_no
+		WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), s.Item.ActivityID, s.Item.SKUID)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: buckets: %w", err)
 	}
@@ -136,9 +138,11 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	}
 	pg := map[uuid.UUID]resvState{}
 	rows, err = s.Pool.Query(ctx, q(`SELECT r.reservation_id, r.inventory_bucket, r.status,
-			coalesce(o.status IN (10, 20, 30, 60), false),
-			(SELECT e.status FROM {s}.event_outbox e WHERE e.tag = 'FRONTDOOR_RELEASE' AND e.aggregate_id = r.reservation_id::text LIMIT 1)
-		FROM {s}.inventory_reservation r LEFT JOIN {s}.orders o ON o.reservation_id = r.reservation_id
+			coalesce(o.status IN (10, 20, 30, 60), false), e.status
+		FROM {s}.inventory_reservation r
+		LEFT JOIN {s}.orders o ON o.reservation_id = r.reservation_id
+		LEFT JOIN (SELECT DISTINCT ON (aggregate_id) aggregate_id, status FROM {s}.event_outbox
+			WHERE tag = 'FRONTDOOR_RELEASE' ORDER BY aggregate_id, status) e ON e.aggregate_id = r.reservation_id::text
 		WHERE r.activity_id = $1 AND r.sku_id = $2`), s.Item.ActivityID, s.Item.SKUID)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: reservations: %w", err)

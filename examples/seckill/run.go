@@ -237,8 +237,8 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 			time.Sleep(2 * time.Millisecond)
 			if errors.Is(err, errFrontDoorDown) {
 				time.Sleep(20 * time.Millisecond)
+				s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
 			}
-			s.stats.clicks.Add(-1) // the same buyer's click, counted once
 			r, err = s.click(ctx, u)
 		}
 		if err != nil {

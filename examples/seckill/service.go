@@ -271,8 +271,10 @@ func (s *service) click(ctx context.Context, user int64) (reservation, error) {
 	case errors.Is(err, errFrontSoldOut):
 		s.stats.frontSoldOut.Add(1)
 		return r, err
-	case errors.Is(err, errAlreadyBought), errors.Is(err, errSaleClosed):
+	case errors.Is(err, errAlreadyBought):
 		s.stats.frontAlready.Add(1)
+		return r, err
+	case errors.Is(err, errSaleClosed):
 		return r, err
 	case errors.Is(err, errFrontDoorDown):
 		s.stats.frontDown.Add(1)
