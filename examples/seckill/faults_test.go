@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -157,5 +160,38 @@ func TestFaultPubAckTimeoutsAtRelay(t *testing.T) {
 	}
 	if got := svc.js.eventDedup.Load(); got < lost {
 		t.Errorf("%d republished events recognised as duplicates by the stream, want at least the %d whose PubAck was lost", got, lost)
+	}
+}
+
+// TestPoisonOrderMessageRecorded: an order message that can never be
+// processed is recorded in poison_message and acknowledged, once; the
+// audit and the reconciliation name it instead of failing or hanging.
+func TestPoisonOrderMessageRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 4*time.Minute)
+	cfg := smallConfig(t)
+	useStack(t, &cfg, stackReal, false)
+	poisonID := uuid.Must(uuid.NewV7())
+	var svc *service
+	hooks := &saleHooks{started: func(s *service) {
+		svc = s
+		for _, id := range []uuid.UUID{poisonID, poisonID} { // published twice: stored once
+			if err := s.q.Publish(ctx, message{ID: id, Body: []byte(`{"not": "an order"}`)}); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	rep, err := runSaleHooked(ctx, pgtest.Pool(t), cfg, nil, nil, hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSale(t, cfg, rep)
+	var n int64
+	if err := svc.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{cfg.Schema, "poison_message"}.Sanitize()+
+		` WHERE message_id = $1`, poisonID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || rep.Reconciliation.OrderMessages.Poison != 1 {
+		t.Fatalf("poison rows %d, reconciliation poison %d: want 1 each", n, rep.Reconciliation.OrderMessages.Poison)
 	}
 }

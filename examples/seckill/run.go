@@ -445,6 +445,7 @@ func (r report) print(w io.Writer) {
 	line("same reservation, new message id: answered", r.Already)
 	line("duplicate deliveries absorbed by the inbox", r.Duplicates)
 	line("deliveries / redeliveries", fmt.Sprintf("%d / %d", r.Deliveries, r.Redeliveries))
+	line("poison messages recorded for review", r.Poison)
 	line("publishes deduplicated by the broker", r.Deduplicated)
 	line("front door unavailable (clicked again) / rebuilt", fmt.Sprintf("%d / %d", r.FrontDown, r.Rebuilds))
 	line("front-door releases applied", r.Releases)

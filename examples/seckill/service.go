@@ -168,13 +168,10 @@ func (s *service) recordPoison(ctx context.Context, stream string, m message, de
 	return err
 }
 
-// warmUp fills an empty front door from PostgreSQL (a front door that is
-// already there is left as it is).
+// warmUp fills the front door from PostgreSQL before the sale opens.
+// Whatever the keys held before (a previous run on the same schema) is
+// replaced: PostgreSQL is the truth, and nothing is in flight yet.
 func (s *service) warmUp(ctx context.Context) error {
-	ok, err := s.rfront.built(ctx)
-	if err != nil || ok {
-		return err
-	}
 	img, err := loadFrontImage(ctx, s.Service)
 	if err != nil {
 		return err
