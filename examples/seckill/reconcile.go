@@ -240,6 +240,8 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 			rec.add(where, "held for a poison message (recorded for review)", 1, true)
 		case !ok && s.isUnknownPublish(id):
 			rec.add(where, "held: the order message's publish got no definite answer", 1, true)
+		case !ok && s.inFlight.Load() > 0:
+			rec.add(where, "held: click in flight (order message being published)", 1, true)
 		case !ok && orderQueued > 0:
 			rec.add(where, "held: order message not yet consumed", 1, true)
 		case !ok:
