@@ -447,7 +447,7 @@ func (r report) print(w io.Writer) {
 	line("deliveries / redeliveries", fmt.Sprintf("%d / %d", r.Deliveries, r.Redeliveries))
 	line("poison messages recorded for review", r.Poison)
 	line("publishes deduplicated by the broker", r.Deduplicated)
-	line("front door unavailable (clicked again) / rebuilt", fmt.Sprintf("%d / %d", r.FrontDown, r.Rebuilds))
+	line("front door down (clicked again) / rebuilt", fmt.Sprintf("%d / %d", r.FrontDown, r.Rebuilds))
 	line("front-door releases applied", r.Releases)
 	line("refund requests consumed", r.Refunds)
 	line("event redeliveries answered by the inbox", r.EventDuplicates)
