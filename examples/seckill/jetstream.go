@@ -89,6 +89,7 @@ type jsStack struct {
 	// as a consumer killed between COMMIT and ack (the fault test).
 	crashAfterCommit func(message) bool
 
+	ids                                                       sync.Map // order message ids this process published (stored)
 	published, deliveries, redeliveries, deduplicated, poison atomic.Int64
 	eventDedup                                                atomic.Int64
 }
@@ -183,7 +184,7 @@ func (j *jsStack) Name() string {
 		j.orderStream, j.eventStream, j.cfg.Duplicates)
 }
 
-// errStreamFull matches the answer of a work-queue stream at MaxMsgs with
+// isStreamFull matches the answer of a work-queue stream at MaxMsgs with
 // DiscardNew: the message was not stored.
 func isStreamFull(err error) bool {
 	var apiErr *jetstream.APIError
@@ -195,24 +196,25 @@ func isStreamFull(err error) bool {
 // restarts, a dropped connection) is sent again with the same id until
 // give-up: the stream's duplicate window makes the retry safe, so the
 // answer is definite (stored, stored before, or refused) or an error after
-// PublishFor.
-func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr nats.Header, data []byte, giveUp time.Duration) (*jetstream.PubAck, error) {
+// giveUp. retried reports whether it had to send again: a Duplicate
+// PubAck after a retry may be the answer to this call's own first send.
+func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr nats.Header, data []byte, giveUp time.Duration) (ack *jetstream.PubAck, retried bool, err error) {
 	deadline := time.Now().Add(giveUp)
 	msg := &nats.Msg{Subject: subject, Data: data, Header: hdr}
-	for {
+	for attempt := 0; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, j.cfg.PubAckWait)
 		ack, err := j.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id.String()))
 		cancel()
 		if err == nil || isStreamFull(err) || ctx.Err() != nil || time.Now().After(deadline) {
-			return ack, err
+			return ack, attempt > 0, err
 		}
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) {
-			return nil, err // a definite refusal
+			return nil, attempt > 0, err // a definite refusal
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, true, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -221,26 +223,41 @@ func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr
 // Publish sends an order message (Nats-Msg-Id = message id). A full stream
 // answers errBusy. With DupRate, some messages are published a second
 // time with the same id, as a producer that lost the first PubAck would:
-// the stream's duplicate window absorbs them.
+// the stream's duplicate window absorbs them. Publishing an id the stream
+// already holds stores nothing and counts as deduplicated.
 func (j *jsStack) Publish(ctx context.Context, m message) error {
-	ack, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor)
+	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor)
 	switch {
 	case isStreamFull(err):
 		return errBusy
 	case err != nil:
 		return fmt.Errorf("jetstream: publish order message %s: %w", m.ID, err)
 	}
-	if ack.Duplicate {
+	switch {
+	case ack.Duplicate && retried && !j.seen(m.ID):
+		// The first send was stored, its PubAck lost; the resend was
+		// recognised. Stored once, by this call.
+		j.deduplicated.Add(1)
+		j.published.Add(1)
+	case ack.Duplicate:
 		j.deduplicated.Add(1)
 		return nil
+	default:
+		j.published.Add(1)
 	}
-	j.published.Add(1)
+	j.ids.Store(m.ID, struct{}{})
 	if j.cfg.DupRate > 0 && rand.Float64() < j.cfg.DupRate {
-		if ack, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
+		if ack, _, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
 			j.deduplicated.Add(1)
 		}
 	}
 	return nil
+}
+
+// seen reports whether this process published id before.
+func (j *jsStack) seen(id uuid.UUID) bool {
+	_, ok := j.ids.Load(id)
+	return ok
 }
 
 // Consume runs workers on the durable order consumer: ack only after
@@ -405,7 +422,7 @@ func (j *jsStack) eventPublisher(published func(outbox.Message)) outbox.Publishe
 		for i, m := range msgs {
 			hdr := nats.Header{}
 			hdr.Set("Seckill-Event-Tag", m.Tag)
-			ack, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
+			ack, _, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
 			if err == nil && j.dropPubAck != nil && j.dropPubAck(m) {
 				err = fmt.Errorf("jetstream: publish event %s: %w (PubAck dropped by the fault test)", m.EventID, context.DeadlineExceeded)
 			}
