@@ -48,6 +48,7 @@ func main() {
 	flag.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "inventory buckets (1-256)")
 	flag.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "distinct buyers who click")
 	flag.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "concurrent queue consumers")
+	flag.IntVar(&cfg.Clickers, "clickers", cfg.Clickers, "goroutines the buyers click from")
 	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")

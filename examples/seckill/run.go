@@ -33,6 +33,7 @@ type config struct {
 	Buckets   int
 	Buyers    int
 	Consumers int
+	Clickers  int // goroutines the buyers click from
 	PoolSize  int
 	Relays    int
 
@@ -64,7 +65,7 @@ const (
 
 func defaultConfig() config {
 	return config{
-		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, PoolSize: 24, Relays: 2,
+		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 24, Relays: 2,
 		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
 		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
 	}
@@ -224,37 +225,55 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		}
 	}
 	rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
-	var resent []reservation
-	for i, u := range clicks {
-		if ctx.Err() != nil {
-			return report{}, ctx.Err()
-		}
-		if hooks != nil && hooks.click != nil {
-			hooks.click(i, len(clicks))
-		}
-		r, err := s.click(ctx, u)
-		for errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown) { // back-pressure or recovery: the buyer retries a moment later
-			time.Sleep(2 * time.Millisecond)
-			if errors.Is(err, errFrontDoorDown) {
-				time.Sleep(20 * time.Millisecond)
-				s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
+	var (
+		resent   []reservation
+		resentMu sync.Mutex
+		next     atomic.Int64
+		clickers sync.WaitGroup
+	)
+	for range max(cfg.Clickers, 1) { // buyers click at once, from several goroutines
+		clickers.Add(1)
+		go func() {
+			defer clickers.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(clicks) || ctx.Err() != nil {
+					return
+				}
+				u := clicks[i]
+				if hooks != nil && hooks.click != nil {
+					hooks.click(i, len(clicks))
+				}
+				r, err := s.click(ctx, u)
+				for errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown) { // back-pressure or recovery: the buyer retries a moment later
+					time.Sleep(2 * time.Millisecond)
+					if errors.Is(err, errFrontDoorDown) {
+						time.Sleep(20 * time.Millisecond)
+						s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
+					}
+					r, err = s.click(ctx, u)
+				}
+				if err != nil {
+					continue
+				}
+				if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
+					if err := s.front.Forget(ctx, u); err == nil {
+						if _, err := s.click(ctx, u); err == nil {
+							s.stats.clicks.Add(-1) // the same buyer's click, counted once
+						}
+					}
+				}
+				if chance(cfg.ResendRate) {
+					resentMu.Lock()
+					resent = append(resent, r)
+					resentMu.Unlock()
+				}
 			}
-			r, err = s.click(ctx, u)
-		}
-		if err != nil {
-			continue
-		}
-		if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
-			if err := s.front.Forget(ctx, u); err != nil {
-				return report{}, err
-			}
-			if _, err := s.click(ctx, u); err == nil {
-				s.stats.clicks.Add(-1) // the same buyer's click, counted once
-			}
-		}
-		if chance(cfg.ResendRate) {
-			resent = append(resent, r)
-		}
+		}()
+	}
+	clickers.Wait()
+	if ctx.Err() != nil {
+		return report{}, ctx.Err()
 	}
 	for _, r := range resent { // a scanner re-sends reservations under new message ids (seed §7.3)
 		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) {
