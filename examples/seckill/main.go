@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "distinct buyers who click")
 	flag.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "concurrent queue consumers")
 	flag.IntVar(&cfg.Clickers, "clickers", cfg.Clickers, "goroutines the buyers click from")
-	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size")
+	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size (order and event consumers, relays, payers and the canceller share it)")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "share of messages the queue delivers twice")

@@ -65,7 +65,7 @@ const (
 
 func defaultConfig() config {
 	return config{
-		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 24, Relays: 2,
+		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2,
 		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
 		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
 	}
