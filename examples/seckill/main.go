@@ -64,7 +64,7 @@ func main() {
 	flag.StringVar(&cfg.Schema, "schema", cfg.Schema, "PostgreSQL schema")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed")
 	flag.StringVar(&cfg.Stack, "stack", cfg.Stack, `"real" (Redis + NATS JetStream + PostgreSQL) or "memory" (in-process stand-ins for Redis and NATS)`)
-	redisURL := flag.String("redis", "", "Redis URL of an existing server (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
+	redisURL := flag.String("redis", "", "Redis URL of an existing server, or of a Redis Cluster as redis://host1:port1?addr=host2:port2 (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
 	natsURL := flag.String("nats", "", "NATS URL of an existing server with JetStream (default: "+stackharness.EnvNATSURL+", else a throwaway nats-server -js)")
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")

@@ -326,3 +326,23 @@ func testHTTPBusy(t *testing.T, stack string) {
 		t.Errorf("the refused buyer may try again (and is busy again): got %d", code)
 	}
 }
+
+// TestSaleOnRedisCluster runs the sale with the front door on a
+// three-node Redis Cluster (the URL form with addr=).
+func TestSaleOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 4*time.Minute)
+	cfg := smallConfig(t)
+	useStack(t, &cfg, stackReal, false)
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	cfg.RedisURL = "redis://" + cl.Addrs[0] + "?addr=" + cl.Addrs[1] + "&addr=" + cl.Addrs[2]
+	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSale(t, cfg, rep)
+}

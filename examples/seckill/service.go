@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,7 @@ type service struct {
 	q      broker
 	rfront *redisFront // the real stack's front door; nil with -stack memory
 	js     *jsStack    // the real stack's broker; nil with -stack memory
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	ids    order.IDGenerator
 
 	orderTTL       time.Duration
@@ -122,13 +123,9 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return s, nil
 	}
 
-	ropts, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
+	if s.rdb, err = newRedisClient(cfg.RedisURL); err != nil {
+		return nil, err
 	}
-	ropts.MaxRetries = 1
-	ropts.DialTimeout, ropts.ReadTimeout, ropts.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-	s.rdb = redis.NewClient(ropts)
 	s.rfront = newRedisFront(s.rdb, "seckill:"+cfg.Schema, item, nextOrder)
 	s.front = s.rfront
 	if err := s.warmUp(ctx); err != nil {
@@ -145,6 +142,27 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	s.js.onPoison = s.recordPoison
 	s.q = s.js
 	return s, nil
+}
+
+// newRedisClient connects to one Redis, or to a Redis Cluster when the URL
+// names more nodes with addr= (redis://host1:port1?addr=host2:port2&…).
+func newRedisClient(url string) (redis.UniversalClient, error) {
+	if strings.Contains(url, "addr=") {
+		opts, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster URL: %w", err)
+		}
+		opts.MaxRetries = 1
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+		return redis.NewClusterClient(opts), nil
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	opts.MaxRetries = 1
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	return redis.NewClient(opts), nil
 }
 
 // poisonDDL keeps the messages that will never be processed, for review:

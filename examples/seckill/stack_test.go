@@ -367,3 +367,51 @@ func TestJetStreamDuplicateWindow(t *testing.T) {
 		t.Fatalf("stream holds %d, figures %+v: want 1 stored, 2 deduplicated", st.OrderMessages, f)
 	}
 }
+
+// TestRedisClusterFrontDoor runs the front door on a three-node Redis
+// Cluster: the scripts, the MULTI of the rebuild and the reads all work,
+// because every key of a sale is in one slot (a key in another slot would
+// fail with CROSSSLOT).
+func TestRedisClusterFrontDoor(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	defer rdb.Close()
+	var next atomic.Int64
+	// Several sales: their slots differ, so they land on different nodes.
+	for sku := int64(1); sku <= 6; sku++ {
+		f := newRedisFront(rdb, "cluster", flow.SKU{ActivityID: 1, SKUID: sku, Buckets: 2}, func() int64 { return next.Add(1) })
+		if err := f.Rebuild(ctx, frontImage{available: []int32{1, 1}, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+			t.Fatalf("sku %d: rebuild: %v", sku, err)
+		}
+		a, err := f.Reserve(ctx, 1)
+		if err != nil {
+			t.Fatalf("sku %d: reserve: %v", sku, err)
+		}
+		if _, err := f.Reserve(ctx, 2); err != nil {
+			t.Fatalf("sku %d: reserve: %v", sku, err)
+		}
+		if _, err := f.Reserve(ctx, 3); !errors.Is(err, errFrontSoldOut) {
+			t.Fatalf("sku %d: third reserve: %v, want sold out", sku, err)
+		}
+		if got, err := f.Release(ctx, a.ReservationID, 0); err != nil || got != released {
+			t.Fatalf("sku %d: release: %v %v", sku, got, err)
+		}
+		st, err := f.State(ctx)
+		if err != nil || st.totalAvailable() != 1 || len(st.Held) != 1 {
+			t.Fatalf("sku %d: state %+v, %v", sku, st, err)
+		}
+	}
+	// And a key outside the slot is refused by the cluster, which is what
+	// the hash tag prevents.
+	err = rdb.Eval(ctx, "return redis.call('GET', KEYS[2])", []string{"a:{x}", "b:{y}"}).Err()
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("a script over two slots: %v, want CROSSSLOT", err)
+	}
+}

@@ -66,19 +66,7 @@ func StartThrowawayRedis(ctx context.Context) (*Redis, error) {
 		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
 			"--maxclients", "1000", "--loglevel", "warning"},
-		ready: func(c net.Conn) error {
-			if _, err := c.Write([]byte("PING\r\n")); err != nil {
-				return err
-			}
-			line, err := readLine(c)
-			if err != nil {
-				return err
-			}
-			if line != "+PONG" {
-				return fmt.Errorf("PING answered %q", line)
-			}
-			return nil
-		},
+		ready: redisPing,
 	}
 	if err := p.launch(ctx); err != nil {
 		os.RemoveAll(dir)
