@@ -45,13 +45,15 @@ type bucketLine struct {
 
 // eventLine is one event type across outbox, stream and consumer.
 type eventLine struct {
-	Tag                 string `json:"tag"`
-	Pending, Sent, Dead int64
-	Stream              int64 `json:"stream"`   // messages in the stream (memory: distinct events published)
-	Consumed            int64 `json:"consumed"` // inbox rows of its consumer group (-1: nobody consumes it)
-	ConsumerPending     int64 `json:"consumer_pending"`
-	Redelivered         int64 `json:"redelivered"`
-	Poison              int64 `json:"poison"`
+	Tag             string `json:"tag"`
+	Pending         int64  `json:"outbox_waiting"` // PENDING, SENDING or RETRY
+	Sent            int64  `json:"outbox_sent"`
+	Dead            int64  `json:"outbox_dead"`
+	Stream          int64  `json:"stream"`   // messages in the stream (memory: distinct events published)
+	Consumed        int64  `json:"consumed"` // inbox rows of its consumer group (-1: nobody consumes it)
+	ConsumerPending int64  `json:"consumer_pending"`
+	Redelivered     int64  `json:"redelivered"`
+	Poison          int64  `json:"poison"`
 }
 
 // reconciliation is the result.
@@ -61,7 +63,11 @@ type reconciliation struct {
 	LedgerByType   map[string]int64 `json:"ledger_by_type"`
 	Events         []eventLine      `json:"events"`
 	OrderMessages  struct {
-		Stored, Consumed, Poison, Queued, Redelivered int64
+		Stored      int64 `json:"stored"`   // by the broker (JetStream: stream sequences since start-up)
+		Consumed    int64 `json:"consumed"` // inbox rows of the order consumer group
+		Poison      int64 `json:"poison"`
+		Queued      int64 `json:"queued"`
+		Redelivered int64 `json:"redelivered"`
 	} `json:"order_messages"`
 	Differences []difference `json:"differences"`
 }
