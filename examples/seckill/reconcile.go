@@ -52,7 +52,7 @@ type eventLine struct {
 	Stream          int64  `json:"stream"`   // messages in the stream (memory: distinct events published)
 	Consumed        int64  `json:"consumed"` // inbox rows of its consumer group (-1: nobody consumes it)
 	ConsumerPending int64  `json:"consumer_pending"`
-	Redelivered     int64  `json:"redelivered"`
+	Redelivering    int64  `json:"redelivering"` // the consumer's messages waiting for a redelivery now
 	Poison          int64  `json:"poison"`
 }
 
@@ -67,7 +67,7 @@ type reconciliation struct {
 		Consumed    int64 `json:"consumed"` // inbox rows of the order consumer group
 		Poison      int64 `json:"poison"`
 		Queued      int64 `json:"queued"`
-		Redelivered int64 `json:"redelivered"`
+		Redelivered int64 `json:"redelivered"` // deliveries after the first, since start-up
 	} `json:"order_messages"`
 	Differences []difference `json:"differences"`
 }
@@ -343,7 +343,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 			return nil, fmt.Errorf("reconcile: inbox: %w", err)
 		}
 		c := consumerOf(durables[e.Tag])
-		e.ConsumerPending, e.Redelivered = int64(c.Pending+c.AckPending), int64(c.Redelivered)
+		e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
 		e.Poison = poisonPerTag(ctx, s, e.Tag)
 		rec.add(where, "poison message (recorded for review)", e.Poison, true)
 		missing := e.Stream - e.Consumed - e.Poison
@@ -365,10 +365,9 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	if s.js != nil {
 		om.Poison += poisonByStream[s.js.orderStream]
 	}
-	om.Stored, om.Queued = s.q.Figures().Published, max(orderQueued, 0)
+	om.Stored, om.Queued, om.Redelivered = s.q.Figures().Published, max(orderQueued, 0), s.q.Figures().Redeliveries
 	if s.js != nil {
 		om.Stored = int64(js.OrderLastSeq - s.js.orderBaseSeq)
-		om.Redelivered = int64(consumerOf("order-create").Redelivered)
 	}
 	rec.add("order messages", "message not yet consumed", min(om.Queued, om.Stored-om.Consumed-om.Poison), true)
 	rec.add("order messages", "poison message (recorded for review)", om.Poison, true)
@@ -403,7 +402,7 @@ func (r *reconciliation) print(w io.Writer) {
 	for _, e := range r.Events {
 		consumed := "not consumed here"
 		if e.Consumed >= 0 {
-			consumed = fmt.Sprintf("consumed %d (pending %d, redelivered %d, poison %d)", e.Consumed, e.ConsumerPending, e.Redelivered, e.Poison)
+			consumed = fmt.Sprintf("consumed %d (pending %d, awaiting redelivery %d, poison %d)", e.Consumed, e.ConsumerPending, e.Redelivering, e.Poison)
 		}
 		fmt.Fprintf(w, "  events %-18s outbox sent %d, waiting %d, dead %d | stream %d | %s\n", e.Tag, e.Sent, e.Pending, e.Dead, e.Stream, consumed)
 	}
