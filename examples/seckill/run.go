@@ -137,6 +137,29 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		hooks.started(s)
 	}
 
+	// Buyers learn of their orders from ORDER_CREATED (at least once each;
+	// a notice after the buyers left is ignored).
+	createdCh := make(chan int64, cfg.Stock*2+1024)
+	var createdMu sync.Mutex
+	createdClosed := false
+	s.onOrderCreated = func(id int64) {
+		createdMu.Lock()
+		defer createdMu.Unlock()
+		if createdClosed {
+			return
+		}
+		select {
+		case createdCh <- id:
+		default: // the buyer missed it: the order expires
+		}
+	}
+	closeCreated := func() {
+		createdMu.Lock()
+		createdClosed = true
+		close(createdCh)
+		createdMu.Unlock()
+	}
+
 	// Background: consumers and relays.
 	stopAll, err := s.startBackground(ctx, cfg.Consumers, cfg.Relays)
 	if err != nil {
@@ -162,17 +185,10 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		}()
 	}
 
-	// Buyers pay for their orders as soon as they see them (the relay
-	// publishes ORDER_CREATED); some never pay and their orders expire; some
-	// pay only after the cancel. Payments and the timeout canceller race on
-	// the order rows throughout.
-	createdCh := make(chan int64, cfg.Stock*2+1024)
-	s.onOrderCreated = func(id int64) {
-		select {
-		case createdCh <- id:
-		default: // the buyer missed it: the order expires
-		}
-	}
+	// Buyers pay for their orders as soon as they see them (ORDER_CREATED
+	// reaches them); some never pay and their orders expire; some pay only
+	// after the cancel. Payments and the timeout canceller race on the
+	// order rows throughout.
 	payCh := make(chan flow.Payment, 256)
 	var payers sync.WaitGroup
 	var payErrs atomic.Int64
@@ -305,7 +321,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	close(createdCh)
+	closeCreated()
 	<-buyersDone
 	for _, id := range late { // paid after the cancel: a refund
 		payCh <- s.paymentFor(id)
