@@ -70,8 +70,9 @@ func TestFaultNATSKilledRestarted(t *testing.T) {
 	srv := useStack(t, &cfg, stackReal, true)
 	restarted := make(chan error, 1)
 	var killed atomic.Bool
-	hooks := &saleHooks{click: func(i, total int) {
-		if i != total/3 {
+	var svc *service
+	hooks := &saleHooks{started: func(s *service) { svc = s }, click: func(i, total int) {
+		if i != total/6 { // early: the front door still hands out units, so clicks publish
 			return
 		}
 		if err := srv.nats.Kill(); err != nil {
@@ -94,6 +95,9 @@ func TestFaultNATSKilledRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSale(t, cfg, rep)
+	if svc.js.resends.Load() == 0 {
+		t.Error("no publish was sent again: the outage did not reach the publishers")
+	}
 }
 
 // TestFaultConsumerKilledBetweenCommitAndAck: 20 order messages are

@@ -92,6 +92,7 @@ type jsStack struct {
 	ids                                                       sync.Map // order message ids this process published (stored)
 	published, deliveries, redeliveries, deduplicated, poison atomic.Int64
 	eventDedup                                                atomic.Int64
+	resends                                                   atomic.Int64 // publishes sent again for want of a PubAck
 }
 
 // event consumers' durable names, filter tags and inbox groups.
@@ -212,6 +213,7 @@ func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr
 		if errors.As(err, &apiErr) {
 			return nil, attempt > 0, err // a definite refusal
 		}
+		j.resends.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil, true, ctx.Err()
