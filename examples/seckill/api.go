@@ -27,26 +27,26 @@ type api struct {
 // newAPI provisions the sale and starts the consumers, the relays and the
 // timeout canceller. Close stops them.
 func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger) (*api, error) {
-	item := cfg.item()
-	s, err := newService(ctx, pool, cfg.Schema, item, queueConfig{
-		Depth: cfg.QueueDepth, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond,
-	}, cfg.OrderTTL, log)
+	cfg.DupRate = 0 // no duplicates on purpose: those are for the default run
+	s, err := newService(ctx, pool, cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	stopBG, err := s.startBackground(ctx, cfg.Consumers, cfg.Relays)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
 	cctx, stopCancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.cancelLoop(cctx) }()
-	a := &api{s: s, mux: http.NewServeMux(), stop: func() { stopCancel(); <-done; stopBG() }}
+	a := &api{s: s, mux: http.NewServeMux(), stop: func() { stopCancel(); <-done; stopBG(); s.close() }}
 	a.mux.HandleFunc("POST /orders", a.placeOrder)
 	a.mux.HandleFunc("GET /orders/{request_id}", a.orderStatus)
 	a.mux.HandleFunc("POST /payments/callback", a.paymentCallback)
 	a.mux.HandleFunc("GET /audit", a.audit)
 	a.mux.HandleFunc("GET /stats", a.stats)
+	a.mux.HandleFunc("GET /reconcile", a.reconcile)
 	return a, nil
 }
 
@@ -66,7 +66,8 @@ func writeError(w http.ResponseWriter, code int, status, msg string) {
 }
 
 // placeOrder: POST /orders {"user_id": 42}. 202 when queued; 410 sold out;
-// 409 already reserved by this user; 503 busy (queue full, retry later).
+// 409 already reserved by this user; 503 busy (queue full, or the front
+// door unavailable or being rebuilt: retry later); 403 the sale is not open.
 func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		UserID int64 `json:"user_id"`
@@ -75,13 +76,15 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "body must be {\"user_id\": <positive integer>}")
 		return
 	}
-	res, err := a.s.click(in.UserID)
+	res, err := a.s.click(r.Context(), in.UserID)
 	switch {
 	case errors.Is(err, errFrontSoldOut):
 		writeError(w, http.StatusGone, "sold_out", err.Error())
 	case errors.Is(err, errAlreadyBought):
 		writeError(w, http.StatusConflict, "already_reserved", err.Error())
-	case errors.Is(err, errBusy):
+	case errors.Is(err, errSaleClosed):
+		writeError(w, http.StatusForbidden, "closed", err.Error())
+	case errors.Is(err, errBusy), errors.Is(err, errFrontDoorDown):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
 	case err != nil:
@@ -113,7 +116,11 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "error", err.Error())
 		return
 	}
-	resID, ok := a.s.front.ReservationOf(reqID)
+	resID, ok, err := a.s.front.ReservationOf(r.Context(), reqID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
+		return
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "unknown", "no such request")
 		return
@@ -190,12 +197,47 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "error", err.Error())
 		return
 	}
+	front, err := a.s.front.State(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
+		return
+	}
 	c := &a.s.stats
 	writeJSON(w, http.StatusOK, map[string]any{
 		"clicks": c.clicks.Load(), "front_accepted": c.frontAccepted.Load(), "front_sold_out": c.frontSoldOut.Load(),
 		"orders_created": c.created.Load(), "rejected_sold_out": c.soldOut.Load(), "rejected_user_already": c.userAlready.Load(),
 		"duplicates": c.duplicates.Load(), "paid": c.paid.Load(), "cancelled": c.cancelled.Load(),
-		"queue_pending": a.s.q.Pending(), "front_available": a.s.front.Available(),
+		"queue_pending": a.s.q.Pending(r.Context()), "front_available": front.totalAvailable(), "front_held": len(front.Held),
+		"front_door": a.s.front.Name(), "broker": a.s.q.Name(), "front_door_rebuilds": c.rebuilds.Load(),
+		"e2e_p50_ms": a.s.e2e.percentile(50).Seconds() * 1000, "e2e_p99_ms": a.s.e2e.percentile(99).Seconds() * 1000,
 		"outbox": st, "consumer_p50_ms": a.s.lat.percentile(50).Seconds() * 1000, "consumer_p99_ms": a.s.lat.percentile(99).Seconds() * 1000,
 	})
+}
+
+// reconcile: GET /reconcile. The three-way reconciliation, now: 200 when
+// every difference is explained (work in flight shows as explained
+// differences), 500 otherwise. The three stores cannot be read at one
+// instant: while the sale runs, a unit can move between two reads and look
+// unexplained, so an unexplained result is read again, up to three times,
+// 100ms apart; a difference that stays is reported.
+func (a *api) reconcile(w http.ResponseWriter, r *http.Request) {
+	var rec *reconciliation
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if rec, err = a.s.reconcile(r.Context()); err != nil || rec.Passed() {
+			break
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		return
+	}
+	code := http.StatusOK
+	if !rec.Passed() {
+		code = http.StatusInternalServerError
+	}
+	writeJSON(w, code, map[string]any{"passed": rec.Passed(), "reconciliation": rec})
 }

@@ -11,11 +11,22 @@ import (
 	"github.com/seckillkit/seckill/outbox"
 )
 
-// startBackground starts the queue consumers and the outbox relays. The
-// returned stop ends them and waits for them; calling it again is a no-op.
+// startBackground starts the order consumers, the outbox relays and, with
+// the real stack, the event consumers. The returned stop ends them and
+// waits for them; calling it again is a no-op. The service's connections
+// stay open (for the audit and the reconciliation) until service.close.
 func (s *service) startBackground(ctx context.Context, consumers, relays int) (stop func(), err error) {
 	bg, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var waits []func()
+	fail := func(err error) (func(), error) {
+		cancel()
+		wg.Wait()
+		for _, w := range waits {
+			w()
+		}
+		return nil, err
+	}
 	for i := range relays {
 		r, err := outbox.NewRelay(s.Pool, outbox.RelayConfig{
 			Store: s.Outbox, Publisher: s.publisher(), Owner: fmt.Sprintf("seckill-relay-%d-%s", i, uuid.NewString()[:8]),
@@ -24,21 +35,33 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 			DisableListen: true, Logger: s.log,
 		})
 		if err != nil {
-			cancel()
-			wg.Wait()
-			return nil, err
+			return fail(err)
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = r.Run(bg) }()
 	}
-	cw := s.q.Consume(bg, consumers, s.consume)
+	if s.js != nil {
+		for durable, h := range s.eventHandlers() {
+			workers := 2
+			if durable == "order-created" { // one per order: the busiest
+				workers = max(consumers/2, 2)
+			}
+			w, err := s.js.consumeEvents(bg, durable, workers, h)
+			if err != nil {
+				return fail(err)
+			}
+			waits = append(waits, w)
+		}
+	}
+	waits = append(waits, s.q.Consume(bg, consumers, s.consume))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			cancel()
-			cw.Wait()
+			for _, w := range waits {
+				w()
+			}
 			wg.Wait()
-			s.q.Close()
 		})
 	}, nil
 }

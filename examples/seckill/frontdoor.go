@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,14 +12,19 @@ import (
 	"github.com/seckillkit/seckill/inventory"
 )
 
-// The front door stands in for the Redis pre-reservation of a real
-// deployment: per-bucket counters and a one-per-user set in memory. It
-// filters the crowd; PostgreSQL remains the source of truth, so nothing it
-// gets wrong can oversell.
+// The front door filters the crowd before anything reaches the broker:
+// per-bucket counters, a one-per-user set and a state per reservation. It
+// is Redis in a real deployment (redisfront.go) and an in-memory stand-in
+// with -stack memory. PostgreSQL remains the source of truth, so nothing a
+// front door gets wrong can oversell.
 
 var (
 	errFrontSoldOut  = errors.New("sold out")
 	errAlreadyBought = errors.New("already reserved by this user")
+	errSaleClosed    = errors.New("the sale is not open")
+	// errFrontDoorDown: the front door cannot answer now (Redis down, or
+	// restarted empty and being rebuilt from PostgreSQL); try again.
+	errFrontDoorDown = errors.New("front door unavailable, try again")
 )
 
 // reservation is what the front door hands to the queue for one purchase.
@@ -32,21 +37,62 @@ type reservation struct {
 	ReservedAt    time.Time
 }
 
-type frontDoor struct {
+// releaseResult is what a release came to.
+type releaseResult int
+
+const (
+	released        releaseResult = iota // the unit went back to its bucket
+	releasedAlready                      // released before: nothing changed
+	releaseUnknown                       // not a reservation of this front door: nothing changed
+)
+
+// frontState is a front door's view, for the audit and the reconciliation.
+type frontState struct {
+	Available []int64             // per bucket
+	Held      map[uuid.UUID]int16 // reservation → bucket, while held (not released)
+	Drift     []int64             // per bucket: units added on purpose beyond PostgreSQL's (FrontDrift)
+}
+
+// frontDoor is what the service needs of a front door.
+type frontDoor interface {
+	// Name says what it is, for the report.
+	Name() string
+	// Reserve takes one unit for user from the bucket inventory.PickBucket
+	// chooses, or the next bucket with stock; errFrontSoldOut,
+	// errAlreadyBought, errSaleClosed or errFrontDoorDown otherwise.
+	Reserve(ctx context.Context, user int64) (reservation, error)
+	// Release gives a reservation's unit back, once: the events that
+	// trigger it arrive at least once. forgetUser also drops the buyer
+	// from the one-per-user set (the click was never queued).
+	Release(ctx context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error)
+	// Forget drops a buyer from the one-per-user set, as a failover that
+	// lost recent writes would.
+	Forget(ctx context.Context, user int64) error
+	// AddDrift makes the front door believe in extra units beyond
+	// PostgreSQL's, spread over the buckets (seed §7.4).
+	AddDrift(ctx context.Context, extra int32) error
+	// ReservationOf returns the reservation made for a request.
+	ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error)
+	// State reads the counters and the held reservations.
+	State(ctx context.Context) (frontState, error)
+}
+
+// memFront is the in-memory front door of -stack memory.
+type memFront struct {
 	mu        sync.Mutex
 	available []int32                 // per bucket
+	drift     []int64                 // per bucket
 	buyers    map[int64]uuid.UUID     // user → reservation
 	held      map[uuid.UUID]int16     // reservation → bucket, while held
 	released  map[uuid.UUID]bool      // reservations given back (idempotency)
 	requests  map[uuid.UUID]uuid.UUID // request → reservation
-	nextOrder func() (int64, error)   // order id generator
-
-	reserved, rejectedSoldOut, rejectedDup, releases, duplicateReleases atomic.Int64
+	nextOrder func() int64            // order id generator
 }
 
-func newFrontDoor(bucketStock []int32, nextOrder func() (int64, error)) *frontDoor {
-	return &frontDoor{
+func newMemFront(bucketStock []int32, nextOrder func() int64) *memFront {
+	return &memFront{
 		available: append([]int32(nil), bucketStock...),
+		drift:     make([]int64, len(bucketStock)),
 		buyers:    map[int64]uuid.UUID{},
 		held:      map[uuid.UUID]int16{},
 		released:  map[uuid.UUID]bool{},
@@ -55,14 +101,12 @@ func newFrontDoor(bucketStock []int32, nextOrder func() (int64, error)) *frontDo
 	}
 }
 
-// Reserve takes one unit for user from the bucket PickBucket chooses, or
-// the next bucket with stock (the choice is recorded in the reservation and
-// never changes afterwards).
-func (f *frontDoor) Reserve(user int64) (reservation, error) {
+func (f *memFront) Name() string { return "memory (in-process stand-in for Redis)" }
+
+func (f *memFront) Reserve(_ context.Context, user int64) (reservation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.buyers[user]; ok {
-		f.rejectedDup.Add(1)
 		return reservation{}, errAlreadyBought
 	}
 	n := len(f.available)
@@ -75,15 +119,11 @@ func (f *frontDoor) Reserve(user int64) (reservation, error) {
 		if f.available[b] == 0 {
 			continue
 		}
-		orderID, err := f.nextOrder()
-		if err != nil {
-			return reservation{}, err
-		}
 		f.available[b]--
 		r := reservation{
 			RequestID:     uuid.Must(uuid.NewV7()),
 			ReservationID: uuid.Must(uuid.NewV7()),
-			OrderID:       orderID,
+			OrderID:       f.nextOrder(),
 			UserID:        user,
 			Bucket:        int16(b),
 			ReservedAt:    time.Now(),
@@ -91,62 +131,74 @@ func (f *frontDoor) Reserve(user int64) (reservation, error) {
 		f.buyers[user] = r.ReservationID
 		f.held[r.ReservationID] = int16(b)
 		f.requests[r.RequestID] = r.ReservationID
-		f.reserved.Add(1)
 		return r, nil
 	}
-	f.rejectedSoldOut.Add(1)
 	return reservation{}, errFrontSoldOut
 }
 
-// Release gives a reservation's unit back to its bucket, once: the
-// compensation events that trigger it are delivered at least once.
-func (f *frontDoor) Release(id uuid.UUID) {
+func (f *memFront) Release(_ context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.released[id] {
-		f.duplicateReleases.Add(1)
-		return
+		return releasedAlready, nil
 	}
 	b, ok := f.held[id]
 	if !ok {
-		return // not ours (another process's front door)
+		return releaseUnknown, nil // not ours (another process's front door)
 	}
 	f.released[id] = true
 	delete(f.held, id)
 	f.available[b]++
-	f.releases.Add(1)
-}
-
-// Available is the front door's view of the stock left.
-func (f *frontDoor) Available() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var n int64
-	for _, a := range f.available {
-		n += int64(a)
+	if forgetUser != 0 && f.buyers[forgetUser] == id {
+		delete(f.buyers, forgetUser)
 	}
-	return n
+	return released, nil
 }
 
-// Held is how many reservations the front door holds (not released).
-func (f *frontDoor) Held() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.held)
-}
-
-// forget drops a buyer from the one-per-user set, as a front-door failover
-// that lost recent writes would.
-func (f *frontDoor) forget(user int64) {
+func (f *memFront) Forget(_ context.Context, user int64) error {
 	f.mu.Lock()
 	delete(f.buyers, user)
 	f.mu.Unlock()
+	return nil
 }
 
-// ReservationOf returns the reservation the front door made for a request.
-func (f *frontDoor) ReservationOf(requestID uuid.UUID) (uuid.UUID, bool) {
+func (f *memFront) AddDrift(_ context.Context, extra int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := int32(0); i < extra; i++ {
+		b := int(i) % len(f.available)
+		f.available[b]++
+		f.drift[b]++
+	}
+	return nil
+}
+
+func (f *memFront) ReservationOf(_ context.Context, requestID uuid.UUID) (uuid.UUID, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id, ok := f.requests[requestID]
-	return id, ok
+	return id, ok, nil
+}
+
+func (f *memFront) State(context.Context) (frontState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := frontState{Available: make([]int64, len(f.available)), Held: make(map[uuid.UUID]int16, len(f.held)),
+		Drift: append([]int64(nil), f.drift...)}
+	for i, a := range f.available {
+		st.Available[i] = int64(a)
+	}
+	for id, b := range f.held {
+		st.Held[id] = b
+	}
+	return st, nil
+}
+
+// totalAvailable sums a state's per-bucket counters.
+func (st frontState) totalAvailable() int64 {
+	var n int64
+	for _, a := range st.Available {
+		n += a
+	}
+	return n
 }

@@ -20,6 +20,7 @@ func fuzzAPI(f *testing.F) *api {
 	ctx := pgtest.Context(f, 5*time.Minute)
 	cfg := defaultConfig()
 	cfg.Schema = pgtest.Schema(f)
+	useStack(f, &cfg, stackReal, false)
 	cfg.Stock, cfg.Buckets, cfg.Consumers, cfg.Relays, cfg.QueueDepth, cfg.OrderTTL = 3, 1, 2, 1, 50, time.Hour
 	a, err := newAPI(ctx, pgtest.Pool(f), cfg, nil)
 	if err != nil {

@@ -3,38 +3,159 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
-// publisher is the relay's broker: ORDER_CREATED, ORDER_PAID and refund
-// requests are counted (a real service would send them to the MQ); a
-// front-door release is applied to the front door, idempotently.
+// publisher is the relays' broker. With the real stack it is JetStream
+// (PubAck awaited, Nats-Msg-Id = event id) and the events reach their
+// consumers through the stream; with -stack memory the events are applied
+// here, at once: ORDER_CREATED reaches the buyer, a front-door release the
+// front door, idempotently.
 func (s *service) publisher() outbox.Publisher {
+	if s.js != nil {
+		return s.js.eventPublisher(s.countPublished)
+	}
 	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
 		for _, m := range msgs {
 			if m.Tag == flow.TagOrderCreated && s.onOrderCreated != nil {
-				var p struct {
-					OrderID int64 `json:"order_id"`
-				}
-				if err := json.Unmarshal(m.Payload, &p); err == nil {
-					s.onOrderCreated(p.OrderID)
+				if id, err := orderIDOf(m.Payload); err == nil {
+					s.onOrderCreated(id)
 				}
 			}
 			if m.Tag == flow.TagFrontDoorRelease {
-				var p struct {
-					ReservationID uuid.UUID `json:"reservation_id"`
-				}
-				if err := json.Unmarshal(m.Payload, &p); err == nil {
-					s.front.Release(p.ReservationID)
+				if id, err := reservationIDOf(m.Payload); err == nil {
+					s.countRelease(s.front.Release(ctx, id, 0))
 				}
 			}
-			s.stats.addPublished(m.Tag)
-			s.stats.publishedIDs.Store(m.EventID, struct{}{})
+			if m.Tag == flow.TagRefundRequested {
+				s.stats.refunds.Add(1)
+			}
+			s.countPublished(m)
 		}
 		return nil
 	})
+}
+
+func (s *service) countPublished(m outbox.Message) {
+	if _, seen := s.stats.publishedIDs.LoadOrStore(m.EventID, struct{}{}); !seen {
+		s.stats.addPublished(m.Tag)
+	}
+}
+
+func (s *service) countRelease(r releaseResult, err error) {
+	switch {
+	case err != nil:
+	case r == released:
+		s.stats.releases.Add(1)
+	case r == releasedAlready:
+		s.stats.releasesAlready.Add(1)
+	default:
+		s.stats.releasesUnknown.Add(1)
+	}
+}
+
+func orderIDOf(payload []byte) (int64, error) {
+	var p struct {
+		OrderID int64 `json:"order_id"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.OrderID <= 0 {
+		return 0, fmt.Errorf("event payload without an order id: %w", errors.Join(err, flow.ErrPoison))
+	}
+	return p.OrderID, nil
+}
+
+func reservationIDOf(payload []byte) (uuid.UUID, error) {
+	var p struct {
+		ReservationID uuid.UUID `json:"reservation_id"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.ReservationID == uuid.Nil {
+		return uuid.Nil, fmt.Errorf("event payload without a reservation id: %w", errors.Join(err, flow.ErrPoison))
+	}
+	return p.ReservationID, nil
+}
+
+// eventHandler is the consumer of one event type on the real stack: in one
+// transaction it claims the event in the inbox (group), applies it and
+// records the result, then the broker acks. A redelivered event finds its
+// inbox row and is acked without being applied again. apply's effect
+// outside PostgreSQL (Redis, the buyer) must itself be idempotent: it runs
+// before COMMIT, and a transaction that fails after it is retried.
+func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, payload []byte) (string, error)) func(context.Context, message) error {
+	return func(ctx context.Context, m message) error {
+		key := inbox.Key{Group: group, MessageID: m.ID}
+		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group}, func(tx pgx.Tx) error {
+			claim, err := s.Inbox.ClaimMessage(ctx, tx, inbox.Message{Group: group, MessageID: m.ID, Topic: flow.EventTopic, Tag: tag,
+				PayloadHash: inbox.HashPayload(m.Body)})
+			if err != nil {
+				return err
+			}
+			if !claim.Fresh {
+				return flow.ErrDuplicate
+			}
+			code, err := apply(ctx, m.Body)
+			if err != nil {
+				return err
+			}
+			return s.Inbox.Complete(ctx, tx, key, inbox.Result{Code: code})
+		})
+		switch {
+		case errors.Is(err, flow.ErrDuplicate):
+			s.stats.eventDuplicates.Add(1)
+			return nil
+		case errors.Is(err, flow.ErrPoison), errors.Is(err, inbox.ErrPayloadMismatch):
+			if perr := s.recordPoison(ctx, s.js.eventStream, m, 0, err); perr != nil {
+				return perr
+			}
+			s.stats.poison.Add(1)
+			return nil
+		}
+		return err
+	}
+}
+
+// eventHandlers are the consumers of the real stack's events, by durable
+// consumer name.
+func (s *service) eventHandlers() map[string]func(context.Context, message) error {
+	return map[string]func(context.Context, message) error{
+		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, func(_ context.Context, p []byte) (string, error) {
+			id, err := orderIDOf(p)
+			if err != nil {
+				return "", err
+			}
+			if s.onOrderCreated != nil {
+				s.onOrderCreated(id) // the buyer learns of the order (and ignores a second notice)
+			}
+			return "BUYER_NOTIFIED", nil
+		}),
+		"frontdoor-release": s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, func(ctx context.Context, p []byte) (string, error) {
+			id, err := reservationIDOf(p)
+			if err != nil {
+				return "", err
+			}
+			r, err := s.front.Release(ctx, id, 0)
+			s.countRelease(r, err)
+			switch {
+			case err != nil:
+				return "", err // Redis away or being rebuilt: not acked, delivered again
+			case r == released:
+				return "RELEASED", nil
+			case r == releasedAlready:
+				return "ALREADY_RELEASED", nil
+			}
+			return "UNKNOWN_RESERVATION", nil
+		}),
+		"refund-requested": s.eventHandler("refund-consumer", flow.TagRefundRequested, func(context.Context, []byte) (string, error) {
+			s.stats.refunds.Add(1) // a real service would call the payment provider here
+			return "REFUND_QUEUED", nil
+		}),
+	}
 }

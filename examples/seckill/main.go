@@ -1,12 +1,17 @@
-// Command seckill runs the full flash-sale flow of the seckill kit against
-// PostgreSQL and audits the result.
+// Command seckill runs the full flash-sale flow of the seckill kit on the
+// real stack — a Redis front door, NATS JetStream, PostgreSQL — and audits
+// and reconciles the result.
 //
-// With no flags it starts a throwaway PostgreSQL (or uses
-// SECKILL_DATABASE_URL), provisions 10,000 units over 64 buckets, lets
-// 40,000 buyers click (some twice), runs the consumers, the outbox relays,
-// payments with duplicate and late callbacks and the timeout canceller,
-// drains the outbox, prints a report and checks every invariant. It exits
-// non-zero if any check fails.
+// With no flags it starts a throwaway PostgreSQL, redis-server and
+// nats-server -js (or uses SECKILL_DATABASE_URL, SECKILL_REDIS_URL /
+// -redis and SECKILL_NATS_URL / -nats), provisions 10,000 units over 64
+// buckets, lets 40,000 buyers click (some twice), runs the consumers, the
+// outbox relays, the event consumers, payments with duplicate and late
+// callbacks and the timeout canceller, drains everything, prints a report,
+// checks every invariant and reconciles Redis, PostgreSQL, the ledger and
+// the streams. It exits non-zero if a check fails or a difference is
+// unexplained. -stack memory runs the same flow with in-process stand-ins
+// for Redis and NATS.
 //
 // With -serve it keeps an HTTP API up instead:
 //
@@ -15,6 +20,7 @@
 //	POST /payments/callback {"order_id": …, "provider_trade_no": …, "amount": …, "currency": "CNY"}
 //	GET  /audit                                        → every invariant, checked now
 //	GET  /stats                                        → counters and outbox figures
+//	GET  /reconcile                                    → the three-way reconciliation, now
 package main
 
 import (
@@ -32,6 +38,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/stackharness"
 	"github.com/seckillkit/seckill/internal/pgharness"
 )
 
@@ -41,7 +48,8 @@ func main() {
 	flag.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "inventory buckets (1-256)")
 	flag.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "distinct buyers who click")
 	flag.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "concurrent queue consumers")
-	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size")
+	flag.IntVar(&cfg.Clickers, "clickers", cfg.Clickers, "goroutines the buyers click from")
+	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size (order and event consumers, relays, payers and the canceller share it)")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "share of messages the queue delivers twice")
@@ -55,12 +63,16 @@ func main() {
 	flag.DurationVar(&cfg.OrderTTL, "order-ttl", cfg.OrderTTL, "time an order may stay unpaid")
 	flag.StringVar(&cfg.Schema, "schema", cfg.Schema, "PostgreSQL schema")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed")
+	flag.StringVar(&cfg.Stack, "stack", cfg.Stack, `"real" (Redis + NATS JetStream + PostgreSQL) or "memory" (in-process stand-ins for Redis and NATS)`)
+	redisURL := flag.String("redis", "", "Redis URL of an existing server, or of a Redis Cluster as redis://host1:port1?addr=host2:port2 (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
+	natsURL := flag.String("nats", "", "NATS URL of an existing server with JetStream (default: "+stackharness.EnvNATSURL+", else a throwaway nats-server -js)")
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
 	if err := run(ctx, cfg, *serve, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
@@ -88,6 +100,28 @@ func run(ctx context.Context, cfg config, serve string, verbose bool) error {
 	}
 	defer pool.Close()
 
+	switch cfg.Stack {
+	case stackMemory:
+	case stackReal:
+		rs, err := stackharness.StartRedis(ctx, cfg.RedisURL)
+		if err != nil {
+			return err
+		}
+		defer rs.Stop()
+		ns, err := stackharness.StartNATS(ctx, cfg.NATSURL)
+		if err != nil {
+			return err
+		}
+		defer ns.Stop()
+		cfg.RedisURL, cfg.NATSURL = rs.URL, ns.URL
+		if rs.Owned() || ns.Owned() {
+			fmt.Fprintf(os.Stderr, "seckill: started a throwaway redis-server and nats-server -js; use -redis/-nats (or %s/%s) for your own\n",
+				stackharness.EnvRedisURL, stackharness.EnvNATSURL)
+		}
+	default:
+		return fmt.Errorf("-stack %q: want %q or %q", cfg.Stack, stackReal, stackMemory)
+	}
+
 	if serve != "" {
 		return serveHTTP(ctx, pool, cfg, serve, log)
 	}
@@ -109,7 +143,7 @@ func run(ctx context.Context, cfg config, serve string, verbose bool) error {
 	rep.print(os.Stdout)
 	fmt.Printf("finished in %.1fs\n", time.Since(start).Seconds())
 	if !rep.Passed() {
-		return errors.New("audit failed")
+		return errors.New("audit or reconciliation failed")
 	}
 	return nil
 }
@@ -127,7 +161,7 @@ func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr string,
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats"}, ", "))
+	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats", "GET /reconcile"}, ", "))
 	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

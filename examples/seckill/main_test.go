@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,11 +10,49 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckillkit/seckill/examples/internal/stackharness"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// servers are the Redis and NATS of a test on the real stack.
+type servers struct {
+	redis *stackharness.Redis
+	nats  *stackharness.NATS
+}
+
+// useStack points cfg at the stack: for stackReal, a redis-server and a
+// nats-server -js of the test's own (throwaway when owned is true, else
+// SECKILL_REDIS_URL / SECKILL_NATS_URL when set), stopped when it ends.
+func useStack(tb testing.TB, cfg *config, stack string, owned bool) servers {
+	tb.Helper()
+	cfg.Stack = stack
+	if stack != stackReal {
+		return servers{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	startRedis, startNATS := stackharness.StartThrowawayRedis, stackharness.StartThrowawayNATS
+	if !owned {
+		startRedis = func(ctx context.Context) (*stackharness.Redis, error) { return stackharness.StartRedis(ctx, "") }
+		startNATS = func(ctx context.Context) (*stackharness.NATS, error) { return stackharness.StartNATS(ctx, "") }
+	}
+	r, err := startRedis(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(r.Stop)
+	n, err := startNATS(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(n.Stop)
+	cfg.RedisURL, cfg.NATSURL = r.URL, n.URL
+	cfg.JetStream.AckWait = 3 * time.Second // redeliveries of unacked messages come soon in tests
+	return servers{r, n}
+}
 
 func smallConfig(t *testing.T) config {
 	cfg := defaultConfig()
@@ -28,16 +67,30 @@ func smallConfig(t *testing.T) config {
 	return cfg
 }
 
-// TestSaleAuditPasses runs the whole flow at small scale and checks that
-// the audit passes and that the counts add up.
+// TestSaleAuditPasses runs the whole flow at small scale, on the real
+// stack and on the in-memory stand-ins, and checks that the audit and the
+// reconciliation pass and that the counts add up.
 func TestSaleAuditPasses(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t, 4*time.Minute)
-	cfg := smallConfig(t)
-	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, stack := range []string{stackReal, stackMemory} {
+		t.Run(stack, func(t *testing.T) {
+			t.Parallel()
+			ctx := pgtest.Context(t, 4*time.Minute)
+			cfg := smallConfig(t)
+			useStack(t, &cfg, stack, false)
+			rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSale(t, cfg, rep)
+		})
 	}
+}
+
+// checkSale checks a run's report: audit and reconciliation pass, the
+// counts add up, every branch ran.
+func checkSale(t *testing.T, cfg config, rep report) {
+	t.Helper()
 	var out bytes.Buffer
 	rep.print(&out)
 	t.Log("\n" + out.String())
@@ -46,8 +99,16 @@ func TestSaleAuditPasses(t *testing.T) {
 			t.Errorf("audit FAIL [%s] %s: %s", c.Invariant, c.Name, c.Detail)
 		}
 	}
-	if !rep.Passed() || !strings.Contains(out.String(), "audit: all invariants hold") {
-		t.Fatal("audit did not pass")
+	if rep.Reconciliation == nil {
+		t.Fatal("no reconciliation")
+	}
+	for _, d := range rep.Reconciliation.Differences {
+		if !d.Explained {
+			t.Errorf("reconciliation: unexplained %s at %s: %d", d.Class, d.Where, d.Count)
+		}
+	}
+	if !rep.Passed() || !strings.Contains(out.String(), "audit: all invariants hold") || !strings.Contains(out.String(), "reconciliation: PASS") {
+		t.Fatal("audit or reconciliation did not pass")
 	}
 	// Every reservation the front door accepted became exactly one order or
 	// one rejection.
@@ -126,8 +187,15 @@ func waitStatus(t *testing.T, base, requestID, want string) map[string]any {
 
 func TestHTTPAPI(t *testing.T) {
 	t.Parallel()
+	for _, stack := range []string{stackReal, stackMemory} {
+		t.Run(stack, func(t *testing.T) { t.Parallel(); testHTTPAPI(t, stack) })
+	}
+}
+
+func testHTTPAPI(t *testing.T, stack string) {
 	ctx := pgtest.Context(t, 3*time.Minute)
 	cfg := smallConfig(t)
+	useStack(t, &cfg, stack, false)
 	cfg.Stock, cfg.Buckets, cfg.OrderTTL = 2, 1, time.Hour
 	a, err := newAPI(ctx, pgtest.Pool(t), cfg, nil)
 	if err != nil {
@@ -200,6 +268,16 @@ func TestHTTPAPI(t *testing.T) {
 	if code != http.StatusOK || out["passed"] != true {
 		t.Fatalf("GET /audit = %d %v", code, out)
 	}
+	for {
+		code, out = do(t, "GET", base+"/reconcile", nil)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != http.StatusOK || out["passed"] != true {
+		t.Fatalf("GET /reconcile = %d %v", code, out)
+	}
 	code, out = do(t, "GET", base+"/stats", nil)
 	if code != http.StatusOK || out["orders_created"].(float64) != 2 || out["paid"].(float64) != 1 {
 		t.Errorf("GET /stats = %d %v", code, out)
@@ -210,8 +288,15 @@ func TestHTTPAPI(t *testing.T) {
 // reserved for it.
 func TestHTTPBusy(t *testing.T) {
 	t.Parallel()
+	for _, stack := range []string{stackReal, stackMemory} {
+		t.Run(stack, func(t *testing.T) { t.Parallel(); testHTTPBusy(t, stack) })
+	}
+}
+
+func testHTTPBusy(t *testing.T, stack string) {
 	ctx := pgtest.Context(t, 2*time.Minute)
 	cfg := smallConfig(t)
+	useStack(t, &cfg, stack, false)
 	cfg.QueueDepth, cfg.Consumers = 1, 0 // nobody drains the queue
 	a, err := newAPI(ctx, pgtest.Pool(t), cfg, nil)
 	if err != nil {
@@ -222,15 +307,42 @@ func TestHTTPBusy(t *testing.T) {
 	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 1}); code != http.StatusAccepted {
 		t.Fatalf("first click = %d", code)
 	}
-	before := a.s.front.Available()
+	available := func() int64 {
+		st, err := a.s.front.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.totalAvailable()
+	}
+	before := available()
 	code, out := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2})
 	if code != http.StatusServiceUnavailable || out["status"] != "busy" {
 		t.Fatalf("click on a full queue = %d %v, want 503 busy", code, out)
 	}
-	if after := a.s.front.Available(); after != before {
+	if after := available(); after != before {
 		t.Errorf("a busy click kept a unit: available %d → %d", before, after)
 	}
 	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2}); code != http.StatusServiceUnavailable {
 		t.Errorf("the refused buyer may try again (and is busy again): got %d", code)
 	}
+}
+
+// TestSaleOnRedisCluster runs the sale with the front door on a
+// three-node Redis Cluster (the URL form with addr=).
+func TestSaleOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 4*time.Minute)
+	cfg := smallConfig(t)
+	useStack(t, &cfg, stackReal, false)
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	cfg.RedisURL = "redis://" + cl.Addrs[0] + "?addr=" + cl.Addrs[1] + "&addr=" + cl.Addrs[2]
+	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSale(t, cfg, rep)
 }

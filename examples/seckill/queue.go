@@ -11,7 +11,39 @@ import (
 	"github.com/google/uuid"
 )
 
-// The queue stands in for the message broker: in-process, at-least-once.
+// broker carries the order messages from the front door to the consumers:
+// NATS JetStream in a real deployment (jetstream.go), an in-process queue
+// with -stack memory. Delivery is at least once; a message is acknowledged
+// only when handle returned nil, that is after its transaction committed.
+type broker interface {
+	// Name says what it is, for the report.
+	Name() string
+	// Publish queues m, or returns errBusy when the queue is full.
+	Publish(ctx context.Context, m message) error
+	// Consume runs workers that hand deliveries to handle until ctx ends;
+	// the returned func waits for them.
+	Consume(ctx context.Context, workers int, handle func(context.Context, message) error) (wait func())
+	// WaitIdle blocks until every published message has been acknowledged
+	// (or given up as poison) or ctx ends.
+	WaitIdle(ctx context.Context) error
+	// Pending is how many published messages wait for an acknowledgement.
+	Pending(ctx context.Context) int64
+	// Figures are the broker's counters.
+	Figures() brokerFigures
+	// Close stops what the broker runs by itself; call it after the
+	// consumers have stopped.
+	Close()
+}
+
+// brokerFigures are a broker's counters for the report and the audit.
+type brokerFigures struct {
+	Published    int64 // distinct messages accepted
+	Deliveries   int64
+	Redeliveries int64
+	Deduplicated int64 // publishes the broker recognised as duplicates (Nats-Msg-Id)
+}
+
+// The memory queue stands in for the message broker: in-process, at-least-once.
 // A message is delivered again when its handler fails (nack) or does not
 // finish within the visibility timeout, and a configurable share of
 // messages is delivered twice on purpose. Its depth is bounded: a full
@@ -36,7 +68,7 @@ type queueConfig struct {
 	Redelay    time.Duration // wait before a nacked message comes back
 }
 
-type queue struct {
+type memQueue struct {
 	cfg queueConfig
 	ch  chan delivery
 
@@ -50,14 +82,14 @@ type queue struct {
 	timers                                                       sync.WaitGroup
 }
 
-func newQueue(cfg queueConfig) *queue {
-	q := &queue{cfg: cfg, ch: make(chan delivery, cfg.Depth), done: make(chan struct{}), pending: map[uuid.UUID]bool{}}
+func newMemQueue(cfg queueConfig) *memQueue {
+	q := &memQueue{cfg: cfg, ch: make(chan delivery, cfg.Depth), done: make(chan struct{}), pending: map[uuid.UUID]bool{}}
 	q.idle = sync.NewCond(&q.mu)
 	return q
 }
 
 // Publish queues m, or returns errBusy when the queue is full.
-func (q *queue) Publish(m message) error {
+func (q *memQueue) Publish(_ context.Context, m message) error {
 	select {
 	case q.ch <- delivery{msg: m, attempt: 1}:
 	default:
@@ -76,7 +108,7 @@ func (q *queue) Publish(m message) error {
 
 // later delivers d again after wait, blocking (not dropping) when the
 // queue is full: a redelivery must never be lost.
-func (q *queue) later(d delivery, wait time.Duration) {
+func (q *memQueue) later(d delivery, wait time.Duration) {
 	q.timers.Add(1)
 	go func() {
 		defer q.timers.Done()
@@ -96,14 +128,14 @@ func (q *queue) later(d delivery, wait time.Duration) {
 
 // Close makes pending redeliveries give up and waits for them. Call it
 // after the consumers have stopped.
-func (q *queue) Close() {
+func (q *memQueue) Close() {
 	close(q.done)
 	q.timers.Wait()
 }
 
 // Consume runs workers that hand deliveries to handle until ctx ends. A nil
 // error acknowledges the message; anything else redelivers it.
-func (q *queue) Consume(ctx context.Context, workers int, handle func(context.Context, message) error) *sync.WaitGroup {
+func (q *memQueue) Consume(ctx context.Context, workers int, handle func(context.Context, message) error) (wait func()) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -119,10 +151,10 @@ func (q *queue) Consume(ctx context.Context, workers int, handle func(context.Co
 			}
 		}()
 	}
-	return &wg
+	return wg.Wait
 }
 
-func (q *queue) deliver(ctx context.Context, d delivery, handle func(context.Context, message) error) {
+func (q *memQueue) deliver(ctx context.Context, d delivery, handle func(context.Context, message) error) {
 	q.deliveries.Add(1)
 	var finished atomic.Bool
 	vt := time.AfterFunc(q.cfg.Visibility, func() {
@@ -155,7 +187,7 @@ func (q *queue) deliver(ctx context.Context, d delivery, handle func(context.Con
 	q.mu.Unlock()
 }
 
-func (q *queue) isPending(id uuid.UUID) bool {
+func (q *memQueue) isPending(id uuid.UUID) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.pending[id]
@@ -163,7 +195,7 @@ func (q *queue) isPending(id uuid.UUID) bool {
 
 // WaitIdle blocks until every published message has been acknowledged or
 // ctx ends.
-func (q *queue) WaitIdle(ctx context.Context) error {
+func (q *memQueue) WaitIdle(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
 		q.idle.Broadcast()
@@ -179,8 +211,14 @@ func (q *queue) WaitIdle(ctx context.Context) error {
 }
 
 // Pending is how many published messages wait for an acknowledgement.
-func (q *queue) Pending() int {
+func (q *memQueue) Pending(context.Context) int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.pending)
+	return int64(len(q.pending))
+}
+
+func (q *memQueue) Name() string { return "memory (in-process stand-in for a broker)" }
+
+func (q *memQueue) Figures() brokerFigures {
+	return brokerFigures{Published: q.published.Load(), Deliveries: q.deliveries.Load(), Redeliveries: q.redeliveries.Load()}
 }

@@ -20,11 +20,20 @@ import (
 
 // config is everything a run can be told (see the flags in main.go).
 type config struct {
+	// Stack is stackReal (Redis front door, NATS JetStream broker) or
+	// stackMemory (in-process stand-ins for both).
+	Stack string
+	// RedisURL and NATSURL name the running servers of the real stack.
+	RedisURL, NATSURL string
+	// JetStream tunes the broker of the real stack (zero: defaults).
+	JetStream jsConfig
+
 	Schema    string
 	Stock     int
 	Buckets   int
 	Buyers    int
 	Consumers int
+	Clickers  int // goroutines the buyers click from
 	PoolSize  int
 	Relays    int
 
@@ -48,9 +57,15 @@ func (c config) item() flow.SKU {
 		Stock: int32(c.Stock), Buckets: int16(c.Buckets)}
 }
 
+// The stacks a run can use.
+const (
+	stackReal   = "real"
+	stackMemory = "memory"
+)
+
 func defaultConfig() config {
 	return config{
-		Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, PoolSize: 24, Relays: 2,
+		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2,
 		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
 		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
 	}
@@ -58,6 +73,11 @@ func defaultConfig() config {
 
 // report is what a run prints.
 type report struct {
+	FrontDoor, Broker                                          string
+	FrontDown, Rebuilds, Deduplicated, Releases, Refunds       int64
+	EventDuplicates                                            int64
+	E2E50, E2E99                                               time.Duration
+	Reconciliation                                             *reconciliation
 	Offered, FrontAccepted, FrontSoldOut, FrontAlready, Busy   int64
 	Created, Already, UserAlready, SoldOut, Duplicates, Poison int64
 	Deliveries, Redeliveries, TxErrors, Retries, UnknownCmts   int64
@@ -68,12 +88,16 @@ type report struct {
 	Checks                                                     []flow.Check
 }
 
-// Passed reports whether every audit check passed.
+// Passed reports whether every audit check passed and the reconciliation
+// (when there is one) found no unexplained difference.
 func (r report) Passed() bool {
 	for _, c := range r.Checks {
 		if !c.Pass {
 			return false
 		}
+	}
+	if r.Reconciliation != nil && !r.Reconciliation.Passed() {
+		return false
 	}
 	return len(r.Checks) > 0
 }
@@ -82,6 +106,16 @@ func (r report) Passed() bool {
 // timeouts, outbox drain, audit. progress (may be nil) receives a status
 // line now and then.
 func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger, progress func(string)) (report, error) {
+	return runSaleHooked(ctx, pool, cfg, log, progress, nil)
+}
+
+// saleHooks let the fault tests act at points of a run.
+type saleHooks struct {
+	started func(*service)     // the service is up, before the first click
+	click   func(i, total int) // before the i-th click of the sale
+}
+
+func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger, progress func(string), hooks *saleHooks) (report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -89,18 +123,41 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 	var rngMu sync.Mutex
 	chance := func(p float64) bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() < p }
 
-	item := cfg.item()
-	s, err := newService(ctx, pool, cfg.Schema, item, queueConfig{
-		Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond,
-	}, cfg.OrderTTL, log)
+	s, err := newService(ctx, pool, cfg, log)
 	if err != nil {
 		return report{}, err
 	}
+	defer s.close()
 	if cfg.FrontDrift > 0 { // the front door believes in a little more stock than PostgreSQL has
-		extra := int32(float64(cfg.Stock) * cfg.FrontDrift)
-		for i := int32(0); i < extra; i++ {
-			s.front.available[int(i)%len(s.front.available)]++
+		if err := s.front.AddDrift(ctx, int32(float64(cfg.Stock)*cfg.FrontDrift)); err != nil {
+			return report{}, err
 		}
+	}
+	if hooks != nil && hooks.started != nil {
+		hooks.started(s)
+	}
+
+	// Buyers learn of their orders from ORDER_CREATED (at least once each;
+	// a notice after the buyers left is ignored).
+	createdCh := make(chan int64, cfg.Stock*2+1024)
+	var createdMu sync.Mutex
+	createdClosed := false
+	s.onOrderCreated = func(id int64) {
+		createdMu.Lock()
+		defer createdMu.Unlock()
+		if createdClosed {
+			return
+		}
+		select {
+		case createdCh <- id:
+		default: // the buyer missed it: the order expires
+		}
+	}
+	closeCreated := func() {
+		createdMu.Lock()
+		createdClosed = true
+		close(createdCh)
+		createdMu.Unlock()
 	}
 
 	// Background: consumers and relays.
@@ -121,24 +178,17 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 					return
 				case <-t.C:
 					progress(fmt.Sprintf("clicks %d  queued %d  orders %d  rejected %d  paid %d  cancelled %d  published %d",
-						s.stats.clicks.Load(), s.q.Pending(), s.stats.created.Load(), s.stats.soldOut.Load()+s.stats.userAlready.Load(),
+						s.stats.clicks.Load(), s.q.Pending(bg), s.stats.created.Load(), s.stats.soldOut.Load()+s.stats.userAlready.Load(),
 						s.stats.paid.Load(), s.stats.cancelled.Load(), countIDs(&s.stats.publishedIDs)))
 				}
 			}
 		}()
 	}
 
-	// Buyers pay for their orders as soon as they see them (the relay
-	// publishes ORDER_CREATED); some never pay and their orders expire; some
-	// pay only after the cancel. Payments and the timeout canceller race on
-	// the order rows throughout.
-	createdCh := make(chan int64, cfg.Stock*2+1024)
-	s.onOrderCreated = func(id int64) {
-		select {
-		case createdCh <- id:
-		default: // the buyer missed it: the order expires
-		}
-	}
+	// Buyers pay for their orders as soon as they see them (ORDER_CREATED
+	// reaches them); some never pay and their orders expire; some pay only
+	// after the cancel. Payments and the timeout canceller race on the
+	// order rows throughout.
 	payCh := make(chan flow.Payment, 256)
 	var payers sync.WaitGroup
 	var payErrs atomic.Int64
@@ -191,31 +241,58 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 		}
 	}
 	rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
-	var resent []reservation
-	for _, u := range clicks {
-		if ctx.Err() != nil {
-			return report{}, ctx.Err()
-		}
-		r, err := s.click(u)
-		for errors.Is(err, errBusy) { // back-pressure: the buyer retries a moment later
-			time.Sleep(2 * time.Millisecond)
-			r, err = s.click(u)
-		}
-		if err != nil {
-			continue
-		}
-		if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
-			s.front.forget(u)
-			if _, err := s.click(u); err == nil {
-				s.stats.clicks.Add(-1) // the same buyer's click, counted once
+	var (
+		resent   []reservation
+		resentMu sync.Mutex
+		next     atomic.Int64
+		clickers sync.WaitGroup
+	)
+	for range max(cfg.Clickers, 1) { // buyers click at once, from several goroutines
+		clickers.Add(1)
+		go func() {
+			defer clickers.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(clicks) || ctx.Err() != nil {
+					return
+				}
+				u := clicks[i]
+				if hooks != nil && hooks.click != nil {
+					hooks.click(i, len(clicks))
+				}
+				r, err := s.click(ctx, u)
+				for errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown) { // back-pressure or recovery: the buyer retries a moment later
+					time.Sleep(2 * time.Millisecond)
+					if errors.Is(err, errFrontDoorDown) {
+						time.Sleep(20 * time.Millisecond)
+						s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
+					}
+					r, err = s.click(ctx, u)
+				}
+				if err != nil {
+					continue
+				}
+				if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
+					if err := s.front.Forget(ctx, u); err == nil {
+						if _, err := s.click(ctx, u); err == nil {
+							s.stats.clicks.Add(-1) // the same buyer's click, counted once
+						}
+					}
+				}
+				if chance(cfg.ResendRate) {
+					resentMu.Lock()
+					resent = append(resent, r)
+					resentMu.Unlock()
+				}
 			}
-		}
-		if chance(cfg.ResendRate) {
-			resent = append(resent, r)
-		}
+		}()
+	}
+	clickers.Wait()
+	if ctx.Err() != nil {
+		return report{}, ctx.Err()
 	}
 	for _, r := range resent { // a scanner re-sends reservations under new message ids (seed §7.3)
-		for errors.Is(s.publish(r, uuid.Must(uuid.NewV7())), errBusy) {
+		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
@@ -230,6 +307,9 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 	if err := s.waitOutboxDrained(ctx); err != nil {
 		return report{}, err
 	}
+	if err := s.waitEventsConsumed(ctx); err != nil {
+		return report{}, err
+	}
 	deadline := time.Now().Add(cfg.OrderTTL + time.Minute)
 	for {
 		n, err := s.unpaidOrders(ctx)
@@ -241,7 +321,7 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	close(createdCh)
+	closeCreated()
 	<-buyersDone
 	for _, id := range late { // paid after the cancel: a refund
 		payCh <- s.paymentFor(id)
@@ -253,23 +333,36 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 		return report{}, err
 	}
 
-	// Phase 3: drain the outbox (the relays publish everything).
+	// Phase 3: drain the outbox (the relays publish everything) and let
+	// the event consumers apply it.
 	if err := s.waitOutboxDrained(ctx); err != nil {
+		return report{}, err
+	}
+	if err := s.waitEventsConsumed(ctx); err != nil {
 		return report{}, err
 	}
 	stopAll()
 
-	// Phase 4: report and audit.
+	// Phase 4: report, audit and reconciliation.
 	checks, err := s.audit(ctx)
 	if err != nil {
 		return report{}, err
 	}
+	rec, err := s.reconcile(ctx)
+	if err != nil {
+		return report{}, err
+	}
+	fig := s.q.Figures()
 	r := report{
+		FrontDoor: s.front.Name(), Broker: s.q.Name(), Reconciliation: rec,
+		FrontDown: s.stats.frontDown.Load(), Rebuilds: s.stats.rebuilds.Load(), Deduplicated: fig.Deduplicated,
+		Releases: s.stats.releases.Load(), Refunds: s.stats.refunds.Load(), EventDuplicates: s.stats.eventDuplicates.Load(),
+		E2E50: s.e2e.percentile(50), E2E99: s.e2e.percentile(99),
 		Offered: s.stats.clicks.Load() - s.stats.busy.Load(), FrontAccepted: s.stats.frontAccepted.Load(), FrontSoldOut: s.stats.frontSoldOut.Load(),
 		FrontAlready: s.stats.frontAlready.Load(), Busy: s.stats.busy.Load(),
 		Created: s.stats.created.Load(), Already: s.stats.already.Load(), UserAlready: s.stats.userAlready.Load(),
 		SoldOut: s.stats.soldOut.Load(), Duplicates: s.stats.duplicates.Load(), Poison: s.stats.poison.Load(),
-		Deliveries: s.q.deliveries.Load(), Redeliveries: s.q.redeliveries.Load(), TxErrors: s.stats.txErrors.Load(),
+		Deliveries: fig.Deliveries, Redeliveries: fig.Redeliveries, TxErrors: s.stats.txErrors.Load(),
 		Retries: s.stats.retries.Load(), UnknownCmts: s.stats.unknownCmts.Load(),
 		Paid: s.stats.paid.Load(), DupCallbacks: s.stats.dupCallbacks.Load(), PaidAfterCancel: s.stats.paidAfterCancel.Load(),
 		Cancelled: s.stats.cancelled.Load(), Published: map[string]int64{},
@@ -310,6 +403,34 @@ func (s *service) paymentFor(orderID int64) flow.Payment {
 		Amount: s.Item.UnitPrice, Currency: s.Item.Currency}
 }
 
+// waitEventsConsumed waits until the event consumers of the real stack
+// have acknowledged every event in the stream (with -stack memory the
+// relays apply the events as they publish them).
+func (s *service) waitEventsConsumed(ctx context.Context) error {
+	if s.js == nil {
+		return nil
+	}
+	for {
+		st, err := s.js.state(ctx)
+		if err == nil {
+			idle := true
+			for _, c := range st.Consumers {
+				if c.Stream == s.js.eventStream && c.Pending+c.AckPending > 0 {
+					idle = false
+				}
+			}
+			if idle {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // waitOutboxDrained waits until no event is pending, being sent or
 // waiting for a retry.
 func (s *service) waitOutboxDrained(ctx context.Context) error {
@@ -346,6 +467,8 @@ func countIDs(m *sync.Map) int64 {
 func (r report) print(w io.Writer) {
 	line := func(name string, v any) { fmt.Fprintf(w, "  %-44s %v\n", name, v) }
 	fmt.Fprintln(w, "seckill: flash sale report")
+	line("front door", r.FrontDoor)
+	line("broker", r.Broker)
 	line("buyer clicks", r.Offered)
 	line("accepted by the front door", r.FrontAccepted)
 	line("refused at the front door: sold out", r.FrontSoldOut)
@@ -357,6 +480,12 @@ func (r report) print(w io.Writer) {
 	line("same reservation, new message id: answered", r.Already)
 	line("duplicate deliveries absorbed by the inbox", r.Duplicates)
 	line("deliveries / redeliveries", fmt.Sprintf("%d / %d", r.Deliveries, r.Redeliveries))
+	line("poison messages recorded for review", r.Poison)
+	line("publishes deduplicated by the broker", r.Deduplicated)
+	line("front door down (clicked again) / rebuilt", fmt.Sprintf("%d / %d", r.FrontDown, r.Rebuilds))
+	line("front-door releases applied", r.Releases)
+	line("refund requests consumed", r.Refunds)
+	line("event redeliveries answered by the inbox", r.EventDuplicates)
 	line("transactions retried (40001/40P01)", r.Retries)
 	line("commits with unknown outcome", r.UnknownCmts)
 	line("orders paid (duplicate callbacks absorbed)", fmt.Sprintf("%d (%d)", r.Paid, r.DupCallbacks))
@@ -366,7 +495,8 @@ func (r report) print(w io.Writer) {
 		r.Published[flow.TagOrderCreated], r.Published[flow.TagOrderPaid], r.Published[flow.TagFrontDoorRelease], r.Published[flow.TagRefundRequested]))
 	line("sale duration", fmt.Sprintf("%.1fs", r.SaleSeconds))
 	line("orders per second", fmt.Sprintf("%.0f", r.OrdersPerSecond))
-	line("consumer transaction latency p50 / p99", fmt.Sprintf("%v / %v", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond)))
+	line("order transaction latency p50 / p99", fmt.Sprintf("%v / %v", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond)))
+	line("click → order visible p50 / p99", fmt.Sprintf("%v / %v", r.E2E50.Round(100*time.Microsecond), r.E2E99.Round(100*time.Microsecond)))
 	fmt.Fprintln(w, "audit:")
 	for _, c := range r.Checks {
 		status := "PASS"
@@ -375,9 +505,12 @@ func (r report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s  [%s] %s: %s\n", status, c.Invariant, c.Name, c.Detail)
 	}
-	if r.Passed() {
+	if flow.Passed(r.Checks) {
 		fmt.Fprintln(w, "audit: all invariants hold")
 	} else {
 		fmt.Fprintln(w, "audit: FAILED")
+	}
+	if r.Reconciliation != nil {
+		r.Reconciliation.print(w)
 	}
 }

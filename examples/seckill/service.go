@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/order"
@@ -19,10 +23,12 @@ import (
 
 // counters are the program's figures for the report and /stats.
 type counters struct {
-	clicks, frontAccepted, frontSoldOut, frontAlready, busy                 atomic.Int64
+	clicks, frontAccepted, frontSoldOut, frontAlready, busy, frontDown      atomic.Int64
 	created, already, userAlready, soldOut, duplicates, poison, unknownCmts atomic.Int64
 	txErrors, retries                                                       atomic.Int64
 	paid, dupCallbacks, paidAfterCancel, cancelled                          atomic.Int64
+	releases, releasesAlready, releasesUnknown, refunds, eventDuplicates    atomic.Int64
+	rebuilds, publishUnknown                                                atomic.Int64
 	published                                                               sync.Map // tag → *atomic.Int64
 	publishedIDs                                                            sync.Map // event id → struct{}
 }
@@ -39,33 +45,51 @@ func (c *counters) publishedTag(tag string) int64 {
 	return 0
 }
 
-// service is the flow plus what stands in for the rest of a deployment:
-// the front door, the queue, and the counters.
+// service is the flow plus the rest of a deployment around it: the front
+// door, the broker, the counters. With the real stack those are Redis and
+// NATS JetStream; with -stack memory, in-process stand-ins.
 type service struct {
 	*flow.Service
 	log *slog.Logger
 
-	front *frontDoor
-	q     *queue
-	ids   order.IDGenerator
+	front  frontDoor
+	q      broker
+	rfront *redisFront // the real stack's front door; nil with -stack memory
+	js     *jsStack    // the real stack's broker; nil with -stack memory
+	rdb    redis.UniversalClient
+	ids    order.IDGenerator
 
 	orderTTL       time.Duration
 	reservationTTL time.Duration
 
 	// onOrderCreated, when set, sees the order id of every ORDER_CREATED
-	// event the relay publishes (at least once each).
+	// event (at least once each): the buyer learns of the order and pays.
 	onOrderCreated func(orderID int64)
 
 	stats counters
-	lat   latencies
+	lat   latencies // the consumer's order transaction
+	e2e   latencies // click (front-door reservation) → order committed, visible to GET /orders
+
+	inFlight   atomic.Int64 // clicks between Reserve and Publish
+	rebuilding atomic.Bool
+	rebuildWG  sync.WaitGroup
+	life       context.Context // ends at close: the rebuilds give up
+	endLife    context.CancelFunc
+	closeOnce  sync.Once
+	unknownPub sync.Map // reservation id → struct{}: order message whose publish had no definite answer
 }
 
-func newService(ctx context.Context, pool *pgxpool.Pool, schema string, item flow.SKU, qcfg queueConfig, orderTTL time.Duration, log *slog.Logger) (*service, error) {
+// newService migrates and provisions the sale and builds its front door
+// and broker: the real ones when cfg.Stack is "real" (cfg.RedisURL and
+// cfg.NATSURL must name running servers), else the in-memory stand-ins.
+func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger) (*service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler) // nil means discard, as everywhere
 	}
-	s := &service{log: log, orderTTL: orderTTL, reservationTTL: 15 * time.Minute}
-	fs, err := flow.New(ctx, pool, flow.Config{Schema: schema, Item: item, Logger: log, TxOptions: pgtx.Options{
+	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute}
+	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
+	item := cfg.item()
+	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, TxOptions: pgtx.Options{
 		Name: "place_order",
 		Observer: pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
 			switch e.Kind {
@@ -80,24 +104,184 @@ func newService(ctx context.Context, pool *pgxpool.Pool, schema string, item flo
 		return nil, err
 	}
 	s.Service = fs
-	buckets, err := fs.Inventory.Buckets(ctx, pool, item.ActivityID, item.SKUID)
-	if err != nil {
+	if _, err := pool.Exec(ctx, fmt.Sprintf(poisonDDL, pgx.Identifier{cfg.Schema, "poison_message"}.Sanitize())); err != nil {
+		return nil, fmt.Errorf("create the poison message table: %w", err)
+	}
+	nextOrder := func() int64 { return s.ids.Next() }
+	qcfg := queueConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
+	if cfg.Stack != stackReal {
+		buckets, err := fs.Inventory.Buckets(ctx, pool, item.ActivityID, item.SKUID)
+		if err != nil {
+			return nil, err
+		}
+		stock := make([]int32, len(buckets))
+		for i, b := range buckets {
+			stock[i] = b.Available
+		}
+		s.front = newMemFront(stock, nextOrder)
+		s.q = newMemQueue(qcfg)
+		return s, nil
+	}
+
+	if s.rdb, err = newRedisClient(cfg.RedisURL); err != nil {
 		return nil, err
 	}
-	stock := make([]int32, len(buckets))
-	for i, b := range buckets {
-		stock[i] = b.Available
+	s.rfront = newRedisFront(s.rdb, "seckill:"+cfg.Schema, item, nextOrder)
+	s.front = s.rfront
+	if err := s.warmUp(ctx); err != nil {
+		s.rdb.Close()
+		return nil, fmt.Errorf("front door warm-up: %w", err)
 	}
-	s.front = newFrontDoor(stock, func() (int64, error) { return s.ids.Next(), nil })
-	s.q = newQueue(qcfg)
+	jcfg := cfg.JetStream
+	jcfg.Depth, jcfg.DupRate = cfg.QueueDepth, cfg.DupRate
+	s.js, err = newJSStack(ctx, cfg.NATSURL, cfg.Schema, jcfg, log)
+	if err != nil {
+		s.rdb.Close()
+		return nil, err
+	}
+	s.js.onPoison = s.recordPoison
+	s.q = s.js
 	return s, nil
 }
 
+// newRedisClient connects to one Redis, or to a Redis Cluster when the URL
+// names more nodes with addr= (redis://host1:port1?addr=host2:port2&…).
+func newRedisClient(url string) (redis.UniversalClient, error) {
+	if strings.Contains(url, "addr=") {
+		opts, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster URL: %w", err)
+		}
+		opts.MaxRetries = 1
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+		return redis.NewClusterClient(opts), nil
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	opts.MaxRetries = 1
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	return redis.NewClient(opts), nil
+}
+
+// poisonDDL keeps the messages that will never be processed, for review:
+// nothing is dropped silently.
+const poisonDDL = `CREATE TABLE IF NOT EXISTS %s (
+	stream      TEXT        NOT NULL,
+	message_id  UUID        NOT NULL,
+	deliveries  BIGINT      NOT NULL,
+	error       TEXT        NOT NULL,
+	body        BYTEA       NOT NULL,
+	recorded_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream, message_id))`
+
+// recordPoison stores a message that will never be processed. Recording
+// the same message again changes nothing.
+func (s *service) recordPoison(ctx context.Context, stream string, m message, deliveries uint64, cause error) error {
+	s.log.Error("poison message recorded for review", "stream", stream, "message_id", m.ID, "deliveries", deliveries, "error", cause)
+	_, err := s.Pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{s.Schema, "poison_message"}.Sanitize()+
+		` (stream, message_id, deliveries, error, body) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+		stream, m.ID, int64(deliveries), fmt.Sprint(cause), m.Body)
+	return err
+}
+
+// warmUp fills the front door from PostgreSQL before the sale opens.
+// Whatever the keys held before (a previous run on the same schema) is
+// replaced: PostgreSQL is the truth, and nothing is in flight yet.
+func (s *service) warmUp(ctx context.Context) error {
+	img, err := loadFrontImage(ctx, s.Service)
+	if err != nil {
+		return err
+	}
+	return s.rfront.Rebuild(ctx, img, time.Now().Add(-time.Second))
+}
+
+// recoverFrontDoor starts, once at a time, the rebuild of a Redis front
+// door that lost its keys: wait until Redis answers, let the clicks in
+// flight and the order messages already queued finish (so PostgreSQL
+// knows every reservation made before the loss), then copy PostgreSQL's
+// counters and reservations into Redis in one MULTI. Clicks meanwhile are
+// answered errFrontDoorDown.
+func (s *service) recoverFrontDoor() {
+	if s.rfront == nil || !s.rebuilding.CompareAndSwap(false, true) {
+		return
+	}
+	s.rebuildWG.Add(1)
+	go func() {
+		defer s.rebuildWG.Done()
+		defer s.rebuilding.Store(false)
+		ctx := s.life
+		pause := func() bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(50 * time.Millisecond):
+				return true
+			}
+		}
+		for {
+			ok, err := s.rfront.built(ctx)
+			if err == nil && ok {
+				return // not lost after all (a connection blip)
+			}
+			if err != nil {
+				if !pause() {
+					return
+				}
+				continue
+			}
+			for s.inFlight.Load() > 0 {
+				if !pause() {
+					return
+				}
+			}
+			if err := s.q.WaitIdle(ctx); err != nil {
+				return
+			}
+			img, err := loadFrontImage(ctx, s.Service)
+			if err == nil {
+				err = s.rfront.Rebuild(ctx, img, time.Now().Add(-time.Second))
+			}
+			if err == nil {
+				s.stats.rebuilds.Add(1)
+				s.log.Warn("front door rebuilt from PostgreSQL", "reservations", len(img.resv))
+				return
+			}
+			s.log.Warn("front door rebuild failed; trying again", "error", err)
+			if !pause() {
+				return
+			}
+		}
+	}()
+}
+
+// close ends what newService started (after the background work stopped);
+// calling it again is a no-op.
+func (s *service) close() {
+	s.closeOnce.Do(s.closeNow)
+}
+
+func (s *service) closeNow() {
+	s.endLife()
+	s.rebuildWG.Wait()
+	s.q.Close()
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
+}
+
 // click is one buyer pressing "buy": the front door reserves or refuses,
-// and a reservation becomes a queue message. It is what POST /orders does.
-func (s *service) click(user int64) (reservation, error) {
+// and a reservation becomes an order message. It is what POST /orders does.
+func (s *service) click(ctx context.Context, user int64) (reservation, error) {
 	s.stats.clicks.Add(1)
-	r, err := s.front.Reserve(user)
+	if s.rebuilding.Load() {
+		s.stats.frontDown.Add(1)
+		return reservation{}, errFrontDoorDown
+	}
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	r, err := s.front.Reserve(ctx, user)
 	switch {
 	case errors.Is(err, errFrontSoldOut):
 		s.stats.frontSoldOut.Add(1)
@@ -105,12 +289,29 @@ func (s *service) click(user int64) (reservation, error) {
 	case errors.Is(err, errAlreadyBought):
 		s.stats.frontAlready.Add(1)
 		return r, err
+	case errors.Is(err, errSaleClosed):
+		return r, err
+	case errors.Is(err, errFrontDoorDown):
+		s.stats.frontDown.Add(1)
+		s.recoverFrontDoor()
+		return r, err
 	case err != nil:
 		return r, err
 	}
-	if err := s.publish(r, uuid.Must(uuid.NewV7())); err != nil {
-		s.front.Release(r.ReservationID) // nothing queued: give the unit back
-		s.front.forget(r.UserID)
+	if err := s.publish(ctx, r, uuid.Must(uuid.NewV7())); err != nil {
+		if !errors.Is(err, errBusy) {
+			// No definite answer from the broker: the message may be in
+			// the stream. The reservation stays held; the reconciliation
+			// names it if no order follows.
+			s.stats.publishUnknown.Add(1)
+			s.unknownPub.Store(r.ReservationID, struct{}{})
+			return r, err
+		}
+		// Refused: nothing queued, give the unit back and let the buyer
+		// try again.
+		if _, rerr := s.front.Release(ctx, r.ReservationID, r.UserID); rerr != nil {
+			s.log.Warn("release after a refused publish failed", "reservation_id", r.ReservationID, "error", rerr)
+		}
 		s.stats.busy.Add(1)
 		return r, err
 	}
@@ -119,7 +320,7 @@ func (s *service) click(user int64) (reservation, error) {
 }
 
 // publish sends the order message for r with the given message id.
-func (s *service) publish(r reservation, messageID uuid.UUID) error {
+func (s *service) publish(ctx context.Context, r reservation, messageID uuid.UUID) error {
 	body, err := json.Marshal(flow.OrderMessage{
 		RequestID: r.RequestID, ReservationID: r.ReservationID, OrderID: r.OrderID,
 		ActivityID: s.Item.ActivityID, SKUID: s.Item.SKUID, UserID: r.UserID, Bucket: r.Bucket,
@@ -130,18 +331,20 @@ func (s *service) publish(r reservation, messageID uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	return s.q.Publish(message{ID: messageID, Body: body})
+	return s.q.Publish(ctx, message{ID: messageID, Body: body})
 }
 
-// consume handles one delivery: nil acknowledges it, an error makes the
-// queue deliver it again.
+// consume handles one delivery: nil acknowledges it, an error leaves it
+// unacknowledged, to be delivered again.
 func (s *service) consume(ctx context.Context, m message) error {
 	start := time.Now()
 	out, err := s.PlaceOrder(ctx, m.ID, m.Body)
 	switch {
 	case errors.Is(err, flow.ErrPoison):
+		if perr := s.recordPoison(ctx, "orders", m, 0, err); perr != nil {
+			return perr // not recorded: not acknowledged either
+		}
 		s.stats.poison.Add(1)
-		s.log.Error("poison message acknowledged", "message_id", m.ID, "error", err)
 		return nil
 	case err != nil:
 		// Includes ErrCommitOutcomeUnknown: never retried here; the
@@ -157,6 +360,12 @@ func (s *service) consume(ctx context.Context, m message) error {
 	switch out.Code {
 	case flow.CodeOrderCreated:
 		s.stats.created.Add(1)
+		var om struct {
+			ReservedAt time.Time `json:"reserved_at"`
+		}
+		if json.Unmarshal(m.Body, &om) == nil && !om.ReservedAt.IsZero() {
+			s.e2e.add(time.Since(om.ReservedAt))
+		}
 	case flow.CodeOrderAlready, flow.CodeReservationRejected:
 		s.stats.already.Add(1) // the same reservation under a new message id
 	case flow.CodeUserAlreadyOrdered:

@@ -1,0 +1,512 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// jsConfig tunes the JetStream side of the real stack.
+type jsConfig struct {
+	Depth       int           // bound on unacknowledged order messages; a full stream answers busy
+	DupRate     float64       // share of order messages published twice and acked only on redelivery, on purpose
+	AckWait     time.Duration // redelivery when a consumer neither acks nor reports progress
+	MaxDeliver  int           // deliveries before a message is recorded as poison and terminated
+	Duplicates  time.Duration // the streams' duplicate window (Nats-Msg-Id)
+	PubAckWait  time.Duration // how long a publish waits for its PubAck before trying again
+	PublishFor  time.Duration // how long a click keeps republishing an unanswered order message
+	RetryDelay  time.Duration // NakWithDelay after a failed transaction
+	FetchWait   time.Duration // a pull request's expiry
+	FetchBatch  int           // messages per pull request
+	ProgressDiv int           // InProgress every AckWait/ProgressDiv while a handler runs
+}
+
+func (c jsConfig) withDefaults() jsConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.AckWait, 10*time.Second)
+	def(&c.Duplicates, 2*time.Minute)
+	def(&c.PubAckWait, 2*time.Second)
+	def(&c.PublishFor, time.Minute)
+	def(&c.RetryDelay, 100*time.Millisecond)
+	def(&c.FetchWait, 500*time.Millisecond)
+	if c.Depth == 0 {
+		c.Depth = 2000
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 10
+	}
+	if c.FetchBatch == 0 {
+		c.FetchBatch = 4
+	}
+	if c.ProgressDiv == 0 {
+		c.ProgressDiv = 3
+	}
+	return c
+}
+
+// jsStack is the broker of the real stack: the order messages on a
+// work-queue stream (bounded, duplicate window, durable pull consumer, ack
+// after COMMIT) and the outbox events on a second stream that keeps them
+// (duplicate window; one durable pull consumer per event the service
+// consumes).
+type jsStack struct {
+	cfg jsConfig
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	log *slog.Logger
+
+	orderStream, eventStream  string
+	orderSubject, eventPrefix string
+	orders                    jetstream.Consumer
+	orderBaseSeq              uint64 // the order stream's last sequence when this service set it up
+
+	// onPoison records a message that will never be processed (MaxDeliver
+	// reached); it must succeed before the message is terminated.
+	onPoison func(ctx context.Context, stream string, m message, deliveries uint64, cause error) error
+	// dropPubAck, when set, makes the relay's publisher treat the PubAck of
+	// a message it returns true for as lost (the fault test of PubAck
+	// timeouts): the message is in the stream, the relay hears nothing.
+	dropPubAck func(outbox.Message) bool
+	// crashAfterCommit, when set, makes an order consumer that committed the
+	// first delivery of a message it returns true for neither ack nor nak,
+	// as a consumer killed between COMMIT and ack (the fault test).
+	crashAfterCommit func(message) bool
+
+	ids                                                       sync.Map // order message ids this process published (stored)
+	published, deliveries, redeliveries, deduplicated, poison atomic.Int64
+	eventDedup                                                atomic.Int64
+	resends                                                   atomic.Int64 // publishes sent again for want of a PubAck
+}
+
+// event consumers' durable names, filter tags and inbox groups.
+var eventConsumers = []struct{ Durable, Tag, Group string }{
+	{"order-created", "ORDER_CREATED", "order-created-consumer"},
+	{"frontdoor-release", "FRONTDOOR_RELEASE", "frontdoor-release-consumer"},
+	{"refund-requested", "REFUND_REQUESTED", "refund-consumer"},
+}
+
+// streamToken makes name usable in stream names and subjects.
+func streamToken(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
+// newJSStack connects to url and creates (or updates) the streams and
+// consumers of the sale named name.
+func newJSStack(ctx context.Context, url, name string, cfg jsConfig, log *slog.Logger) (*jsStack, error) {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nc, err := nats.Connect(url, nats.Name("seckill-"+name), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.RetryOnFailedConnect(false))
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	tok := streamToken(name)
+	j := &jsStack{cfg: cfg, nc: nc, js: js, log: log,
+		orderStream: "SECKILL_ORDERS_" + tok, eventStream: "SECKILL_EVENTS_" + tok,
+		orderSubject: "seckill." + tok + ".orders", eventPrefix: "seckill." + tok + ".events."}
+	if err := j.setup(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *jsStack) setup(ctx context.Context) error {
+	_, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: j.orderStream, Subjects: []string{j.orderSubject}, Storage: jetstream.FileStorage,
+		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, MaxMsgs: int64(j.cfg.Depth),
+		Duplicates: j.cfg.Duplicates,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: order stream: %w", err)
+	}
+	if os, err := j.js.Stream(ctx, j.orderStream); err == nil {
+		if info, err := os.Info(ctx); err == nil {
+			j.orderBaseSeq = info.State.LastSeq
+		}
+	}
+	j.orders, err = j.js.CreateOrUpdateConsumer(ctx, j.orderStream, jetstream.ConsumerConfig{
+		Durable: "order-create", AckPolicy: jetstream.AckExplicitPolicy, AckWait: j.cfg.AckWait,
+		MaxDeliver: j.cfg.MaxDeliver, MaxAckPending: 4 * j.cfg.Depth, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: order consumer: %w", err)
+	}
+	_, err = j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: j.eventStream, Subjects: []string{j.eventPrefix + "*"}, Storage: jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy, Duplicates: j.cfg.Duplicates,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: event stream: %w", err)
+	}
+	for _, ec := range eventConsumers {
+		_, err = j.js.CreateOrUpdateConsumer(ctx, j.eventStream, jetstream.ConsumerConfig{
+			Durable: ec.Durable, FilterSubject: j.eventPrefix + ec.Tag, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: j.cfg.AckWait, MaxDeliver: j.cfg.MaxDeliver, MaxAckPending: 10000, DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("jetstream: %s consumer: %w", ec.Durable, err)
+		}
+	}
+	return nil
+}
+
+func (j *jsStack) Name() string {
+	return fmt.Sprintf("nats jetstream (server %s; streams %s, %s; dedup window %v)", j.nc.ConnectedServerVersion(),
+		j.orderStream, j.eventStream, j.cfg.Duplicates)
+}
+
+// isStreamFull matches the answer of a work-queue stream at MaxMsgs with
+// DiscardNew: the message was not stored.
+func isStreamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.Description), "maximum messages")
+}
+
+// publish sends data with Nats-Msg-Id = id and waits for the PubAck. A
+// publish that got no answer (timeout, no responders while the server
+// restarts, a dropped connection) is sent again with the same id until
+// give-up: the stream's duplicate window makes the retry safe, so the
+// answer is definite (stored, stored before, or refused) or an error after
+// giveUp. retried reports whether it had to send again: a Duplicate
+// PubAck after a retry may be the answer to this call's own first send.
+func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr nats.Header, data []byte, giveUp time.Duration) (ack *jetstream.PubAck, retried bool, err error) {
+	deadline := time.Now().Add(giveUp)
+	msg := &nats.Msg{Subject: subject, Data: data, Header: hdr}
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, j.cfg.PubAckWait)
+		ack, err := j.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id.String()))
+		cancel()
+		if err == nil || isStreamFull(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return ack, attempt > 0, err
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			return nil, attempt > 0, err // a definite refusal
+		}
+		j.resends.Add(1)
+		select {
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Publish sends an order message (Nats-Msg-Id = message id). A full stream
+// answers errBusy. With DupRate, some messages are published a second
+// time with the same id, as a producer that lost the first PubAck would:
+// the stream's duplicate window absorbs them. Publishing an id the stream
+// already holds stores nothing and counts as deduplicated.
+func (j *jsStack) Publish(ctx context.Context, m message) error {
+	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor)
+	switch {
+	case isStreamFull(err):
+		return errBusy
+	case err != nil:
+		return fmt.Errorf("jetstream: publish order message %s: %w", m.ID, err)
+	}
+	switch {
+	case ack.Duplicate && retried && !j.seen(m.ID):
+		// The first send was stored, its PubAck lost; the resend was
+		// recognised. Stored once, by this call.
+		j.deduplicated.Add(1)
+		j.published.Add(1)
+	case ack.Duplicate:
+		j.deduplicated.Add(1)
+		return nil
+	default:
+		j.published.Add(1)
+	}
+	j.ids.Store(m.ID, struct{}{})
+	if j.cfg.DupRate > 0 && rand.Float64() < j.cfg.DupRate {
+		if ack, _, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
+			j.deduplicated.Add(1)
+		}
+	}
+	return nil
+}
+
+// seen reports whether this process published id before.
+func (j *jsStack) seen(id uuid.UUID) bool {
+	_, ok := j.ids.Load(id)
+	return ok
+}
+
+// Consume runs workers on the durable order consumer: ack only after
+// handle returned nil (its transaction committed); no ack at all on
+// pgtx.ErrCommitOutcomeUnknown (the redelivery after AckWait meets the
+// inbox); NakWithDelay on other errors; poison recorded then terminated
+// at MaxDeliver. With DupRate, some committed messages are not acked but
+// redelivered at once, as after a consumer that died between COMMIT and
+// ack: the inbox answers them.
+func (j *jsStack) Consume(ctx context.Context, workers int, handle func(context.Context, message) error) (wait func()) {
+	return j.pull(ctx, j.orders, j.orderStream, workers, j.cfg.DupRate, handle)
+}
+
+// pull runs workers fetching from cons.
+func (j *jsStack) pull(ctx context.Context, cons jetstream.Consumer, stream string, workers int, dupRate float64, handle func(context.Context, message) error) (wait func()) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				batch, err := cons.Fetch(j.cfg.FetchBatch, jetstream.FetchMaxWait(j.cfg.FetchWait))
+				if err != nil {
+					select { // the server is away: try again shortly
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
+					continue
+				}
+				for msg := range batch.Messages() {
+					j.deliver(ctx, msg, stream, dupRate, handle)
+				}
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string, dupRate float64, handle func(context.Context, message) error) {
+	if ctx.Err() != nil {
+		return // stopping: not acked, redelivered after AckWait
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		j.log.Error("jetstream message without metadata", "error", err)
+		return
+	}
+	if stream == j.orderStream {
+		j.deliveries.Add(1)
+		if md.NumDelivered > 1 {
+			j.redeliveries.Add(1)
+		}
+	}
+	id, err := uuid.Parse(msg.Headers().Get(jetstream.MsgIDHeader))
+	if err != nil {
+		id = uuid.Nil // handled as poison below: the message has no usable id
+	}
+	m := message{ID: id, Body: msg.Data()}
+
+	// InProgress while the transaction runs, so a slow one is not
+	// redelivered to another consumer meanwhile.
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(j.cfg.AckWait / time.Duration(j.cfg.ProgressDiv))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	if id == uuid.Nil {
+		err = fmt.Errorf("no %s header", jetstream.MsgIDHeader)
+	} else {
+		err = handle(ctx, m)
+	}
+	close(done)
+	switch {
+	case err == nil:
+		if j.crashAfterCommit != nil && stream == j.orderStream && md.NumDelivered == 1 && j.crashAfterCommit(m) {
+			return // the consumer "died" after COMMIT, before the ack: redelivered after AckWait
+		}
+		if dupRate > 0 && md.NumDelivered == 1 && rand.Float64() < dupRate {
+			_ = msg.Nak() // committed, but "crashed" before the ack: redelivered, answered by the inbox
+			return
+		}
+		_ = msg.Ack()
+	case ctx.Err() != nil:
+		// Stopping: no ack; redelivered after AckWait.
+	case errors.Is(err, pgtx.ErrCommitOutcomeUnknown):
+		// No ack, no nak: the redelivery after AckWait meets the inbox,
+		// which knows whether the transaction committed.
+	case id == uuid.Nil || md.NumDelivered >= uint64(j.cfg.MaxDeliver):
+		for {
+			perr := j.onPoison(ctx, stream, m, md.NumDelivered, err)
+			if perr == nil {
+				j.poison.Add(1)
+				_ = msg.Term()
+				return
+			}
+			j.log.Error("recording a poison message failed; trying again", "message_id", id, "error", perr)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	default:
+		// Exponential backoff, so that MaxDeliver spans an outage of a
+		// few seconds (Redis restarting, PostgreSQL failing over).
+		delay := j.cfg.RetryDelay << min(md.NumDelivered-1, 10)
+		_ = msg.NakWithDelay(min(delay, 2*time.Second))
+	}
+}
+
+// WaitIdle polls the order consumer until nothing is pending or unacked.
+func (j *jsStack) WaitIdle(ctx context.Context) error {
+	for {
+		info, err := j.orders.Info(ctx)
+		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Pending is the order messages not yet acknowledged (-1 when the server
+// does not answer).
+func (j *jsStack) Pending(ctx context.Context) int64 {
+	info, err := j.orders.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return int64(info.NumPending) + int64(info.NumAckPending)
+}
+
+func (j *jsStack) Figures() brokerFigures {
+	return brokerFigures{Published: j.published.Load(), Deliveries: j.deliveries.Load(),
+		Redeliveries: j.redeliveries.Load(), Deduplicated: j.deduplicated.Load()}
+}
+
+// Close drains nothing (the consumers have stopped) and closes the
+// connection.
+func (j *jsStack) Close() { j.nc.Close() }
+
+// eventPublisher is the outbox relay's Publisher: each event goes to the
+// event stream with Nats-Msg-Id = event id, and counts as published only
+// once its PubAck came back. A relay that retries an event (lease lost,
+// PubAck timed out) publishes it again with the same id: the duplicate
+// window absorbs it, and past the window the consumers' inbox does.
+func (j *jsStack) eventPublisher(published func(outbox.Message)) outbox.Publisher {
+	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		errs := make([]error, len(msgs))
+		failed := false
+		for i, m := range msgs {
+			hdr := nats.Header{}
+			hdr.Set("Seckill-Event-Tag", m.Tag)
+			ack, _, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
+			if err == nil && j.dropPubAck != nil && j.dropPubAck(m) {
+				err = fmt.Errorf("jetstream: publish event %s: %w (PubAck dropped by the fault test)", m.EventID, context.DeadlineExceeded)
+			}
+			if err != nil {
+				errs[i], failed = err, true
+				continue
+			}
+			if ack.Duplicate {
+				j.eventDedup.Add(1)
+			}
+			published(m)
+		}
+		if !failed {
+			return nil
+		}
+		return errs
+	})
+}
+
+// consumeEvents runs workers on the event consumer of durable.
+func (j *jsStack) consumeEvents(ctx context.Context, durable string, workers int, handle func(context.Context, message) error) (wait func(), err error) {
+	cons, err := j.js.Consumer(ctx, j.eventStream, durable)
+	if err != nil {
+		return nil, err
+	}
+	return j.pull(ctx, cons, j.eventStream, workers, 0, handle), nil
+}
+
+// streamState is what the reconciliation reads of JetStream.
+type streamState struct {
+	OrderMessages, OrderLastSeq uint64            // in the work queue now; ever stored
+	EventsBySubject             map[string]uint64 // tag → events stored
+	Consumers                   []consumerState
+}
+
+type consumerState struct {
+	Stream, Durable                        string
+	Pending, AckPending, Redelivered, Acks uint64
+}
+
+func (j *jsStack) state(ctx context.Context) (streamState, error) {
+	st := streamState{EventsBySubject: map[string]uint64{}}
+	os, err := j.js.Stream(ctx, j.orderStream)
+	if err != nil {
+		return st, err
+	}
+	oi, err := os.Info(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.OrderMessages, st.OrderLastSeq = oi.State.Msgs, oi.State.LastSeq
+	es, err := j.js.Stream(ctx, j.eventStream)
+	if err != nil {
+		return st, err
+	}
+	ei, err := es.Info(ctx, jetstream.WithSubjectFilter(j.eventPrefix+"*"))
+	if err != nil {
+		return st, err
+	}
+	for subj, n := range ei.State.Subjects {
+		st.EventsBySubject[strings.TrimPrefix(subj, j.eventPrefix)] = n
+	}
+	add := func(s jetstream.Stream, stream, durable string) error {
+		c, err := s.Consumer(ctx, durable)
+		if err != nil {
+			return err
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		st.Consumers = append(st.Consumers, consumerState{Stream: stream, Durable: durable, Pending: ci.NumPending,
+			AckPending: uint64(ci.NumAckPending), Redelivered: uint64(ci.NumRedelivered), Acks: ci.AckFloor.Consumer})
+		return nil
+	}
+	if err := add(os, j.orderStream, "order-create"); err != nil {
+		return st, err
+	}
+	for _, ec := range eventConsumers {
+		if err := add(es, j.eventStream, ec.Durable); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}

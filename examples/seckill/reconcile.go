@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+)
+
+// The reconciliation compares the three stores (seed 003 §9, §13): the
+// front door (Redis) against PostgreSQL's buckets against the ledger, the
+// orders by status against the ledger by type, and the events by status
+// against the stream and the consumers' inbox rows. It changes nothing:
+// every difference gets a name and a class, explained (a known, bounded
+// state: in flight, deliberate drift, recorded poison) or not. An
+// unexplained difference fails the run.
+
+// difference is one named finding of the reconciliation.
+type difference struct {
+	Where     string `json:"where"`
+	Class     string `json:"class"`
+	Count     int64  `json:"count"`
+	Explained bool   `json:"explained"`
+}
+
+// bucketLine is one bucket in the three tables.
+type bucketLine struct {
+	Bucket          int16 `json:"bucket"`
+	FrontAvailable  int64 `json:"front_available"`
+	FrontHeld       int64 `json:"front_held"`
+	FrontDrift      int64 `json:"front_drift"`
+	Total           int64 `json:"pg_total"`
+	Available       int64 `json:"pg_available"`
+	Allocated       int64 `json:"pg_allocated"`
+	LedgerAllocated int64 `json:"ledger_allocated"`
+	LiveOrders      int64 `json:"live_orders"`
+}
+
+// eventLine is one event type across outbox, stream and consumer.
+type eventLine struct {
+	Tag             string `json:"tag"`
+	Pending         int64  `json:"outbox_waiting"` // PENDING, SENDING or RETRY
+	Sent            int64  `json:"outbox_sent"`
+	Dead            int64  `json:"outbox_dead"`
+	Stream          int64  `json:"stream"`   // messages in the stream (memory: distinct events published)
+	Consumed        int64  `json:"consumed"` // inbox rows of its consumer group (-1: nobody consumes it)
+	ConsumerPending int64  `json:"consumer_pending"`
+	Redelivering    int64  `json:"redelivering"` // the consumer's messages waiting for a redelivery now
+	Poison          int64  `json:"poison"`
+}
+
+// reconciliation is the result.
+type reconciliation struct {
+	Buckets        []bucketLine     `json:"buckets"`
+	OrdersByStatus map[string]int64 `json:"orders_by_status"`
+	LedgerByType   map[string]int64 `json:"ledger_by_type"`
+	Events         []eventLine      `json:"events"`
+	OrderMessages  struct {
+		Stored      int64 `json:"stored"`   // by the broker (JetStream: stream sequences since start-up)
+		Consumed    int64 `json:"consumed"` // inbox rows of the order consumer group
+		Poison      int64 `json:"poison"`
+		Queued      int64 `json:"queued"`
+		Redelivered int64 `json:"redelivered"` // deliveries after the first, since start-up
+	} `json:"order_messages"`
+	Differences []difference `json:"differences"`
+}
+
+// Passed reports whether every difference is explained.
+func (r *reconciliation) Passed() bool {
+	for _, d := range r.Differences {
+		if !d.Explained {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *reconciliation) add(where, class string, n int64, explained bool) {
+	if n != 0 {
+		r.Differences = append(r.Differences, difference{Where: where, Class: class, Count: n, Explained: explained})
+	}
+}
+
+// reconcile reads the three stores and classifies every difference. Exact
+// when the service is quiet; during a sale, in-flight work shows as
+// explained differences.
+func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
+	rec := &reconciliation{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{s.Schema}.Sanitize()) }
+
+	// The broker first, then PostgreSQL, then the front door: what moves
+	// between the reads moves forward (consumed, then decided, then applied).
+	var js streamState
+	if s.js != nil {
+		var err error
+		if js, err = s.js.state(ctx); err != nil {
+			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
+		}
+	}
+	consumerOf := func(durable string) consumerState {
+		for _, c := range js.Consumers {
+			if c.Durable == durable {
+				return c
+			}
+		}
+		return consumerState{}
+	}
+	orderQueued := s.q.Pending(ctx)
+
+	// PostgreSQL: buckets, ledger, live orders per bucket.
+	rows, err := s.Pool.Query(ctx, q(`SELECT b.bucket_no, b.total_stock, b.available_stock, b.allocated_stock,
+			coalesce(l.allocated, 0), coalesce(o.live, 0)
+		FROM {s}.sku_inventory b
+		LEFT JOIN (SELECT inventory_bucket, sum(allocated_delta) AS allocated FROM {s}.inventory_ledger
+			WHERE activity_id = $1 AND sku_id = $2 GROUP BY 1) l ON l.inventory_bucket = b.bucket_no
+		LEFT JOIN (SELECT inventory_bucket, count(*) AS live FROM {s}.orders
+			WHERE activity_id = $1 AND sku_id = $2 AND status IN (10, 20, 30, 60) GROUP BY 1) o ON o.inventory_bucket = b.bucket_no
+		WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), s.Item.ActivityID, s.Item.SKUID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: buckets: %w", err)
+	}
+	rec.Buckets, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (bucketLine, error) {
+		var b bucketLine
+		err := r.Scan(&b.Bucket, &b.Total, &b.Available, &b.Allocated, &b.LedgerAllocated, &b.LiveOrders)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: buckets: %w", err)
+	}
+
+	// Reservations: their state, their order's, their release event's.
+	type resvState struct {
+		bucket      int16
+		status      int16
+		live        bool
+		eventStatus *int16
+	}
+	pg := map[uuid.UUID]resvState{}
+	rows, err = s.Pool.Query(ctx, q(`SELECT r.reservation_id, r.inventory_bucket, r.status,
+			coalesce(o.status IN (10, 20, 30, 60), false), e.status
+		FROM {s}.inventory_reservation r
+		LEFT JOIN {s}.orders o ON o.reservation_id = r.reservation_id
+		LEFT JOIN (SELECT DISTINCT ON (aggregate_id) aggregate_id, status FROM {s}.event_outbox
+			WHERE tag = 'FRONTDOOR_RELEASE' ORDER BY aggregate_id, status) e ON e.aggregate_id = r.reservation_id::text
+		WHERE r.activity_id = $1 AND r.sku_id = $2`), s.Item.ActivityID, s.Item.SKUID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: reservations: %w", err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var st resvState
+		if err := rows.Scan(&id, &st.bucket, &st.status, &st.live, &st.eventStatus); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("reconcile: reservations: %w", err)
+		}
+		pg[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reconcile: reservations: %w", err)
+	}
+	poisoned := map[uuid.UUID]bool{}
+	poisonByStream := map[string]int64{}
+	rows, err = s.Pool.Query(ctx, q(`SELECT stream, body FROM {s}.poison_message`))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: poison messages: %w", err)
+	}
+	for rows.Next() {
+		var stream string
+		var body []byte
+		if err := rows.Scan(&stream, &body); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		poisonByStream[stream]++
+		var m flow.OrderMessage
+		if json.Unmarshal(body, &m) == nil && m.ReservationID != uuid.Nil {
+			poisoned[m.ReservationID] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	// Orders by status, ledger by type.
+	for _, x := range []struct {
+		sql string
+		dst map[string]int64
+	}{
+		{`SELECT CASE status WHEN 10 THEN 'CREATED' WHEN 20 THEN 'PAYING' WHEN 30 THEN 'PAID' WHEN 40 THEN 'CANCELLED'
+			WHEN 50 THEN 'CLOSED' WHEN 60 THEN 'REFUND_PENDING' ELSE status::text END, count(*) FROM {s}.orders GROUP BY 1`, rec.OrdersByStatus},
+		{`SELECT CASE ledger_type WHEN 10 THEN 'ALLOCATE' WHEN 20 THEN 'RELEASE' WHEN 30 THEN 'ADJUST' WHEN 40 THEN 'PROVISION' ELSE ledger_type::text END,
+			sum(abs(allocated_delta) + CASE WHEN ledger_type IN (30, 40) THEN abs(available_delta) ELSE 0 END)
+			FROM {s}.inventory_ledger GROUP BY 1`, rec.LedgerByType},
+	} {
+		rows, err := s.Pool.Query(ctx, q(x.sql))
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: %w", err)
+		}
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			x.dst[k] = n
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	live := rec.OrdersByStatus["CREATED"] + rec.OrdersByStatus["PAYING"] + rec.OrdersByStatus["PAID"] + rec.OrdersByStatus["REFUND_PENDING"]
+	rec.add("orders vs ledger", "live orders ≠ units ALLOCATEd − RELEASEd", live-(rec.LedgerByType["ALLOCATE"]-rec.LedgerByType["RELEASE"]), false)
+	rec.add("orders vs ledger", "cancelled orders ≠ units RELEASEd", rec.OrdersByStatus["CANCELLED"]-rec.LedgerByType["RELEASE"], false)
+
+	// The front door last.
+	front, err := s.front.State(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: front door: %w", err)
+	}
+	type perBucket struct{ heldNotLive, liveNotHeld int64 }
+	pb := map[int16]*perBucket{}
+	at := func(b int16) *perBucket {
+		if pb[b] == nil {
+			pb[b] = &perBucket{}
+		}
+		return pb[b]
+	}
+	releaseConsumer := consumerOf("frontdoor-release")
+	for id, b := range front.Held {
+		st, ok := pg[id]
+		if ok && st.live {
+			continue
+		}
+		at(b).heldNotLive++
+		where := fmt.Sprintf("bucket %d", b)
+		switch {
+		case !ok && poisoned[id]:
+			rec.add(where, "held for a poison message (recorded for review)", 1, true)
+		case !ok && s.isUnknownPublish(id):
+			rec.add(where, "held: the order message's publish got no definite answer", 1, true)
+		case !ok && s.inFlight.Load() > 0:
+			rec.add(where, "held: click in flight (order message being published)", 1, true)
+		case !ok && orderQueued > 0:
+			rec.add(where, "held: order message not yet consumed", 1, true)
+		case !ok:
+			rec.add(where, "held in the front door, unknown to PostgreSQL (order message lost)", 1, false)
+		case st.status == 0:
+			rec.add(where, "held: order transaction in progress", 1, true)
+		case st.eventStatus == nil:
+			rec.add(where, "held, but PostgreSQL gave it back without a release event", 1, false)
+		case *st.eventStatus == 40:
+			rec.add(where, "held: its release event is DEAD in the outbox", 1, false)
+		case *st.eventStatus != 20:
+			rec.add(where, "held: release event not yet published", 1, true)
+		case s.js != nil && releaseConsumer.Pending+releaseConsumer.AckPending > 0:
+			rec.add(where, "held: release not yet applied (message not yet consumed)", 1, true)
+		default:
+			rec.add(where, "held: release published but never applied", 1, false)
+		}
+	}
+	for id, st := range pg {
+		if _, held := front.Held[id]; st.live && !held {
+			at(st.bucket).liveNotHeld++
+			rec.add(fmt.Sprintf("bucket %d", st.bucket), "live order unknown to the front door", 1, false)
+		}
+	}
+	for i := range rec.Buckets {
+		b := &rec.Buckets[i]
+		where := fmt.Sprintf("bucket %d", b.Bucket)
+		if int(b.Bucket) < len(front.Available) {
+			b.FrontAvailable = front.Available[b.Bucket]
+		}
+		if int(b.Bucket) < len(front.Drift) {
+			b.FrontDrift = front.Drift[b.Bucket]
+		}
+		for _, hb := range front.Held {
+			if hb == b.Bucket {
+				b.FrontHeld++
+			}
+		}
+		x := at(b.Bucket)
+		rec.add(where, "front-door drift (more stock than PostgreSQL, on purpose)", b.FrontDrift, true)
+		residual := b.FrontAvailable - b.Available - b.FrontDrift + x.heldNotLive - x.liveNotHeld
+		rec.add(where, "front-door counter drift, unexplained", residual, false)
+		rec.add(where, "PostgreSQL allocated ≠ ledger", b.Allocated-b.LedgerAllocated, false)
+		rec.add(where, "PostgreSQL allocated ≠ live orders", b.Allocated-b.LiveOrders, false)
+		rec.add(where, "total ≠ available + allocated", b.Total-b.Available-b.Allocated, false)
+	}
+
+	// Events: outbox by status, the stream, the consumers.
+	rows, err = s.Pool.Query(ctx, q(`SELECT coalesce(tag, ''), count(*) FILTER (WHERE status IN (0, 10, 30)),
+		count(*) FILTER (WHERE status = 20), count(*) FILTER (WHERE status = 40) FROM {s}.event_outbox GROUP BY 1 ORDER BY 1`))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: outbox: %w", err)
+	}
+	rec.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (eventLine, error) {
+		var e eventLine
+		err := r.Scan(&e.Tag, &e.Pending, &e.Sent, &e.Dead)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: outbox: %w", err)
+	}
+	groups := map[string]string{}
+	durables := map[string]string{}
+	for _, ec := range eventConsumers {
+		groups[ec.Tag], durables[ec.Tag] = ec.Group, ec.Durable
+	}
+	for i := range rec.Events {
+		e := &rec.Events[i]
+		where := "events " + e.Tag
+		rec.add(where, "event not yet published", e.Pending, true)
+		rec.add(where, "event DEAD in the outbox", e.Dead, false)
+		if s.js == nil {
+			e.Stream, e.Consumed = s.stats.publishedTag(e.Tag), -1
+			rec.add(where, "event marked SENT but never published", e.Sent-e.Stream, false)
+			continue
+		}
+		e.Stream = int64(js.EventsBySubject[e.Tag])
+		switch d := e.Stream - e.Sent; {
+		case d < 0:
+			rec.add(where, "event marked SENT but missing from the stream", -d, false)
+		case d > 0 && e.Pending > 0:
+			rec.add(where, "events in the stream not yet marked SENT (PubAck lost, republish pending)", min(d, e.Pending), true)
+			rec.add(where, "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)", max(d-e.Pending, 0), false)
+		case d > 0:
+			rec.add(where, "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)", d, false)
+		}
+		group, consumed := groups[e.Tag]
+		if !consumed {
+			e.Consumed = -1
+			continue
+		}
+		if err := s.Pool.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), group).Scan(&e.Consumed); err != nil {
+			return nil, fmt.Errorf("reconcile: inbox: %w", err)
+		}
+		c := consumerOf(durables[e.Tag])
+		e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
+		e.Poison = poisonPerTag(ctx, s, e.Tag)
+		rec.add(where, "poison message (recorded for review)", e.Poison, true)
+		missing := e.Stream - e.Consumed - e.Poison
+		switch {
+		case missing > 0 && e.ConsumerPending > 0:
+			rec.add(where, "message not yet consumed", min(missing, e.ConsumerPending), true)
+			rec.add(where, "message in the stream never consumed", max(missing-e.ConsumerPending, 0), false)
+		case missing != 0:
+			rec.add(where, "stream messages ≠ messages consumed (inbox rows)", missing, false)
+		}
+	}
+
+	// Order messages: stored by the broker = consumed (inbox rows) + poison + queued.
+	om := &rec.OrderMessages
+	if err := s.Pool.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), flow.ConsumerGroup).Scan(&om.Consumed); err != nil {
+		return nil, fmt.Errorf("reconcile: inbox: %w", err)
+	}
+	om.Poison = poisonByStream["orders"]
+	if s.js != nil {
+		om.Poison += poisonByStream[s.js.orderStream]
+	}
+	om.Stored, om.Queued, om.Redelivered = s.q.Figures().Published, max(orderQueued, 0), s.q.Figures().Redeliveries
+	if s.js != nil {
+		om.Stored = int64(js.OrderLastSeq - s.js.orderBaseSeq)
+	}
+	rec.add("order messages", "message not yet consumed", min(om.Queued, om.Stored-om.Consumed-om.Poison), true)
+	rec.add("order messages", "poison message (recorded for review)", om.Poison, true)
+	rec.add("order messages", "stored by the broker ≠ consumed + poison + queued", om.Stored-om.Consumed-om.Poison-om.Queued, false)
+	return rec, nil
+}
+
+// poisonPerTag counts the poison messages recorded for events of tag.
+func poisonPerTag(ctx context.Context, s *service, tag string) int64 {
+	var n int64
+	_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{s.Schema, "poison_message"}.Sanitize()+` p
+		JOIN `+pgx.Identifier{s.Schema, "event_outbox"}.Sanitize()+` e ON e.event_id = p.message_id AND e.tag = $1`, tag).Scan(&n)
+	return n
+}
+
+func (s *service) isUnknownPublish(id uuid.UUID) bool {
+	_, ok := s.unknownPub.Load(id)
+	return ok
+}
+
+// print writes the three tables and the differences.
+func (r *reconciliation) print(w io.Writer) {
+	fmt.Fprintln(w, "reconciliation (front door | PostgreSQL buckets | ledger):")
+	var fa, fh, fd, tot, av, al, la, lo int64
+	for _, b := range r.Buckets {
+		fa, fh, fd, tot, av, al, la, lo = fa+b.FrontAvailable, fh+b.FrontHeld, fd+b.FrontDrift, tot+b.Total, av+b.Available, al+b.Allocated, la+b.LedgerAllocated, lo+b.LiveOrders
+	}
+	fmt.Fprintf(w, "  %d buckets: front door available %d, held %d, drift %d | total %d, available %d, allocated %d | ledger allocated %d | live orders %d\n",
+		len(r.Buckets), fa, fh, fd, tot, av, al, la, lo)
+	fmt.Fprintf(w, "  orders by status: %s\n", kv(r.OrdersByStatus))
+	fmt.Fprintf(w, "  ledger units by type: %s\n", kv(r.LedgerByType))
+	for _, e := range r.Events {
+		consumed := "not consumed here"
+		if e.Consumed >= 0 {
+			consumed = fmt.Sprintf("consumed %d (pending %d, awaiting redelivery %d, poison %d)", e.Consumed, e.ConsumerPending, e.Redelivering, e.Poison)
+		}
+		fmt.Fprintf(w, "  events %-18s outbox sent %d, waiting %d, dead %d | stream %d | %s\n", e.Tag, e.Sent, e.Pending, e.Dead, e.Stream, consumed)
+	}
+	om := r.OrderMessages
+	fmt.Fprintf(w, "  order messages: stored %d | consumed %d, poison %d, queued %d, redelivered %d\n", om.Stored, om.Consumed, om.Poison, om.Queued, om.Redelivered)
+	// Group the differences by class.
+	type agg struct {
+		n         int64
+		where     []string
+		explained bool
+	}
+	byClass := map[string]*agg{}
+	var classes []string
+	for _, d := range r.Differences {
+		a := byClass[d.Class]
+		if a == nil {
+			a = &agg{explained: d.Explained}
+			byClass[d.Class] = a
+			classes = append(classes, d.Class)
+		}
+		a.n += d.Count
+		if len(a.where) < 3 && !contains(a.where, d.Where) {
+			a.where = append(a.where, d.Where)
+		}
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		a := byClass[c]
+		status := "EXPLAINED"
+		if !a.explained {
+			status = "FAIL"
+		}
+		fmt.Fprintf(w, "  %-9s %s: %d (%s)\n", status, c, a.n, strings.Join(a.where, ", "))
+	}
+	if r.Passed() {
+		fmt.Fprintf(w, "reconciliation: PASS (%d differences, all explained)\n", len(r.Differences))
+	} else {
+		fmt.Fprintln(w, "reconciliation: FAILED (unexplained differences)")
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func kv(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

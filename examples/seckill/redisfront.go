@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/order"
+)
+
+// redisFront is the front door on Redis. Every key of a sale shares the
+// hash tag {activity:sku}, so they live in one slot and the scripts, which
+// name every key in KEYS, run on Redis Cluster too:
+//
+//	…{a:s}:meta   hash: status ("open"), starts_ms, ends_ms, left (units), held (reservations)
+//	…{a:s}:stock  hash: bucket → units the front door may still hand out
+//	…{a:s}:users  hash: user → reservation (one per user)
+//	…{a:s}:resv   hash: reservation → "R:bucket:user:order" while held, "X:…" once released
+//	…{a:s}:req    hash: request → reservation
+//
+// Redis only filters. It is filled from PostgreSQL (warm-up) and, after it
+// lost its data, rebuilt from PostgreSQL's bucket counters and reservations,
+// never the other way round.
+type redisFront struct {
+	rdb       redis.UniversalClient
+	keys      []string // meta, stock, users, resv, req
+	buckets   int
+	nextOrder func() int64
+
+	mu    sync.Mutex
+	drift []int64 // per bucket, since the last (re)build
+}
+
+const (
+	keyMeta = iota
+	keyStock
+	keyUsers
+	keyResv
+	keyReq
+)
+
+// reserveScript: KEYS meta stock users resv req; ARGV user, first bucket,
+// buckets, reservation, request, now (ms), order id. Returns {"OK", bucket},
+// {"ALREADY", reservation}, {"SOLD_OUT"}, {"CLOSED"} or {"NOT_READY"} (the
+// keys are gone: Redis restarted empty).
+var reserveScript = redis.NewScript(`
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'NOT_READY'} end
+if status ~= 'open' then return {'CLOSED'} end
+local now = tonumber(ARGV[6])
+local starts = tonumber(redis.call('HGET', KEYS[1], 'starts_ms') or '0')
+local ends = tonumber(redis.call('HGET', KEYS[1], 'ends_ms') or '0')
+if now < starts or (ends > 0 and now >= ends) then return {'CLOSED'} end
+local prev = redis.call('HGET', KEYS[3], ARGV[1])
+if prev then return {'ALREADY', prev} end
+if tonumber(redis.call('HGET', KEYS[1], 'left') or '0') <= 0 then return {'SOLD_OUT'} end
+local n = tonumber(ARGV[3])
+local first = tonumber(ARGV[2])
+for i = 0, n - 1 do
+  local b = tostring((first + i) % n)
+  if tonumber(redis.call('HGET', KEYS[2], b) or '0') > 0 then
+    redis.call('HINCRBY', KEYS[2], b, -1)
+    redis.call('HINCRBY', KEYS[1], 'left', -1)
+    redis.call('HINCRBY', KEYS[1], 'held', 1)
+    redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+    redis.call('HSET', KEYS[4], ARGV[4], 'R:' .. b .. ':' .. ARGV[1] .. ':' .. ARGV[7])
+    redis.call('HSET', KEYS[5], ARGV[5], ARGV[4])
+    return {'OK', b}
+  end
+end
+return {'SOLD_OUT'}
+`)
+
+// releaseScript: KEYS meta stock resv users; ARGV reservation, user to
+// forget ("" for none). RESERVED → RELEASED once: returns "RELEASED",
+// "ALREADY", "UNKNOWN" (changes nothing) or "NOT_READY".
+var releaseScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'NOT_READY' end
+local v = redis.call('HGET', KEYS[3], ARGV[1])
+if not v then return 'UNKNOWN' end
+if string.sub(v, 1, 1) == 'X' then return 'ALREADY' end
+local b = string.match(v, '^R:(%d+):')
+redis.call('HINCRBY', KEYS[2], b, 1)
+redis.call('HINCRBY', KEYS[1], 'left', 1)
+redis.call('HINCRBY', KEYS[1], 'held', -1)
+redis.call('HSET', KEYS[3], ARGV[1], 'X' .. string.sub(v, 2))
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[4], ARGV[2]) == ARGV[1] then
+  redis.call('HDEL', KEYS[4], ARGV[2])
+end
+return 'RELEASED'
+`)
+
+// driftScript: KEYS meta stock; ARGV bucket, units.
+var driftScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'NOT_READY' end
+redis.call('HINCRBY', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'left', ARGV[2])
+return 'OK'
+`)
+
+func newRedisFront(rdb redis.UniversalClient, prefix string, item flow.SKU, nextOrder func() int64) *redisFront {
+	tag := fmt.Sprintf("%s:{%d:%d}:", prefix, item.ActivityID, item.SKUID)
+	return &redisFront{
+		rdb: rdb, buckets: int(item.Buckets), nextOrder: nextOrder,
+		keys:  []string{tag + "meta", tag + "stock", tag + "users", tag + "resv", tag + "req"},
+		drift: make([]int64, item.Buckets),
+	}
+}
+
+func (f *redisFront) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
+
+// down turns connection trouble, and a Redis that cannot serve yet
+// (loading, a read-only replica, a cluster without a master), into
+// errFrontDoorDown; other errors (a script error) stay what they are.
+func down(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) {
+		msg := rerr.Error()
+		transient := false
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+			transient = transient || strings.HasPrefix(msg, p)
+		}
+		if !transient {
+			return fmt.Errorf("front door: %w", err)
+		}
+	}
+	return fmt.Errorf("%w: %v", errFrontDoorDown, err)
+}
+
+func (f *redisFront) Reserve(ctx context.Context, user int64) (reservation, error) {
+	start, err := inventory.PickBucket(strconv.FormatInt(user, 10), f.buckets)
+	if err != nil {
+		return reservation{}, err
+	}
+	r := reservation{
+		RequestID: uuid.Must(uuid.NewV7()), ReservationID: uuid.Must(uuid.NewV7()),
+		OrderID: f.nextOrder(), UserID: user, ReservedAt: time.Now(),
+	}
+	res, err := reserveScript.Run(ctx, f.rdb, f.keys, user, int(start), f.buckets, r.ReservationID.String(),
+		r.RequestID.String(), r.ReservedAt.UnixMilli(), r.OrderID).StringSlice()
+	if err != nil {
+		return reservation{}, down(err)
+	}
+	switch res[0] {
+	case "OK":
+		b, err := strconv.Atoi(res[1])
+		if err != nil {
+			return reservation{}, fmt.Errorf("reserve script: bucket %q: %w", res[1], err)
+		}
+		r.Bucket = int16(b)
+		return r, nil
+	case "ALREADY":
+		return reservation{}, errAlreadyBought
+	case "SOLD_OUT":
+		return reservation{}, errFrontSoldOut
+	case "CLOSED":
+		return reservation{}, errSaleClosed
+	case "NOT_READY":
+		return reservation{}, fmt.Errorf("%w: the front door's keys are gone (Redis restarted empty); rebuilding from PostgreSQL", errFrontDoorDown)
+	}
+	return reservation{}, fmt.Errorf("reserve script: unexpected answer %q", res)
+}
+
+func (f *redisFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error) {
+	forget := ""
+	if forgetUser != 0 {
+		forget = strconv.FormatInt(forgetUser, 10)
+	}
+	res, err := releaseScript.Run(ctx, f.rdb, []string{f.keys[keyMeta], f.keys[keyStock], f.keys[keyResv], f.keys[keyUsers]},
+		id.String(), forget).Text()
+	if err != nil {
+		return 0, down(err)
+	}
+	switch res {
+	case "RELEASED":
+		return released, nil
+	case "ALREADY":
+		return releasedAlready, nil
+	case "UNKNOWN":
+		return releaseUnknown, nil
+	case "NOT_READY":
+		return 0, fmt.Errorf("%w: the front door's keys are gone (Redis restarted empty)", errFrontDoorDown)
+	}
+	return 0, fmt.Errorf("release script: unexpected answer %q", res)
+}
+
+func (f *redisFront) Forget(ctx context.Context, user int64) error {
+	return down(f.rdb.HDel(ctx, f.keys[keyUsers], strconv.FormatInt(user, 10)).Err())
+}
+
+func (f *redisFront) AddDrift(ctx context.Context, extra int32) error {
+	per := make([]int64, f.buckets)
+	for i := int32(0); i < extra; i++ {
+		per[int(i)%f.buckets]++
+	}
+	for b, n := range per {
+		if n == 0 {
+			continue
+		}
+		res, err := driftScript.Run(ctx, f.rdb, f.keys[:2], b, n).Text()
+		if err != nil {
+			return down(err)
+		}
+		if res != "OK" {
+			return errFrontDoorDown
+		}
+		f.mu.Lock()
+		f.drift[b] += n
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+func (f *redisFront) ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error) {
+	v, err := f.rdb.HGet(ctx, f.keys[keyReq], requestID.String()).Result()
+	if errors.Is(err, redis.Nil) {
+		return uuid.Nil, false, nil
+	}
+	if err != nil {
+		return uuid.Nil, false, down(err)
+	}
+	id, err := uuid.Parse(v)
+	return id, err == nil, err
+}
+
+func (f *redisFront) State(ctx context.Context) (frontState, error) {
+	st := frontState{Available: make([]int64, f.buckets), Held: map[uuid.UUID]int16{}}
+	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
+	if err != nil {
+		return st, down(err)
+	}
+	for k, v := range stock {
+		b, err1 := strconv.Atoi(k)
+		n, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 != nil || err2 != nil || b < 0 || b >= f.buckets {
+			return st, fmt.Errorf("front door: stock field %q = %q", k, v)
+		}
+		st.Available[b] = n
+	}
+	var cursor uint64
+	for {
+		kv, next, err := f.rdb.HScan(ctx, f.keys[keyResv], cursor, "", 1000).Result()
+		if err != nil {
+			return st, down(err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			id, err := uuid.Parse(kv[i])
+			parts := strings.SplitN(kv[i+1], ":", 3)
+			if err != nil || len(parts) < 2 {
+				return st, fmt.Errorf("front door: reservation %q = %q", kv[i], kv[i+1])
+			}
+			if parts[0] != "R" {
+				continue
+			}
+			b, err := strconv.Atoi(parts[1])
+			if err != nil {
+				return st, fmt.Errorf("front door: reservation %q = %q", kv[i], kv[i+1])
+			}
+			st.Held[id] = int16(b)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	f.mu.Lock()
+	st.Drift = append([]int64(nil), f.drift...)
+	f.mu.Unlock()
+	return st, nil
+}
+
+// frontImage is what PostgreSQL says the front door should hold.
+type frontImage struct {
+	available []int32 // per bucket
+	resv      []imageReservation
+	users     map[int64]uuid.UUID // every user with an order
+}
+
+type imageReservation struct {
+	id, request uuid.UUID
+	bucket      int16
+	user, order int64
+	held        bool // a live order holds its unit
+}
+
+// loadFrontImage reads the bucket counters and the reservations with their
+// orders in one REPEATABLE READ snapshot.
+func loadFrontImage(ctx context.Context, fs *flow.Service) (frontImage, error) {
+	img := frontImage{users: map[int64]uuid.UUID{}}
+	err := pgx.BeginTxFunc(ctx, fs.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		buckets, err := fs.Inventory.Buckets(ctx, tx, fs.Item.ActivityID, fs.Item.SKUID)
+		if err != nil {
+			return err
+		}
+		img.available = make([]int32, len(buckets))
+		for _, b := range buckets {
+			img.available[b.BucketNo] = b.Available
+		}
+		rows, err := tx.Query(ctx, `SELECT r.reservation_id, r.request_id, r.inventory_bucket, r.user_id, coalesce(o.order_id, 0),
+				coalesce(o.status IN ($3, $4, $5, $6), false), o.order_id IS NOT NULL
+			FROM `+pgx.Identifier{fs.Schema, "inventory_reservation"}.Sanitize()+` r
+			LEFT JOIN `+pgx.Identifier{fs.Schema, "orders"}.Sanitize()+` o ON o.reservation_id = r.reservation_id
+			WHERE r.activity_id = $1 AND r.sku_id = $2`,
+			fs.Item.ActivityID, fs.Item.SKUID, int16(order.StatusCreated), int16(order.StatusPaying), int16(order.StatusPaid), int16(order.StatusRefundPending))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r imageReservation
+			var hasOrder bool
+			if err := rows.Scan(&r.id, &r.request, &r.bucket, &r.user, &r.order, &r.held, &hasOrder); err != nil {
+				return err
+			}
+			img.resv = append(img.resv, r)
+			if hasOrder {
+				img.users[r.user] = r.id
+			}
+		}
+		return rows.Err()
+	})
+	return img, err
+}
+
+// Rebuild replaces the front door's keys with img, atomically (MULTI):
+// a script never sees half an image. The sale opens at startsAt.
+func (f *redisFront) Rebuild(ctx context.Context, img frontImage, startsAt time.Time) error {
+	var left, held int64
+	stock := make([]any, 0, 2*len(img.available))
+	for b, a := range img.available {
+		stock = append(stock, strconv.Itoa(b), a)
+		left += int64(a)
+	}
+	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, f.keys...)
+		p.HSet(ctx, f.keys[keyStock], stock...)
+		const chunk = 2000
+		var resv, req, users []any
+		flush := func(force bool) {
+			if len(resv) >= chunk || (force && len(resv) > 0) {
+				p.HSet(ctx, f.keys[keyResv], resv...)
+				p.HSet(ctx, f.keys[keyReq], req...)
+				resv, req = resv[:0:0], req[:0:0]
+			}
+			if len(users) >= chunk || (force && len(users) > 0) {
+				p.HSet(ctx, f.keys[keyUsers], users...)
+				users = users[:0:0]
+			}
+		}
+		for _, r := range img.resv {
+			state := "X"
+			if r.held {
+				state = "R"
+				held++
+			}
+			resv = append(resv, r.id.String(), fmt.Sprintf("%s:%d:%d:%d", state, r.bucket, r.user, r.order))
+			req = append(req, r.request.String(), r.id.String())
+			flush(false)
+		}
+		for u, id := range img.users {
+			users = append(users, strconv.FormatInt(u, 10), id.String())
+			flush(false)
+		}
+		flush(true)
+		p.HSet(ctx, f.keys[keyMeta], "status", "open", "starts_ms", startsAt.UnixMilli(), "ends_ms", 0, "left", left, "held", held)
+		return nil
+	})
+	if err != nil {
+		return down(err)
+	}
+	f.mu.Lock()
+	clear(f.drift)
+	f.mu.Unlock()
+	return nil
+}
+
+// built reports whether the front door's keys are there.
+func (f *redisFront) built(ctx context.Context) (bool, error) {
+	n, err := f.rdb.Exists(ctx, f.keys[keyMeta]).Result()
+	return n == 1, down(err)
+}
