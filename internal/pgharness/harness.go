@@ -68,6 +68,8 @@ type Server struct {
 	args   []string
 	cred   *syscall.Credential
 	proc   process
+
+	heldPID int // the WAL receiver HoldReplication stopped
 }
 
 // Owned reports whether the server is a throwaway cluster this process

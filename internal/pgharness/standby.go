@@ -243,3 +243,143 @@ func validName(s string) bool {
 	}
 	return s != ""
 }
+
+// HoldReplication freezes the standby's WAL receiver (SIGSTOP): from now on
+// the standby receives and flushes nothing more, so a synchronous
+// primary's commits wait for it (they are durable on the primary only, and
+// their clients hear nothing), and an asynchronous primary's commits are
+// acknowledged without reaching it. [Server.ReleaseReplication] lets the
+// receiver go on; [Server.Kill] discards what it had not flushed.
+func (s *Server) HoldReplication(ctx context.Context) error {
+	pid, err := s.walReceiverPID(ctx)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgharness: hold the WAL receiver: %w", err)
+	}
+	s.heldPID = pid
+	return nil
+}
+
+// ReleaseReplication undoes [Server.HoldReplication].
+func (s *Server) ReleaseReplication() error {
+	if s.heldPID == 0 {
+		return errors.New("pgharness: replication is not held")
+	}
+	pid := s.heldPID
+	s.heldPID = 0
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("pgharness: release the WAL receiver: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) walReceiverPID(ctx context.Context) (int, error) {
+	if !s.owned {
+		return 0, errors.New("pgharness: cannot signal a server this process does not own")
+	}
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return 0, fmt.Errorf("pgharness: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'`).Scan(&pid); err != nil {
+		return 0, fmt.Errorf("pgharness: no streaming WAL receiver (is this a standby?): %w", err)
+	}
+	return pid, nil
+}
+
+// Kill ends the throwaway server and every one of its processes at once
+// with SIGKILL — held ones too — like a machine losing power: nothing is
+// written on the way down, what was not flushed is gone. The data
+// directory is kept; [Server.Restart] runs crash recovery. It reads the
+// server's child processes from /proc (Linux).
+func (s *Server) Kill() error {
+	if !s.owned {
+		return errors.New("pgharness: cannot kill a server this process does not own")
+	}
+	s.proc.mu.Lock()
+	var pid int
+	if s.proc.cmd != nil && s.proc.cmd.Process != nil {
+		pid = s.proc.cmd.Process.Pid
+	}
+	s.proc.mu.Unlock()
+	if pid == 0 {
+		return nil
+	}
+	// Every child of the postmaster makes itself a session leader, so
+	// the postmaster's process group does not hold them: find them first.
+	children, err := childrenOf(pid)
+	if err != nil {
+		return err
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+	s.heldPID = 0
+	if err := s.proc.waitExit(30 * time.Second); err != nil {
+		return err
+	}
+	// A restart must not find the old shared memory still attached.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		alive := 0
+		for _, c := range children {
+			if syscall.Kill(c, 0) == nil && !zombie(c) {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgharness: %d processes of the killed server still alive", alive)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("pgharness: Kill needs /proc: %w", err)
+	}
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _ := statField(p, 1); ppid == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// statField returns field i (0: state, 1: ppid) after the command name of
+// /proc/pid/stat.
+func statField(pid, i int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	j := strings.LastIndexByte(s, ')')
+	if j < 0 {
+		return "", false
+	}
+	f := strings.Fields(s[j+1:])
+	if i >= len(f) {
+		return "", false
+	}
+	return f[i], true
+}
+
+func zombie(pid int) bool {
+	st, ok := statField(pid, 0)
+	return !ok || st == "Z"
+}

@@ -151,3 +151,66 @@ func waitFor(t *testing.T, ctx context.Context, c *pgx.Conn, sql string, args ..
 		}
 	}
 }
+
+// TestHoldReplicationThenKill: with replication held, an asynchronous
+// primary acknowledges a commit the standby never receives; the primary
+// crashes, the standby is killed (its held receiver too), restarted and
+// promoted: the acknowledged row is not there, the one before the hold is.
+func TestHoldReplicationThenKill(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	primary, err := pgharness.StartThrowaway(ctx, pgharness.Options{MaxConnections: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Stop() })
+	standby, err := primary.StartStandby(ctx, pgharness.StandbyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = standby.Stop() })
+	if err := primary.ReleaseReplication(); err == nil {
+		t.Fatal("ReleaseReplication without a hold succeeded")
+	}
+	c := connect(t, ctx, primary.URL)
+	if _, err := c.Exec(ctx, `CREATE TABLE t (id int); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var lsn string
+	if err := c.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	sc := connect(t, ctx, standby.URL)
+	waitFor(t, ctx, sc, `SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn`, lsn)
+	if err := standby.HoldReplication(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := connect(t, ctx, standby.URL)
+	var ids []int32
+	rows, err := n.Query(ctx, `SELECT id FROM t ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("rows on the promoted standby %v, want [1]: the commit made during the hold never reached it", ids)
+	}
+}
