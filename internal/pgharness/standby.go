@@ -127,19 +127,32 @@ func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (*Server
 // Promote ends the standby's recovery and makes it a primary on a new
 // timeline (pg_promote). It returns once the server accepts writes.
 func (s *Server) Promote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	conn, err := pgx.Connect(ctx, s.URL)
 	if err != nil {
 		return fmt.Errorf("pgharness: promote: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var promoted bool
-	if err := conn.QueryRow(ctx, `SELECT pg_promote(true, 60)`).Scan(&promoted); err != nil {
+	// pg_promote without waiting, then poll: a statement waiting through
+	// the end of recovery can be cancelled by a recovery conflict.
+	if _, err := conn.Exec(ctx, `SELECT pg_promote(false)`); err != nil {
 		return fmt.Errorf("pgharness: promote: %w", err)
 	}
-	if !promoted {
-		return errors.New("pgharness: promote: the standby did not finish promotion within 60s")
+	for {
+		var recovering bool
+		if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&recovering); err != nil {
+			return fmt.Errorf("pgharness: promote: %w", err)
+		}
+		if !recovering {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgharness: promote: still in recovery: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // MultiHostURL is a connection string naming every server of servers, in
