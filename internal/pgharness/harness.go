@@ -8,6 +8,14 @@
 // runs as root the server runs as the unprivileged "postgres" OS user
 // (initdb refuses root). The server is started with a parent-death signal,
 // so it goes down with the process even when Stop is never called.
+//
+// A throwaway primary gets a streaming standby with [Server.StartStandby]
+// (pg_basebackup; synchronous or asynchronous; an apply delay for a
+// lagging replica), which [Server.Promote] turns into the new primary after
+// [Server.Crash] or [Server.Kill] of the old one; [MultiHostURL] names both
+// with target_session_attrs=read-write. [Options.Archive] turns on WAL
+// archiving with an archive_command that [Server.SetArchiveFailing] makes
+// fail.
 package pgharness
 
 import (
