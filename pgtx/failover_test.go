@@ -139,3 +139,77 @@ func TestResolveCommitAfterFailover(t *testing.T) {
 		t.Fatalf("resolution %q, want the timeline change named", ce.Resolution)
 	}
 }
+
+// TestCommitTerminatedWhileWaitingForStandbyIsUnknown: a COMMIT has run on
+// the primary and waits for its synchronous standby (held) when the
+// backend is terminated (pg_terminate_backend, as a fast shutdown of the
+// primary does): the server warns that the transaction committed locally
+// and ends the connection with FATAL 57P01. That error answers the COMMIT,
+// but it does not mean the COMMIT failed: the outcome is unknown, and the
+// row is there.
+func TestCommitTerminatedWhileWaitingForStandbyIsUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 3*time.Minute)
+	primary, err := pgharness.StartThrowaway(ctx, pgharness.Options{MaxConnections: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Stop() })
+	standby, err := primary.StartStandby(ctx, pgharness.StandbyOptions{Synchronous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = standby.Stop() })
+	admin, err := pgx.Connect(ctx, primary.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.HoldReplication(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, primary.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pgtx.RunInTx(ctx, conn, pgtx.Options{}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (1)`)
+			return err
+		})
+	}()
+	for {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the COMMIT never waited for the standby")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	err = <-done
+	t.Logf("RunInTx: %v", err)
+	var rows int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Fatalf("%d rows on the primary, want 1: the transaction committed locally before the wait", rows)
+	}
+	if !pgtx.IsCommitOutcomeUnknown(err) || pgtx.NotCommitted(err) {
+		t.Fatalf("RunInTx = %v, want an unknown outcome: the transaction committed (locally) though COMMIT's answer was an error", err)
+	}
+	if err := standby.ReleaseReplication(); err != nil {
+		t.Fatal(err)
+	}
+}
