@@ -226,6 +226,9 @@ func (s *Server) Stop() error {
 	if !s.owned {
 		return nil
 	}
+	if s.heldPID != 0 {
+		_ = s.ReleaseReplication() // a frozen WAL receiver would not shut down
+	}
 	err := s.proc.stop(syscall.SIGINT, 30*time.Second) // fast shutdown
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
 		err = rmErr
