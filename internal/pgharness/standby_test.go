@@ -214,3 +214,29 @@ func TestHoldReplicationThenKill(t *testing.T) {
 		t.Fatalf("rows on the promoted standby %v, want [1]: the commit made during the hold never reached it", ids)
 	}
 }
+
+// TestStopWithReplicationHeld: a standby whose WAL receiver is frozen
+// still stops cleanly (Stop lets the receiver go first).
+func TestStopWithReplicationHeld(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	primary, err := pgharness.StartThrowaway(ctx, pgharness.Options{MaxConnections: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Stop() })
+	standby, err := primary.StartStandby(ctx, pgharness.StandbyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.HoldReplication(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Stop(); err != nil {
+		t.Fatalf("Stop with replication held: %v", err)
+	}
+	if _, err := os.Stat(standby.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("standby directory still there after Stop: %v", err)
+	}
+}
