@@ -54,7 +54,11 @@
 // RunInTx find out: it reads the transaction id before COMMIT (one round
 // trip more) and, on an unknown outcome, asks pg_xact_status on another
 // connection — committed is success, aborted is a known failure, in
-// progress is asked again until decided or [Options.ResolveTimeout].
+// progress is asked again until decided or [Options.ResolveTimeout]. After
+// a failover (the server asked is on another timeline than the one the
+// transaction id was read on) the outcome stays unknown: the promoted
+// standby may never have received the COMMIT and may have given the same
+// id to a transaction of its own.
 //
 // RunInTx returns nil exactly when the transaction committed; every other
 // error proves it did not ([NotCommitted]), except one that matches

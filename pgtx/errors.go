@@ -44,8 +44,11 @@ type CommitError struct {
 	XID uint64
 	// Resolution says what resolution found: "" (not attempted),
 	// "aborted", "in progress" (still undecided when resolution timed out),
-	// or the error that stopped it.
+	// a timeline change (a failover since the transaction id was read: the
+	// outcome stays unknown), or the error that stopped it.
 	Resolution string
+
+	timeline string // the server's timeline when XID was read
 }
 
 func (e *CommitError) Error() string {

@@ -67,7 +67,12 @@ type Options struct {
 	// connection: committed → RunInTx returns nil; aborted → a
 	// *CommitError that is not unknown; in progress → it asks again until
 	// decided or ResolveTimeout passes; anything else → the error stays
-	// [ErrCommitOutcomeUnknown]. Defaults to false.
+	// [ErrCommitOutcomeUnknown]. The server's timeline is read with the
+	// transaction id (in the same query): after a failover the promoted
+	// standby may never have received the COMMIT and may reuse the id, so
+	// when the server asked is on another timeline the outcome stays
+	// unknown; a server still in recovery (a standby) is asked again until
+	// ResolveTimeout. Defaults to false.
 	ResolveCommit bool
 	// ResolveDB runs the resolution query. Defaults to db when db is a
 	// [Querier] (a *pgxpool.Pool is: it hands out a healthy connection).
@@ -363,9 +368,10 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 		}
 	}
 	var xid uint64
+	var timeline *string
 	if r.o.ResolveCommit {
 		var s *string
-		if err := tx.QueryRow(ctx, "select pg_current_xact_id_if_assigned()::text").Scan(&s); err != nil {
+		if err := tx.QueryRow(ctx, qCaptureXID).Scan(&s, &timeline); err != nil {
 			return fmt.Errorf("pgtx: read transaction id: %w", err)
 		}
 		if s != nil {
@@ -381,6 +387,9 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 		return nil
 	}
 	ce := &CommitError{Err: cerr, XID: xid}
+	if timeline != nil {
+		ce.timeline = *timeline
+	}
 	if commitNeverLeft(cerr, closedBefore) {
 		return ce
 	}
@@ -414,7 +423,24 @@ func commitNeverLeft(err error, closedBefore bool) bool {
 	return pgconn.SafeToRetry(err)
 }
 
-// resolve asks the server what became of ce.XID.
+// The resolution's queries. The timeline is the first eight hex digits of
+// the name of the WAL file being written: on PostgreSQL 15 and later it is
+// the new timeline as soon as a promoted standby accepts writes (the
+// timeline of pg_control_checkpoint() changes only at the next
+// checkpoint). pg_walfile_name fails during recovery, so it runs only when
+// the transaction holds an id (which a standby never gives) or the server
+// is not in recovery.
+const (
+	qCaptureXID = `select x::text, case when x is null then null else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end
+from (select pg_current_xact_id_if_assigned() as x) s`
+	qResolveXID = `select pg_xact_status($1::text::xid8), case when pg_is_in_recovery() then null else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end`
+)
+
+// errInRecovery marks a resolution answered by a standby.
+var errInRecovery = errors.New("pgtx: the server is in recovery")
+
+// resolve asks the server what became of ce.XID, on the timeline where it
+// was read.
 func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) error {
 	if ce.XID == 0 {
 		// No transaction id was assigned: the transaction wrote nothing,
@@ -426,11 +452,25 @@ func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) erro
 	defer cancel()
 	wait := 5 * time.Millisecond
 	for {
-		var status *string
-		err := r.o.ResolveDB.QueryRow(rctx, "select pg_xact_status($1::text::xid8)", strconv.FormatUint(ce.XID, 10)).Scan(&status)
+		var status, timeline *string
+		err := r.o.ResolveDB.QueryRow(rctx, qResolveXID, strconv.FormatUint(ce.XID, 10)).Scan(&status, &timeline)
 		switch {
 		case err != nil:
 			ce.Resolution = "error: " + err.Error()
+		case timeline == nil:
+			// A standby: it may not have replayed the outcome yet, and it
+			// is not where the transaction would be found after a
+			// failover. Ask again (a promotion ends this).
+			ce.Resolution = "the server asked is in recovery"
+			err = errInRecovery
+		case *timeline != ce.timeline:
+			// A failover (or a point-in-time recovery) happened since the
+			// transaction id was read: the server asked may never have
+			// received the COMMIT, and may since have given the same id to
+			// another transaction. Its pg_xact_status says nothing about
+			// this one.
+			ce.Resolution = fmt.Sprintf("timeline changed from %s to %s since the transaction id was read (failover)", ce.timeline, *timeline)
+			return ce
 		case status == nil:
 			ce.Resolution = "status no longer known (xid too old)"
 		case *status == "committed":

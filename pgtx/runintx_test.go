@@ -340,29 +340,66 @@ func TestPanicRollsBackAndRepanics(t *testing.T) {
 	}
 }
 
+// TestRollbackSurvivesCancelledContext: fn cancels the caller's ctx while
+// it holds a row lock and returns the ctx error; RunInTx's ROLLBACK still
+// runs (on a context detached from the cancellation), so the connection is
+// left idle and open — a single *pgx.Conn that nobody closes, and a pool's
+// only connection, which the pool keeps — and the lock is released at
+// once. Were ROLLBACK skipped, the *pgx.Conn would stay in its transaction
+// holding the lock, and the pool would destroy its connection (a new
+// backend would answer next).
 func TestRollbackSurvivesCancelledContext(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT * FROM `+b.table+` WHERE id = 1 FOR UPDATE`); err != nil {
-			return err
+	conn := pgtest.Conn(t)
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	for _, tc := range []struct {
+		name string
+		db   pgtx.TxBeginner
+		pid  func() uint32 // the backend that answers db after RunInTx
+	}{
+		{"conn", conn, func() uint32 { return conn.PgConn().PID() }},
+		{"pool", pool, func() uint32 {
+			// Were ROLLBACK skipped, the only connection would never come
+			// back to the pool.
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			defer cancel()
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatalf("pool: the connection did not come back after RunInTx: %v", err)
+			}
+			defer c.Release()
+			return c.Conn().PgConn().PID()
+		}},
+	} {
+		ctx, cancel := context.WithCancel(b.ctx)
+		var pid uint32
+		err := pgtx.RunInTx(ctx, tc.db, pgtx.Options{}, func(tx pgx.Tx) error {
+			pid = tx.Conn().PgConn().PID()
+			if _, err := tx.Exec(ctx, `SELECT * FROM `+b.table+` WHERE id = 1 FOR UPDATE`); err != nil {
+				return err
+			}
+			cancel()
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: err = %v", tc.name, err)
 		}
-		cancel()
-		return ctx.Err()
-	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v", err)
-	}
-	// The row lock is gone: NOWAIT succeeds.
-	if err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error {
-		_, err := tx.Exec(b.ctx, `SELECT * FROM `+b.table+` WHERE id = 1 FOR UPDATE NOWAIT`)
-		return err
-	}); err != nil {
-		t.Fatalf("row still locked after the cancelled transaction: %v", err)
+		if tc.name == "conn" {
+			if conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
+				t.Fatalf("conn: closed %v, transaction status %q after RunInTx, want open and idle: ROLLBACK did not run", conn.IsClosed(), conn.PgConn().TxStatus())
+			}
+		}
+		if got := tc.pid(); got != pid {
+			t.Fatalf("%s: backend %d answers after RunInTx, want the same %d: the connection was dropped instead of rolled back", tc.name, got, pid)
+		}
+		// The row lock is gone: NOWAIT succeeds.
+		if _, err := b.pool.Exec(b.ctx, `SELECT * FROM `+b.table+` WHERE id = 1 FOR UPDATE NOWAIT`); err != nil {
+			t.Fatalf("%s: row still locked after the cancelled transaction: %v", tc.name, err)
+		}
 	}
 }
 

@@ -8,6 +8,14 @@
 // runs as root the server runs as the unprivileged "postgres" OS user
 // (initdb refuses root). The server is started with a parent-death signal,
 // so it goes down with the process even when Stop is never called.
+//
+// A throwaway primary gets a streaming standby with [Server.StartStandby]
+// (pg_basebackup; synchronous or asynchronous; an apply delay for a
+// lagging replica), which [Server.Promote] turns into the new primary after
+// [Server.Crash] or [Server.Kill] of the old one; [MultiHostURL] names both
+// with target_session_attrs=read-write. [Options.Archive] turns on WAL
+// archiving with an archive_command that [Server.SetArchiveFailing] makes
+// fail.
 package pgharness
 
 import (
@@ -47,7 +55,13 @@ type Options struct {
 	// MaxConnections is the server's max_connections. Defaults to 300.
 	MaxConnections int
 	// Settings are extra "name=value" server settings (postgres -c).
+	// They come after the harness's own, so they override them.
 	Settings []string
+	// Archive turns WAL archiving on (archive_mode = on) with an
+	// archive_command that copies each finished WAL segment into
+	// [Server.ArchiveDir] — and fails while [Server.SetArchiveFailing] says
+	// so. Defaults to false.
+	Archive bool
 }
 
 // Server is a PostgreSQL server for tests and examples.
@@ -62,6 +76,8 @@ type Server struct {
 	args   []string
 	cred   *syscall.Credential
 	proc   process
+
+	heldPID int // the WAL receiver HoldReplication stopped
 }
 
 // Owned reports whether the server is a throwaway cluster this process
@@ -106,8 +122,8 @@ func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	if s.dir, err = os.MkdirTemp("", "seckill-pg-"); err != nil {
-		return nil, fmt.Errorf("pgharness: %w", err)
+	if s.dir, err = s.makeDirs("seckill-pg-"); err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -115,16 +131,6 @@ func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
 			_ = os.RemoveAll(s.dir)
 		}
 	}()
-	for _, d := range []string{s.dir, filepath.Join(s.dir, "sock")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("pgharness: %w", err)
-		}
-		if s.cred != nil {
-			if err := os.Chown(d, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
-				return nil, fmt.Errorf("pgharness: %w", err)
-			}
-		}
-	}
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
 		"-D", filepath.Join(s.dir, "data"), "-U", "postgres", "--auth=trust",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
@@ -136,23 +142,14 @@ func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
 	if s.port, err = freePort(); err != nil {
 		return nil, err
 	}
-	maxConns := opts.MaxConnections
-	if maxConns == 0 {
-		maxConns = 300
-	}
-	s.args = []string{
-		"-D", filepath.Join(s.dir, "data"),
-		"-p", strconv.Itoa(s.port),
-		"-k", filepath.Join(s.dir, "sock"),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=" + strconv.Itoa(maxConns),
-		"-c", "fsync=on",
-		"-c", "synchronous_commit=on",
-		"-c", "full_page_writes=on",
-		"-c", "shared_buffers=256MB",
-		"-c", "max_locks_per_transaction=256",
-		"-c", "log_min_messages=warning",
-		"-c", "logging_collector=off",
+	s.args = serverArgs(s.dir, s.port, opts.MaxConnections)
+	if opts.Archive {
+		if err := s.makeArchiveDir(); err != nil {
+			return nil, err
+		}
+		s.args = append(s.args,
+			"-c", "archive_mode=on",
+			"-c", "archive_command="+s.archiveCommand())
 	}
 	for _, kv := range opts.Settings {
 		s.args = append(s.args, "-c", kv)
@@ -163,6 +160,28 @@ func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// serverArgs are the postgres arguments of a throwaway server in dir on
+// port (maxConns 0: 300 connections).
+func serverArgs(dir string, port, maxConns int) []string {
+	if maxConns == 0 {
+		maxConns = 300
+	}
+	return []string{
+		"-D", filepath.Join(dir, "data"),
+		"-p", strconv.Itoa(port),
+		"-k", filepath.Join(dir, "sock"),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=" + strconv.Itoa(maxConns),
+		"-c", "fsync=on",
+		"-c", "synchronous_commit=on",
+		"-c", "full_page_writes=on",
+		"-c", "shared_buffers=256MB",
+		"-c", "max_locks_per_transaction=256",
+		"-c", "log_min_messages=warning",
+		"-c", "logging_collector=off",
+	}
 }
 
 // launch starts the postmaster on the existing data directory and waits
@@ -206,6 +225,9 @@ func (s *Server) Restart(ctx context.Context) error {
 func (s *Server) Stop() error {
 	if !s.owned {
 		return nil
+	}
+	if s.heldPID != 0 {
+		_ = s.ReleaseReplication() // a frozen WAL receiver would not shut down
 	}
 	err := s.proc.stop(syscall.SIGINT, 30*time.Second) // fast shutdown
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {

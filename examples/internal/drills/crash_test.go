@@ -3,6 +3,7 @@ package drills
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,15 +56,56 @@ func TestCrashImmediateShutdown(t *testing.T) {
 	payments := r.startPayers(2, len(msgs))
 	canceller := r.startCanceller(1, 20, 20*time.Millisecond)
 
-	q := r.consume(msgs, deliverConfig{Workers: 8})
+	// Once armed, the next fresh orders are held in flight: their
+	// transaction has run (bucket decremented and locked, order, inbox and
+	// event written) and waits for the crash before its COMMIT.
+	// (Each holds its bucket's row lock: the other consumers of that
+	// bucket time out and are redelivered until the crash.)
+	const inFlight = 3
+	var armed atomic.Bool
+	var holding atomic.Int64
+	heldOrders := make(chan int64, inFlight)
+	crashed := make(chan struct{})
+	var crashOnce sync.Once
+	crash := func() { crashOnce.Do(func() { close(crashed) }) }
+	t.Cleanup(crash)
+	var heldMu sync.Mutex
+	heldErrs := map[int64]error{}
+	handle := func(ctx context.Context, m *msg) (flow.Outcome, error) {
+		if !armed.Load() || holding.Load() >= inFlight {
+			return r.svc.PlaceOrder(ctx, m.ID, m.Body)
+		}
+		held := false
+		out, err := r.placeWithTx(ctx, m, func(out flow.Outcome) {
+			if out.Code == flow.CodeOrderCreated && !out.Duplicate && holding.Add(1) <= inFlight {
+				held = true
+				heldOrders <- m.M.OrderID
+				<-crashed
+			}
+		})
+		if held {
+			heldMu.Lock()
+			heldErrs[m.M.OrderID] = err
+			heldMu.Unlock()
+		}
+		return out, err
+	}
+	q := r.consume(msgs, deliverConfig{Workers: 8, Handle: handle})
 	q.waitAcked(int64(len(msgs)) * 2 / 5)
+	armed.Store(true)
+	var held []int64
+	for len(held) < inFlight {
+		select {
+		case id := <-heldOrders:
+			held = append(held, id)
+		case <-ctx.Done():
+			t.Fatalf("only %d orders held in flight", len(held))
+		}
+	}
 
 	// One relay claims a batch and is still publishing it when the server
 	// goes down: its lease stays behind in the database.
 	stuckIDs := make(chan []uuid.UUID, 1)
-	crashed := make(chan struct{})
-	var crashOnce sync.Once
-	crash := func() { crashOnce.Do(func() { close(crashed) }) }
 	stuck, err := outbox.NewRelay(pool, outbox.RelayConfig{
 		Store: r.svc.Outbox, Owner: "drill-stuck-relay", BatchSize: 20, Lease: time.Minute, DisableListen: true,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond,
@@ -108,7 +150,8 @@ func TestCrashImmediateShutdown(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("crashed after %d of %d messages were acknowledged; %d events stranded in a claim", ackedBefore, len(msgs), len(stranded))
+	t.Logf("crashed after %d of %d messages were acknowledged, %d orders in flight before COMMIT; %d events stranded in a claim",
+		ackedBefore, len(msgs), len(held), len(stranded))
 
 	// The same driver goes on: the pools reconnect, the unacknowledged
 	// messages are redelivered.
@@ -155,6 +198,18 @@ func TestCrashImmediateShutdown(t *testing.T) {
 	}
 	if got := r.pub.recovered.Load(); got < int64(len(stranded)) {
 		t.Errorf("relays recovered %d expired leases, want at least the %d stranded", got, len(stranded))
+	}
+	// The orders in flight at the crash did not commit then; their
+	// redeliveries created each once.
+	heldMu.Lock()
+	for _, id := range held {
+		if err, ok := heldErrs[id]; !ok || err == nil {
+			t.Errorf("order %d, in flight at the crash: its first transaction returned %v, want an error", id, err)
+		}
+	}
+	heldMu.Unlock()
+	if got := r.count(`SELECT count(*) FROM %s.orders WHERE order_id = ANY($1)`, held); got != int64(len(held)) {
+		t.Errorf("%d of the %d orders in flight at the crash exist after their redelivery", got, len(held))
 	}
 	t.Logf("acknowledged and present: %d orders, %d payments; %d leases recovered", len(created), len(paid), r.pub.recovered.Load())
 

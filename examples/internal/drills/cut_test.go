@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/outbox"
@@ -16,24 +17,38 @@ import (
 const (
 	cutCommitBefore = "commit_before" // COMMIT never reaches the server
 	cutCommitAfter  = "commit_after"  // the server committed, the client never hears it
-	cutMidBatch     = "mid_batch"     // before one of the batch's Bind messages
+	cutMidBatch     = "mid_batch"     // before a Bind in the middle of the fresh path's pipelined batch
 	cutBatchAfter   = "batch_after"   // the batch ran, its answer is lost (open transaction)
 )
 
 // cutter is a faultproxy rule that cuts connections at random points of
 // the consumer transaction, each kind up to a budget.
 type cutter struct {
-	mu   sync.Mutex
-	rng  *rand.Rand
-	left map[string]int
-	made map[string]int
+	mu    sync.Mutex
+	rng   *rand.Rand
+	left  map[string]int
+	made  map[string]int
+	stmts map[string]string // prepared statement name → SQL, from Parse messages
+	conns map[int]*cutConn
+	// general counts the batches recognised as the general path's (by
+	// their SAVEPOINT), which mid-batch cuts spare.
+	general int
+}
+
+// cutConn is what the cutter knows of one connection's current batch.
+type cutConn struct {
+	unnamed   string // the SQL of the last unnamed Parse
+	binds     int    // Binds since the last Sync
+	savepoint bool   // the batch set a savepoint: the general path, not the fresh one
 }
 
 func newCutter(seed uint64, perKind int) *cutter {
 	return &cutter{
-		rng:  rand.New(rand.NewPCG(seed, seed^0xdead)),
-		left: map[string]int{cutCommitBefore: perKind, cutCommitAfter: perKind, cutMidBatch: perKind, cutBatchAfter: perKind},
-		made: map[string]int{},
+		rng:   rand.New(rand.NewPCG(seed, seed^0xdead)),
+		left:  map[string]int{cutCommitBefore: perKind, cutCommitAfter: perKind, cutMidBatch: perKind, cutBatchAfter: perKind},
+		made:  map[string]int{},
+		stmts: map[string]string{},
+		conns: map[int]*cutConn{},
 	}
 }
 
@@ -46,9 +61,45 @@ func (c *cutter) take(kind string, p float64) bool {
 	return true
 }
 
+// done reports whether every kind of cut has been made as often as its
+// budget allows.
+func (c *cutter) done() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.left {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// twoCStrings splits the first two NUL-terminated strings of b.
+func twoCStrings(b []byte) (string, string) {
+	first := cstringOf(b)
+	if len(first) >= len(b) {
+		return first, ""
+	}
+	return first, cstringOf(b[len(first)+1:])
+}
+
+func cstringOf(b []byte) string {
+	for i, ch := range b {
+		if ch == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
 func (c *cutter) rule(m faultproxy.Message) faultproxy.Action {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	cc := c.conns[m.ConnID]
+	if cc == nil {
+		cc = &cutConn{}
+		c.conns[m.ConnID] = cc
+	}
 	switch m.Type {
 	case 'Q':
 		if strings.EqualFold(m.Query(), "commit") {
@@ -59,11 +110,32 @@ func (c *cutter) rule(m faultproxy.Message) faultproxy.Action {
 				return faultproxy.CutAfter
 			}
 		}
+	case 'P':
+		name, sql := twoCStrings(m.Body)
+		if name == "" {
+			cc.unnamed = sql
+		} else {
+			c.stmts[name] = sql
+		}
 	case 'B':
-		if c.take(cutMidBatch, 0.012) {
+		_, name := twoCStrings(m.Body) // portal, statement
+		sql := cc.unnamed
+		if name != "" {
+			sql = c.stmts[name]
+		}
+		cc.binds++
+		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(sql)), "SAVEPOINT") {
+			cc.savepoint = true
+			c.general++
+		}
+		// Past where the general path sets its savepoint (BEGIN, claim,
+		// reservation, SAVEPOINT) without one: the fresh path's batch,
+		// with statements before and after this one.
+		if cc.binds >= 4 && !cc.savepoint && c.take(cutMidBatch, 0.03) {
 			return faultproxy.CutBefore
 		}
 	case 'S':
+		cc.binds, cc.savepoint = 0, false
 		if c.take(cutBatchAfter, 0.06) {
 			return faultproxy.CutAfter
 		}
@@ -82,9 +154,11 @@ func (c *cutter) counts() map[string]int {
 }
 
 // TestFaultCutConnections runs the order flow with every consumer
-// connection through a fault proxy that cuts about 200 connections at
-// random points: before COMMIT, after the server executed COMMIT, before a
-// Bind of the pipelined batch, and after the batch ran. Messages are
+// connection through a fault proxy that cuts 200 connections at random
+// points, 50 of each kind: before COMMIT, after the server executed COMMIT,
+// before a Bind in the middle of the fresh path's pipelined batch, and
+// after a batch ran. Waves of buyers keep coming until every kind has been
+// cut as often as planned, then a last wave sells out. Messages are
 // redelivered until acknowledged. Afterwards every message is processed
 // exactly once, every unknown commit was resolved (by redelivery and the
 // inbox, or in place by pg_xact_status), and the audit passes.
@@ -104,19 +178,36 @@ func TestFaultCutConnections(t *testing.T) {
 // cutDrill cuts 4×perKind connections: 200 in the redelivery variant, 100
 // more in the ResolveCommit one.
 func cutDrill(t *testing.T, resolve bool) {
-	users, perKind := 400, 50
+	wave, perKind, maxWaves := 200, 50, 6
 	if resolve {
-		users, perKind = 220, 25
+		wave, perKind = 110, 25
 	}
+	// Buckets 0-3 take the waves and never run out; bucket 4 takes the
+	// last wave, which asks for more than it holds.
+	perBucket := wave * maxWaves / 4
 	pool, px := proxiedPool(t, pgtest.URL(t), 8)
-	r := newRig(t, rigConfig{Pool: pool, Stock: int32(users) * 24 / 25, Buckets: 4, Tx: pgtx.Options{ResolveCommit: resolve}})
-	msgs := r.messages(plan{Users: users, DoubleClick: 10})
+	r := newRig(t, rigConfig{Pool: pool, Stock: int32(5 * perBucket), Buckets: 5, Tx: pgtx.Options{ResolveCommit: resolve}})
 	stopRelays := r.startRelays(r.admin, 2, outbox.RelayConfig{})
 
 	cuts := newCutter(rand.Uint64(), perKind)
 	px.SetRule(cuts.rule)
-	q := r.consume(msgs, deliverConfig{Workers: 8})
-	q.wait()
+	var msgs []*msg
+	users, waves := 0, 0
+	for ; ; waves++ {
+		p := plan{Users: wave, FirstUser: int64(users) + 1, DoubleClick: 10, Buckets: []int16{0, 1, 2, 3}}
+		last := cuts.done() || waves == maxWaves-1
+		if last {
+			p.Users, p.Buckets = perBucket+wave/10, []int16{4}
+		}
+		ms := r.messages(p)
+		users += p.Users
+		msgs = append(msgs, ms...)
+		r.consume(ms, deliverConfig{Workers: 8}).wait()
+		if last {
+			waves++
+			break
+		}
+	}
 	px.SetRule(nil)
 	r.drain()
 	stopRelays()
@@ -126,16 +217,19 @@ func cutDrill(t *testing.T, resolve bool) {
 	for _, n := range made {
 		total += n
 	}
-	t.Logf("%d messages, %d deliveries redelivered, cuts %v (%d in all, proxy counted %d)", len(msgs), q.redeliv.Load(), made, total, px.Cuts())
+	t.Logf("%d messages in %d waves, cuts %v (%d in all, proxy counted %d); %d general-path batches spared by mid-batch cuts", len(msgs), waves, made, total, px.Cuts(), cuts.general)
 	t.Logf("pgtx events %v", r.tx)
 	r.logErrors()
 	for _, k := range []string{cutCommitBefore, cutCommitAfter, cutMidBatch, cutBatchAfter} {
-		if made[k] == 0 {
-			t.Errorf("no %s cut was made", k)
+		if made[k] != perKind {
+			t.Errorf("%d %s cuts made, want %d", made[k], k, perKind)
 		}
 	}
-	if total < 3*perKind {
-		t.Errorf("only %d connections cut, want about %d", total, 4*perKind)
+	if cuts.general == 0 {
+		t.Errorf("no batch of the general path recognised: mid-batch cuts cannot tell the fresh path from it")
+	}
+	if sold := r.count(`SELECT count(*) FROM %s.consumer_inbox WHERE result_code = $1`, flow.CodeSoldOut); sold == 0 {
+		t.Errorf("no message sold out: the last wave should have asked for more than the stock")
 	}
 
 	r.assertExactlyOnce(msgs)

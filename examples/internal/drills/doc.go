@@ -29,21 +29,25 @@
 // # The drills
 //
 //   - TestFaultCutConnections: every consumer connection runs through
-//     internal/faultproxy, which cuts about 200 connections before COMMIT,
-//     after the server executed COMMIT, before a Bind of the pipelined
-//     batch and after the batch ran. Unknown commits happen and are
-//     resolved by redelivery through the inbox, or in place with
-//     pgtx.Options.ResolveCommit.
+//     internal/faultproxy, which cuts 200 connections, 50 of each kind:
+//     before COMMIT, after the server executed COMMIT, before a Bind in the
+//     middle of the fresh path's pipelined batch, and after a batch ran
+//     (waves of buyers come until every kind is done). Unknown commits
+//     happen and are resolved by redelivery through the inbox, or in place
+//     with pgtx.Options.ResolveCommit (100 cuts more).
 //   - TestCrashImmediateShutdown: a throwaway cluster of its own is shut
 //     down immediately (pg_ctl stop -m immediate, i.e. SIGQUIT) in the
-//     middle of the load and restarted; everything a consumer or a payment
-//     acknowledged survives, the relays resume, and the events a relay had
-//     claimed before the crash are recovered after their lease and
-//     published.
+//     middle of the load, with three orders held in flight (batch run,
+//     COMMIT not sent), and restarted; everything a consumer or a payment
+//     acknowledged survives, the orders in flight did not commit and are
+//     created once on redelivery, the relays resume, and the events a
+//     relay had claimed before the crash are recovered after their lease
+//     and published.
 //   - TestFaultKillConsumerBeforeCommit: a consumer dies after the bucket
 //     decrement and before COMMIT (its socket closed, or its ctx cancelled
-//     before COMMIT): nothing of it remains, and the redelivery creates the
-//     order once.
+//     before COMMIT, in the general transaction; its connection dead as
+//     COMMIT leaves, in the fresh pipelined batch): nothing of it remains,
+//     and the redelivery creates the order once.
 //   - TestFaultRelayKilledBetweenPublishAndMark: a relay dies after
 //     publishing and before marking SENT: the events are published again
 //     after the lease expires, nothing is lost.
@@ -60,11 +64,33 @@
 //     pays for a new one. Bound the acquire, not the transaction.)
 //   - TestFaultDuplicateStorm: every message delivered three times at
 //     once (and some re-sent under a new message id): one effect each.
+//   - TestFailoverSynchronousStandby: a primary with a synchronous standby
+//     (pg_basebackup, streaming), every pool on a multi-host URL with
+//     target_session_attrs=read-write. Mid-sale the standby's WAL receiver
+//     is held until COMMITs wait for it, the primary is stopped
+//     immediately, the standby powered off and on and promoted: every
+//     acknowledged order and payment is on the new primary, the waiting
+//     COMMITs are unknown outcomes that ResolveCommit does not call
+//     committed (another timeline), their redeliveries meet the inbox, the
+//     stranded claim is recovered.
+//   - TestFailoverAsynchronousStandby: the same with synchronous_commit =
+//     local: the messages acknowledged while the standby did not receive
+//     them are lost; the drill counts them (messages, orders, events
+//     already published) and asserts they are exactly those.
+//   - TestReplicaLagReadsNeverDecideWrites: a lagging standby serves order
+//     status; a cancel decided on its stale CREATED is refused by the
+//     primary's conditional UPDATE; read-your-writes by replayed position.
+//   - TestArchiveFailureDuringSale: archive_command fails mid-sale; the
+//     sale goes on without an error, pg_stat_archiver and the pg_wal
+//     backlog show it, and the backlog is archived once it works again.
+//   - TestSoakShort: twelve rounds of load with inbox and outbox purges and
+//     autovacuum (examples/internal/soak); table sizes and the outbox
+//     claim's cost stay within twice their size after the warm-up.
 //   - TestPgBouncerFullFlow: the whole flow — orders, payments, cancels,
 //     relays polling with DisableListen — through PgBouncer in transaction
 //     pooling mode with pgx's exec query mode.
 //
 // Run them alone with, e.g.,
 //
-//	go test -race -count=1 -run 'TestFault|TestCrash|TestPgBouncer' ./examples/internal/drills/
+//	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer' ./examples/internal/drills/
 package drills

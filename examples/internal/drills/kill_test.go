@@ -3,6 +3,9 @@ package drills
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +21,12 @@ import (
 )
 
 // TestFaultKillConsumerBeforeCommit kills consumers between the bucket
-// decrement and COMMIT (seed §7.7) while other consumers run: half by
-// closing the socket (the process died), half by cancelling the ctx before
-// COMMIT (the consumer was stopped). Each time the transaction rolls back —
+// decrement and COMMIT (seed §7.7) while other consumers run. In the
+// general transaction (PlaceOrderTx): half by closing the socket (the
+// process died), half by cancelling the ctx before COMMIT (the consumer
+// was stopped). In the fresh pipelined path (PlaceOrder's one batch): the
+// connection dies as COMMIT leaves, the bucket row still locked by the
+// batch. Each time the transaction rolls back —
 // no order, no inbox row, no ledger row, no reservation, the bucket as it
 // was and its row lock released — and the redelivery creates the order
 // exactly once.
@@ -85,31 +91,54 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 			}
 		}
 		// The server rolls the transaction back: wait for the bucket lock.
-		if err := pgx.BeginFunc(r.ctx, r.admin, func(tx pgx.Tx) error {
-			_, err := tx.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 4 FOR UPDATE`),
-				r.svc.Item.ActivityID, r.svc.Item.SKUID)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if after := r.bucket(4); after != before {
-			t.Errorf("victim %d (%s): bucket available %d after the kill, want %d", i, how, after, before)
-		}
-		for table, n := range map[string]int64{
-			"inbox":       r.count(`SELECT count(*) FROM %s.consumer_inbox WHERE message_id = $1`, v.ID),
-			"orders":      r.count(`SELECT count(*) FROM %s.orders WHERE order_id = $1`, v.M.OrderID),
-			"ledger":      r.count(`SELECT count(*) FROM %s.inventory_ledger WHERE idempotency_key = 'ALLOCATE:' || $1::uuid::text`, v.M.ReservationID),
-			"reservation": r.count(`SELECT count(*) FROM %s.inventory_reservation WHERE reservation_id = $1`, v.M.ReservationID),
-			"outbox":      r.count(`SELECT count(*) FROM %s.event_outbox WHERE dedup_key = 'ORDER_CREATED:' || $1::bigint::text`, v.M.OrderID),
-		} {
-			if n != 0 {
-				t.Errorf("victim %d (%s): %d %s rows left by a transaction that never committed", i, how, n, table)
+		r.waitBucketUnlocked(4)
+		r.assertNoTrace(fmt.Sprintf("victim %d (%s)", i, how), v, before)
+	}
+
+	// The fresh pipelined path: PlaceOrder itself, on a connection through
+	// a fault proxy. Its one batch runs (the bucket decremented and
+	// locked); the consumer dies as its COMMIT leaves, which never reaches
+	// the server.
+	const freshVictims = 8
+	fpool, fpx := proxiedPool(t, pgtest.URL(t), 1)
+	fsvc := *r.svc
+	fsvc.Pool = fpool
+	fresh := r.messages(plan{Users: freshVictims, FirstUser: 20_000, Buckets: []int16{4}})
+	for i, v := range fresh {
+		before := r.bucket(4)
+		var mu sync.Mutex
+		var savepoint, locked, cut bool
+		fpx.SetRule(func(m faultproxy.Message) faultproxy.Action {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case m.Type == 'P' && strings.Contains(strings.ToUpper(m.Query()), "SAVEPOINT"):
+				savepoint = true
+			case m.Type == 'Q' && strings.EqualFold(m.Query(), "commit"):
+				_, err := r.admin.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 4 FOR UPDATE NOWAIT`),
+					r.svc.Item.ActivityID, r.svc.Item.SKUID)
+				locked, cut = pgtx.IsLockTimeout(err), true
+				return faultproxy.CutBefore
 			}
+			return faultproxy.Forward
+		})
+		_, err := fsvc.PlaceOrder(r.ctx, v.ID, v.Body)
+		fpx.SetRule(nil)
+		mu.Lock()
+		if !cut || savepoint || !locked {
+			t.Fatalf("fresh victim %d: cut at COMMIT %v, general path's savepoint seen %v, bucket locked at the cut %v; want a cut of the fresh path holding the lock", i, cut, savepoint, locked)
 		}
+		mu.Unlock()
+		if err == nil || (!pgtx.IsCommitOutcomeUnknown(err) && !pgtx.NotCommitted(err)) {
+			t.Fatalf("fresh victim %d: PlaceOrder = %v, want an error (the consumer died at COMMIT)", i, err)
+		}
+		r.waitBucketUnlocked(4)
+		r.assertNoTrace(fmt.Sprintf("fresh victim %d (socket closed at COMMIT)", i), v, before)
 	}
 	q.wait()
 
 	// Redelivered, each victim's order is created once, fresh.
+	vs = append(vs, fresh...)
 	for i, v := range vs {
 		out, err := r.svc.PlaceOrder(r.ctx, v.ID, v.Body)
 		if err != nil || out.Duplicate || out.Code != flow.CodeOrderCreated || out.OrderID != v.M.OrderID {
@@ -120,17 +149,50 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 			t.Fatalf("victim %d delivered again: %+v, %v; want a duplicate", i, out, err)
 		}
 	}
-	if got := r.bucket(4); got != 100-victims {
-		t.Errorf("victims' bucket available %d, want %d", got, 100-victims)
+	if got := r.bucket(4); got != 100-victims-freshVictims {
+		t.Errorf("victims' bucket available %d, want %d", got, 100-victims-freshVictims)
 	}
-	t.Logf("%d consumers killed between the bucket decrement and COMMIT (%d by socket close, %d by ctx cancel): all rolled back, all created once on redelivery",
-		victims, (victims+1)/2, victims/2)
+	t.Logf("%d consumers killed between the bucket decrement and COMMIT (general path: %d by socket close, %d by ctx cancel; fresh pipelined path: %d by socket close at COMMIT): all rolled back, all created once on redelivery",
+		victims+freshVictims, (victims+1)/2, victims/2, freshVictims)
 	r.drain()
 	stopRelays()
 	r.logErrors()
 	r.assertExactlyOnce(append(bg, vs...))
 	r.assertAllPublished()
 	r.assertAudit()
+}
+
+// waitBucketUnlocked waits until bucket b's row lock is free (a killed
+// transaction's backend has rolled back).
+func (r *rig) waitBucketUnlocked(b int16) {
+	r.t.Helper()
+	if err := pgx.BeginFunc(r.ctx, r.admin, func(tx pgx.Tx) error {
+		_, err := tx.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3 FOR UPDATE`),
+			r.svc.Item.ActivityID, r.svc.Item.SKUID, b)
+		return err
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// assertNoTrace requires that nothing of v's transaction remains: no
+// inbox, order, ledger, reservation or outbox row, and bucket 4 as it was.
+func (r *rig) assertNoTrace(who string, v *msg, before int32) {
+	r.t.Helper()
+	if after := r.bucket(4); after != before {
+		r.t.Errorf("%s: bucket available %d after the kill, want %d", who, after, before)
+	}
+	for table, n := range map[string]int64{
+		"inbox":       r.count(`SELECT count(*) FROM %s.consumer_inbox WHERE message_id = $1`, v.ID),
+		"orders":      r.count(`SELECT count(*) FROM %s.orders WHERE order_id = $1`, v.M.OrderID),
+		"ledger":      r.count(`SELECT count(*) FROM %s.inventory_ledger WHERE idempotency_key = 'ALLOCATE:' || $1::uuid::text`, v.M.ReservationID),
+		"reservation": r.count(`SELECT count(*) FROM %s.inventory_reservation WHERE reservation_id = $1`, v.M.ReservationID),
+		"outbox":      r.count(`SELECT count(*) FROM %s.event_outbox WHERE dedup_key = 'ORDER_CREATED:' || $1::bigint::text`, v.M.OrderID),
+	} {
+		if n != 0 {
+			r.t.Errorf("%s: %d %s rows left by a transaction that never committed", who, n, table)
+		}
+	}
 }
 
 // bucket returns the available stock of bucket b.

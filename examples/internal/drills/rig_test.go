@@ -954,3 +954,24 @@ func (r *rig) placeOn(ctx context.Context, db pgtx.TxBeginner, opts pgtx.Options
 	}
 	return out, err
 }
+
+// placeWithTx is the flow's PlaceOrderTx in a transaction with the flow's
+// options (DeferBegin, so its batch is on the server; a 2s lock timeout),
+// and inTx called
+// with the outcome inside the transaction, before COMMIT.
+func (r *rig) placeWithTx(ctx context.Context, m *msg, inTx func(flow.Outcome)) (flow.Outcome, error) {
+	var out flow.Outcome
+	hash := inbox.HashPayload(m.Body)
+	err := pgtx.RunInTx(ctx, r.svc.Pool, pgtx.Options{DeferBegin: true, LockTimeout: 2 * time.Second, Name: "place_order_held"}, func(tx pgx.Tx) error {
+		var err error
+		if out, err = r.svc.PlaceOrderTx(ctx, tx, m.ID, hash, m.M); err != nil {
+			return err
+		}
+		inTx(out)
+		return nil
+	})
+	if errors.Is(err, flow.ErrDuplicate) {
+		return flow.Outcome{Duplicate: true}, nil
+	}
+	return out, err
+}

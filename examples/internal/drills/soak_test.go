@@ -1,0 +1,94 @@
+package drills
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/examples/internal/soak"
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/internal/pgtest"
+)
+
+// TestSoakShort is the short form of the soak (examples/soak is the long
+// one): twelve rounds of a sale on one SKU, each with new buyers (some
+// clicking twice), payments, timeout cancels and the outbox relayed, then the
+// retention jobs purge the inbox and the outbox while autovacuum runs.
+// The purged tables, the hot bucket table and the cost of an outbox claim
+// (buffers touched, from the server's I/O statistics) stay bounded: at the
+// end they are within twice what they were after the warm-up rounds (plus
+// a few pages), not growing with the rows that went through. The audit
+// passes and the counts are exact.
+func TestSoakShort(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 5*time.Minute)
+	srv, err := pgharness.StartThrowaway(ctx, pgharness.Options{MaxConnections: 60, Settings: soak.ServerSettings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop the soak's server: %v", err)
+		}
+	})
+	pool := newPool(t, srv.URL, 10)
+	const rounds, users, warmup = 12, 150, 3
+	samples, err := soak.Run(ctx, soak.Config{Pool: pool, Schema: "soak_drill", Rounds: rounds, Users: users,
+		Sample: func(s soak.Sample) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != rounds {
+		t.Fatalf("%d samples, want %d", len(samples), rounds)
+	}
+	base, last := samples[warmup-1], samples[len(samples)-1]
+	const page = 8192
+	for _, c := range []struct {
+		name        string
+		base, final int64
+		slack       int64
+	}{
+		{"consumer_inbox bytes", base.InboxBytes, last.InboxBytes, 8 * page},
+		{"event_outbox bytes", base.OutboxBytes, last.OutboxBytes, 8 * page},
+		{"sku_inventory bytes", base.BucketBytes, last.BucketBytes, 8 * page},
+		{"outbox claim buffers", base.ClaimBlocks, last.ClaimBlocks, 8},
+	} {
+		if c.final > 2*c.base+c.slack {
+			t.Errorf("%s grew from %d after round %d to %d after round %d: not bounded", c.name, c.base, warmup, c.final, rounds)
+		}
+	}
+	var throughput, purged int64
+	for i, s := range samples {
+		if s.InboxRows != 0 || s.OutboxRows != 0 {
+			t.Errorf("round %d: %d inbox and %d outbox rows left after the purges, want none", s.Round, s.InboxRows, s.OutboxRows)
+		}
+		if want := int64(i+1) * users; s.Orders != want {
+			t.Errorf("round %d: %d orders, want %d (one per buyer)", s.Round, s.Orders, want)
+		}
+		// Each buyer's message, every tenth twice, and one event per
+		// order, payment and release went through and were purged.
+		purged += s.Purged
+		throughput += int64(users + users/10)
+	}
+	if purged < throughput {
+		t.Errorf("%d rows purged, fewer than the %d messages that went through", purged, throughput)
+	}
+	if last.Autovacuums == 0 {
+		t.Errorf("autovacuum never ran on the purged tables")
+	}
+	t.Logf("%d rounds: %d orders, %d inbox and outbox rows purged, %d autovacuums; after round %d → after round %d: inbox %d → %d bytes, outbox %d → %d, buckets %d → %d, claim %d → %d buffers (%v → %v)",
+		rounds, last.Orders, purged, last.Autovacuums, warmup, rounds, base.InboxBytes, last.InboxBytes, base.OutboxBytes, last.OutboxBytes,
+		base.BucketBytes, last.BucketBytes, base.ClaimBlocks, last.ClaimBlocks, base.ClaimLatency, last.ClaimLatency)
+	checks, err := last.Flow.Audit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if !c.Pass {
+			t.Errorf("audit FAIL [%s] %s: %s", c.Invariant, c.Name, c.Detail)
+		}
+	}
+	if !flow.Passed(checks) {
+		t.Errorf("audit failed")
+	}
+}

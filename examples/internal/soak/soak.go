@@ -1,0 +1,362 @@
+// Package soak is the sustained-load run of the seckill example flow: round
+// after round of new buyers on one SKU (its four hot bucket rows updated all
+// run long), double clicks, payments and timeout cancels, the
+// outbox relayed, and after every round the retention jobs (inbox purge,
+// outbox purge) while autovacuum runs. After each round it samples what
+// must stay bounded: the size of the purged tables and of the hot
+// inventory rows, and the cost of an outbox claim. The drill TestSoak runs
+// it briefly and asserts the bounds against the run's own start; the
+// program examples/soak runs it for as long as asked and prints every
+// sample.
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+)
+
+// ServerSettings make autovacuum keep up with a short soak on a throwaway
+// server: it looks every second and acts on small tables.
+var ServerSettings = []string{
+	"autovacuum_naptime=1",
+	"autovacuum_vacuum_threshold=50",
+	"autovacuum_vacuum_scale_factor=0.02",
+	"autovacuum_vacuum_insert_threshold=200",
+	"autovacuum_analyze_threshold=50",
+	"autovacuum_analyze_scale_factor=0.02",
+}
+
+// Config of a soak run. Zero values mean the defaults.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Schema string // defaults to "soak"
+	// Rounds to run; 0 means until Duration has passed.
+	Rounds   int
+	Duration time.Duration
+	Users    int // buyers per round; defaults to 300
+	Workers  int // consumers; defaults to 8
+	// Sample, when set, is called with every round's sample.
+	Sample func(Sample)
+}
+
+// Sample is what one round leaves behind, measured after its purges.
+type Sample struct {
+	// Flow is the run's flow, for an audit.
+	Flow    *flow.Service `json:"-"`
+	Round   int
+	Elapsed time.Duration
+	Orders  int64 // all orders so far (orders are business data: never purged)
+	// Rows and total sizes (table + indexes + TOAST) of the purged tables
+	// and of the hot bucket table.
+	InboxRows, OutboxRows                int64
+	InboxBytes, OutboxBytes, BucketBytes int64
+	DeadInbox, DeadOutbox                int64 // dead tuples waiting for vacuum
+	Purged                               int64 // inbox and outbox rows purged this round
+	Autovacuums                          int64 // autovacuum runs on the three tables so far
+	ClaimBlocks                          int64 // buffers one outbox claim touches (heap and index, the fewest of 3)
+	ClaimLatency                         time.Duration
+	PlaceP50, PlaceP99                   time.Duration // the round's order transactions
+	Redelivered                          int64
+}
+
+func (s Sample) String() string {
+	return fmt.Sprintf("round %4d  %8s  orders %7d  inbox %5d rows %7s (dead %5d)  outbox %5d rows %7s (dead %5d)  buckets %7s  purged %6d  autovacuums %4d  claim %3d blocks %8s  place p50 %8s p99 %8s",
+		s.Round, s.Elapsed.Round(time.Second), s.Orders, s.InboxRows, kb(s.InboxBytes), s.DeadInbox, s.OutboxRows, kb(s.OutboxBytes), s.DeadOutbox,
+		kb(s.BucketBytes), s.Purged, s.Autovacuums, s.ClaimBlocks, s.ClaimLatency.Round(time.Microsecond),
+		s.PlaceP50.Round(time.Microsecond), s.PlaceP99.Round(time.Microsecond))
+}
+
+func kb(b int64) string { return fmt.Sprintf("%dkB", b/1024) }
+
+// Run runs the soak and returns its samples. It stops at ctx's end too
+// (returning the samples so far and ctx's error).
+func Run(ctx context.Context, cfg Config) ([]Sample, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("soak: Pool is required")
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = "soak"
+	}
+	if cfg.Users <= 0 {
+		cfg.Users = 300
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Rounds <= 0 && cfg.Duration <= 0 {
+		return nil, errors.New("soak: set Rounds or Duration")
+	}
+	svc, err := newFlow(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	start := time.Now()
+	var samples []Sample
+	var ids order.IDGenerator
+	for round := 1; ; round++ {
+		if cfg.Rounds > 0 && round > cfg.Rounds || cfg.Rounds <= 0 && time.Since(start) >= cfg.Duration {
+			return samples, nil
+		}
+		s, err := runRound(ctx, cfg, svc, round, &ids)
+		if err != nil {
+			return samples, fmt.Errorf("soak: round %d: %w", round, err)
+		}
+		s.Elapsed = time.Since(start)
+		samples = append(samples, s)
+		if cfg.Sample != nil {
+			cfg.Sample(s)
+		}
+	}
+}
+
+// SKUStock is the soak SKU's stock: more than any run sells, so every
+// buyer's first click gets an order (the hot bucket rows are updated all
+// run long).
+const SKUStock = 1 << 30
+
+func newFlow(ctx context.Context, cfg Config) (*flow.Service, error) {
+	return flow.New(ctx, cfg.Pool, flow.Config{Schema: cfg.Schema, Item: flow.SKU{
+		ActivityID: 1, SKUID: 1000, Title: "soak phone", UnitPrice: 1999, Currency: "CNY", Stock: SKUStock, Buckets: 4,
+	}})
+}
+
+func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids *order.IDGenerator) (Sample, error) {
+	s := Sample{Round: round, Flow: svc}
+	// The relay runs through the round and stops before the measurements.
+	rctx, stopRelay := context.WithCancel(ctx)
+	relay, err := outbox.NewRelay(cfg.Pool, outbox.RelayConfig{
+		Store: svc.Outbox, Owner: fmt.Sprintf("soak-relay-%d", round), BatchSize: 100,
+		PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
+		Publisher: outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil }),
+	})
+	if err != nil {
+		stopRelay()
+		return s, err
+	}
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); _ = relay.Run(rctx) }()
+	defer func() { stopRelay(); <-relayDone }()
+
+	// The orders: every buyer once, every 10th twice; every 5th order
+	// already expired (the canceller takes it), every 2nd paid.
+	type job struct {
+		id   uuid.UUID
+		body []byte
+		m    flow.OrderMessage
+	}
+	now := time.Now()
+	var jobs []job
+	for u := range cfg.Users {
+		for k := 0; k < 1+boolInt(u%10 == 9); k++ {
+			m := flow.OrderMessage{
+				RequestID: uuid.Must(uuid.NewV7()), ReservationID: uuid.Must(uuid.NewV7()), OrderID: ids.Next(),
+				ActivityID: svc.Item.ActivityID, SKUID: svc.Item.SKUID, UserID: int64(round)*1_000_000 + int64(u), Bucket: int16(len(jobs) % 4),
+				UnitPrice: svc.Item.UnitPrice, Currency: svc.Item.Currency, SKUTitle: svc.Item.Title,
+				ReservedAt: now, ReservationTo: now.Add(15 * time.Minute), OrderExpireAt: now.Add(time.Hour),
+			}
+			if len(jobs)%5 == 4 {
+				m.OrderExpireAt = now.Add(-time.Second)
+			}
+			body, err := json.Marshal(m)
+			if err != nil {
+				return s, err
+			}
+			jobs = append(jobs, job{id: uuid.Must(uuid.NewV7()), body: body, m: m})
+		}
+	}
+	rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	ch := make(chan job)
+	var mu sync.Mutex
+	var lat []time.Duration
+	var created []int64
+	var redelivered atomic.Int64
+	var firstErr error
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				for attempt := 1; ; attempt++ {
+					t0 := time.Now()
+					out, err := svc.PlaceOrder(ctx, j.id, j.body)
+					d := time.Since(t0)
+					if err == nil {
+						mu.Lock()
+						lat = append(lat, d)
+						if out.Code == flow.CodeOrderCreated && !out.Duplicate {
+							created = append(created, out.OrderID)
+						}
+						mu.Unlock()
+						break
+					}
+					if ctx.Err() != nil || errors.Is(err, flow.ErrPoison) || attempt == 20 {
+						mu.Lock()
+						firstErr = cmpErr(firstErr, fmt.Errorf("place order %d: %w", j.m.OrderID, err))
+						mu.Unlock()
+						break
+					}
+					redelivered.Add(1) // at least once: the message comes again
+					time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for _, j := range jobs {
+		select {
+		case ch <- j:
+		case <-ctx.Done():
+		}
+	}
+	close(ch)
+	wg.Wait()
+	if firstErr != nil {
+		return s, firstErr
+	}
+	s.Redelivered = redelivered.Load()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 0 {
+		s.PlaceP50, s.PlaceP99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	for i, id := range created {
+		if i%2 == 1 {
+			continue
+		}
+		_, err := svc.Pay(ctx, flow.Payment{OrderID: id, ProviderTradeNo: fmt.Sprintf("T%d", id), CallbackID: fmt.Sprintf("CB%d", id),
+			Amount: svc.Item.UnitPrice, Currency: svc.Item.Currency})
+		if err != nil {
+			return s, fmt.Errorf("pay %d: %w", id, err)
+		}
+	}
+	for {
+		n, err := svc.CancelExpired(ctx, 200)
+		if err != nil {
+			return s, fmt.Errorf("cancel sweep: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	// Drain the outbox, then stop the relay.
+	for {
+		st, err := svc.Outbox.Stats(ctx, cfg.Pool)
+		if err != nil {
+			return s, err
+		}
+		if st.Pending+st.Sending+st.Retry == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	stopRelay()
+	<-relayDone
+
+	// Retention: everything processed or sent before now goes.
+	cut := time.Now().Add(time.Millisecond)
+	n, err := svc.Inbox.Purge(ctx, cfg.Pool, cut, 0)
+	if err != nil {
+		return s, fmt.Errorf("inbox purge: %w", err)
+	}
+	m, err := svc.Outbox.PurgeSent(ctx, cfg.Pool, cut, 500)
+	if err != nil {
+		return s, fmt.Errorf("outbox purge: %w", err)
+	}
+	s.Purged = n + m
+	if err := measure(ctx, cfg, svc, &s); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// measure fills the sizes, dead tuples, autovacuum count and claim cost.
+func measure(ctx context.Context, cfg Config, svc *flow.Service, s *Sample) error {
+	q := func(sql string) string { return fmt.Sprintf(sql, pgx.Identifier{cfg.Schema}.Sanitize()) }
+	rel := func(t string) string { return pgx.Identifier{cfg.Schema, t}.Sanitize() }
+	if err := cfg.Pool.QueryRow(ctx, q(`SELECT (SELECT count(*) FROM %[1]s.orders), (SELECT count(*) FROM %[1]s.consumer_inbox), (SELECT count(*) FROM %[1]s.event_outbox),
+			pg_total_relation_size($1::regclass), pg_total_relation_size($2::regclass), pg_total_relation_size($3::regclass)`),
+		rel("consumer_inbox"), rel("event_outbox"), rel("sku_inventory")).
+		Scan(&s.Orders, &s.InboxRows, &s.OutboxRows, &s.InboxBytes, &s.OutboxBytes, &s.BucketBytes); err != nil {
+		return fmt.Errorf("sizes: %w", err)
+	}
+	if err := cfg.Pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'consumer_inbox'), 0), coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'event_outbox'), 0),
+			coalesce(sum(autovacuum_count), 0)
+		FROM pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('consumer_inbox', 'event_outbox', 'sku_inventory')`, cfg.Schema).
+		Scan(&s.DeadInbox, &s.DeadOutbox, &s.Autovacuums); err != nil {
+		return fmt.Errorf("table stats: %w", err)
+	}
+	// The claim's cost: buffers of event_outbox (heap and indexes) that
+	// one ClaimOutboxBatch touches, from the server's own I/O statistics
+	// on a connection of its own; the fewest of three tries, so that an
+	// autovacuum passing by does not count.
+	conn, err := cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	blocks := func() (int64, error) {
+		// Flush this backend's pending statistics, then read them.
+		if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			return 0, err
+		}
+		if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
+			return 0, err
+		}
+		var n int64
+		err := conn.QueryRow(ctx, `SELECT coalesce(heap_blks_read + heap_blks_hit, 0) + coalesce(idx_blks_read + idx_blks_hit, 0)
+			FROM pg_statio_user_tables WHERE relid = $1::regclass`, rel("event_outbox")).Scan(&n)
+		return n, err
+	}
+	s.ClaimBlocks = -1
+	for range 3 {
+		before, err := blocks()
+		if err != nil {
+			return fmt.Errorf("claim cost: %w", err)
+		}
+		t0 := time.Now()
+		if _, err := svc.Outbox.ClaimOutboxBatch(ctx, conn, "soak-probe", 100); err != nil {
+			return fmt.Errorf("claim probe: %w", err)
+		}
+		d := time.Since(t0)
+		after, err := blocks()
+		if err != nil {
+			return fmt.Errorf("claim cost: %w", err)
+		}
+		if s.ClaimBlocks < 0 || after-before < s.ClaimBlocks {
+			s.ClaimBlocks, s.ClaimLatency = after-before, d
+		}
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+// Command soak runs the seckill example flow under sustained load and
+// prints, after every round, what must stay bounded: the size of the inbox
+// and outbox tables (purged every round) and of the hot bucket table, their
+// dead tuples, autovacuum runs, the cost of an outbox claim (buffers
+// touched, and its latency) and the order transactions' latency.
+//
+//	go run ./examples/soak -duration 30m
+//
+// It uses SECKILL_DATABASE_URL when set (then it works in a schema of its
+// own, dropped at the end unless -keep); otherwise a throwaway cluster with
+// an eager autovacuum (autovacuum_naptime = 1s), removed at exit. At the
+// end it prints the first sample after the warm-up next to the last and
+// runs the flow's audit; it exits 1 if the audit fails.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/examples/internal/soak"
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/internal/pgharness"
+)
+
+func main() {
+	duration := flag.Duration("duration", 2*time.Minute, "how long to run")
+	users := flag.Int("users", 300, "buyers per round")
+	workers := flag.Int("workers", 8, "consumers")
+	schema := flag.String("schema", fmt.Sprintf("soak_%d", time.Now().Unix()), "schema to work in")
+	keep := flag.Bool("keep", false, "keep the schema at the end")
+	flag.Parse()
+	if err := run(*duration, *users, *workers, *schema, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(1)
+	}
+}
+
+func run(duration time.Duration, users, workers int, schema string, keep bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	srv, err := pgharness.Start(ctx, pgharness.Options{MaxConnections: 60, Settings: soak.ServerSettings})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	cfg, err := pgxpool.ParseConfig(srv.URL)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = int32(workers + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if !srv.Owned() && !keep {
+		defer pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	}
+	fmt.Printf("soak: %v, %d buyers a round, %d consumers, schema %s\n", duration, users, workers, schema)
+	samples, err := soak.Run(ctx, soak.Config{Pool: pool, Schema: schema, Duration: duration, Users: users, Workers: workers,
+		Sample: func(s soak.Sample) { fmt.Println(s) }})
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	if len(samples) == 0 {
+		return fmt.Errorf("no round finished")
+	}
+	first, last := samples[min(2, len(samples)-1)], samples[len(samples)-1]
+	fmt.Printf("\nafter round %d: inbox %s, outbox %s, buckets %s, claim %d buffers %v\n",
+		first.Round, kb(first.InboxBytes), kb(first.OutboxBytes), kb(first.BucketBytes), first.ClaimBlocks, first.ClaimLatency.Round(time.Microsecond))
+	fmt.Printf("after round %d: inbox %s, outbox %s, buckets %s, claim %d buffers %v (%d orders, %d autovacuums)\n",
+		last.Round, kb(last.InboxBytes), kb(last.OutboxBytes), kb(last.BucketBytes), last.ClaimBlocks, last.ClaimLatency.Round(time.Microsecond), last.Orders, last.Autovacuums)
+	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	checks, err := last.Flow.Audit(actx)
+	if err != nil {
+		return err
+	}
+	for _, c := range checks {
+		status := "PASS"
+		if !c.Pass {
+			status = "FAIL"
+		}
+		fmt.Printf("audit %s [%s] %s: %s\n", status, c.Invariant, c.Name, c.Detail)
+	}
+	if !flow.Passed(checks) {
+		return fmt.Errorf("audit failed")
+	}
+	return nil
+}
+
+func kb(b int64) string { return fmt.Sprintf("%dkB", b/1024) }
