@@ -85,8 +85,9 @@ type Allocated struct {
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
 // reservation; the ledger INSERT runs only for the updated row. When nothing
-// was updated the final SELECT classifies why (existing ledger row, missing
-// bucket, otherwise sold out) in the same snapshot.
+// was updated the final SELECT classifies why: an existing ledger row, read
+// by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
+// missing bucket, otherwise sold out.
 //
 // Idempotency under concurrency: the NOT EXISTS guard sees the statement's
 // snapshot. A duplicate that commits before the statement starts is seen and
@@ -96,7 +97,12 @@ type Allocated struct {
 // other transaction and raises unique_violation if it commits: the whole
 // statement, decrement included, fails, and the caller's transaction aborts.
 // The unique index is the final guard; the bucket is never decremented twice
-// for one reservation.
+// for one reservation. A duplicate that waited for the bucket's row lock
+// while the other transaction took the last units finds, after that commit,
+// a bucket whose own condition fails; its snapshot still misses the other
+// ledger row, which is why the zero-row branch probes the ledger with a
+// snapshot of its own: every concurrent duplicate is classified as already
+// applied, whatever the bucket's stock.
 const allocateSQL = `
 WITH upd AS (
 	UPDATE {schema}.sku_inventory
@@ -123,8 +129,7 @@ WITH upd AS (
 )
 SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x WHERE x.idempotency_key = $5) END,
+       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT b.available_stock FROM {schema}.sku_inventory AS b
            WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
@@ -150,12 +155,12 @@ SELECT l.ledger_id, l.created_at,
 //     duplicate was concurrent and tx is aborted (see [AppliedError]).
 //   - *ValidationError ([ErrInvalidArgument]): bad input, nothing sent.
 //
-// Duplicates of one reservation are meant to be serialised by the
-// reservation row lock ([Store.AcquireReservation]) before they get here.
-// Without that lock, a duplicate racing with the original is still never
-// applied twice, but when the original takes the bucket's last units the
-// duplicate may be classified as sold out rather than already applied (its
-// statement snapshot predates the original's commit).
+// Concurrent duplicates of one reservation are classified as already
+// applied whatever the bucket's stock: a duplicate that waited behind the
+// original for the bucket's row lock, and then finds the bucket emptied by
+// it, re-reads the ledger key after the wait instead of calling itself sold
+// out. The reservation row lock ([Store.AcquireReservation]) still
+// serialises them first in a real order transaction.
 //
 // Lock order (seed §11.6): the bucket row is the hottest lock of the order
 // transaction; call AllocateBucket as late as correctness allows (after the
@@ -271,7 +276,8 @@ func (r Release) validate() error {
 // release gives back exactly what was allocated, to the same bucket, and
 // there is no RELEASE without its ALLOCATE. Guards: allocated_stock >=
 // quantity and no RELEASE row yet; the unique index is the final guard
-// against a concurrent duplicate, as for allocateSQL.
+// against a concurrent duplicate, and the zero-row branch re-reads the
+// RELEASE key with a fresh snapshot, as for allocateSQL.
 const releaseSQL = `
 WITH a AS (
 	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id,
@@ -307,8 +313,7 @@ WITH a AS (
 )
 SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a.qty::smallint,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x WHERE x.idempotency_key = $2) END
+       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($2) END
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN a ON true
   LEFT JOIN upd AS u ON true
@@ -325,7 +330,9 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // TxAborted for a concurrent duplicate, as for [Store.AllocateBucket]);
 // [ErrNotAllocated] when the reservation has no ALLOCATE row;
 // [ErrInconsistent] when the bucket's allocated stock is below the
-// allocation (an invariant is broken; nothing written);
+// allocation (an invariant is broken; nothing written; a concurrent
+// duplicate that emptied the bucket's allocated stock before this one got
+// its lock is already applied, never inconsistent);
 // *ValidationError for bad input (nothing sent).
 func (s *Store) Release(ctx context.Context, tx pgx.Tx, r Release) (Allocated, error) {
 	if err := r.validate(); err != nil {
