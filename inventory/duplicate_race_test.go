@@ -230,3 +230,72 @@ func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
 	}
 	tb.auditClean(t, 1, 1)
 }
+
+// Twenty transitions to RELEASE_PENDING (then twenty to RELEASED) wait
+// behind an open transaction that moves the reservation PENDING_DB ->
+// ORDERED. After it commits, ORDERED -> RELEASE_PENDING is legal: exactly
+// one waiter moves the reservation, the other nineteen find it already
+// there. Half of the waiters use the batch form.
+func TestTransitionWaitsThenDecides(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for _, to := range []inventory.ReservationStatus{inventory.StatusReleasePending, inventory.StatusReleased} {
+		r := tb.newReservation(1, 1, 0)
+		if _, err := tb.acquire(r); err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 20
+		first, err := tb.pool.BeginTx(tb.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.store.TransitionReservation(tb.ctx, first, inventory.Transition{
+			ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: tb.ids.Add(1)}); err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, waiters)
+		var wg sync.WaitGroup
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tr := inventory.Transition{ReservationID: r.ReservationID, To: to}
+				errs[i] = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					if i%2 == 0 {
+						_, err := tb.store.TransitionReservation(tb.ctx, tx, tr)
+						return err
+					}
+					var b pgx.Batch
+					var got inventory.Reservation
+					if err := tb.store.QueueTransitionReservation(&b, tr, &got); err != nil {
+						return err
+					}
+					return tx.SendBatch(tb.ctx, &b).Close()
+				})
+			}()
+		}
+		tb.waitLockWaiters(t, waiters)
+		if err := first.Commit(tb.ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		var moved, already int
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				moved++
+			case errors.Is(err, inventory.ErrAlreadyInState):
+				already++
+			default:
+				t.Errorf("to %s: %v", to, err)
+			}
+		}
+		if moved != 1 || already != waiters-1 {
+			t.Fatalf("to %s: %d moved, %d already in state; want 1 and %d", to, moved, already, waiters-1)
+		}
+		got, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
+		if err != nil || got.Status != to || got.Version != 2 {
+			t.Fatalf("reservation %+v, %v", got, err)
+		}
+	}
+}
