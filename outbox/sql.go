@@ -143,7 +143,12 @@ RETURNING o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggr
 // $3 locked_at of the claim. The WHERE is the compare-and-set: a row that is
 // no longer SENDING under exactly this claim (recovered, re-claimed by
 // anyone — the same owner included —, finished) is not touched. The SELECT
-// reports those rows with their state as the statement saw it.
+// reports those rows as they are now: it reads them with a locking read
+// (FOR KEY SHARE, which conflicts with no UPDATE of the outbox's own), and
+// a locking read in Read Committed returns a row's latest committed
+// version. A plain read would show the statement's snapshot, which for a
+// mark that waited behind a lease recovery is the row before the recovery:
+// SENDING under the caller's own lease.
 //
 // The report costs nothing when every row was updated (the usual case):
 // the count comparison is an InitPlan the planner turns into a one-time
@@ -169,7 +174,9 @@ const leaseUpdateSQL = `WITH upd AS (
 )
 SELECT i.id, e.event_id IS NOT NULL, coalesce(e.status, 0), coalesce(e.locked_by, '')
 FROM unnest($1::text[]::uuid[]) AS i(id)
-LEFT JOIN {schema}.event_outbox AS e ON e.event_id = i.id
+LEFT JOIN LATERAL (
+	SELECT event_id, status, locked_by FROM {schema}.event_outbox WHERE event_id = i.id FOR KEY SHARE
+) AS e ON true
 WHERE (SELECT count(*) FROM upd) < cardinality($1::text[])
   AND i.id NOT IN (SELECT event_id FROM upd)`
 
@@ -190,7 +197,8 @@ const setRelease = `status = 30,
 // failSQL records failed publishes under one lease: $1 ids, $2 errors,
 // $3 backoffs (µs), $4 owner, $5 locked_at. RETRY after the backoff, or DEAD
 // when this was the last allowed attempt. Returns one row per id: the new
-// status when marked, else the row's state as seen.
+// status when marked, else the row's current state (a locking read, as in
+// leaseUpdateSQL).
 const failSQL = `WITH f AS (
 	SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
 ), upd AS (
@@ -213,7 +221,11 @@ SELECT f.id, upd.status IS NOT NULL, coalesce(upd.status, e.status, 0), e.event_
        coalesce(e.locked_by, '')
 FROM f
 LEFT JOIN upd ON upd.event_id = f.id
-LEFT JOIN {schema}.event_outbox AS e ON upd.event_id IS NULL AND e.event_id = f.id`
+LEFT JOIN LATERAL (
+	SELECT event_id, status, locked_by FROM {schema}.event_outbox
+	WHERE event_id = f.id AND upd.event_id IS NULL
+	FOR KEY SHARE
+) AS e ON true`
 
 // recoverSQL returns expired leases to RETRY (seed §9.8, made strict): $1
 // lease duration (µs), $2 limit, [$3 owner, $4 locked_at of one claim]. The
