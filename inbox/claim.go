@@ -106,6 +106,9 @@ func HashPayload(body []byte) []byte {
 // *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
 // Invalid input returns a *ValidationError before anything is sent.
 func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Claim, error) {
+	if tx == nil {
+		return Claim{}, nilHandle("tx")
+	}
 	return in.claim(ctx, tx, msg, nil)
 }
 
@@ -115,6 +118,9 @@ func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Clai
 // leaves). Duplicates behave exactly as in ClaimMessage; res is not stored
 // for them.
 func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (Claim, error) {
+	if tx == nil {
+		return Claim{}, nilHandle("tx")
+	}
 	if err := res.validate(); err != nil {
 		return Claim{}, err
 	}
@@ -248,6 +254,9 @@ func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 // one claimed earlier in the transaction db is. No row returns an error
 // matching [ErrNotFound]. It writes nothing.
 func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, error) {
+	if db == nil {
+		return Record{}, nilHandle("db")
+	}
 	if err := key.validate("Key."); err != nil {
 		return Record{}, err
 	}
@@ -271,6 +280,9 @@ func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, 
 // (results are never overwritten); invalid input a *ValidationError,
 // before anything is sent.
 func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) error {
+	if tx == nil {
+		return nilHandle("tx")
+	}
 	args, err := completeArgs(key, res)
 	if err != nil {
 		return err

@@ -167,6 +167,9 @@ SELECT l.ledger_id, l.created_at,
 // reservation lock and the order insert) so the row is held only until
 // COMMIT.
 func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Allocated, error) {
+	if tx == nil {
+		return Allocated{}, nilHandle("tx")
+	}
 	if err := a.validate(); err != nil {
 		return Allocated{}, err
 	}
@@ -335,6 +338,9 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // its lock is already applied, never inconsistent);
 // *ValidationError for bad input (nothing sent).
 func (s *Store) Release(ctx context.Context, tx pgx.Tx, r Release) (Allocated, error) {
+	if tx == nil {
+		return Allocated{}, nilHandle("tx")
+	}
 	if err := r.validate(); err != nil {
 		return Allocated{}, err
 	}

@@ -192,6 +192,9 @@ ORDER BY 1, 2, 3, 4, 5`
 // It runs as one read-only statement (one snapshot), so it is consistent
 // even while allocations run. It writes nothing.
 func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Finding, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	if activityID <= 0 {
 		return nil, invalid("activityID", "must be positive")
 	}
@@ -203,6 +206,9 @@ func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID in
 
 // AuditAll is [Store.Audit] over every SKU of the schema.
 func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) ([]Finding, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	return s.audit(ctx, db, nil, nil)
 }
 
@@ -272,6 +278,9 @@ SELECT ledger_id, idempotency_key, ledger_type, reservation_id, coalesce(order_i
 // ReservationLedger reads a reservation's ledger rows (its ALLOCATE and
 // RELEASE) in ledger order. An unknown reservation gives an empty slice.
 func (s *Store) ReservationLedger(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID) ([]LedgerEntry, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	rows, err := db.Query(ctx, s.sql.ledgerByReservation, reservationID)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: read ledger: %w", err)

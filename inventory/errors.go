@@ -245,3 +245,8 @@ func uniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == constraint
 }
+
+// nilHandle rejects a nil transaction or connection handle (a
+// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// panic on it.
+func nilHandle(name string) error { return invalid(name, "must not be nil") }

@@ -121,6 +121,9 @@ SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
 //
 // An unknown SKU gives [ErrUnknownSKU]; bad input a *ValidationError.
 func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) (Rebalanced, error) {
+	if tx == nil {
+		return Rebalanced{}, nilHandle("tx")
+	}
 	switch {
 	case req.ActivityID <= 0:
 		return Rebalanced{}, invalid("ActivityID", "must be positive")

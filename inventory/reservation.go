@@ -197,6 +197,9 @@ type Acquired struct {
 // times), since its snapshot could see neither its own insert nor the
 // other one.
 func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservation) (Acquired, error) {
+	if tx == nil {
+		return Acquired{}, nilHandle("tx")
+	}
 	if err := r.validate(); err != nil {
 		return Acquired{}, err
 	}
@@ -308,6 +311,9 @@ const getReservationSQL = `SELECT ` + reservationCols + ` FROM {schema}.inventor
 // GetReservation reads a reservation without locking it. An unknown id
 // gives [ErrReservationNotFound].
 func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUID) (Reservation, error) {
+	if db == nil {
+		return Reservation{}, nilHandle("db")
+	}
 	var r Reservation
 	err := db.QueryRow(ctx, s.sql.getReservation, id).Scan(scanReservationInto(&r)...)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -406,6 +412,9 @@ SELECT false, * FROM cur`
 // db is usually the caller's transaction (the transition belongs with the
 // order and ledger writes); a pool works for stand-alone transitions.
 func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Transition) (Reservation, error) {
+	if db == nil {
+		return Reservation{}, nilHandle("db")
+	}
 	if err := t.validate(); err != nil {
 		return Reservation{}, err
 	}

@@ -86,3 +86,8 @@ func (e *LeaseLostError) Error() string {
 
 // Is reports whether target is [ErrLeaseLost].
 func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// nilHandle rejects a nil transaction or connection handle (a
+// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// panic on it.
+func nilHandle(name string) error { return invalid(name, "must not be nil") }

@@ -22,6 +22,9 @@ type Stats struct {
 // event with one read-only statement. It reads the whole table, so its cost
 // follows the SENT history too: keep that short with [Store.PurgeSent].
 func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (Stats, error) {
+	if db == nil {
+		return Stats{}, nilHandle("db")
+	}
 	var st Stats
 	var ageUS int64
 	if err := db.QueryRow(ctx, s.statsSQL).Scan(&st.Pending, &st.Sending, &st.Sent, &st.Retry, &st.Dead, &ageUS); err != nil {
@@ -39,6 +42,9 @@ func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (Stats, error) {
 // are never deleted. It stops early, returning the count so far, when ctx
 // ends.
 func (s *Store) PurgeSent(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (int64, error) {
+	if db == nil {
+		return 0, nilHandle("db")
+	}
 	if olderThan.IsZero() {
 		return 0, invalid("olderThan", "zero")
 	}
