@@ -43,7 +43,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 	}
 	for name, call := range calls {
 		var ve *inventory.ValidationError
-		if err := call(); !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) {
+		if err := call(); !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) || (ve.Field != "tx" && ve.Field != "db" && ve.Field != "q") {
 			t.Errorf("%s(nil): %v", name, err)
 		}
 	}

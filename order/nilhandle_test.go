@@ -35,7 +35,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 	}
 	for name, call := range calls {
 		var ve *order.ValidationError
-		if err := call(); !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) {
+		if err := call(); !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) || (ve.Field != "tx" && ve.Field != "db" && ve.Field != "q") {
 			t.Errorf("%s(nil): %v", name, err)
 		}
 	}
