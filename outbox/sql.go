@@ -260,16 +260,27 @@ WHERE o.event_id = s.event_id
   AND o.locked_at < statement_timestamp() - $1::int8 * interval '1 microsecond'
 RETURNING o.event_id, s.locked_by, o.status`
 
-// statsSQL counts events per status and the age of the oldest event waiting
-// to be published. It reads the whole table (keep it small with PurgeSent).
+// statsSQL counts the events per status but SENT exactly, each count
+// through the partial index holding only that status (idx_outbox_ready,
+// idx_outbox_stale_sending, idx_outbox_dead), plus the age of the oldest
+// event waiting to be published. SENT is counted exactly only while the
+// table is small ($2 pages at most); otherwise the caller estimates it from
+// the planner's statistics: reltuples scaled to the table's current size
+// (as the planner does), minus the exact counts. $1 is the table's
+// qualified name.
 const statsSQL = `SELECT
-	count(*) FILTER (WHERE status = 0),
-	count(*) FILTER (WHERE status = 10),
-	count(*) FILTER (WHERE status = 20),
-	count(*) FILTER (WHERE status = 30),
-	count(*) FILTER (WHERE status = 40),
-	coalesce((extract(epoch FROM statement_timestamp() - min(created_at) FILTER (WHERE status IN (0, 30))) * 1000000)::int8, 0)
-FROM {schema}.event_outbox`
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 0),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 10),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 30),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 40),
+	(SELECT coalesce((extract(epoch FROM statement_timestamp() - min(created_at)) * 1000000)::int8, 0)
+	   FROM {schema}.event_outbox WHERE status IN (0, 30)),
+	CASE WHEN pg_relation_size(c.oid) <= $2::int8 * current_setting('block_size')::int8
+	     THEN (SELECT count(*) FROM {schema}.event_outbox WHERE status = 20) END,
+	c.reltuples::float8, c.relpages::int8,
+	pg_relation_size(c.oid) / current_setting('block_size')::int8
+FROM pg_class AS c
+WHERE c.oid = $1::regclass`
 
 // purgeSQL deletes up to $3 SENT events sent before $2 whose id is greater
 // than $1, walking the primary key (keyset), so a purge of millions of rows
