@@ -54,7 +54,10 @@
 // RunInTx find out: it reads the transaction id before COMMIT (one round
 // trip more) and, on an unknown outcome, asks pg_xact_status on another
 // connection — committed is success, aborted is a known failure, in
-// progress is asked again until decided or [Options.ResolveTimeout].
+// progress is asked again until decided or [Options.ResolveTimeout]. A
+// transaction without an id before COMMIT stays unknown (a NOTIFY gets its
+// id at COMMIT; on Citus a write routed to a worker leaves the coordinator
+// without one), except a read-only one, whose outcome cannot matter.
 //
 // RunInTx returns nil exactly when the transaction committed; every other
 // error proves it did not ([NotCommitted]), except one that matches

@@ -43,7 +43,8 @@ type CommitError struct {
 	XID uint64
 	// Resolution says what resolution found: "" (not attempted),
 	// "aborted", "in progress" (still undecided when resolution timed out),
-	// or the error that stopped it.
+	// "no transaction id before COMMIT" (nothing to ask about; the outcome
+	// stays unknown), or the error that stopped it.
 	Resolution string
 }
 
@@ -60,6 +61,8 @@ func (e *CommitError) Error() string {
 			fmt.Fprintf(&b, ", resolution: %s", e.Resolution)
 		}
 		b.WriteString(")")
+	} else if e.Resolution != "" {
+		fmt.Fprintf(&b, " (resolution: %s)", e.Resolution)
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
