@@ -89,6 +89,14 @@ type Allocated struct {
 // by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
 // missing bucket, otherwise sold out.
 //
+// Binding to the reservation: the UPDATE decrements only when the
+// reservation row ($6) exists with exactly the caller's activity, SKU,
+// bucket, quantity and user, in PENDING_DB or ORDERED, so a caller cannot
+// take stock for a reservation from another bucket, in another quantity,
+// for another buyer, or for a reservation already rejected, expired or
+// released. Those columns never change after the insert; the status is
+// the caller's business to hold still (the reservation row lock).
+//
 // Idempotency under concurrency: the NOT EXISTS guard sees the statement's
 // snapshot. A duplicate that commits before the statement starts is seen and
 // nothing is decremented. A duplicate that is still running is invisible to
@@ -104,7 +112,11 @@ type Allocated struct {
 // snapshot of its own: every concurrent duplicate is classified as already
 // applied, whatever the bucket's stock.
 const allocateSQL = `
-WITH upd AS (
+WITH r AS (
+	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $6
+), upd AS (
 	UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock - $4::int,
 	       allocated_stock = allocated_stock + $4::int,
@@ -113,6 +125,9 @@ WITH upd AS (
 	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
 	   AND available_stock >= $4::int
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND EXISTS (SELECT 1 FROM r
+	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
 ), led AS (
@@ -132,13 +147,18 @@ SELECT l.ledger_id, l.created_at,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
+       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true`
+  LEFT JOIN led AS l ON true
+  LEFT JOIN r ON true`
 
 // AllocateBucket takes a.Quantity from the available stock of bucket
-// a.Bucket and writes the ALLOCATE ledger row (idempotency key
+// a.Bucket for the reservation a.ReservationID, which must be recorded
+// with exactly a's activity, SKU, bucket, quantity and buyer and be
+// PENDING_DB or ORDERED ([Reservation.Allocation] builds such an a), and
+// writes the ALLOCATE ledger row (idempotency key
 // ALLOCATE:<reservation_id>, with the counters before and after) in one
 // statement, in the caller's transaction tx. The decrement is conditional
 // (available_stock >= quantity), so under Read Committed concurrent callers
@@ -150,6 +170,11 @@ SELECT l.ledger_id, l.created_at,
 //   - *SoldOutError ([ErrSoldOut]): the bucket lacks the stock. Nothing
 //     written; the transaction stays usable (reject the reservation).
 //   - [ErrUnknownBucket]: the bucket (or SKU) was never provisioned.
+//   - [ErrReservationNotFound]: no reservation a.ReservationID is visible
+//     to tx (record it first: [Store.AcquireReservation]).
+//   - *AllocationMismatchError ([ErrAllocationMismatch]): the reservation
+//     has another activity, SKU, bucket, quantity or buyer than a, or is
+//     no longer PENDING_DB or ORDERED. Nothing written; tx stays usable.
 //   - *AppliedError ([ErrAlreadyApplied]): the reservation's ALLOCATE row
 //     exists; nothing was decremented again. With TxAborted set the
 //     duplicate was concurrent and tx is aborted (see [AppliedError]).
@@ -224,9 +249,12 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		createdAt                                       *time.Time
 		beforeAvail, afterAvail, beforeAlloc, afterAllo *int32
 		curAvail                                        *int32
+		rAct, rSKU, rUser                               *int64
+		rBucket, rQty, rStatus                          *int16
 	)
 	key := AllocateKey(a.ReservationID)
-	err := row.Scan(&ledgerID, &createdAt, &beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID, &curAvail)
+	err := row.Scan(&ledgerID, &createdAt, &beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID, &curAvail,
+		&rAct, &rSKU, &rBucket, &rQty, &rUser, &rStatus)
 	switch {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
 		return &AppliedError{Key: key, TxAborted: true, Err: err}
@@ -242,6 +270,13 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		return nil
 	case appliedID != nil:
 		return &AppliedError{Key: key, LedgerID: *appliedID}
+	case rAct == nil:
+		return fmt.Errorf("inventory: allocate %s: reservation %s: %w", key, a.ReservationID, ErrReservationNotFound)
+	}
+	if field, want, got := allocationDiff(a, *rAct, *rSKU, *rBucket, *rQty, *rUser, ReservationStatus(*rStatus)); field != "" {
+		return &AllocationMismatchError{ReservationID: a.ReservationID, Field: field, Reservation: got, Allocation: want}
+	}
+	switch {
 	case curAvail == nil:
 		return fmt.Errorf("inventory: allocate %s: activity %d sku %d bucket %d: %w",
 			key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)
@@ -249,6 +284,28 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		return &SoldOutError{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
 			Requested: a.Quantity, Available: *curAvail}
 	}
+}
+
+// allocationDiff names the first column in which the reservation differs
+// from the allocation (or "status" when the reservation may no longer
+// take stock), with both values as text; "" when they agree.
+func allocationDiff(a Allocation, act, sku int64, bucket, qty int16, user int64, st ReservationStatus) (field, want, got string) {
+	d := func(f string, w, g any) (string, string, string) { return f, fmt.Sprint(w), fmt.Sprint(g) }
+	switch {
+	case act != a.ActivityID:
+		return d("activity_id", a.ActivityID, act)
+	case sku != a.SKUID:
+		return d("sku_id", a.SKUID, sku)
+	case bucket != a.Bucket:
+		return d("inventory_bucket", a.Bucket, bucket)
+	case qty != a.Quantity:
+		return d("quantity", a.Quantity, qty)
+	case user != a.UserID:
+		return d("user_id", a.UserID, user)
+	case st != StatusPendingDB && st != StatusOrdered:
+		return d("status", "PENDING_DB or ORDERED", st)
+	}
+	return "", "", ""
 }
 
 // Release asks [Store.Release] to give back a reservation's allocation.

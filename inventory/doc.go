@@ -58,16 +58,22 @@
 // A conditional update that changes nothing is never reported as success;
 // the same statement classifies why:
 //
-//   - AllocateBucket: *SoldOutError ([ErrSoldOut]), [ErrUnknownBucket], or
+//   - AllocateBucket: *SoldOutError ([ErrSoldOut]), [ErrUnknownBucket],
 //     *AppliedError ([ErrAlreadyApplied]) when ALLOCATE:<reservation_id>
-//     exists. Only the last two indicate something other than a normal sell
-//     out; after a sold out the transaction is still usable (reject the
-//     reservation and emit the compensation event in it).
+//     exists (also for every concurrent duplicate, whatever the bucket's
+//     stock), [ErrReservationNotFound], or *AllocationMismatchError
+//     ([ErrAllocationMismatch]) when the reservation has another activity,
+//     SKU, bucket, quantity or buyer, or is no longer PENDING_DB or
+//     ORDERED: the allocation is bound to its reservation row. Only sold
+//     out is a normal sell out; after it the transaction is still usable
+//     (reject the reservation and emit the compensation event in it).
 //   - Release: [ErrNotAllocated], *AppliedError when RELEASE:<reservation_id>
 //     exists, [ErrInconsistent] when the bucket contradicts the ledger.
 //   - TransitionReservation: [ErrReservationNotFound], or a *TransitionError
 //     matching [ErrAlreadyInState] or [ErrIllegalTransition] that carries the
-//     current row.
+//     current row. The row is locked before the guard is tested, so a
+//     transition that waited behind another decides on what that one
+//     committed.
 //   - AcquireReservation: a *ReservationConflictError when the id, the
 //     request id or (with NewReservation.OrderID) the order id is taken by
 //     different data.

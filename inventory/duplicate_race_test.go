@@ -16,6 +16,34 @@ import (
 	"github.com/seckillkit/seckill/inventory"
 )
 
+// reserved returns a new reservation of qty units, recorded (PENDING_DB).
+func (tb testBundle) reserved(t *testing.T, activity, sku int64, bucket, qty int16) inventory.NewReservation {
+	t.Helper()
+	r := tb.newReservation(activity, sku, bucket)
+	r.Quantity = qty
+	tb.insertReservations(t, []inventory.NewReservation{r})
+	return r
+}
+
+// orderAllocated moves every PENDING_DB reservation that holds stock to
+// ORDERED (a fresh order id each), as the order transaction would have:
+// tests that only allocate call it before the audit, which flags a
+// PENDING_DB reservation holding stock.
+func (tb testBundle) orderAllocated(t *testing.T) {
+	t.Helper()
+	res, led := tb.table("inventory_reservation"), tb.table("inventory_ledger")
+	_, err := tb.pool.Exec(tb.ctx, `UPDATE `+res+` AS r SET status = 10, ordered_at = statement_timestamp(),
+		order_id = 1000000000 + p.n
+		FROM (SELECT reservation_id, row_number() OVER () AS n FROM `+res+` AS x
+		       WHERE x.status = 0
+		         AND EXISTS (SELECT 1 FROM `+led+` AS l WHERE l.reservation_id = x.reservation_id AND l.ledger_type = 10)
+		         AND NOT EXISTS (SELECT 1 FROM `+led+` AS l WHERE l.reservation_id = x.reservation_id AND l.ledger_type = 20)) AS p
+		WHERE r.reservation_id = p.reservation_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // insertReservations records rs as PENDING_DB reservations in one COPY.
 func (tb testBundle) insertReservations(t *testing.T, rs []inventory.NewReservation) {
 	t.Helper()
