@@ -116,6 +116,14 @@ WITH r AS (
 	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
 	  FROM {schema}.inventory_reservation
 	 WHERE reservation_id = $6
+), sk AS (
+	SELECT sale_status, sale_starts_at, sale_ends_at,
+	       sale_status = 10
+	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
+	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
+	       statement_timestamp() AS at
+	  FROM {schema}.inventory_sku
+	 WHERE activity_id = $1 AND sku_id = $2
 ), upd AS (
 	UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock - $4::int,
@@ -128,6 +136,7 @@ WITH r AS (
 	   AND EXISTS (SELECT 1 FROM r
 	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
 	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))
+	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
 ), led AS (
@@ -148,11 +157,13 @@ SELECT l.ledger_id, l.created_at,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT b.available_stock FROM {schema}.sku_inventory AS b
            WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
-       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status
+       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN upd AS u ON true
   LEFT JOIN led AS l ON true
-  LEFT JOIN r ON true`
+  LEFT JOIN r ON true
+  LEFT JOIN sk ON true`
 
 // AllocateBucket takes a.Quantity from the available stock of bucket
 // a.Bucket for the reservation a.ReservationID, which must be recorded
@@ -172,6 +183,11 @@ SELECT l.ledger_id, l.created_at,
 //   - [ErrUnknownBucket]: the bucket (or SKU) was never provisioned.
 //   - [ErrReservationNotFound]: no reservation a.ReservationID is visible
 //     to tx (record it first: [Store.AcquireReservation]).
+//   - *NotOnSaleError ([ErrNotOnSale], and [ErrSaleNotStarted] or
+//     [ErrSaleEnded] when the sale window explains it): the SKU is not
+//     ON_SALE or the statement's time is outside its sale window
+//     ([Store.SetSaleStatus]). Nothing written; tx stays usable (reject
+//     the reservation).
 //   - *AllocationMismatchError ([ErrAllocationMismatch]): the reservation
 //     has another activity, SKU, bucket, quantity or buyer than a, or is
 //     no longer PENDING_DB or ORDERED. Nothing written; tx stays usable.
@@ -251,10 +267,13 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		curAvail                                        *int32
 		rAct, rSKU, rUser                               *int64
 		rBucket, rQty, rStatus                          *int16
+		saleStatus                                      *int16
+		saleFrom, saleTo, saleAt                        *time.Time
+		selling                                         *bool
 	)
 	key := AllocateKey(a.ReservationID)
 	err := row.Scan(&ledgerID, &createdAt, &beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID, &curAvail,
-		&rAct, &rSKU, &rBucket, &rQty, &rUser, &rStatus)
+		&rAct, &rSKU, &rBucket, &rQty, &rUser, &rStatus, &saleStatus, &saleFrom, &saleTo, &selling, &saleAt)
 	switch {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
 		return &AppliedError{Key: key, TxAborted: true, Err: err}
@@ -277,6 +296,15 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		return &AllocationMismatchError{ReservationID: a.ReservationID, Field: field, Reservation: got, Allocation: want}
 	}
 	switch {
+	case saleStatus != nil && !*selling:
+		e := &NotOnSaleError{ActivityID: a.ActivityID, SKUID: a.SKUID, Status: SaleStatus(*saleStatus), At: *saleAt}
+		if saleFrom != nil {
+			e.StartsAt = *saleFrom
+		}
+		if saleTo != nil {
+			e.EndsAt = *saleTo
+		}
+		return e
 	case curAvail == nil:
 		return fmt.Errorf("inventory: allocate %s: activity %d sku %d bucket %d: %w",
 			key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)

@@ -99,6 +99,7 @@ type statements struct {
 	acquire, transition, getReservation                 string
 	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
+	setSale, saleLog                                    string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -117,6 +118,8 @@ func buildStatements(quotedSchema string) statements {
 		totals:              r.Replace(totalsSQL),
 		ledgerByReservation: r.Replace(ledgerByReservationSQL),
 		audit:               r.Replace(auditSQL),
+		setSale:             r.Replace(setSaleSQL),
+		saleLog:             r.Replace(saleLogSQL),
 	}
 }
 
