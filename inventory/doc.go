@@ -79,6 +79,16 @@
 //     different data.
 //   - Provision: a *ProvisionConflictError for a different split.
 //
+// # Sale status
+//
+// Each SKU has a sale status (ON_SALE, PAUSED, ENDED) and a sale window
+// (either bound may be open). [Store.SetSaleStatus] changes them, locking
+// the SKU row and writing the audit row (operator, reason, time) in the
+// same statement; [Store.SaleLog] lists the changes. AllocateBucket's
+// UPDATE carries the condition itself, so no allocation commits outside
+// the sale: it fails with a *NotOnSaleError ([ErrNotOnSale], plus
+// [ErrSaleNotStarted] or [ErrSaleEnded] when the window explains it).
+//
 // # Idempotency
 //
 // AllocateBucket and Release write their ledger row in the same statement as

@@ -41,12 +41,14 @@ const (
 	TagOrderPaid        = "ORDER_PAID"
 	TagFrontDoorRelease = "FRONTDOOR_RELEASE" // compensation: give the front-door reservation back
 	TagRefundRequested  = "REFUND_REQUESTED"
+	TagSaleStatus       = "SALE_STATUS_CHANGED" // the front door opens, pauses or closes its gate
 
 	// Result codes the consumer stores in the inbox.
 	CodeOrderCreated       = "ORDER_CREATED"
 	CodeOrderAlready       = "ORDER_ALREADY_CREATED"
 	CodeUserAlreadyOrdered = "USER_ALREADY_ORDERED"
 	CodeSoldOut            = "POSTGRES_SOLD_OUT"
+	CodeNotOnSale          = "NOT_ON_SALE" // paused, ended, or outside the sale window
 	// CodeReservationRejected answers a message whose reservation an
 	// earlier message already rejected; Outcome.Reason has that rejection's
 	// code.
@@ -425,6 +427,8 @@ func (s *Service) placeOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 		return s.reject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
 	case errors.Is(err, inventory.ErrSoldOut):
 		return s.reject(ctx, tx, key, m, CodeSoldOut, 0)
+	case errors.Is(err, inventory.ErrNotOnSale):
+		return s.reject(ctx, tx, key, m, CodeNotOnSale, 0)
 	case err != nil:
 		return Outcome{}, err
 	}
@@ -530,4 +534,46 @@ func (s *Service) FrontDoorReleaseEvent(reservationID uuid.UUID, reason string) 
 		Topic: EventTopic, Tag: TagFrontDoorRelease, AggregateType: "RESERVATION", AggregateID: id,
 		Payload: payload, DedupKey: TagFrontDoorRelease + ":" + id,
 	}
+}
+
+// SetSaleStatus changes the item's sale status and window
+// (inventory.Store.SetSaleStatus, audited with operator and reason) and
+// announces it with a SALE_STATUS_CHANGED event in the same transaction,
+// so the front door opens, pauses or closes its gate. From the commit on,
+// the database refuses allocations outside the new state by itself: an
+// order message in flight is rejected (NOT_ON_SALE) and compensated.
+func (s *Service) SetSaleStatus(ctx context.Context, to inventory.SaleStatus, startsAt, endsAt time.Time, operator, reason string) (inventory.SaleChanged, error) {
+	var out inventory.SaleChanged
+	err := pgtx.RunInTx(ctx, s.Pool, s.txOpts, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.Inventory.SetSaleStatus(ctx, tx, inventory.SaleChange{
+			ActivityID: s.Item.ActivityID, SKUID: s.Item.SKUID, To: to,
+			StartsAt: startsAt, EndsAt: endsAt, Operator: operator, Reason: reason,
+		})
+		if err != nil {
+			return err
+		}
+		payload, err := json.Marshal(map[string]any{
+			"activity_id": out.ActivityID, "sku_id": out.SKUID, "from": out.From.String(), "to": out.To.String(),
+			"starts_at": nullTime(out.StartsAt), "ends_at": nullTime(out.EndsAt), "version": out.Version,
+			"operator": out.Operator, "reason": out.Reason, "changed_at": out.ChangedAt,
+		})
+		if err != nil {
+			return err
+		}
+		id := fmt.Sprintf("%d:%d", out.ActivityID, out.SKUID)
+		_, err = s.Outbox.Enqueue(ctx, tx, outbox.Event{
+			Topic: EventTopic, Tag: TagSaleStatus, AggregateType: "SKU", AggregateID: id, Payload: payload,
+			DedupKey: fmt.Sprintf("%s:%s:%d", TagSaleStatus, id, out.Version), OrderingKey: "SALE:" + id,
+		})
+		return err
+	})
+	return out, err
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }
