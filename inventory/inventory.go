@@ -99,7 +99,7 @@ type statements struct {
 	acquire, transition, getReservation                 string
 	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
-	setSale, saleLog                                    string
+	setSale, saleLog, expire                            string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -120,6 +120,7 @@ func buildStatements(quotedSchema string) statements {
 		audit:               r.Replace(auditSQL),
 		setSale:             r.Replace(setSaleSQL),
 		saleLog:             r.Replace(saleLogSQL),
+		expire:              r.Replace(expireSQL),
 	}
 }
 

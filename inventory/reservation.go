@@ -113,6 +113,12 @@ const reservationCols = `reservation_id, request_id, first_message_id, activity_
 	inventory_bucket, quantity, coalesce(order_id, 0), status, coalesce(failure_code, ''),
 	redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at`
 
+// qualifiedReservationCols is reservationCols for a statement that joins
+// another table (the reservation aliased r).
+const qualifiedReservationCols = `r.reservation_id, r.request_id, r.first_message_id, r.activity_id, r.sku_id, r.user_id,
+	r.inventory_bucket, r.quantity, coalesce(r.order_id, 0), r.status, coalesce(r.failure_code, ''),
+	r.redis_reserved_at, r.expires_at, r.ordered_at, r.released_at, r.version, r.created_at, r.updated_at`
+
 func scanReservationInto(r *Reservation, extra ...any) []any {
 	return append(extra, &r.ReservationID, &r.RequestID, &r.FirstMessageID, &r.ActivityID, &r.SKUID, &r.UserID,
 		&r.Bucket, &r.Quantity, &r.OrderID, &r.Status, &r.FailureCode,
