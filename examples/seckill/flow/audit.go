@@ -142,9 +142,9 @@ var eventChecks = []struct{ name, what, changes, missing string }{
 			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_PAID:' || o.order_id::text)`,
 	},
 	{
-		name: "event completeness: every rejected or released reservation has its FRONTDOOR_RELEASE event", what: "rejected or released reservations",
-		changes: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 40)`,
-		missing: `SELECT count(*) FROM {s}.inventory_reservation AS r WHERE r.status IN (20, 40)
+		name: "event completeness: every rejected, released or expired reservation has its FRONTDOOR_RELEASE event", what: "rejected, released or expired reservations",
+		changes: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 40, 50)`,
+		missing: `SELECT count(*) FROM {s}.inventory_reservation AS r WHERE r.status IN (20, 40, 50)
 			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'FRONTDOOR_RELEASE:' || r.reservation_id::text)`,
 	},
 	{

@@ -108,3 +108,32 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 	}
 	return n, nil
 }
+
+// ExpireReservations is one sweep of the reservation sweeper: up to limit
+// reservations recorded as PENDING_DB whose expiry has passed become
+// EXPIRED (inventory.Store.ExpireReservations), each with its front-door
+// release event, in one transaction. The flow's own order transaction
+// decides every reservation it records, so PENDING_DB rows come from a
+// front door that records reservations ahead of their order message; a
+// late message for an expired one is answered RESERVATION_EXPIRED.
+func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error) {
+	n := 0
+	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "expire_reservations", LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
+		expired, err := s.Inventory.ExpireReservations(ctx, tx, limit)
+		if err != nil || len(expired) == 0 {
+			n = 0
+			return err
+		}
+		evs := make([]outbox.Event, len(expired))
+		for i, r := range expired {
+			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, inventory.DefaultExpireCode)
+		}
+		n = len(expired)
+		_, err = s.Outbox.EnqueueMany(ctx, tx, evs)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
