@@ -79,6 +79,18 @@
 //     different data.
 //   - Provision: a *ProvisionConflictError for a different split.
 //
+// # Reservation lifecycle
+//
+// Every status of seed 000 §8.1 is reached through a helper:
+// [Store.AcquireReservation] records PENDING_DB (or ORDERED);
+// [Store.TransitionReservation] moves along [AllowedFrom] (ORDERED,
+// REJECTED, RELEASE_PENDING while a front-door release is in flight,
+// RELEASED); [Store.ExpireReservations] sweeps PENDING_DB reservations past
+// their expiry to EXPIRED (SKIP LOCKED, in batches; enqueue the
+// compensation in the same transaction); [Store.RecordCompensationFailure]
+// counts failed releases of a RELEASE_PENDING reservation and escalates it
+// to MANUAL_REQUIRED at the caller's limit.
+//
 // # Sale status
 //
 // Each SKU has a sale status (ON_SALE, PAUSED, ENDED) and a sale window

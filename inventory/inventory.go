@@ -99,7 +99,7 @@ type statements struct {
 	acquire, transition, getReservation                 string
 	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
-	setSale, saleLog, expire                            string
+	setSale, saleLog, expire, recordCompensation        string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -121,6 +121,7 @@ func buildStatements(quotedSchema string) statements {
 		setSale:             r.Replace(setSaleSQL),
 		saleLog:             r.Replace(saleLogSQL),
 		expire:              r.Replace(expireSQL),
+		recordCompensation:  r.Replace(recordCompensationSQL),
 	}
 }
 
