@@ -53,6 +53,10 @@ const (
 	// FindingLeakedAllocation: a PENDING_DB, REJECTED or EXPIRED
 	// reservation holds stock (ALLOCATE without RELEASE).
 	FindingLeakedAllocation FindingKind = "leaked_allocation"
+	// FindingAdjustWithoutEvidence: an ADJUST row has no operator or no
+	// approval reference (rows written before migration 006; Bucket set,
+	// Actual: the row's total delta).
+	FindingAdjustWithoutEvidence FindingKind = "adjust_without_evidence"
 )
 
 // Finding is one broken invariant. Fields that do not apply to its Kind are
@@ -174,6 +178,10 @@ UNION ALL
 SELECT 'leaked_allocation', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 0, p.alloc_qty
   FROM res AS r JOIN per_res AS p USING (reservation_id)
  WHERE r.status IN (0, 20, 50) AND p.allocates > 0 AND p.releases = 0
+UNION ALL
+SELECT 'adjust_without_evidence', activity_id, sku_id, inventory_bucket, NULL, 0, total_delta
+  FROM led
+ WHERE ledger_type = 30 AND (coalesce(operator, '') = '' OR coalesce(approval_ref, '') = '')
 ORDER BY 1, 2, 3, 4, 5`
 
 // Audit checks the inventory invariants of one SKU and returns every

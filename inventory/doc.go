@@ -91,6 +91,16 @@
 // counts failed releases of a RELEASE_PENDING reservation and escalates it
 // to MANUAL_REQUIRED at the caller's limit.
 //
+// # Manual adjustments
+//
+// [Store.AdjustStock] changes one bucket's stock by hand and is evidence:
+// its ADJUST ledger row carries the operator, the approval reference and
+// the reason, and without them the adjustment is refused (by the package,
+// and by the database's ck_ledger_adjust_evidence). Rebalance moves record
+// [DefaultRebalanceOperator] and their move id unless the request names
+// others. [Store.Adjustments] lists them; [Store.Audit] reports an ADJUST
+// row without evidence.
+//
 // # Sale status
 //
 // Each SKU has a sale status (ON_SALE, PAUSED, ENDED) and a sale window

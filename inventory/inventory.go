@@ -100,6 +100,7 @@ type statements struct {
 	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
 	setSale, saleLog, expire, recordCompensation        string
+	adjust, adjustments                                 string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -122,6 +123,8 @@ func buildStatements(quotedSchema string) statements {
 		saleLog:             r.Replace(saleLogSQL),
 		expire:              r.Replace(expireSQL),
 		recordCompensation:  r.Replace(recordCompensationSQL),
+		adjust:              r.Replace(adjustSQL),
+		adjustments:         r.Replace(adjustmentsSQL),
 	}
 }
 
