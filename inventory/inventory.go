@@ -100,7 +100,7 @@ type statements struct {
 	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
 	setSale, saleLog, expire, recordCompensation        string
-	adjust, adjustments                                 string
+	adjust, adjustments, ledgerByType                   string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -125,6 +125,7 @@ func buildStatements(quotedSchema string) statements {
 		recordCompensation:  r.Replace(recordCompensationSQL),
 		adjust:              r.Replace(adjustSQL),
 		adjustments:         r.Replace(adjustmentsSQL),
+		ledgerByType:        r.Replace(ledgerByTypeSQL),
 	}
 }
 

@@ -36,6 +36,16 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"Rebalance":          func() error { _, err := s.Rebalance(ctx, nil, inventory.RebalanceRequest{}); return err },
 		"AcquireReservation": func() error { _, err := s.AcquireReservation(ctx, nil, inventory.NewReservation{}); return err },
 		"GetReservation":     func() error { _, err := s.GetReservation(ctx, nil, id); return err },
+		"SetSaleStatus":      func() error { _, err := s.SetSaleStatus(ctx, nil, inventory.SaleChange{}); return err },
+		"SaleLog":            func() error { _, err := s.SaleLog(ctx, nil, 1, 1); return err },
+		"ExpireReservations": func() error { _, err := s.ExpireReservations(ctx, nil, 1); return err },
+		"RecordCompensationFailure": func() error {
+			_, err := s.RecordCompensationFailure(ctx, nil, inventory.CompensationFailure{})
+			return err
+		},
+		"AdjustStock":  func() error { _, err := s.AdjustStock(ctx, nil, inventory.Adjustment{}); return err },
+		"Adjustments":  func() error { _, err := s.Adjustments(ctx, nil, 1, 1); return err },
+		"LedgerByType": func() error { _, err := s.LedgerByType(ctx, nil, 1, 1); return err },
 		"TransitionReservation": func() error {
 			_, err := s.TransitionReservation(ctx, nil, inventory.Transition{})
 			return err

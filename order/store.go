@@ -89,6 +89,7 @@ type statements struct {
 	getByID, getByRequest       string
 	items, payments             string
 	audit                       string
+	quantitiesByStatus          string
 }
 
 func buildStatements(quoted string) statements {
@@ -107,5 +108,7 @@ func buildStatements(quoted string) statements {
 		items:           r.Replace(itemsSQL),
 		payments:        r.Replace(paymentsSQL),
 		audit:           r.Replace(auditSQL),
+
+		quantitiesByStatus: r.Replace(quantitiesByStatusSQL),
 	}
 }

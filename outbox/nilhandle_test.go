@@ -28,6 +28,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"RecoverLease":     func() error { _, err := s.RecoverLease(ctx, nil, l, time.Second); return err },
 		"EnqueueMany":      func() error { _, err := s.EnqueueMany(ctx, nil, nil); return err },
 		"Enqueue":          func() error { _, err := s.Enqueue(ctx, nil, outbox.Event{}); return err },
+		"EventsByStatus":   func() error { _, err := s.EventsByStatus(ctx, nil, ""); return err },
 		"Stats":            func() error { _, err := s.Stats(ctx, nil); return err },
 		"PurgeSent":        func() error { _, err := s.PurgeSent(ctx, nil, time.Now(), 1); return err },
 	}
