@@ -90,6 +90,8 @@ type statements struct {
 	items, payments             string
 	audit                       string
 	quantitiesByStatus          string
+	recordReview, openReviews   string
+	resolveReview               string
 }
 
 func buildStatements(quoted string) statements {
@@ -110,5 +112,8 @@ func buildStatements(quoted string) statements {
 		audit:           r.Replace(auditSQL),
 
 		quantitiesByStatus: r.Replace(quantitiesByStatusSQL),
+		recordReview:       r.Replace(recordReviewSQL),
+		openReviews:        r.Replace(openReviewsSQL),
+		resolveReview:      r.Replace(resolveReviewSQL),
 	}
 }
