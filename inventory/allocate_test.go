@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -88,6 +89,9 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		buyers  = 20_000
 		workers = 48
 	)
+	// The largest test of the package: a budget of its own, so that a
+	// machine busy with the rest of the suite does not cut it short.
+	tb.ctx = pgtest.Context(t, 6*time.Minute)
 	tb.provision(t, 2, 3, stock, buckets)
 	// A pool of its own, one connection per worker. Commits skip the WAL
 	// flush wait (synchronous_commit off): durability is not under test
