@@ -59,18 +59,41 @@ WHERE consumer_group = $1 AND message_id = $2`
 // was updated: cur is the row as the statement's snapshot sees it, upd the
 // guarded update. processed_at never goes below created_at, even if the
 // clock steps back between claim and completion.
+//
+// The claimer check: only the transaction that claimed the row may record
+// its result. A CLAIMED row this statement can see was inserted either by a
+// committed transaction or by this one (any of its subtransactions): an
+// open transaction's insert is invisible to everyone else. So the row is
+// ours exactly when its xmin is still in progress. xmin is a 32-bit xid;
+// its 64-bit form (what pg_xact_status takes) is rebuilt from this
+// transaction's own xid8 and the signed 32-bit distance between the two.
+// A frozen xmin (below 3) is not ours. An xid at or past the snapshot's
+// xmax (one past the latest completed transaction) belongs to no completed
+// transaction, so it is ours, and pg_xact_status (which refuses xids that
+// are not yet assigned) is asked only about older ones. (A CLAIMED row left
+// without result for more than two billion transactions would be read as
+// ours; purge such rows long before.)
 const completeSQL = `
-WITH cur AS (
-	SELECT status FROM {schema}.consumer_inbox
-	WHERE consumer_group = $1 AND message_id = $2
+WITH me AS (
+	SELECT pg_current_xact_id()::text::int8 AS top,
+	       pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS nxt
+), cur AS (
+	SELECT i.status,
+	       CASE WHEN i.xmin::text::int8 < 3 THEN false ELSE (
+	         SELECT x.full >= me.nxt OR pg_xact_status(x.full::text::xid8) = 'in progress'
+	           FROM (SELECT me.top + (((i.xmin::text::int8 - me.top % 4294967296) % 4294967296
+	                                   + 6442450944) % 4294967296 - 2147483648) AS full) AS x) END AS mine
+	FROM {schema}.consumer_inbox AS i, me
+	WHERE i.consumer_group = $1 AND i.message_id = $2
 ), upd AS (
 	UPDATE {schema}.consumer_inbox
 	SET status = 20, result_code = $3, result_payload = $4,
 		processed_at = greatest(created_at, statement_timestamp())
 	WHERE consumer_group = $1 AND message_id = $2 AND status = 10
+	  AND (SELECT mine FROM cur)
 	RETURNING 1
 )
-SELECT (SELECT status FROM cur), EXISTS (SELECT FROM upd)`
+SELECT (SELECT status FROM cur), coalesce((SELECT mine FROM cur), false), EXISTS (SELECT FROM upd)`
 
 // maxClaimAttempts bounds ClaimMessage's loop in the (practically
 // impossible) case that the row it raced with is purged between the claim
@@ -106,6 +129,9 @@ func HashPayload(body []byte) []byte {
 // *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
 // Invalid input returns a *ValidationError before anything is sent.
 func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Claim, error) {
+	if tx == nil {
+		return Claim{}, nilHandle("tx")
+	}
 	return in.claim(ctx, tx, msg, nil)
 }
 
@@ -115,6 +141,9 @@ func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Clai
 // leaves). Duplicates behave exactly as in ClaimMessage; res is not stored
 // for them.
 func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (Claim, error) {
+	if tx == nil {
+		return Claim{}, nilHandle("tx")
+	}
 	if err := res.validate(); err != nil {
 		return Claim{}, err
 	}
@@ -248,6 +277,9 @@ func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 // one claimed earlier in the transaction db is. No row returns an error
 // matching [ErrNotFound]. It writes nothing.
 func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, error) {
+	if db == nil {
+		return Record{}, nilHandle("db")
+	}
 	if err := key.validate("Key."); err != nil {
 		return Record{}, err
 	}
@@ -268,9 +300,15 @@ func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, 
 //
 // Errors: not claimed (no row visible) matches [ErrNotFound]; a result
 // already recorded returns a *StateError matching [ErrAlreadyCompleted]
-// (results are never overwritten); invalid input a *ValidationError,
-// before anything is sent.
+// (results are never overwritten); a row claimed by another, committed
+// transaction (a CLAIMED row without result) returns a *StateError matching
+// [ErrNotClaimer] and records nothing: only the claiming transaction (or
+// one of its subtransactions, e.g. a claim made inside a savepoint) may
+// complete it; invalid input a *ValidationError, before anything is sent.
 func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) error {
+	if tx == nil {
+		return nilHandle("tx")
+	}
 	args, err := completeArgs(key, res)
 	if err != nil {
 		return err
@@ -312,10 +350,10 @@ func completeArgs(key Key, res Result) ([]any, error) {
 
 func completeOutcome(key Key, row pgx.Row) error {
 	var (
-		status  *int16
-		updated bool
+		status        *int16
+		mine, updated bool
 	)
-	if err := row.Scan(&status, &updated); err != nil {
+	if err := row.Scan(&status, &mine, &updated); err != nil {
 		return fmt.Errorf("inbox: complete message %s in group %q: %w", key.MessageID, key.Group, err)
 	}
 	switch {
@@ -323,6 +361,10 @@ func completeOutcome(key Key, row pgx.Row) error {
 		return nil
 	case status == nil:
 		return notFound("complete", key)
+	case Status(*status) == StatusClaimed && !mine:
+		// Claimed and committed by another transaction, which did the
+		// work: this one must not record a result for it.
+		return &StateError{Key: key, Status: StatusClaimed, Op: "complete"}
 	default:
 		// PROCESSED in the snapshot, or CLAIMED in the snapshot but completed
 		// by a concurrent transaction before this update could lock it.

@@ -560,3 +560,48 @@ func TestClaimRepeatableReadRace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Complete checks the claimer: a CLAIMED row committed by another
+// transaction cannot be completed by this one (nothing written), while a
+// claim made inside a savepoint of this transaction can, before and after
+// the savepoint is released.
+func TestCompleteChecksTheClaimer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := newMessage("g")
+	b.inTx(t, func(tx pgx.Tx) error { _, err := b.in.ClaimMessage(b.ctx, tx, other); return err })
+	b.inTx(t, func(tx pgx.Tx) error {
+		err := b.in.Complete(b.ctx, tx, other.Key(), inbox.Result{Code: "STOLEN"})
+		var se *inbox.StateError
+		if !errors.Is(err, inbox.ErrNotClaimer) || !errors.As(err, &se) || se.Status != inbox.StatusClaimed || errors.Is(err, inbox.ErrAlreadyCompleted) {
+			t.Errorf("Complete of another transaction's claim = %v, want ErrNotClaimer", err)
+		}
+		// The transaction stays usable.
+		_, err = tx.Exec(b.ctx, "SELECT 1")
+		return err
+	})
+	if rec, err := b.in.Lookup(b.ctx, b.pool, other.Key()); err != nil || rec.Status != inbox.StatusClaimed || rec.Result.Code != "" {
+		t.Fatalf("row after refused Complete: %+v, %v", rec, err)
+	}
+
+	for _, release := range []bool{false, true} {
+		m := newMessage("g")
+		b.inTx(t, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, "SAVEPOINT s"); err != nil {
+				return err
+			}
+			if _, err := b.in.ClaimMessage(b.ctx, tx, m); err != nil {
+				return err
+			}
+			if release {
+				if _, err := tx.Exec(b.ctx, "RELEASE SAVEPOINT s"); err != nil {
+					return err
+				}
+			}
+			return b.in.Complete(b.ctx, tx, m.Key(), inbox.Result{Code: "MINE"})
+		})
+		if rec, err := b.in.Lookup(b.ctx, b.pool, m.Key()); err != nil || rec.Result.Code != "MINE" {
+			t.Fatalf("savepoint claim (released %v): %+v, %v", release, rec, err)
+		}
+	}
+}

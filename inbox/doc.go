@@ -69,6 +69,9 @@
 //   - [ErrNotFound]: Lookup found no row; Complete found no claim.
 //   - [ErrAlreadyCompleted] (*[StateError]): Complete on a row whose result
 //     is already recorded; results are never overwritten.
+//   - [ErrNotClaimer] (*[StateError]): Complete on a row another, committed
+//     transaction claimed without a result; only the claiming transaction
+//     records a result. Nothing is written.
 //   - [ErrConcurrentClaim]: batch forms only, see above.
 //
 // Driver errors are wrapped with %w; under REPEATABLE READ or SERIALIZABLE a

@@ -28,6 +28,12 @@ var ErrNotFound = errors.New("inbox: message not found")
 // concrete type is *StateError.
 var ErrAlreadyCompleted = errors.New("inbox: result already recorded")
 
+// ErrNotClaimer is matched when [Inbox.Complete] finds the message CLAIMED
+// by another transaction that committed without a result: the result of a
+// message belongs to the transaction that claimed it and did its work, so
+// nothing is written. The concrete type is *StateError.
+var ErrNotClaimer = errors.New("inbox: message claimed by another transaction")
+
 // ErrConcurrentClaim is returned only by the batch forms
 // ([Inbox.QueueClaimMessage], [Inbox.QueueClaimMessageWithResult]) when the
 // claim waited for a concurrent transaction that inserted the same key and
@@ -78,7 +84,9 @@ func hexOrNone(b []byte) string {
 }
 
 // StateError reports that a row is not in the state an operation needs.
-// It matches [ErrAlreadyCompleted] when Status is StatusProcessed.
+// It matches [ErrAlreadyCompleted] when Status is StatusProcessed and
+// [ErrNotClaimer] when Status is StatusClaimed (claimed by another
+// transaction).
 type StateError struct {
 	Key    Key
 	Status Status // the current status
@@ -89,9 +97,11 @@ func (e *StateError) Error() string {
 	return fmt.Sprintf("inbox: %s message %s in group %q: row is %s", e.Op, e.Key.MessageID, e.Key.Group, e.Status)
 }
 
-// Is reports whether target is [ErrAlreadyCompleted] for a PROCESSED row.
+// Is reports whether target is [ErrAlreadyCompleted] for a PROCESSED row
+// or [ErrNotClaimer] for a CLAIMED one.
 func (e *StateError) Is(target error) bool {
-	return target == ErrAlreadyCompleted && e.Status == StatusProcessed
+	return (target == ErrAlreadyCompleted && e.Status == StatusProcessed) ||
+		(target == ErrNotClaimer && e.Status == StatusClaimed)
 }
 
 // notFound wraps ErrNotFound with the key.

@@ -46,6 +46,9 @@ WHERE i.consumer_group = d.consumer_group AND i.message_id = d.message_id`
 // job wants; given a pgx.Tx, all batches commit or roll back with it. Rows
 // locked by another purger are skipped and left for the next run.
 func (in *Inbox) Purge(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (int64, error) {
+	if db == nil {
+		return 0, nilHandle("db")
+	}
 	switch {
 	case olderThan.IsZero():
 		return 0, invalid("olderThan", "zero time")

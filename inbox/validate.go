@@ -105,3 +105,8 @@ func nullable(s string) any {
 	}
 	return s
 }
+
+// nilHandle rejects a nil transaction or connection handle (a
+// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// panic on it.
+func nilHandle(name string) error { return invalid(name, "must not be nil") }

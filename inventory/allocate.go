@@ -85,8 +85,17 @@ type Allocated struct {
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
 // reservation; the ledger INSERT runs only for the updated row. When nothing
-// was updated the final SELECT classifies why (existing ledger row, missing
-// bucket, otherwise sold out) in the same snapshot.
+// was updated the final SELECT classifies why: an existing ledger row, read
+// by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
+// missing bucket, otherwise sold out.
+//
+// Binding to the reservation: the UPDATE decrements only when the
+// reservation row ($6) exists with exactly the caller's activity, SKU,
+// bucket, quantity and user, in PENDING_DB or ORDERED, so a caller cannot
+// take stock for a reservation from another bucket, in another quantity,
+// for another buyer, or for a reservation already rejected, expired or
+// released. Those columns never change after the insert; the status is
+// the caller's business to hold still (the reservation row lock).
 //
 // Idempotency under concurrency: the NOT EXISTS guard sees the statement's
 // snapshot. A duplicate that commits before the statement starts is seen and
@@ -96,9 +105,26 @@ type Allocated struct {
 // other transaction and raises unique_violation if it commits: the whole
 // statement, decrement included, fails, and the caller's transaction aborts.
 // The unique index is the final guard; the bucket is never decremented twice
-// for one reservation.
+// for one reservation. A duplicate that waited for the bucket's row lock
+// while the other transaction took the last units finds, after that commit,
+// a bucket whose own condition fails; its snapshot still misses the other
+// ledger row, which is why the zero-row branch probes the ledger with a
+// snapshot of its own: every concurrent duplicate is classified as already
+// applied, whatever the bucket's stock.
 const allocateSQL = `
-WITH upd AS (
+WITH r AS (
+	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $6
+), sk AS (
+	SELECT sale_status, sale_starts_at, sale_ends_at,
+	       sale_status = 10
+	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
+	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
+	       statement_timestamp() AS at
+	  FROM {schema}.inventory_sku
+	 WHERE activity_id = $1 AND sku_id = $2
+), upd AS (
 	UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock - $4::int,
 	       allocated_stock = allocated_stock + $4::int,
@@ -107,6 +133,10 @@ WITH upd AS (
 	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
 	   AND available_stock >= $4::int
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND EXISTS (SELECT 1 FROM r
+	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))
+	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
 ), led AS (
@@ -123,17 +153,23 @@ WITH upd AS (
 )
 SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x WHERE x.idempotency_key = $5) END,
+       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
+       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true`
+  LEFT JOIN led AS l ON true
+  LEFT JOIN r ON true
+  LEFT JOIN sk ON true`
 
 // AllocateBucket takes a.Quantity from the available stock of bucket
-// a.Bucket and writes the ALLOCATE ledger row (idempotency key
+// a.Bucket for the reservation a.ReservationID, which must be recorded
+// with exactly a's activity, SKU, bucket, quantity and buyer and be
+// PENDING_DB or ORDERED ([Reservation.Allocation] builds such an a), and
+// writes the ALLOCATE ledger row (idempotency key
 // ALLOCATE:<reservation_id>, with the counters before and after) in one
 // statement, in the caller's transaction tx. The decrement is conditional
 // (available_stock >= quantity), so under Read Committed concurrent callers
@@ -145,23 +181,36 @@ SELECT l.ledger_id, l.created_at,
 //   - *SoldOutError ([ErrSoldOut]): the bucket lacks the stock. Nothing
 //     written; the transaction stays usable (reject the reservation).
 //   - [ErrUnknownBucket]: the bucket (or SKU) was never provisioned.
+//   - [ErrReservationNotFound]: no reservation a.ReservationID is visible
+//     to tx (record it first: [Store.AcquireReservation]).
+//   - *NotOnSaleError ([ErrNotOnSale], and [ErrSaleNotStarted] or
+//     [ErrSaleEnded] when the sale window explains it): the SKU is not
+//     ON_SALE or the statement's time is outside its sale window
+//     ([Store.SetSaleStatus]). Nothing written; tx stays usable (reject
+//     the reservation).
+//   - *AllocationMismatchError ([ErrAllocationMismatch]): the reservation
+//     has another activity, SKU, bucket, quantity or buyer than a, or is
+//     no longer PENDING_DB or ORDERED. Nothing written; tx stays usable.
 //   - *AppliedError ([ErrAlreadyApplied]): the reservation's ALLOCATE row
 //     exists; nothing was decremented again. With TxAborted set the
 //     duplicate was concurrent and tx is aborted (see [AppliedError]).
 //   - *ValidationError ([ErrInvalidArgument]): bad input, nothing sent.
 //
-// Duplicates of one reservation are meant to be serialised by the
-// reservation row lock ([Store.AcquireReservation]) before they get here.
-// Without that lock, a duplicate racing with the original is still never
-// applied twice, but when the original takes the bucket's last units the
-// duplicate may be classified as sold out rather than already applied (its
-// statement snapshot predates the original's commit).
+// Concurrent duplicates of one reservation are classified as already
+// applied whatever the bucket's stock: a duplicate that waited behind the
+// original for the bucket's row lock, and then finds the bucket emptied by
+// it, re-reads the ledger key after the wait instead of calling itself sold
+// out. The reservation row lock ([Store.AcquireReservation]) still
+// serialises them first in a real order transaction.
 //
 // Lock order (seed §11.6): the bucket row is the hottest lock of the order
 // transaction; call AllocateBucket as late as correctness allows (after the
 // reservation lock and the order insert) so the row is held only until
 // COMMIT.
 func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Allocated, error) {
+	if tx == nil {
+		return Allocated{}, nilHandle("tx")
+	}
 	if err := a.validate(); err != nil {
 		return Allocated{}, err
 	}
@@ -216,9 +265,15 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		createdAt                                       *time.Time
 		beforeAvail, afterAvail, beforeAlloc, afterAllo *int32
 		curAvail                                        *int32
+		rAct, rSKU, rUser                               *int64
+		rBucket, rQty, rStatus                          *int16
+		saleStatus                                      *int16
+		saleFrom, saleTo, saleAt                        *time.Time
+		selling                                         *bool
 	)
 	key := AllocateKey(a.ReservationID)
-	err := row.Scan(&ledgerID, &createdAt, &beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID, &curAvail)
+	err := row.Scan(&ledgerID, &createdAt, &beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID, &curAvail,
+		&rAct, &rSKU, &rBucket, &rQty, &rUser, &rStatus, &saleStatus, &saleFrom, &saleTo, &selling, &saleAt)
 	switch {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
 		return &AppliedError{Key: key, TxAborted: true, Err: err}
@@ -234,6 +289,22 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		return nil
 	case appliedID != nil:
 		return &AppliedError{Key: key, LedgerID: *appliedID}
+	case rAct == nil:
+		return fmt.Errorf("inventory: allocate %s: reservation %s: %w", key, a.ReservationID, ErrReservationNotFound)
+	}
+	if field, want, got := allocationDiff(a, *rAct, *rSKU, *rBucket, *rQty, *rUser, ReservationStatus(*rStatus)); field != "" {
+		return &AllocationMismatchError{ReservationID: a.ReservationID, Field: field, Reservation: got, Allocation: want}
+	}
+	switch {
+	case saleStatus != nil && !*selling:
+		e := &NotOnSaleError{ActivityID: a.ActivityID, SKUID: a.SKUID, Status: SaleStatus(*saleStatus), At: *saleAt}
+		if saleFrom != nil {
+			e.StartsAt = *saleFrom
+		}
+		if saleTo != nil {
+			e.EndsAt = *saleTo
+		}
+		return e
 	case curAvail == nil:
 		return fmt.Errorf("inventory: allocate %s: activity %d sku %d bucket %d: %w",
 			key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)
@@ -241,6 +312,28 @@ func classifyAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
 		return &SoldOutError{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
 			Requested: a.Quantity, Available: *curAvail}
 	}
+}
+
+// allocationDiff names the first column in which the reservation differs
+// from the allocation (or "status" when the reservation may no longer
+// take stock), with both values as text; "" when they agree.
+func allocationDiff(a Allocation, act, sku int64, bucket, qty int16, user int64, st ReservationStatus) (field, want, got string) {
+	d := func(f string, w, g any) (string, string, string) { return f, fmt.Sprint(w), fmt.Sprint(g) }
+	switch {
+	case act != a.ActivityID:
+		return d("activity_id", a.ActivityID, act)
+	case sku != a.SKUID:
+		return d("sku_id", a.SKUID, sku)
+	case bucket != a.Bucket:
+		return d("inventory_bucket", a.Bucket, bucket)
+	case qty != a.Quantity:
+		return d("quantity", a.Quantity, qty)
+	case user != a.UserID:
+		return d("user_id", a.UserID, user)
+	case st != StatusPendingDB && st != StatusOrdered:
+		return d("status", "PENDING_DB or ORDERED", st)
+	}
+	return "", "", ""
 }
 
 // Release asks [Store.Release] to give back a reservation's allocation.
@@ -271,7 +364,8 @@ func (r Release) validate() error {
 // release gives back exactly what was allocated, to the same bucket, and
 // there is no RELEASE without its ALLOCATE. Guards: allocated_stock >=
 // quantity and no RELEASE row yet; the unique index is the final guard
-// against a concurrent duplicate, as for allocateSQL.
+// against a concurrent duplicate, and the zero-row branch re-reads the
+// RELEASE key with a fresh snapshot, as for allocateSQL.
 const releaseSQL = `
 WITH a AS (
 	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id,
@@ -307,8 +401,7 @@ WITH a AS (
 )
 SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a.qty::smallint,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x WHERE x.idempotency_key = $2) END
+       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($2) END
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN a ON true
   LEFT JOIN upd AS u ON true
@@ -325,9 +418,14 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // TxAborted for a concurrent duplicate, as for [Store.AllocateBucket]);
 // [ErrNotAllocated] when the reservation has no ALLOCATE row;
 // [ErrInconsistent] when the bucket's allocated stock is below the
-// allocation (an invariant is broken; nothing written);
+// allocation (an invariant is broken; nothing written; a concurrent
+// duplicate that emptied the bucket's allocated stock before this one got
+// its lock is already applied, never inconsistent);
 // *ValidationError for bad input (nothing sent).
 func (s *Store) Release(ctx context.Context, tx pgx.Tx, r Release) (Allocated, error) {
+	if tx == nil {
+		return Allocated{}, nilHandle("tx")
+	}
 	if err := r.validate(); err != nil {
 		return Allocated{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -88,6 +89,9 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		buyers  = 20_000
 		workers = 48
 	)
+	// The largest test of the package: a budget of its own, so that a
+	// machine busy with the rest of the suite does not cut it short.
+	tb.ctx = pgtest.Context(t, 6*time.Minute)
 	tb.provision(t, 2, 3, stock, buckets)
 	// A pool of its own, one connection per worker. Commits skip the WAL
 	// flush wait (synchronous_commit off): durability is not under test
@@ -97,6 +101,12 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	})
 
+	all := make([]inventory.NewReservation, buyers)
+	for i := range all {
+		all[i] = tb.newReservation(2, 3, 0)
+		all[i].Bucket, _ = inventory.PickBucket(all[i].ReservationID.String(), buckets)
+	}
+	tb.insertReservations(t, all)
 	jobs := make(chan int)
 	var (
 		wg          sync.WaitGroup
@@ -108,10 +118,8 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range jobs {
-				r := tb.newReservation(2, 3, 0)
-				r.Bucket, _ = inventory.PickBucket(r.ReservationID.String(), buckets)
-				err := tb.allocateOnly(r2ToAlloc(r))
+			for i := range jobs {
+				err := tb.allocateOnly(r2ToAlloc(all[i]))
 				switch {
 				case err == nil:
 					ok.Add(1)
@@ -151,13 +159,14 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range bs {
-		if want := inventory.BucketStock(stock, buckets, b.BucketNo); b.Total != want || b.Available+b.Allocated != b.Total || b.Available < 0 {
+		if want, _ := inventory.BucketStock(stock, buckets, b.BucketNo); b.Total != want || b.Available+b.Allocated != b.Total || b.Available < 0 {
 			t.Errorf("bucket %+v, provisioned %d", b, want)
 		}
 	}
 	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != ok.Load() {
 		t.Fatalf("%d ALLOCATE rows, %d successes", n, ok.Load())
 	}
+	tb.orderAllocated(t)
 	tb.auditClean(t, 2, 3)
 }
 
@@ -249,7 +258,7 @@ func TestAllocateOutcomes(t *testing.T) {
 		})
 		return out, err
 	}
-	r := tb.newReservation(1, 1, 0)
+	r := tb.reserved(t, 1, 1, 0, 2)
 	a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 2,
 		UserID: r.UserID, OrderID: 99, SourceMessageID: r.FirstMessageID}
 	got, err := alloc(a)
@@ -283,31 +292,29 @@ func TestAllocateOutcomes(t *testing.T) {
 	}
 
 	// Sold out: bucket 0 is empty although bucket 1 has stock.
-	r2 := tb.newReservation(1, 1, 0)
+	r2 := tb.reserved(t, 1, 1, 0, 1)
 	_, err = alloc(r2ToAlloc(r2))
 	var so *inventory.SoldOutError
 	if !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &so) || so.Available != 0 || so.Requested != 1 || so.Bucket != 0 {
 		t.Fatalf("sold out: %v", err)
 	}
 	// Asking for more than a bucket holds.
-	r3 := tb.newReservation(1, 1, 1)
-	big := r2ToAlloc(r3)
-	big.Quantity = 2
+	big := r2ToAlloc(tb.reserved(t, 1, 1, 1, 2))
 	if _, err := alloc(big); !errors.As(err, &so) || so.Available != 1 || so.Requested != 2 {
 		t.Fatalf("too many: %v", err)
 	}
 	// Unknown bucket and unknown SKU.
-	for _, a := range []inventory.Allocation{r2ToAlloc(tb.newReservation(1, 1, 2)), r2ToAlloc(tb.newReservation(1, 42, 0)), r2ToAlloc(tb.newReservation(42, 1, 0))} {
+	for _, a := range []inventory.Allocation{r2ToAlloc(tb.reserved(t, 1, 1, 2, 1)), r2ToAlloc(tb.reserved(t, 1, 42, 0, 1)), r2ToAlloc(tb.reserved(t, 42, 1, 0, 1))} {
 		if _, err := alloc(a); !errors.Is(err, inventory.ErrUnknownBucket) {
 			t.Fatalf("bucket %d/%d/%d: %v", a.ActivityID, a.SKUID, a.Bucket, err)
 		}
 	}
 	// Sold out leaves the transaction usable: the next statement works.
 	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.newReservation(1, 1, 0))); !errors.Is(err, inventory.ErrSoldOut) {
+		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.reserved(t, 1, 1, 0, 1))); !errors.Is(err, inventory.ErrSoldOut) {
 			t.Errorf("want sold out, got %v", err)
 		}
-		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.newReservation(1, 1, 1)))
+		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.reserved(t, 1, 1, 1, 1)))
 		return err
 	})
 	if err != nil {
@@ -333,7 +340,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	tb := setup(t)
 	tb.provision(t, 1, 1, 100, 4)
 
-	r := tb.newReservation(1, 1, 3)
+	r := tb.reserved(t, 1, 1, 3, 1)
 	a := r2ToAlloc(r)
 	run := func(fn func(tx pgx.Tx) error) error { return inTx(tb.ctx, tb.pool, fn) }
 
@@ -344,7 +351,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
 		t.Fatalf("second allocation: %v", err)
 	}
-	r2 := tb.newReservation(1, 1, 3)
+	r2 := tb.reserved(t, 1, 1, 3, 1)
 	err := run(func(tx pgx.Tx) error {
 		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2)); err != nil {
 			return err
@@ -393,7 +400,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 
 	// Concurrent: 16 deliveries of one allocation, then of its release.
 	const deliveries = 16
-	r3 := tb.newReservation(1, 1, 3)
+	r3 := tb.reserved(t, 1, 1, 3, 1)
 	concurrently := func(fn func(tx pgx.Tx) error) (applied, duplicates int) {
 		var (
 			wg sync.WaitGroup
@@ -436,6 +443,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 			t.Fatalf("ledger of %s: %+v, %v", id, ledger, err)
 		}
 	}
+	tb.orderAllocated(t)
 	tb.auditClean(t, 1, 1)
 }
 
@@ -460,7 +468,7 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 	}
 	tb.provision(t, 5, 6, 2, 1)
 
-	rs := []inventory.NewReservation{tb.newReservation(5, 6, 0), tb.newReservation(5, 6, 0), tb.newReservation(5, 6, 0)}
+	rs := []inventory.NewReservation{tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1)}
 	got := make([]inventory.Allocated, len(rs))
 	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 		var b pgx.Batch

@@ -53,6 +53,10 @@ const (
 	// FindingLeakedAllocation: a PENDING_DB, REJECTED or EXPIRED
 	// reservation holds stock (ALLOCATE without RELEASE).
 	FindingLeakedAllocation FindingKind = "leaked_allocation"
+	// FindingAdjustWithoutEvidence: an ADJUST row has no operator or no
+	// approval reference (rows written before migration 006; Bucket set,
+	// Actual: the row's total delta).
+	FindingAdjustWithoutEvidence FindingKind = "adjust_without_evidence"
 )
 
 // Finding is one broken invariant. Fields that do not apply to its Kind are
@@ -174,6 +178,10 @@ UNION ALL
 SELECT 'leaked_allocation', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 0, p.alloc_qty
   FROM res AS r JOIN per_res AS p USING (reservation_id)
  WHERE r.status IN (0, 20, 50) AND p.allocates > 0 AND p.releases = 0
+UNION ALL
+SELECT 'adjust_without_evidence', activity_id, sku_id, inventory_bucket, NULL, 0, total_delta
+  FROM led
+ WHERE ledger_type = 30 AND (coalesce(operator, '') = '' OR coalesce(approval_ref, '') = '')
 ORDER BY 1, 2, 3, 4, 5`
 
 // Audit checks the inventory invariants of one SKU and returns every
@@ -192,6 +200,9 @@ ORDER BY 1, 2, 3, 4, 5`
 // It runs as one read-only statement (one snapshot), so it is consistent
 // even while allocations run. It writes nothing.
 func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Finding, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	if activityID <= 0 {
 		return nil, invalid("activityID", "must be positive")
 	}
@@ -203,6 +214,9 @@ func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID in
 
 // AuditAll is [Store.Audit] over every SKU of the schema.
 func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) ([]Finding, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	return s.audit(ctx, db, nil, nil)
 }
 
@@ -272,6 +286,9 @@ SELECT ledger_id, idempotency_key, ledger_type, reservation_id, coalesce(order_i
 // ReservationLedger reads a reservation's ledger rows (its ALLOCATE and
 // RELEASE) in ledger order. An unknown reservation gives an empty slice.
 func (s *Store) ReservationLedger(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID) ([]LedgerEntry, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	rows, err := db.Query(ctx, s.sql.ledgerByReservation, reservationID)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: read ledger: %w", err)

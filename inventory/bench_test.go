@@ -5,9 +5,11 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
@@ -31,15 +33,13 @@ func benchAllocate(b *testing.B, buckets int16) {
 	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1 << 30, Buckets: buckets}); err != nil {
 		b.Fatal(err)
 	}
-	var user atomic.Int64
+	rs := benchReservations(b, pool, schema, b.N, buckets)
+	var next atomic.Int64
 	b.SetParallelism(4)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			id := uuid.Must(uuid.NewV7())
-			bucket, _ := inventory.PickBucket(id.String(), int(buckets))
-			a := inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: 1,
-				UserID: user.Add(1), SourceMessageID: id}
+			a := rs[next.Add(1)-1]
 			err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 				_, err := store.AllocateBucket(ctx, tx, a)
 				return err
@@ -70,17 +70,16 @@ func BenchmarkRelease(b *testing.B) {
 	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1 << 30, Buckets: 64}); err != nil {
 		b.Fatal(err)
 	}
+	rs := benchReservations(b, pool, schema, b.N, 64)
 	ids := make([]uuid.UUID, b.N)
 	for i := range ids {
-		ids[i] = uuid.Must(uuid.NewV7())
+		ids[i] = rs[i].ReservationID
 	}
 	// Allocate in pipelined batches of 500 to keep the setup short.
 	for start := 0; start < len(ids); start += 500 {
 		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			var batch pgx.Batch
-			for _, id := range ids[start:min(start+500, len(ids))] {
-				bucket, _ := inventory.PickBucket(id.String(), 64)
-				a := inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: 1, UserID: 1, SourceMessageID: id}
+			for _, a := range rs[start:min(start+500, len(ids))] {
 				if err := store.QueueAllocateBucket(&batch, a, new(inventory.Allocated)); err != nil {
 					return err
 				}
@@ -107,4 +106,27 @@ func BenchmarkRelease(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchReservations records n reservations of one unit for distinct buyers
+// (bucket from PickBucket) with one COPY and returns their allocations.
+func benchReservations(b *testing.B, pool *pgxpool.Pool, schema string, n int, buckets int16) []inventory.Allocation {
+	b.Helper()
+	now := time.Now()
+	out := make([]inventory.Allocation, n)
+	rows := make([][]any, n)
+	for i := range out {
+		id := uuid.Must(uuid.NewV7())
+		bucket, _ := inventory.PickBucket(id.String(), int(buckets))
+		out[i] = inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: 1,
+			UserID: int64(i + 1), SourceMessageID: id}
+		rows[i] = []any{id, id, id, int64(1), int64(1), int64(i + 1), bucket, int16(1), now, now.Add(time.Hour)}
+	}
+	_, err := pool.CopyFrom(context.Background(), pgx.Identifier{schema, "inventory_reservation"},
+		[]string{"reservation_id", "request_id", "first_message_id", "activity_id", "sku_id", "user_id",
+			"inventory_bucket", "quantity", "redis_reserved_at", "expires_at"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }

@@ -58,20 +58,58 @@
 // A conditional update that changes nothing is never reported as success;
 // the same statement classifies why:
 //
-//   - AllocateBucket: *SoldOutError ([ErrSoldOut]), [ErrUnknownBucket], or
+//   - AllocateBucket: *SoldOutError ([ErrSoldOut]), [ErrUnknownBucket],
 //     *AppliedError ([ErrAlreadyApplied]) when ALLOCATE:<reservation_id>
-//     exists. Only the last two indicate something other than a normal sell
-//     out; after a sold out the transaction is still usable (reject the
-//     reservation and emit the compensation event in it).
+//     exists (also for every concurrent duplicate, whatever the bucket's
+//     stock), [ErrReservationNotFound], or *AllocationMismatchError
+//     ([ErrAllocationMismatch]) when the reservation has another activity,
+//     SKU, bucket, quantity or buyer, or is no longer PENDING_DB or
+//     ORDERED: the allocation is bound to its reservation row. Only sold
+//     out is a normal sell out; after it the transaction is still usable
+//     (reject the reservation and emit the compensation event in it).
 //   - Release: [ErrNotAllocated], *AppliedError when RELEASE:<reservation_id>
 //     exists, [ErrInconsistent] when the bucket contradicts the ledger.
 //   - TransitionReservation: [ErrReservationNotFound], or a *TransitionError
 //     matching [ErrAlreadyInState] or [ErrIllegalTransition] that carries the
-//     current row.
+//     current row. The row is locked before the guard is tested, so a
+//     transition that waited behind another decides on what that one
+//     committed.
 //   - AcquireReservation: a *ReservationConflictError when the id, the
 //     request id or (with NewReservation.OrderID) the order id is taken by
 //     different data.
 //   - Provision: a *ProvisionConflictError for a different split.
+//
+// # Reservation lifecycle
+//
+// Every status of seed 000 §8.1 is reached through a helper:
+// [Store.AcquireReservation] records PENDING_DB (or ORDERED);
+// [Store.TransitionReservation] moves along [AllowedFrom] (ORDERED,
+// REJECTED, RELEASE_PENDING while a front-door release is in flight,
+// RELEASED); [Store.ExpireReservations] sweeps PENDING_DB reservations past
+// their expiry to EXPIRED (SKIP LOCKED, in batches; enqueue the
+// compensation in the same transaction); [Store.RecordCompensationFailure]
+// counts failed releases of a RELEASE_PENDING reservation and escalates it
+// to MANUAL_REQUIRED at the caller's limit.
+//
+// # Manual adjustments
+//
+// [Store.AdjustStock] changes one bucket's stock by hand and is evidence:
+// its ADJUST ledger row carries the operator, the approval reference and
+// the reason, and without them the adjustment is refused (by the package,
+// and by the database's ck_ledger_adjust_evidence). Rebalance moves record
+// [DefaultRebalanceOperator] and their move id unless the request names
+// others. [Store.Adjustments] lists them; [Store.Audit] reports an ADJUST
+// row without evidence.
+//
+// # Sale status
+//
+// Each SKU has a sale status (ON_SALE, PAUSED, ENDED) and a sale window
+// (either bound may be open). [Store.SetSaleStatus] changes them, locking
+// the SKU row and writing the audit row (operator, reason, time) in the
+// same statement; [Store.SaleLog] lists the changes. AllocateBucket's
+// UPDATE carries the condition itself, so no allocation commits outside
+// the sale: it fails with a *NotOnSaleError ([ErrNotOnSale], plus
+// [ErrSaleNotStarted] or [ErrSaleEnded] when the window explains it).
 //
 // # Idempotency
 //

@@ -64,6 +64,12 @@ var (
 	// *TransitionError.
 	ErrIllegalTransition = errors.New("inventory: illegal reservation transition")
 
+	// ErrAllocationMismatch: an allocation does not match its reservation
+	// (another activity, SKU, bucket, quantity or buyer), or the
+	// reservation may no longer take stock. Nothing was written. The
+	// concrete type is *AllocationMismatchError.
+	ErrAllocationMismatch = errors.New("inventory: allocation does not match its reservation")
+
 	// ErrConcurrentInsert: a concurrent transaction inserted the same row and
 	// committed while the statement ran, so the statement's snapshot could
 	// neither insert nor see it. Nothing was written; running the statement
@@ -245,3 +251,31 @@ func uniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == constraint
 }
+
+// nilHandle rejects a nil transaction or connection handle (a
+// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// panic on it.
+func nilHandle(name string) error { return invalid(name, "must not be nil") }
+
+// AllocationMismatchError reports an allocation that its reservation does
+// not allow. It matches [ErrAllocationMismatch]. Nothing was written and
+// the transaction stays usable.
+type AllocationMismatchError struct {
+	ReservationID uuid.UUID
+	// Field is the reservation column that disagrees ("activity_id",
+	// "sku_id", "inventory_bucket", "quantity", "user_id"), or "status"
+	// when the reservation is neither PENDING_DB nor ORDERED.
+	Field string
+	// Reservation is the reservation's value, Allocation the caller's (for
+	// "status": the allowed statuses), both as text.
+	Reservation, Allocation string
+}
+
+// Error implements error.
+func (e *AllocationMismatchError) Error() string {
+	return fmt.Sprintf("inventory: allocation for reservation %s: %s is %s in the reservation, %s in the allocation",
+		e.ReservationID, e.Field, e.Reservation, e.Allocation)
+}
+
+// Is reports whether target is [ErrAllocationMismatch].
+func (e *AllocationMismatchError) Is(target error) bool { return target == ErrAllocationMismatch }

@@ -118,8 +118,21 @@ func ExampleStore_AllocateBucket() {
 	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 5, Buckets: 1}); err != nil {
 		panic(err)
 	}
-	a := inventory.Allocation{ReservationID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 1, Bucket: 0,
-		Quantity: 2, UserID: 9, SourceMessageID: uuid.Must(uuid.NewV7())}
+	// The reservation the allocation is for: its bucket, quantity and
+	// buyer are the allocation's.
+	now := time.Now()
+	var a inventory.Allocation
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		acq, err := store.AcquireReservation(ctx, tx, inventory.NewReservation{
+			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
+			ActivityID: 1, SKUID: 1, UserID: 9, Bucket: 0, Quantity: 2, ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+		})
+		a = acq.Reservation.Allocation(0, uuid.Nil)
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
 	for range 2 {
 		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			got, err := store.AllocateBucket(ctx, tx, a)
@@ -134,7 +147,7 @@ func ExampleStore_AllocateBucket() {
 			panic(err)
 		}
 	}
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		got, err := store.Release(ctx, tx, inventory.Release{ReservationID: a.ReservationID, Reason: "PAY_TIMEOUT"})
 		fmt.Printf("released %d: available %d -> %d\n", got.Quantity, got.BeforeAvailable, got.AfterAvailable)
 		return err

@@ -52,13 +52,25 @@ func FuzzBucketStock(f *testing.F) {
 	f.Add(int32(0), int16(1))
 	f.Add(int32(1<<31-1), int16(inventory.MaxBuckets))
 	f.Add(int32(3), int16(7))
+	f.Add(int32(5), int16(0))
+	f.Add(int32(-1), int16(4))
 	f.Fuzz(func(t *testing.T, stock int32, n int16) {
 		if stock < 0 || n < 1 || n > inventory.MaxBuckets {
-			return // rejected by Provision
+			// Rejected with a typed error, like Provision rejects it.
+			if _, err := inventory.BucketStock(stock, n, 0); !errors.Is(err, inventory.ErrInvalidArgument) {
+				t.Fatalf("BucketStock(%d, %d, 0): %v", stock, n, err)
+			}
+			return
+		}
+		if _, err := inventory.BucketStock(stock, n, n); !errors.Is(err, inventory.ErrInvalidArgument) {
+			t.Fatalf("BucketStock(%d, %d, %d): %v", stock, n, n, err)
 		}
 		var sum int64
 		for b := int16(0); b < n; b++ {
-			s := inventory.BucketStock(stock, n, b)
+			s, err := inventory.BucketStock(stock, n, b)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if s != stock/int32(n) && s != stock/int32(n)+1 {
 				t.Fatalf("BucketStock(%d, %d, %d) = %d", stock, n, b, s)
 			}

@@ -162,7 +162,7 @@ func TestNoSQLInjection(t *testing.T) {
 			t.Errorf("failure code %q (%v), want %q", got.FailureCode, err, h)
 		}
 	}
-	tablesIntact(t, tb, "inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger")
+	tablesIntact(t, tb, "inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger", "inventory_sale_log")
 	tb.auditClean(t, 1, 1)
 }
 

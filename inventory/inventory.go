@@ -99,6 +99,8 @@ type statements struct {
 	acquire, transition, getReservation                 string
 	lockBuckets, applyMoves                             string
 	bucket, buckets, totals, ledgerByReservation, audit string
+	setSale, saleLog, expire, recordCompensation        string
+	adjust, adjustments, ledgerByType                   string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -117,6 +119,13 @@ func buildStatements(quotedSchema string) statements {
 		totals:              r.Replace(totalsSQL),
 		ledgerByReservation: r.Replace(ledgerByReservationSQL),
 		audit:               r.Replace(auditSQL),
+		setSale:             r.Replace(setSaleSQL),
+		saleLog:             r.Replace(saleLogSQL),
+		expire:              r.Replace(expireSQL),
+		recordCompensation:  r.Replace(recordCompensationSQL),
+		adjust:              r.Replace(adjustSQL),
+		adjustments:         r.Replace(adjustmentsSQL),
+		ledgerByType:        r.Replace(ledgerByTypeSQL),
 	}
 }
 

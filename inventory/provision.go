@@ -52,13 +52,23 @@ type Provisioned struct {
 
 // BucketStock returns how much of stock bucket b (0-based) of n buckets
 // gets: stock/n, plus one for the first stock%n buckets. It is the split
-// [Store.Provision] writes.
-func BucketStock(stock int32, n int16, b int16) int32 {
+// [Store.Provision] writes. A negative stock, a bucket count outside
+// 1..[MaxBuckets] or a bucket outside 0..n-1 gives a *ValidationError
+// ([ErrInvalidArgument]), never a panic.
+func BucketStock(stock int32, n int16, b int16) (int32, error) {
+	switch {
+	case stock < 0:
+		return 0, invalid("Stock", "must not be negative")
+	case n < 1 || n > MaxBuckets:
+		return 0, invalid("Buckets", fmt.Sprintf("must be between 1 and %d", MaxBuckets))
+	case b < 0 || b >= n:
+		return 0, invalid("Bucket", fmt.Sprintf("must be between 0 and %d", n-1))
+	}
 	q, r := stock/int32(n), stock%int32(n)
 	if int32(b) < r {
-		return q + 1
+		return q + 1, nil
 	}
-	return q
+	return q, nil
 }
 
 // provisionSQL inserts the SKU, its buckets and one PROVISION ledger row per
@@ -116,6 +126,9 @@ SELECT false, planned_stock, bucket_count, 0
 // transaction (or on a pool) a concurrent first provisioning of the same SKU
 // is resolved by running the statement again (at most three times).
 func (s *Store) Provision(ctx context.Context, db pgtx.Querier, k SKU) (Provisioned, error) {
+	if db == nil {
+		return Provisioned{}, nilHandle("db")
+	}
 	if err := k.validate(); err != nil {
 		return Provisioned{}, err
 	}

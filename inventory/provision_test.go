@@ -40,8 +40,8 @@ func TestProvisionSplitsRemainderOverFirstBuckets(t *testing.T) {
 			if b.BucketNo != int16(i) || b.Total != want || b.Available != want || b.Allocated != 0 {
 				t.Fatalf("stock %d/%d buckets: bucket %d = %+v, want total=available=%d", tc.stock, tc.buckets, i, b, want)
 			}
-			if got := inventory.BucketStock(tc.stock, tc.buckets, int16(i)); got != want {
-				t.Fatalf("BucketStock(%d, %d, %d) = %d, want %d", tc.stock, tc.buckets, i, got, want)
+			if got, err := inventory.BucketStock(tc.stock, tc.buckets, int16(i)); err != nil || got != want {
+				t.Fatalf("BucketStock(%d, %d, %d) = %d, %v; want %d", tc.stock, tc.buckets, i, got, err, want)
 			}
 			sum += b.Total
 		}

@@ -21,7 +21,19 @@ type RebalanceRequest struct {
 	// Reason is the ledger reason, up to [MaxCodeLength] characters.
 	// Defaults to [DefaultRebalanceReason].
 	Reason string
+	// Operator is recorded on the ADJUST rows, up to 128 characters.
+	// Defaults to [DefaultRebalanceOperator] (a rebalance is usually run by
+	// the service itself, not by a person).
+	Operator string
+	// ApprovalRef is recorded on the ADJUST rows, up to 128 characters.
+	// Defaults to "rebalance:<MoveID>": a rebalance keeps the SKU's
+	// available stock and needs no approval beyond its own move id.
+	ApprovalRef string
 }
+
+// DefaultRebalanceOperator is the operator of rebalance moves when the
+// request names none.
+const DefaultRebalanceOperator = "seckill:rebalance"
 
 // Move is one bucket's side of a rebalance: Delta is added to both its
 // available and its total stock (negative for a donor bucket).
@@ -78,10 +90,10 @@ WITH m AS (
 	INSERT INTO {schema}.inventory_ledger (
 		idempotency_key, activity_id, sku_id, inventory_bucket, ledger_type,
 		total_delta, available_delta, allocated_delta,
-		before_available, after_available, before_allocated, after_allocated, reason)
+		before_available, after_available, before_allocated, after_allocated, reason, operator, approval_ref)
 	SELECT 'ADJUST:' || $6::text || ':' || u.bucket_no, $1, $2, u.bucket_no, 30,
 	       u.delta, u.delta, 0,
-	       u.before_available, u.after_available, u.allocated_stock, u.allocated_stock, $7
+	       u.before_available, u.after_available, u.allocated_stock, u.allocated_stock, $7, $8, $9
 	  FROM upd AS u
 	RETURNING inventory_bucket, ledger_id
 )
@@ -121,6 +133,9 @@ SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
 //
 // An unknown SKU gives [ErrUnknownSKU]; bad input a *ValidationError.
 func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) (Rebalanced, error) {
+	if tx == nil {
+		return Rebalanced{}, nilHandle("tx")
+	}
 	switch {
 	case req.ActivityID <= 0:
 		return Rebalanced{}, invalid("ActivityID", "must be positive")
@@ -130,9 +145,18 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 	if err := checkCode("Reason", req.Reason); err != nil {
 		return Rebalanced{}, err
 	}
+	for _, f := range []struct{ name, v string }{{"Operator", req.Operator}, {"ApprovalRef", req.ApprovalRef}} {
+		if err := checkEvidence(f.name, f.v, false); err != nil {
+			return Rebalanced{}, err
+		}
+	}
 	reason := req.Reason
 	if reason == "" {
 		reason = DefaultRebalanceReason
+	}
+	operator := req.Operator
+	if operator == "" {
+		operator = DefaultRebalanceOperator
 	}
 	rows, err := tx.Query(ctx, s.sql.lockBuckets, req.ActivityID, req.SKUID)
 	if err != nil {
@@ -179,7 +203,11 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 	}
 
 	start := time.Now()
-	rows, err = tx.Query(ctx, s.sql.applyMoves, req.ActivityID, req.SKUID, nos, deltas, expect, moveID.String(), reason)
+	approval := req.ApprovalRef
+	if approval == "" {
+		approval = "rebalance:" + moveID.String()
+	}
+	rows, err = tx.Query(ctx, s.sql.applyMoves, req.ActivityID, req.SKUID, nos, deltas, expect, moveID.String(), reason, operator, approval)
 	if err != nil {
 		return Rebalanced{}, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
 	}

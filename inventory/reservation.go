@@ -113,6 +113,12 @@ const reservationCols = `reservation_id, request_id, first_message_id, activity_
 	inventory_bucket, quantity, coalesce(order_id, 0), status, coalesce(failure_code, ''),
 	redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at`
 
+// qualifiedReservationCols is reservationCols for a statement that joins
+// another table (the reservation aliased r).
+const qualifiedReservationCols = `r.reservation_id, r.request_id, r.first_message_id, r.activity_id, r.sku_id, r.user_id,
+	r.inventory_bucket, r.quantity, coalesce(r.order_id, 0), r.status, coalesce(r.failure_code, ''),
+	r.redis_reserved_at, r.expires_at, r.ordered_at, r.released_at, r.version, r.created_at, r.updated_at`
+
 func scanReservationInto(r *Reservation, extra ...any) []any {
 	return append(extra, &r.ReservationID, &r.RequestID, &r.FirstMessageID, &r.ActivityID, &r.SKUID, &r.UserID,
 		&r.Bucket, &r.Quantity, &r.OrderID, &r.Status, &r.FailureCode,
@@ -197,6 +203,9 @@ type Acquired struct {
 // times), since its snapshot could see neither its own insert nor the
 // other one.
 func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservation) (Acquired, error) {
+	if tx == nil {
+		return Acquired{}, nilHandle("tx")
+	}
 	if err := r.validate(); err != nil {
 		return Acquired{}, err
 	}
@@ -308,6 +317,9 @@ const getReservationSQL = `SELECT ` + reservationCols + ` FROM {schema}.inventor
 // GetReservation reads a reservation without locking it. An unknown id
 // gives [ErrReservationNotFound].
 func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUID) (Reservation, error) {
+	if db == nil {
+		return Reservation{}, nilHandle("db")
+	}
 	var r Reservation
 	err := db.QueryRow(ctx, s.sql.getReservation, id).Scan(scanReservationInto(&r)...)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -347,12 +359,24 @@ func (t Transition) validate() error {
 }
 
 // transitionSQL is the conditional transition of seed §9.6 plus its 0-row
-// classification in the same statement: when nothing was updated, the row
-// is read FOR UPDATE, which in Read Committed returns its latest committed
-// version (after waiting for a concurrent writer), so the reported status
-// is the one that made the update fail.
+// classification in the same statement: lock first, then decide.
+//
+// lk locks the row FOR UPDATE; being a locking read in Read Committed it
+// waits for a concurrent writer and returns the row's latest committed
+// version. The UPDATE's guard tests lk's status, not the status of the
+// version the statement's snapshot holds: a guard on the snapshot's version
+// would skip a row whose newest version allows the transition (a waiter
+// behind PENDING_DB -> ORDERED asking for RELEASE_PENDING). The UPDATE then
+// scans the older version and PostgreSQL re-applies it to the latest,
+// locked one. When nothing was updated, cur reads that same locked version,
+// so the reported status is the one that made the update fail.
 const transitionSQL = `
-WITH upd AS (
+WITH lk AS (
+	SELECT status
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $1
+	   FOR UPDATE
+), upd AS (
 	UPDATE {schema}.inventory_reservation
 	   SET status = $2::smallint,
 	       order_id = CASE WHEN $2::smallint = 10 THEN $3::bigint ELSE order_id END,
@@ -362,7 +386,7 @@ WITH upd AS (
 	       version = version + 1,
 	       updated_at = statement_timestamp()
 	 WHERE reservation_id = $1
-	   AND status = ANY ($5::smallint[])
+	   AND (SELECT status FROM lk) = ANY ($5::smallint[])
 	RETURNING ` + reservationCols + `
 ), cur AS (
 	SELECT ` + reservationCols + `
@@ -383,13 +407,20 @@ SELECT false, * FROM cur`
 // [ErrReservationNotFound]; a reservation already in the target status or
 // in a status the target may not be entered from gives a *TransitionError
 // (matching [ErrAlreadyInState] or [ErrIllegalTransition]) carrying the
-// current row. Nothing is written then. An OrderID that another
+// current row. Nothing is written then. The row is locked before the guard
+// is tested, so a call that waits behind a concurrent writer decides on the
+// status that writer committed: of twenty concurrent callers asking for one
+// legal target, exactly one moves the row and the others get
+// [ErrAlreadyInState]. An OrderID that another
 // reservation already holds violates uq_reservation_order: the error
 // matches [ErrReservationConflict] and the transaction is aborted.
 //
 // db is usually the caller's transaction (the transition belongs with the
 // order and ledger writes); a pool works for stand-alone transitions.
 func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Transition) (Reservation, error) {
+	if db == nil {
+		return Reservation{}, nilHandle("db")
+	}
 	if err := t.validate(); err != nil {
 		return Reservation{}, err
 	}

@@ -104,6 +104,9 @@ ORDER BY 1, 2`
 // has caught up). Run it in a Repeatable Read transaction for one
 // consistent snapshot across the checks; any Querier works.
 func (s *Store) Audit(ctx context.Context, q pgtx.Querier) ([]Finding, error) {
+	if q == nil {
+		return nil, nilHandle("q")
+	}
 	rows, err := q.Query(ctx, s.sql.audit)
 	if err != nil {
 		return nil, fmt.Errorf("order: audit: %w", err)

@@ -177,6 +177,9 @@ WHERE order_id = $1 OR order_no = $2
 // after the snapshot raises serialization_failure (40001), which
 // pgtx.RunInTx retries.
 func (s *Store) Create(ctx context.Context, tx pgx.Tx, in NewOrder) (CreateResult, error) {
+	if tx == nil {
+		return CreateResult{}, nilHandle("tx")
+	}
 	in, err := s.normalize(in)
 	if err != nil {
 		return CreateResult{}, err
@@ -227,6 +230,9 @@ func (s *Store) QueueCreate(b *pgx.Batch, in NewOrder, dst *CreateResult) error 
 // inserted nothing, returning exactly what Create returns on its conflict
 // path. Run it in the transaction that ran the insert. It reads only.
 func (s *Store) ClassifyConflict(ctx context.Context, q pgtx.Querier, in NewOrder) (CreateResult, error) {
+	if q == nil {
+		return CreateResult{}, nilHandle("q")
+	}
 	in, err := s.normalize(in)
 	if err != nil {
 		return CreateResult{}, err

@@ -191,3 +191,8 @@ func (e *ConflictError) Error() string {
 
 // Is reports whether target is [ErrConflict].
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// nilHandle rejects a nil transaction or connection handle (a
+// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// panic on it.
+func nilHandle(name string) error { return invalid(name, "must not be nil") }

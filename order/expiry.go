@@ -67,6 +67,9 @@ func checkLimit(limit int) error {
 // stock in the same transaction when the result is Changed — or use
 // [Store.CancelExpired], which does both steps in one statement.
 func (s *Store) DueForExpiry(ctx context.Context, tx pgx.Tx, limit int) ([]Order, error) {
+	if tx == nil {
+		return nil, nilHandle("tx")
+	}
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
@@ -98,6 +101,9 @@ func (s *Store) DueForExpiry(ctx context.Context, tx pgx.Tx, limit int) ([]Order
 // Quantity) in the same transaction, then commit. An empty result means
 // nothing is due (or everything due is locked by someone else).
 func (s *Store) CancelExpired(ctx context.Context, tx pgx.Tx, limit int) ([]TransitionResult, error) {
+	if tx == nil {
+		return nil, nilHandle("tx")
+	}
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}

@@ -230,6 +230,9 @@ WHERE p.payment_id = $1 OR p.payment_request_id = $2
 // ends, so a concurrent timeout cancel of the same order waits and then
 // sees PAID (or, if it won, this call sees CANCELLED): never both.
 func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (PaymentResult, error) {
+	if tx == nil {
+		return PaymentResult{}, nilHandle("tx")
+	}
 	p, err := s.normalizePayment(p)
 	if err != nil {
 		return PaymentResult{}, err
@@ -266,6 +269,9 @@ func (s *Store) QueueRecordPayment(b *pgx.Batch, p Payment, dst *PaymentResult) 
 // QueueRecordPayment) inserted nothing, returning exactly what
 // RecordPayment returns for it. It reads only.
 func (s *Store) ClassifyPaymentConflict(ctx context.Context, q pgtx.Querier, p Payment) (PaymentResult, error) {
+	if q == nil {
+		return PaymentResult{}, nilHandle("q")
+	}
 	p, err := s.normalizePayment(p)
 	if err != nil {
 		return PaymentResult{}, err

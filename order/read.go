@@ -24,6 +24,9 @@ FROM {schema}.payment_record WHERE order_id = $1 ORDER BY created_at, payment_id
 // Get returns the order with the given id, or a *NotFoundError
 // ([ErrNotFound]). It reads without locking.
 func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (Order, error) {
+	if q == nil {
+		return Order{}, nilHandle("q")
+	}
 	if orderID <= 0 {
 		return Order{}, invalid("orderID", "must be > 0")
 	}
@@ -42,6 +45,9 @@ func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (Order, 
 // error matching [ErrNotFound]. Use it to answer a client retrying a
 // request whose commit outcome it did not learn.
 func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid.UUID) (Order, error) {
+	if q == nil {
+		return Order{}, nilHandle("q")
+	}
 	if requestID == uuid.Nil {
 		return Order{}, invalid("requestID", "required")
 	}
@@ -59,6 +65,9 @@ func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid
 // Items returns the item lines of an order by line number (empty if the
 // order has none or does not exist).
 func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) ([]Item, error) {
+	if q == nil {
+		return nil, nilHandle("q")
+	}
 	if orderID <= 0 {
 		return nil, invalid("orderID", "must be > 0")
 	}
@@ -81,6 +90,9 @@ func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) ([]Ite
 // Payments returns the payment records of an order, oldest first (empty
 // if none).
 func (s *Store) Payments(ctx context.Context, q pgtx.Querier, orderID int64) ([]PaymentRecord, error) {
+	if q == nil {
+		return nil, nilHandle("q")
+	}
 	if orderID <= 0 {
 		return nil, invalid("orderID", "must be > 0")
 	}

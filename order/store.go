@@ -89,6 +89,9 @@ type statements struct {
 	getByID, getByRequest       string
 	items, payments             string
 	audit                       string
+	quantitiesByStatus          string
+	recordReview, openReviews   string
+	resolveReview               string
 }
 
 func buildStatements(quoted string) statements {
@@ -107,5 +110,10 @@ func buildStatements(quoted string) statements {
 		items:           r.Replace(itemsSQL),
 		payments:        r.Replace(paymentsSQL),
 		audit:           r.Replace(auditSQL),
+
+		quantitiesByStatus: r.Replace(quantitiesByStatusSQL),
+		recordReview:       r.Replace(recordReviewSQL),
+		openReviews:        r.Replace(openReviewsSQL),
+		resolveReview:      r.Replace(resolveReviewSQL),
 	}
 }

@@ -161,6 +161,9 @@ SELECT {c.cols}, false, c.status, c.expired FROM cur AS c WHERE NOT EXISTS (SELE
 // Changed; a pool is fine for stand-alone moves. Invalid input returns a
 // *ValidationError before anything is sent.
 func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transition) (TransitionResult, error) {
+	if q == nil {
+		return TransitionResult{}, nilHandle("q")
+	}
 	if err := t.validate(); err != nil {
 		return TransitionResult{}, err
 	}

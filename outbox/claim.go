@@ -107,6 +107,9 @@ func (s *Store) QueueClaimOutboxBatch(b *pgx.Batch, owner string, limit int, dst
 // the claim must commit before publishing (seed §9.8), and publish must not
 // hold a transaction open.
 func (s *Store) ClaimOutboxBatch(ctx context.Context, db pgtx.Querier, owner string, limit int) (Claim, error) {
+	if db == nil {
+		return Claim{}, nilHandle("db")
+	}
 	var c Claim
 	b := &pgx.Batch{}
 	if err := s.QueueClaimOutboxBatch(b, owner, limit, &c); err != nil {
@@ -207,6 +210,9 @@ func (s *Store) QueueMarkSent(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *M
 // by a *LeaseLostError matching [ErrLeaseLost]. They will be (or were)
 // published again: at least once, never lost.
 func (s *Store) MarkSent(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (MarkResult, error) {
+	if db == nil {
+		return MarkResult{}, nilHandle("db")
+	}
 	var r MarkResult
 	b := &pgx.Batch{}
 	if err := s.QueueMarkSent(b, lease, ids, &r); err != nil {
@@ -226,6 +232,9 @@ func (s *Store) QueueRelease(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *Ma
 // instead of waiting for the lease to expire. A relay that stops calls it
 // for what it did not publish. Lease-checked like [Store.MarkSent].
 func (s *Store) Release(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (MarkResult, error) {
+	if db == nil {
+		return MarkResult{}, nilHandle("db")
+	}
 	var r MarkResult
 	b := &pgx.Batch{}
 	if err := s.QueueRelease(b, lease, ids, &r); err != nil {
@@ -317,6 +326,9 @@ func (s *Store) QueueMarkFailed(b *pgx.Batch, lease Lease, failures []Failure, d
 // Lease-checked like [Store.MarkSent]; MarkResult.Dead counts the events
 // that went DEAD.
 func (s *Store) MarkFailed(ctx context.Context, db pgtx.Querier, lease Lease, failures []Failure) (MarkResult, error) {
+	if db == nil {
+		return MarkResult{}, nilHandle("db")
+	}
 	var r MarkResult
 	b := &pgx.Batch{}
 	if err := s.QueueMarkFailed(b, lease, failures, &r); err != nil {
@@ -357,6 +369,9 @@ type Recovered struct {
 // a row being marked right now is skipped (SKIP LOCKED). Returns what it
 // recovered (empty: nothing had expired).
 func (s *Store) RecoverExpired(ctx context.Context, db pgtx.Querier, lease time.Duration, limit int) ([]Recovered, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	if lease <= 0 {
 		return nil, invalid("lease", "must be positive, got %v", lease)
 	}
@@ -372,6 +387,9 @@ func (s *Store) RecoverExpired(ctx context.Context, db pgtx.Querier, lease time.
 // that relay's claim; it never touches a row that was finished or claimed
 // again since.
 func (s *Store) RecoverLease(ctx context.Context, db pgtx.Querier, l Lease, lease time.Duration) ([]Recovered, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
 	if err := checkLease(l); err != nil {
 		return nil, err
 	}

@@ -122,7 +122,10 @@
 // [Store.PurgeSent] deletes SENT events older than a cutoff in small
 // batches (keyset over the primary key, each batch its own statement);
 // PENDING, SENDING, RETRY and DEAD rows are never purged. [Store.Stats]
-// counts events per status and the age of the oldest waiting event.
+// counts events per status and the age of the oldest waiting event without
+// reading the SENT history: every status but SENT is counted exactly
+// through its partial index, SENT exactly only while the table is small
+// and otherwise estimated from the planner's statistics.
 //
 // # Usage
 //

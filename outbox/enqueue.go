@@ -331,6 +331,9 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 // nothing.
 func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqueued, error) {
 	if tx == nil {
+		return nil, nilHandle("tx")
+	}
+	if tx == nil {
 		return nil, invalid("tx", "nil")
 	}
 	var out []Enqueued
@@ -347,6 +350,9 @@ func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqu
 // Enqueue inserts one event in the caller's transaction; see
 // [Store.EnqueueMany].
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev Event) (Enqueued, error) {
+	if tx == nil {
+		return Enqueued{}, nilHandle("tx")
+	}
 	if tx == nil {
 		return Enqueued{}, invalid("tx", "nil")
 	}

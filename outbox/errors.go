@@ -42,14 +42,16 @@ func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// LostEvent is one event a lease-checked update did not touch, with the row
-// as the statement saw it.
+// LostEvent is one event a lease-checked update did not touch, with the
+// row's current state: its latest committed version, read after any wait
+// for the writer that took the lease away (a mark that waited behind a
+// lease recovery reports RETRY without owner, not its own lost lease).
 type LostEvent struct {
 	EventID uuid.UUID
 	// Exists is false when no row has this id (never enqueued, or purged).
 	Exists bool
-	// Status, LockedBy are the row's state when it was not matched; LockedBy
-	// is "" when the row is not SENDING.
+	// Status, LockedBy are the row's current state; LockedBy is "" when the
+	// row is not SENDING.
 	Status   Status
 	LockedBy string
 }
@@ -84,3 +86,8 @@ func (e *LeaseLostError) Error() string {
 
 // Is reports whether target is [ErrLeaseLost].
 func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// nilHandle rejects a nil transaction or connection handle (a
+// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// panic on it.
+func nilHandle(name string) error { return invalid(name, "must not be nil") }

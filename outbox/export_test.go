@@ -13,3 +13,6 @@ func MarkSentSQL(s *Store) string { return s.sentSQL }
 
 // MigrationFiles are the embedded migration files.
 var MigrationFiles = migrationFiles
+
+// StatsSQL returns the stats statement (for EXPLAIN in tests).
+func StatsSQL(s *Store) string { return s.statsSQL }

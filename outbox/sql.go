@@ -143,7 +143,12 @@ RETURNING o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggr
 // $3 locked_at of the claim. The WHERE is the compare-and-set: a row that is
 // no longer SENDING under exactly this claim (recovered, re-claimed by
 // anyone — the same owner included —, finished) is not touched. The SELECT
-// reports those rows with their state as the statement saw it.
+// reports those rows as they are now: it reads them with a locking read
+// (FOR KEY SHARE, which conflicts with no UPDATE of the outbox's own), and
+// a locking read in Read Committed returns a row's latest committed
+// version. A plain read would show the statement's snapshot, which for a
+// mark that waited behind a lease recovery is the row before the recovery:
+// SENDING under the caller's own lease.
 //
 // The report costs nothing when every row was updated (the usual case):
 // the count comparison is an InitPlan the planner turns into a one-time
@@ -169,7 +174,9 @@ const leaseUpdateSQL = `WITH upd AS (
 )
 SELECT i.id, e.event_id IS NOT NULL, coalesce(e.status, 0), coalesce(e.locked_by, '')
 FROM unnest($1::text[]::uuid[]) AS i(id)
-LEFT JOIN {schema}.event_outbox AS e ON e.event_id = i.id
+LEFT JOIN LATERAL (
+	SELECT event_id, status, locked_by FROM {schema}.event_outbox WHERE event_id = i.id FOR KEY SHARE
+) AS e ON true
 WHERE (SELECT count(*) FROM upd) < cardinality($1::text[])
   AND i.id NOT IN (SELECT event_id FROM upd)`
 
@@ -190,7 +197,8 @@ const setRelease = `status = 30,
 // failSQL records failed publishes under one lease: $1 ids, $2 errors,
 // $3 backoffs (µs), $4 owner, $5 locked_at. RETRY after the backoff, or DEAD
 // when this was the last allowed attempt. Returns one row per id: the new
-// status when marked, else the row's state as seen.
+// status when marked, else the row's current state (a locking read, as in
+// leaseUpdateSQL).
 const failSQL = `WITH f AS (
 	SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
 ), upd AS (
@@ -213,7 +221,11 @@ SELECT f.id, upd.status IS NOT NULL, coalesce(upd.status, e.status, 0), e.event_
        coalesce(e.locked_by, '')
 FROM f
 LEFT JOIN upd ON upd.event_id = f.id
-LEFT JOIN {schema}.event_outbox AS e ON upd.event_id IS NULL AND e.event_id = f.id`
+LEFT JOIN LATERAL (
+	SELECT event_id, status, locked_by FROM {schema}.event_outbox
+	WHERE event_id = f.id AND upd.event_id IS NULL
+	FOR KEY SHARE
+) AS e ON true`
 
 // recoverSQL returns expired leases to RETRY (seed §9.8, made strict): $1
 // lease duration (µs), $2 limit, [$3 owner, $4 locked_at of one claim]. The
@@ -248,16 +260,27 @@ WHERE o.event_id = s.event_id
   AND o.locked_at < statement_timestamp() - $1::int8 * interval '1 microsecond'
 RETURNING o.event_id, s.locked_by, o.status`
 
-// statsSQL counts events per status and the age of the oldest event waiting
-// to be published. It reads the whole table (keep it small with PurgeSent).
+// statsSQL counts the events per status but SENT exactly, each count
+// through the partial index holding only that status (idx_outbox_ready,
+// idx_outbox_stale_sending, idx_outbox_dead), plus the age of the oldest
+// event waiting to be published. SENT is counted exactly only while the
+// table is small ($2 pages at most); otherwise the caller estimates it from
+// the planner's statistics: reltuples scaled to the table's current size
+// (as the planner does), minus the exact counts. $1 is the table's
+// qualified name.
 const statsSQL = `SELECT
-	count(*) FILTER (WHERE status = 0),
-	count(*) FILTER (WHERE status = 10),
-	count(*) FILTER (WHERE status = 20),
-	count(*) FILTER (WHERE status = 30),
-	count(*) FILTER (WHERE status = 40),
-	coalesce((extract(epoch FROM statement_timestamp() - min(created_at) FILTER (WHERE status IN (0, 30))) * 1000000)::int8, 0)
-FROM {schema}.event_outbox`
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 0),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 10),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 30),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 40),
+	(SELECT coalesce((extract(epoch FROM statement_timestamp() - min(created_at)) * 1000000)::int8, 0)
+	   FROM {schema}.event_outbox WHERE status IN (0, 30)),
+	CASE WHEN pg_relation_size(c.oid) <= $2::int8 * current_setting('block_size')::int8
+	     THEN (SELECT count(*) FROM {schema}.event_outbox WHERE status = 20) END,
+	c.reltuples::float8, c.relpages::int8,
+	pg_relation_size(c.oid) / current_setting('block_size')::int8
+FROM pg_class AS c
+WHERE c.oid = $1::regclass`
 
 // purgeSQL deletes up to $3 SENT events sent before $2 whose id is greater
 // than $1, walking the primary key (keyset), so a purge of millions of rows

@@ -6,28 +6,65 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/pgtx"
 )
 
 // Stats is a snapshot of the outbox (seed §12.2 metrics).
 type Stats struct {
-	Pending, Sending, Sent, Retry, Dead int64
+	// Pending, Sending, Retry and Dead are exact counts.
+	Pending, Sending, Retry, Dead int64
+	// Sent is exact while the table is small (at most
+	// [StatsExactSentPages] pages) and otherwise an estimate from the
+	// planner's statistics (see [Store.Stats]); SentEstimated says which.
+	Sent          int64
+	SentEstimated bool
 	// OldestWaiting is the age of the oldest PENDING or RETRY event (0 when
 	// there is none): how far publishing lags behind.
 	OldestWaiting time.Duration
 }
 
-// Stats counts the events per status and the age of the oldest waiting
-// event with one read-only statement. It reads the whole table, so its cost
-// follows the SENT history too: keep that short with [Store.PurgeSent].
+// StatsExactSentPages is the table size, in pages (8 kB each by default),
+// up to which [Store.Stats] counts SENT events exactly.
+const StatsExactSentPages = 1024
+
+// Stats reports the events per status and the age of the oldest waiting
+// event with one read-only statement whose cost does not follow the SENT
+// history. PENDING, SENDING, RETRY and DEAD are counted exactly, each
+// through a partial index that holds only that status (so the cost follows
+// the events in flight and dead, which an outbox that publishes keeps
+// few). SENT is counted exactly while the table has at most
+// [StatsExactSentPages] pages; beyond that it is estimated, as the planner
+// does, from pg_class.reltuples (kept by autovacuum and ANALYZE) scaled to
+// the table's current size, minus the exact counts, and SentEstimated is
+// set. A table never analysed estimates 0 SENT events.
 func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (Stats, error) {
-	var st Stats
-	var ageUS int64
-	if err := db.QueryRow(ctx, s.statsSQL).Scan(&st.Pending, &st.Sending, &st.Sent, &st.Retry, &st.Dead, &ageUS); err != nil {
+	if db == nil {
+		return Stats{}, nilHandle("db")
+	}
+	var (
+		st           Stats
+		ageUS        int64
+		sentExact    *int64
+		reltuples    float64
+		relpages, np int64
+	)
+	table := pgx.Identifier{s.schema, "event_outbox"}.Sanitize()
+	if err := db.QueryRow(ctx, s.statsSQL, table, StatsExactSentPages).Scan(&st.Pending, &st.Sending, &st.Retry, &st.Dead,
+		&ageUS, &sentExact, &reltuples, &relpages, &np); err != nil {
 		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
 	}
 	st.OldestWaiting = time.Duration(ageUS) * time.Microsecond
+	if sentExact != nil {
+		st.Sent = *sentExact
+		return st, nil
+	}
+	st.SentEstimated = true
+	if reltuples > 0 && relpages > 0 {
+		total := int64(reltuples * float64(np) / float64(relpages))
+		st.Sent = max(0, total-st.Pending-st.Sending-st.Retry-st.Dead)
+	}
 	return st, nil
 }
 
@@ -39,6 +76,9 @@ func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (Stats, error) {
 // are never deleted. It stops early, returning the count so far, when ctx
 // ends.
 func (s *Store) PurgeSent(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (int64, error) {
+	if db == nil {
+		return 0, nilHandle("db")
+	}
 	if olderThan.IsZero() {
 		return 0, invalid("olderThan", "zero")
 	}

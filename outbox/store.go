@@ -98,6 +98,8 @@ type Store struct {
 	recoverSpec string
 	statsSQL    string
 	purgeSQL    string
+
+	eventsByStatusSQL string
 }
 
 // New validates cfg and builds the SQL for its schema. It talks to no
@@ -133,6 +135,7 @@ func New(cfg Config) (*Store, error) {
 	s.recoverSpec = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", "AND locked_by = $3 AND locked_at = $4"))
 	s.statsSQL = r.Replace(statsSQL)
 	s.purgeSQL = r.Replace(purgeSQL)
+	s.eventsByStatusSQL = r.Replace(eventsByStatusSQL)
 	return s, nil
 }
 

@@ -58,7 +58,10 @@
 // a failover (the server asked is on another timeline than the one the
 // transaction id was read on) the outcome stays unknown: the promoted
 // standby may never have received the COMMIT and may have given the same
-// id to a transaction of its own.
+// id to a transaction of its own. A transaction without an id before
+// COMMIT stays unknown too (a NOTIFY gets its id at COMMIT; on Citus a
+// write routed to a worker leaves the coordinator without one), except a
+// read-only one, whose outcome cannot matter.
 //
 // RunInTx returns nil exactly when the transaction committed; every other
 // error proves it did not ([NotCommitted]), except one that matches

@@ -44,8 +44,9 @@ type CommitError struct {
 	XID uint64
 	// Resolution says what resolution found: "" (not attempted),
 	// "aborted", "in progress" (still undecided when resolution timed out),
-	// a timeline change (a failover since the transaction id was read: the
-	// outcome stays unknown), or the error that stopped it.
+	// "no transaction id before COMMIT" (nothing to ask about; the outcome
+	// stays unknown), a timeline change (a failover since the transaction
+	// id was read: the outcome stays unknown), or the error that stopped it.
 	Resolution string
 
 	timeline string // the server's timeline when XID was read
@@ -64,6 +65,8 @@ func (e *CommitError) Error() string {
 			fmt.Fprintf(&b, ", resolution: %s", e.Resolution)
 		}
 		b.WriteString(")")
+	} else if e.Resolution != "" {
+		fmt.Fprintf(&b, " (resolution: %s)", e.Resolution)
 	}
 	if e.Err != nil {
 		b.WriteString(": ")

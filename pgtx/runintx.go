@@ -72,7 +72,11 @@ type Options struct {
 	// standby may never have received the COMMIT and may reuse the id, so
 	// when the server asked is on another timeline the outcome stays
 	// unknown; a server still in recovery (a standby) is asked again until
-	// ResolveTimeout. Defaults to false.
+	// ResolveTimeout. A transaction without an id before COMMIT cannot be
+	// asked about: it stays unknown (its id may be assigned at COMMIT, as
+	// for a NOTIFY, or live on another node, as on Citus), unless
+	// AccessMode is pgx.ReadOnly, whose outcome cannot matter (RunInTx
+	// returns nil). Defaults to false.
 	ResolveCommit bool
 	// ResolveDB runs the resolution query. Defaults to db when db is a
 	// [Querier] (a *pgxpool.Pool is: it hands out a healthy connection).
@@ -443,10 +447,18 @@ var errInRecovery = errors.New("pgtx: the server is in recovery")
 // was read.
 func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) error {
 	if ce.XID == 0 {
-		// No transaction id was assigned: the transaction wrote nothing,
-		// so committed and aborted are the same outcome.
-		r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Committed: true})
-		return nil
+		// No transaction id before COMMIT. That does not mean the
+		// transaction had no effect: COMMIT itself assigns the id of a
+		// transaction that only sent NOTIFY, and on Citus a write routed
+		// to a worker leaves the coordinator without one. Only a read-only
+		// transaction (which can neither write nor NOTIFY) is provably the
+		// same whether it committed or not.
+		if r.o.AccessMode == pgx.ReadOnly {
+			r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Committed: true})
+			return nil
+		}
+		ce.Resolution = "no transaction id before COMMIT"
+		return ce
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.ResolveTimeout)
 	defer cancel()

@@ -666,3 +666,35 @@ func TestCutBeforeCommitIsSentIsNotCommitted(t *testing.T) {
 		t.Fatalf("row count = %d, want 0", n)
 	}
 }
+
+// A transaction whose only effect gets its transaction id at COMMIT (here a
+// NOTIFY) has no id before COMMIT. When that COMMIT never reaches the
+// server, resolution has nothing to ask about and must not call it
+// committed: the outcome stays unknown. A read-only transaction without an
+// id is the one case whose outcome provably does not matter.
+func TestResolveCommitWithoutTransactionID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := proxied(t)
+	px.SetRule(cutCommitOnce(faultproxy.CutBefore))
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(b.ctx, `NOTIFY pgtx_resolve_test`)
+		return err
+	})
+	var ce *pgtx.CommitError
+	if !pgtx.IsCommitOutcomeUnknown(err) || !errors.As(err, &ce) || ce.XID != 0 || ce.Resolution != "no transaction id before COMMIT" {
+		t.Fatalf("NOTIFY-only transaction whose COMMIT was lost: %v, want an unknown outcome", err)
+	}
+
+	px.SetRule(cutCommitOnce(faultproxy.CutBefore))
+	err = pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var n int
+		return tx.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table).Scan(&n)
+	})
+	if err != nil {
+		t.Fatalf("read-only transaction whose COMMIT was lost: %v, want nil", err)
+	}
+	if px.Cuts() != 2 {
+		t.Fatalf("proxy cut %d connections, want 2", px.Cuts())
+	}
+}

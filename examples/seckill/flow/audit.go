@@ -29,7 +29,8 @@ func Passed(checks []Check) bool {
 
 // Audit checks the invariants of the design that the database alone can
 // tell: one order per user, bucket and SKU conservation, the ledger, order
-// states, and no event left unpublished. It reads only; run it when the
+// states, no event left unpublished, and every state change with the event
+// it promises (invariant 7). It reads only; run it when the
 // flow is quiet (after draining) for exact counts.
 func (s *Service) Audit(ctx context.Context) ([]Check, error) {
 	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{s.Schema}.Sanitize()) }
@@ -110,7 +111,50 @@ func (s *Service) Audit(ctx context.Context) ([]Check, error) {
 	unsent := st.Pending + st.Sending + st.Retry + st.Dead
 	add("5", "no outbox event left unpublished or dead", unsent == 0,
 		"%d sent, %d pending, %d sending, %d retry, %d dead", st.Sent, st.Pending, st.Sending, st.Retry, st.Dead)
+
+	// Invariant 7: every state change that promises an event has it in the
+	// outbox. The counts above cannot see a lost enqueue; these join the
+	// outbox to the state changes (by the events' dedup keys). They need the
+	// SENT events: run them before outbox.PurgeSent removes history.
+	for _, c := range eventChecks {
+		missing := must(count(c.missing))
+		changes := must(count(c.changes))
+		add("7", c.name, missing == 0, "%d %s, %d without the event", changes, c.what, missing)
+	}
 	return checks, err
+}
+
+// eventChecks pair each state change with the event it promises: missing
+// counts the changes without their event, changes counts them all. The
+// same queries, returning the offending rows, are in the repository's
+// testdata/events (the flow's tests run both).
+var eventChecks = []struct{ name, what, changes, missing string }{
+	{
+		name: "event completeness: every live order has its ORDER_CREATED event", what: "live orders",
+		changes: `SELECT count(*) FROM {s}.orders WHERE status IN (10, 20, 30, 60)`,
+		missing: `SELECT count(*) FROM {s}.orders AS o WHERE o.status IN (10, 20, 30, 60)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_CREATED:' || o.order_id::text)`,
+	},
+	{
+		name: "event completeness: every paid order has its ORDER_PAID event", what: "paid orders",
+		changes: `SELECT count(*) FROM {s}.orders WHERE paid_at IS NOT NULL`,
+		missing: `SELECT count(*) FROM {s}.orders AS o WHERE o.paid_at IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_PAID:' || o.order_id::text)`,
+	},
+	{
+		name: "event completeness: every rejected, released or expired reservation has its FRONTDOOR_RELEASE event", what: "rejected, released or expired reservations",
+		changes: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 40, 50)`,
+		missing: `SELECT count(*) FROM {s}.inventory_reservation AS r WHERE r.status IN (20, 40, 50)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'FRONTDOOR_RELEASE:' || r.reservation_id::text)`,
+	},
+	{
+		name: "event completeness: every payment after a cancel has its REFUND_REQUESTED event", what: "payments after a cancel",
+		changes: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o ON o.order_id = p.order_id
+			WHERE o.status = 40 AND p.status IN (40, 50)`,
+		missing: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o ON o.order_id = p.order_id
+			WHERE o.status = 40 AND p.status IN (40, 50)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text)`,
+	},
 }
 
 func firstFindings[T fmt.Stringer](fs []T) string {

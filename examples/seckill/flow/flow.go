@@ -41,12 +41,14 @@ const (
 	TagOrderPaid        = "ORDER_PAID"
 	TagFrontDoorRelease = "FRONTDOOR_RELEASE" // compensation: give the front-door reservation back
 	TagRefundRequested  = "REFUND_REQUESTED"
+	TagSaleStatus       = "SALE_STATUS_CHANGED" // the front door opens, pauses or closes its gate
 
 	// Result codes the consumer stores in the inbox.
 	CodeOrderCreated       = "ORDER_CREATED"
 	CodeOrderAlready       = "ORDER_ALREADY_CREATED"
 	CodeUserAlreadyOrdered = "USER_ALREADY_ORDERED"
 	CodeSoldOut            = "POSTGRES_SOLD_OUT"
+	CodeNotOnSale          = "NOT_ON_SALE" // paused, ended, or outside the sale window
 	// CodeReservationRejected answers a message whose reservation an
 	// earlier message already rejected; Outcome.Reason has that rejection's
 	// code.
@@ -87,8 +89,16 @@ type Outcome struct {
 
 // ErrDuplicate ends a transaction that found its message already
 // processed: nothing to write, roll back, answer from the inbox.
-// PlaceOrder turns it into an Outcome with Duplicate set.
+// PlaceOrder turns it into the stored Outcome with Duplicate set.
 var ErrDuplicate = errors.New("flow: duplicate delivery")
+
+// duplicateError is ErrDuplicate with the inbox row the claim found, when
+// the claiming statement could see it (nil when the first processing
+// committed while the claim waited, and only a new statement can read it).
+type duplicateError struct{ rec *inbox.Record }
+
+func (e *duplicateError) Error() string        { return ErrDuplicate.Error() }
+func (e *duplicateError) Is(target error) bool { return target == ErrDuplicate }
 
 // ErrPoison is matched by the error PlaceOrder returns for a message that
 // can never be processed (undecodable, invalid, for a SKU or bucket that is not
@@ -221,8 +231,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 // under a new message id) roll that one back and run PlaceOrderTx in a
 // second transaction. The outcome:
 //
-//   - nil error: acknowledge; Outcome says what happened (Duplicate when
-//     the inbox answered for an earlier processing);
+//   - nil error: acknowledge; Outcome says what happened. A duplicate
+//     delivery gets the Outcome its first processing stored in the inbox
+//     (same Code, OrderID and Reason), with Duplicate set;
 //   - an error matching ErrPoison: acknowledge and alert, never retry;
 //   - any other error, including pgtx.ErrCommitOutcomeUnknown: do not
 //     acknowledge. The redelivery is safe: the inbox, the reservation and
@@ -259,9 +270,36 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 		})
 	}
 	if errors.Is(err, ErrDuplicate) {
-		return Outcome{Duplicate: true}, nil
+		return s.storedOutcome(ctx, messageID, err)
 	}
 	return out, err
+}
+
+// storedOutcome answers a duplicate delivery with what its first
+// processing stored in the inbox: the same Outcome, with Duplicate set. The
+// row comes from the claim when the claiming statement saw it (no extra
+// round trip); when the first processing was still in flight and committed
+// while the claim waited for it, the inbox is read again (Lookup, a new
+// statement that sees the commit).
+func (s *Service) storedOutcome(ctx context.Context, messageID uuid.UUID, err error) (Outcome, error) {
+	var rec inbox.Record
+	var dup *duplicateError
+	if errors.As(err, &dup) && dup.rec != nil {
+		rec = *dup.rec
+	} else {
+		var lerr error
+		if rec, lerr = s.Inbox.Lookup(ctx, s.Pool, inbox.Key{Group: ConsumerGroup, MessageID: messageID}); lerr != nil {
+			return Outcome{}, fmt.Errorf("flow: answer a duplicate from the inbox: %w", lerr)
+		}
+	}
+	out := Outcome{Code: rec.Result.Code}
+	if len(rec.Result.Payload) > 0 {
+		if err := json.Unmarshal(rec.Result.Payload, &out); err != nil {
+			return Outcome{}, fmt.Errorf("flow: decode the stored result of message %s: %w", messageID, err)
+		}
+	}
+	out.Duplicate = true
+	return out, nil
 }
 
 // PlaceOrderTx is the consumer transaction of seed §9.11 with every branch,
@@ -379,11 +417,12 @@ func (s *Service) placeOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 	claimed := claim.Record.Key.MessageID != uuid.Nil
 	switch {
 	case errors.Is(err, inbox.ErrConcurrentClaim):
-		return Outcome{}, ErrDuplicate // the message committed meanwhile
+		return Outcome{}, &duplicateError{} // the message committed meanwhile: look it up
 	case errors.Is(err, inbox.ErrPayloadMismatch):
 		return Outcome{}, &poisonError{err}
 	case claimed && !claim.Fresh:
-		return Outcome{}, ErrDuplicate // processed before: answer from the inbox
+		rec := claim.Record
+		return Outcome{}, &duplicateError{rec: &rec} // processed before: answer with its stored result
 	case errors.Is(err, inventory.ErrReservationConflict):
 		return Outcome{}, &poisonError{err}
 	case errors.Is(err, inventory.ErrUnknownBucket), errors.Is(err, inventory.ErrUnknownSKU):
@@ -425,6 +464,8 @@ func (s *Service) placeOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 		return s.reject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
 	case errors.Is(err, inventory.ErrSoldOut):
 		return s.reject(ctx, tx, key, m, CodeSoldOut, 0)
+	case errors.Is(err, inventory.ErrNotOnSale):
+		return s.reject(ctx, tx, key, m, CodeNotOnSale, 0)
 	case err != nil:
 		return Outcome{}, err
 	}
@@ -530,4 +571,46 @@ func (s *Service) FrontDoorReleaseEvent(reservationID uuid.UUID, reason string) 
 		Topic: EventTopic, Tag: TagFrontDoorRelease, AggregateType: "RESERVATION", AggregateID: id,
 		Payload: payload, DedupKey: TagFrontDoorRelease + ":" + id,
 	}
+}
+
+// SetSaleStatus changes the item's sale status and window
+// (inventory.Store.SetSaleStatus, audited with operator and reason) and
+// announces it with a SALE_STATUS_CHANGED event in the same transaction,
+// so the front door opens, pauses or closes its gate. From the commit on,
+// the database refuses allocations outside the new state by itself: an
+// order message in flight is rejected (NOT_ON_SALE) and compensated.
+func (s *Service) SetSaleStatus(ctx context.Context, to inventory.SaleStatus, startsAt, endsAt time.Time, operator, reason string) (inventory.SaleChanged, error) {
+	var out inventory.SaleChanged
+	err := pgtx.RunInTx(ctx, s.Pool, s.txOpts, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.Inventory.SetSaleStatus(ctx, tx, inventory.SaleChange{
+			ActivityID: s.Item.ActivityID, SKUID: s.Item.SKUID, To: to,
+			StartsAt: startsAt, EndsAt: endsAt, Operator: operator, Reason: reason,
+		})
+		if err != nil {
+			return err
+		}
+		payload, err := json.Marshal(map[string]any{
+			"activity_id": out.ActivityID, "sku_id": out.SKUID, "from": out.From.String(), "to": out.To.String(),
+			"starts_at": nullTime(out.StartsAt), "ends_at": nullTime(out.EndsAt), "version": out.Version,
+			"operator": out.Operator, "reason": out.Reason, "changed_at": out.ChangedAt,
+		})
+		if err != nil {
+			return err
+		}
+		id := fmt.Sprintf("%d:%d", out.ActivityID, out.SKUID)
+		_, err = s.Outbox.Enqueue(ctx, tx, outbox.Event{
+			Topic: EventTopic, Tag: TagSaleStatus, AggregateType: "SKU", AggregateID: id, Payload: payload,
+			DedupKey: fmt.Sprintf("%s:%s:%d", TagSaleStatus, id, out.Version), OrderingKey: "SALE:" + id,
+		})
+		return err
+	})
+	return out, err
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }

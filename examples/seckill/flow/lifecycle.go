@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -30,22 +31,33 @@ const Provider = "simpay"
 
 // Pay records a payment callback in one transaction: the payment row, the
 // PAID transition, and the event that follows from it — ORDER_PAID, or a
-// refund request when the order was cancelled first.
+// refund request when the order was cancelled first. A callback that
+// matches nothing (unknown order, amount or currency mismatch: refused with
+// the error; a second trade for a paid order: refunded) is also kept in
+// payment_review for a human (order.Store.OpenPaymentReviews).
 func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, error) {
 	var res order.PaymentResult
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return res, err
 	}
+	payment := order.Payment{
+		PaymentID: uuid.Must(uuid.NewV7()), PaymentRequestID: uuid.Must(uuid.NewV7()),
+		OrderID: p.OrderID, Provider: Provider, ProviderTradeNo: p.ProviderTradeNo, CallbackID: p.CallbackID,
+		Amount: p.Amount, Currency: p.Currency, RawPayload: raw,
+	}
 	err = pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "payment"}, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.Orders.RecordPayment(ctx, tx, order.Payment{
-			PaymentID: uuid.Must(uuid.NewV7()), PaymentRequestID: uuid.Must(uuid.NewV7()),
-			OrderID: p.OrderID, Provider: Provider, ProviderTradeNo: p.ProviderTradeNo, CallbackID: p.CallbackID,
-			Amount: p.Amount, Currency: p.Currency, RawPayload: raw,
-		})
+		res, err = s.Orders.RecordPayment(ctx, tx, payment)
 		if err != nil {
 			return err
+		}
+		if reason, ok := order.ReviewReasonOf(res, nil); ok {
+			// A second trade for a paid order: refunded, and kept for
+			// review in the same transaction.
+			if _, _, err := s.Orders.RecordPaymentReview(ctx, tx, payment, reason); err != nil {
+				return err
+			}
 		}
 		id := strconv.FormatInt(p.OrderID, 10)
 		switch {
@@ -64,6 +76,14 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 		}
 		return err
 	})
+	if reason, ok := order.ReviewReasonOf(res, err); ok && err != nil {
+		// Refused (unknown order, amount or currency mismatch): nothing of
+		// the payment was written; the callback is kept for review, with
+		// its raw payload, once however often it is redelivered.
+		if _, _, rerr := s.Orders.RecordPaymentReview(ctx, s.Pool, payment, reason); rerr != nil {
+			return res, errors.Join(err, rerr)
+		}
+	}
 	return res, err
 }
 
@@ -102,6 +122,35 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 		// An error here (a release already applied would mean stock coming
 		// back twice) rolls the whole sweep back: nothing is half-cancelled.
 		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// ExpireReservations is one sweep of the reservation sweeper: up to limit
+// reservations recorded as PENDING_DB whose expiry has passed become
+// EXPIRED (inventory.Store.ExpireReservations), each with its front-door
+// release event, in one transaction. The flow's own order transaction
+// decides every reservation it records, so PENDING_DB rows come from a
+// front door that records reservations ahead of their order message; a
+// late message for an expired one is answered RESERVATION_EXPIRED.
+func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error) {
+	n := 0
+	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "expire_reservations", LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
+		expired, err := s.Inventory.ExpireReservations(ctx, tx, limit)
+		if err != nil || len(expired) == 0 {
+			n = 0
+			return err
+		}
+		evs := make([]outbox.Event, len(expired))
+		for i, r := range expired {
+			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, inventory.DefaultExpireCode)
+		}
+		n = len(expired)
+		_, err = s.Outbox.EnqueueMany(ctx, tx, evs)
+		return err
 	})
 	if err != nil {
 		return 0, err

@@ -1,0 +1,148 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+)
+
+// Reconciliation is the three reports of seed 003 §13 for the item on
+// sale, read in one Repeatable Read snapshot, and the differences between
+// them, each classified.
+type Reconciliation struct {
+	Orders      []order.StatusQuantity
+	Ledger      []inventory.TypeQuantity
+	Events      []outbox.TagStatusCount
+	Differences []Difference
+}
+
+// Difference compares one quantity of a report with the quantity another
+// report implies. Class is "match" when they agree, otherwise the name of
+// what the gap means.
+type Difference struct {
+	Name     string
+	Have     int64 // what the first report holds
+	Expected int64 // what the other implies
+	Class    string
+}
+
+// Classes of a Difference.
+const (
+	ClassMatch              = "match"
+	ClassStockWithoutOrder  = "stock held without a live order"
+	ClassOrderWithoutStock  = "live order without allocated stock"
+	ClassCancelNoRelease    = "cancellation without its release"
+	ClassReleaseNoCancel    = "release without a cancellation"
+	ClassEventsMissing      = "events missing (lost enqueue)"
+	ClassEventsWithoutState = "events without their state change"
+)
+
+// Reconcile reads the three reports (orders by status, ledger by type,
+// events by status) and classifies the differences: allocated stock
+// (ALLOCATE - RELEASE) against live orders, releases against
+// cancellations, and each event tag against the state changes that imply
+// it. A difference is named, never repaired.
+func (s *Service) Reconcile(ctx context.Context) (Reconciliation, error) {
+	var rec Reconciliation
+	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if rec.Orders, err = s.Orders.QuantitiesByStatus(ctx, tx, s.Item.ActivityID, s.Item.SKUID); err != nil {
+			return err
+		}
+		if rec.Ledger, err = s.Inventory.LedgerByType(ctx, tx, s.Item.ActivityID, s.Item.SKUID); err != nil {
+			return err
+		}
+		if rec.Events, err = s.Outbox.EventsByStatus(ctx, tx, EventTopic); err != nil {
+			return err
+		}
+		implied := map[string]int64{}
+		q := strings.NewReplacer("{s}", pgx.Identifier{s.Schema}.Sanitize())
+		for tag, sql := range map[string]string{
+			TagOrderCreated:     `SELECT count(*) FROM {s}.orders`,
+			TagOrderPaid:        `SELECT count(*) FROM {s}.orders WHERE paid_at IS NOT NULL`,
+			TagFrontDoorRelease: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 40, 50)`,
+			TagRefundRequested: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o USING (order_id)
+				WHERE o.status = 40 AND p.status IN (40, 50)`,
+		} {
+			var n int64
+			if err := tx.QueryRow(ctx, q.Replace(sql)).Scan(&n); err != nil {
+				return fmt.Errorf("flow: reconcile %s: %w", tag, err)
+			}
+			implied[tag] = n
+		}
+		rec.Differences = classify(rec, implied)
+		return nil
+	})
+	return rec, err
+}
+
+func classify(rec Reconciliation, implied map[string]int64) []Difference {
+	var live, cancelled int64
+	for _, o := range rec.Orders {
+		switch o.Status {
+		case order.StatusCreated, order.StatusPaying, order.StatusPaid, order.StatusRefundPending:
+			live += o.Quantity
+		case order.StatusCancelled:
+			cancelled += o.Quantity
+		}
+	}
+	var allocated, released int64
+	for _, l := range rec.Ledger {
+		switch l.Type {
+		case inventory.LedgerAllocate:
+			allocated += l.Quantity
+		case inventory.LedgerRelease:
+			released += l.Quantity
+		}
+	}
+	diff := func(name string, have, expected int64, over, under string) Difference {
+		d := Difference{Name: name, Have: have, Expected: expected, Class: ClassMatch}
+		switch {
+		case have > expected:
+			d.Class = over
+		case have < expected:
+			d.Class = under
+		}
+		return d
+	}
+	out := []Difference{
+		diff("allocated stock (ALLOCATE - RELEASE) vs live orders", allocated-released, live, ClassStockWithoutOrder, ClassOrderWithoutStock),
+		diff("released stock (RELEASE) vs cancelled orders", released, cancelled, ClassReleaseNoCancel, ClassCancelNoRelease),
+	}
+	events := map[string]int64{}
+	for _, e := range rec.Events {
+		events[e.Tag] += e.Events
+	}
+	for _, tag := range []string{TagOrderCreated, TagOrderPaid, TagFrontDoorRelease, TagRefundRequested} {
+		out = append(out, diff(tag+" events vs the state changes that imply them", events[tag], implied[tag], ClassEventsWithoutState, ClassEventsMissing))
+	}
+	return out
+}
+
+// String prints the reconciliation as the example shows it.
+func (r Reconciliation) String() string {
+	var b strings.Builder
+	b.WriteString("orders by status:\n")
+	for _, o := range r.Orders {
+		fmt.Fprintf(&b, "  %-15s %6d orders  %6d units  %10d amount\n", o.Status, o.Orders, o.Quantity, o.Amount)
+	}
+	b.WriteString("ledger by type:\n")
+	for _, l := range r.Ledger {
+		fmt.Fprintf(&b, "  %-15s %6d rows    %6d units\n", l.Type, l.Rows, l.Quantity)
+	}
+	b.WriteString("events by status:\n")
+	for _, e := range r.Events {
+		fmt.Fprintf(&b, "  %-20s %-8s %6d\n", e.Tag, e.Status, e.Events)
+	}
+	b.WriteString("differences:\n")
+	for _, d := range r.Differences {
+		fmt.Fprintf(&b, "  %-62s %6d vs %6d  %s\n", d.Name, d.Have, d.Expected, d.Class)
+	}
+	return b.String()
+}

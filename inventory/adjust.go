@@ -1,0 +1,210 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// MaxEvidenceLength bounds the operator and approval reference of an
+// ADJUST ledger row (VARCHAR(128) columns).
+const MaxEvidenceLength = 128
+
+func checkEvidence(field, v string, required bool) error {
+	switch {
+	case v == "" && required:
+		return invalid(field, "required for a stock adjustment")
+	case utf8.RuneCountInString(v) > MaxEvidenceLength:
+		return invalid(field, fmt.Sprintf("longer than %d characters", MaxEvidenceLength))
+	case !storableText(v):
+		return invalid(field, "not valid UTF-8 or contains a NUL byte")
+	}
+	return nil
+}
+
+// Adjustment asks [Store.AdjustStock] to change one bucket's stock by hand
+// (stock found damaged, a supplier's late delivery, a counting error).
+type Adjustment struct {
+	ActivityID, SKUID int64 // > 0
+	Bucket            int16 // 0..255
+	// Delta is added to the bucket's available and total stock and to the
+	// SKU's planned stock; not 0.
+	Delta int32
+	// Operator (who) and ApprovalRef (the approval it was made under, e.g.
+	// a ticket id) are required, up to [MaxEvidenceLength] characters; Reason
+	// (why) is required, up to [MaxCodeLength]. An adjustment without them
+	// is refused: the database also refuses an ADJUST row without operator
+	// and approval (ck_ledger_adjust_evidence).
+	Operator, ApprovalRef, Reason string
+}
+
+func (a Adjustment) validate() error {
+	switch {
+	case a.ActivityID <= 0:
+		return invalid("ActivityID", "must be positive")
+	case a.SKUID <= 0:
+		return invalid("SKUID", "must be positive")
+	case a.Bucket < 0 || a.Bucket >= MaxBuckets:
+		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", MaxBuckets-1))
+	case a.Delta == 0:
+		return invalid("Delta", "must not be 0")
+	case a.Reason == "":
+		return invalid("Reason", "required for a stock adjustment")
+	}
+	if err := checkEvidence("Operator", a.Operator, true); err != nil {
+		return err
+	}
+	if err := checkEvidence("ApprovalRef", a.ApprovalRef, true); err != nil {
+		return err
+	}
+	return checkCode("Reason", a.Reason)
+}
+
+// AdjustKey returns the ledger idempotency key of a manual adjustment:
+// "ADJUST:MANUAL:<approval_ref>:<bucket>". One approval adjusts a bucket
+// once.
+func AdjustKey(approvalRef string, bucket int16) string {
+	return fmt.Sprintf("ADJUST:MANUAL:%s:%d", approvalRef, bucket)
+}
+
+// adjustSQL changes the bucket (available and total; never below zero),
+// the SKU's planned stock (so the buckets still add up to it) and writes
+// the ADJUST row with its evidence, in one statement. No ledger row with
+// the key may exist yet; the unique index is the final guard.
+const adjustSQL = `
+WITH upd AS (
+	UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock + $4,
+	       total_stock = total_stock + $4,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND available_stock + $4 >= 0
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	RETURNING available_stock - $4 AS before_available, available_stock AS after_available, allocated_stock
+), sku AS (
+	UPDATE {schema}.inventory_sku AS k
+	   SET planned_stock = k.planned_stock + $4
+	  FROM upd
+	 WHERE k.activity_id = $1 AND k.sku_id = $2
+	RETURNING k.planned_stock
+), led AS (
+	INSERT INTO {schema}.inventory_ledger (
+		idempotency_key, activity_id, sku_id, inventory_bucket, ledger_type,
+		total_delta, available_delta, allocated_delta,
+		before_available, after_available, before_allocated, after_allocated, reason, operator, approval_ref)
+	SELECT $5, $1, $2, $3, 30, $4, $4, 0,
+	       u.before_available, u.after_available, u.allocated_stock, u.allocated_stock, $6, $7, $8
+	  FROM upd AS u
+	RETURNING ledger_id, created_at
+)
+SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.planned_stock,
+       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN sku AS s ON true
+  LEFT JOIN led AS l ON true`
+
+// Adjusted is the result of [Store.AdjustStock].
+type Adjusted struct {
+	LedgerID                        int64
+	BeforeAvailable, AfterAvailable int32
+	PlannedStock                    int32 // the SKU's planned stock after the change
+	CreatedAt                       time.Time
+}
+
+// AdjustStock applies a manual stock adjustment in the caller's
+// transaction tx, in one statement: the bucket's available and total stock
+// and the SKU's planned stock change by a.Delta, and an ADJUST ledger row
+// (key [AdjustKey]) records operator, approval reference and reason.
+//
+// Errors: *ValidationError (missing evidence, Delta 0, …; nothing sent);
+// [ErrUnknownBucket]; *SoldOutError ([ErrSoldOut]) when a negative Delta
+// exceeds the available stock; *AppliedError ([ErrAlreadyApplied]) when
+// this approval already adjusted the bucket. Nothing is written on any
+// error; the transaction stays usable except for a concurrent duplicate
+// (AppliedError.TxAborted).
+func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (Adjusted, error) {
+	if tx == nil {
+		return Adjusted{}, nilHandle("tx")
+	}
+	if err := a.validate(); err != nil {
+		return Adjusted{}, err
+	}
+	key := AdjustKey(a.ApprovalRef, a.Bucket)
+	var (
+		ledgerID, appliedID    *int64
+		createdAt              *time.Time
+		before, after, planned *int32
+		curAvail               *int32
+	)
+	err := tx.QueryRow(ctx, s.sql.adjust, a.ActivityID, a.SKUID, a.Bucket, a.Delta, key, a.Reason, a.Operator, a.ApprovalRef).
+		Scan(&ledgerID, &createdAt, &before, &after, &planned, &appliedID, &curAvail)
+	switch {
+	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
+		return Adjusted{}, &AppliedError{Key: key, TxAborted: true, Err: err}
+	case err != nil:
+		return Adjusted{}, fmt.Errorf("inventory: adjust %s: %w", key, err)
+	case ledgerID != nil:
+		return Adjusted{LedgerID: *ledgerID, BeforeAvailable: *before, AfterAvailable: *after, PlannedStock: *planned, CreatedAt: *createdAt}, nil
+	case appliedID != nil:
+		return Adjusted{}, &AppliedError{Key: key, LedgerID: *appliedID}
+	case curAvail == nil:
+		return Adjusted{}, fmt.Errorf("inventory: adjust %s: activity %d sku %d bucket %d: %w", key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)
+	}
+	q := -a.Delta
+	if q > 32767 {
+		q = 32767
+	}
+	return Adjusted{}, &SoldOutError{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Requested: int16(q), Available: *curAvail}
+}
+
+// AdjustmentEntry is one ADJUST ledger row with its evidence.
+type AdjustmentEntry struct {
+	LedgerID              int64
+	IdempotencyKey        string
+	ActivityID, SKUID     int64
+	Bucket                int16
+	Delta                 int32
+	Operator, ApprovalRef string // "" for rows written before migration 006
+	Reason                string
+	CreatedAt             time.Time
+}
+
+const adjustmentsSQL = `
+SELECT ledger_id, idempotency_key, activity_id, sku_id, inventory_bucket, total_delta,
+       coalesce(operator, ''), coalesce(approval_ref, ''), reason, created_at
+  FROM {schema}.inventory_ledger
+ WHERE ledger_type = 30 AND activity_id = $1 AND sku_id = $2
+ ORDER BY ledger_id`
+
+// Adjustments lists a SKU's ADJUST rows (manual adjustments and rebalance
+// moves) with who made them, under which approval and why, oldest first.
+func (s *Store) Adjustments(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]AdjustmentEntry, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
+	rows, err := db.Query(ctx, s.sql.adjustments, activityID, skuID)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: adjustments: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AdjustmentEntry, error) {
+		var e AdjustmentEntry
+		err := row.Scan(&e.LedgerID, &e.IdempotencyKey, &e.ActivityID, &e.SKUID, &e.Bucket, &e.Delta,
+			&e.Operator, &e.ApprovalRef, &e.Reason, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("inventory: adjustments: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package inventory_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inventory"
+)
+
+// A manual adjustment is evidence: it carries operator, approval reference
+// and reason, is refused without them (by the package and by the
+// database), applies once per approval and bucket, keeps the SKU's planned
+// stock equal to its buckets, and is listed with its evidence. An ADJUST
+// row without evidence (as written before migration 006) is reported by
+// the audit.
+func TestAdjustStockIsEvidence(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 2)
+	adjust := func(a inventory.Adjustment) (inventory.Adjusted, error) {
+		var out inventory.Adjusted
+		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			out, err = tb.store.AdjustStock(tb.ctx, tx, a)
+			return err
+		})
+		return out, err
+	}
+	good := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 1, Delta: -2, Operator: "ops:carol", ApprovalRef: "TICKET-42", Reason: "DAMAGED"}
+	for field, change := range map[string]func(*inventory.Adjustment){
+		"Operator":    func(a *inventory.Adjustment) { a.Operator = "" },
+		"ApprovalRef": func(a *inventory.Adjustment) { a.ApprovalRef = "" },
+		"Reason":      func(a *inventory.Adjustment) { a.Reason = "" },
+		"Delta":       func(a *inventory.Adjustment) { a.Delta = 0 },
+	} {
+		a := good
+		change(&a)
+		var ve *inventory.ValidationError
+		if _, err := adjust(a); !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("without %s: %v", field, err)
+		}
+	}
+	got, err := adjust(good)
+	if err != nil || got.BeforeAvailable != 5 || got.AfterAvailable != 3 || got.PlannedStock != 8 {
+		t.Fatalf("adjust: %+v, %v", got, err)
+	}
+	if _, err := adjust(good); !errors.Is(err, inventory.ErrAlreadyApplied) {
+		t.Fatalf("same approval again: %v", err)
+	}
+	more := good
+	more.ApprovalRef, more.Delta = "TICKET-43", -4
+	if _, err := adjust(more); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("taking more than is available: %v", err)
+	}
+	more.Delta, more.Bucket = 7, 0
+	if got, err := adjust(more); err != nil || got.PlannedStock != 15 {
+		t.Fatalf("a delivery: %+v, %v", got, err)
+	}
+	if tot := tb.totals(t, 1, 1); tot.Total != 15 || tot.Available != 15 {
+		t.Fatalf("totals %+v", tot)
+	}
+	list, err := tb.store.Adjustments(tb.ctx, tb.pool, 1, 1)
+	if err != nil || len(list) != 2 || list[0].Operator != "ops:carol" || list[0].ApprovalRef != "TICKET-42" ||
+		list[0].Reason != "DAMAGED" || list[0].Delta != -2 || list[1].Delta != 7 {
+		t.Fatalf("adjustments %+v, %v", list, err)
+	}
+	tb.auditClean(t, 1, 1)
+
+	// The database refuses an ADJUST row without evidence, whoever writes it.
+	_, err = tb.pool.Exec(tb.ctx, `INSERT INTO `+tb.table("inventory_ledger")+` (idempotency_key, activity_id, sku_id,
+		inventory_bucket, ledger_type, total_delta, available_delta, allocated_delta, before_available, after_available,
+		before_allocated, after_allocated, reason) VALUES ('ADJUST:x', 1, 1, 0, 30, 0, 1, 0, 0, 1, 0, 0, 'X')`)
+	if err == nil || !strings.Contains(err.Error(), "ck_ledger_adjust_evidence") {
+		t.Fatalf("ADJUST row without evidence: %v", err)
+	}
+	// A row from before the constraint (simulated by lifting it) is reported.
+	tb.exec(t, `ALTER TABLE `+tb.table("inventory_ledger")+` DROP CONSTRAINT ck_ledger_adjust_evidence`)
+	tb.exec(t, `UPDATE `+tb.table("inventory_ledger")+` SET operator = NULL WHERE idempotency_key = $1`, inventory.AdjustKey("TICKET-42", 1))
+	findings, err := tb.store.Audit(tb.ctx, tb.pool, 1, 1)
+	if err != nil || len(findings) != 1 || findings[0].Kind != inventory.FindingAdjustWithoutEvidence || findings[0].Bucket != 1 {
+		t.Fatalf("audit findings %v, %v", findings, err)
+	}
+}
+
+func (tb testBundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := tb.pool.Exec(tb.ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,92 @@
+package inventory_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/seckillkit/seckill/inventory"
+)
+
+// Every reservation status is reachable through a helper: PENDING_DB
+// (AcquireReservation), ORDERED, REJECTED, RELEASE_PENDING and RELEASED
+// (TransitionReservation), EXPIRED (ExpireReservations), and
+// MANUAL_REQUIRED after repeated failed compensation
+// (RecordCompensationFailure).
+func TestEveryReservationStatusReachable(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 1)
+	reached := map[inventory.ReservationStatus]bool{}
+	move := func(r inventory.NewReservation, to inventory.ReservationStatus, order int64) {
+		t.Helper()
+		got, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: r.ReservationID, To: to, OrderID: order, FailureCode: "T"})
+		if err != nil || got.Status != to {
+			t.Fatalf("to %s: %+v, %v", to, got, err)
+		}
+		reached[to] = true
+	}
+	a, err := tb.acquire(tb.newReservation(1, 1, 0))
+	if err != nil || a.Reservation.Status != inventory.StatusPendingDB {
+		t.Fatalf("acquire: %+v, %v", a, err)
+	}
+	reached[inventory.StatusPendingDB] = true
+	rej := tb.reserved(t, 1, 1, 0, 1)
+	move(rej, inventory.StatusRejected, 0)
+	rel := tb.reserved(t, 1, 1, 0, 1)
+	move(rel, inventory.StatusOrdered, 1)
+	move(rel, inventory.StatusReleasePending, 0)
+	move(rel, inventory.StatusReleased, 0)
+	if got := tb.expire(t, 10); len(got) != 0 {
+		t.Fatalf("nothing is due yet: %+v", got)
+	}
+	tb.pastDue(t)
+	if got := tb.expire(t, 10); len(got) != 1 {
+		t.Fatalf("expired %d", len(got))
+	}
+	reached[inventory.StatusExpired] = true
+
+	// Compensation: the front door refuses the release three times.
+	man := tb.reserved(t, 1, 1, 0, 1)
+	move(man, inventory.StatusOrdered, 2)
+	move(man, inventory.StatusReleasePending, 0)
+	for i := 1; i <= 3; i++ {
+		got, err := tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: man.ReservationID, MaxFailures: 3, Code: "FRONTDOOR_DOWN"})
+		if err != nil || got.Failures != i || got.Escalated != (i == 3) {
+			t.Fatalf("failure %d: %+v, %v", i, got, err)
+		}
+		if i == 3 {
+			if got.Reservation.Status != inventory.StatusManualRequired || got.Reservation.FailureCode != "FRONTDOOR_DOWN" {
+				t.Fatalf("escalated row %+v", got.Reservation)
+			}
+			reached[inventory.StatusManualRequired] = true
+		} else if got.Reservation.Status != inventory.StatusReleasePending {
+			t.Fatalf("failure %d: status %s", i, got.Reservation.Status)
+		}
+	}
+	for _, s := range inventory.ReservationStatuses() {
+		if !reached[s] {
+			t.Errorf("status %s not reached", s)
+		}
+	}
+
+	// Zero-row outcomes are classified.
+	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: man.ReservationID, MaxFailures: 3})
+	if !errors.Is(err, inventory.ErrAlreadyInState) {
+		t.Errorf("after escalation: %v", err)
+	}
+	var te *inventory.TransitionError
+	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: rej.ReservationID, MaxFailures: 3})
+	if !errors.Is(err, inventory.ErrIllegalTransition) || !errors.As(err, &te) || te.Current != inventory.StatusRejected {
+		t.Errorf("REJECTED reservation: %v", err)
+	}
+	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: uuid.Must(uuid.NewV7()), MaxFailures: 3})
+	if !errors.Is(err, inventory.ErrReservationNotFound) {
+		t.Errorf("unknown reservation: %v", err)
+	}
+	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: man.ReservationID})
+	if !errors.Is(err, inventory.ErrInvalidArgument) {
+		t.Errorf("MaxFailures 0: %v", err)
+	}
+}

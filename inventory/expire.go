@@ -1,0 +1,75 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultExpireCode is the failure code [Store.ExpireReservations] records.
+const DefaultExpireCode = "RESERVATION_EXPIRED"
+
+// expireSQL is the reservation sweeper: up to $1 PENDING_DB reservations
+// past expires_at, oldest first, through idx_reservation_pending_expire,
+// locked FOR UPDATE SKIP LOCKED (a reservation whose order message is being
+// processed right now is locked by that transaction and left alone), then
+// moved to EXPIRED with the guard re-checked on the locked row.
+const expireSQL = `
+WITH due AS (
+	SELECT reservation_id
+	  FROM {schema}.inventory_reservation
+	 WHERE status = 0 AND expires_at <= statement_timestamp()
+	 ORDER BY expires_at, reservation_id
+	 LIMIT $1
+	   FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.inventory_reservation AS r
+   SET status = 50,
+       failure_code = coalesce(r.failure_code, $2),
+       version = r.version + 1,
+       updated_at = statement_timestamp()
+  FROM due
+ WHERE r.reservation_id = due.reservation_id
+   AND r.status = 0
+   AND r.expires_at <= statement_timestamp()
+RETURNING ` + qualifiedReservationCols
+
+// ExpireReservations moves up to limit PENDING_DB reservations whose
+// expires_at has passed to EXPIRED (failure code [DefaultExpireCode] unless
+// one is set), oldest first, and returns them. It runs in the caller's
+// transaction tx: enqueue each one's compensation (the front-door release)
+// in the same transaction, so an expiry is never without it. Call it until
+// it returns fewer than limit.
+//
+// Races: a reservation locked by a transaction processing its order
+// message is skipped (SKIP LOCKED); if that transaction orders it, it is
+// never expired. A late order message for a reservation this sweep expired
+// waits for the sweep's lock, then finds EXPIRED: [Store.AcquireReservation]
+// returns it as is, [Store.TransitionReservation] to ORDERED is an
+// *TransitionError ([ErrIllegalTransition]) and [Store.AllocateBucket] an
+// *AllocationMismatchError (Field "status"). Reservations holding stock are
+// ORDERED or later, never PENDING_DB, so an expiry releases nothing.
+//
+// limit must be between 1 and 10,000 (*ValidationError otherwise).
+func (s *Store) ExpireReservations(ctx context.Context, tx pgx.Tx, limit int) ([]Reservation, error) {
+	if tx == nil {
+		return nil, nilHandle("tx")
+	}
+	if limit < 1 || limit > 10_000 {
+		return nil, invalid("limit", "must be between 1 and 10000")
+	}
+	rows, err := tx.Query(ctx, s.sql.expire, limit, DefaultExpireCode)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: expire reservations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Reservation, error) {
+		var r Reservation
+		err := row.Scan(scanReservationInto(&r)...)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: expire reservations: %w", err)
+	}
+	return out, nil
+}

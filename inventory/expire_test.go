@@ -1,0 +1,166 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inventory"
+)
+
+func (tb testBundle) expire(t *testing.T, limit int) []inventory.Reservation {
+	t.Helper()
+	var out []inventory.Reservation
+	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = tb.store.ExpireReservations(tb.ctx, tx, limit)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pastDue returns a recorded PENDING_DB reservation that expired a minute
+// ago.
+func (tb testBundle) pastDue(t *testing.T) inventory.NewReservation {
+	t.Helper()
+	r := tb.newReservation(1, 1, 0)
+	r.ReservedAt, r.ExpiresAt = time.Now().Add(-time.Hour), time.Now().Add(-time.Minute)
+	tb.insertReservations(t, []inventory.NewReservation{r})
+	return r
+}
+
+// The sweeper expires PENDING_DB reservations past their expiry, oldest
+// first and in batches, and nothing else: not one still valid, not an
+// ORDERED one past its expiry.
+func TestExpireReservations(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 1)
+	var due []inventory.NewReservation
+	for range 3 {
+		due = append(due, tb.pastDue(t))
+	}
+	valid := tb.reserved(t, 1, 1, 0, 1)
+	ordered := tb.pastDue(t)
+	if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: ordered.ReservationID, To: inventory.StatusOrdered, OrderID: 5}); err != nil {
+		t.Fatal(err)
+	}
+
+	first := tb.expire(t, 2)
+	second := tb.expire(t, 2)
+	if len(first) != 2 || len(second) != 1 || len(tb.expire(t, 2)) != 0 {
+		t.Fatalf("sweeps expired %d, %d; want 2, 1, then none", len(first), len(second))
+	}
+	got := map[any]bool{}
+	for _, r := range append(first, second...) {
+		if r.Status != inventory.StatusExpired || r.FailureCode != inventory.DefaultExpireCode || r.Version != 1 {
+			t.Errorf("expired %+v", r)
+		}
+		got[r.ReservationID] = true
+	}
+	for _, r := range due {
+		if !got[r.ReservationID] {
+			t.Errorf("due reservation %s not expired", r.ReservationID)
+		}
+	}
+	for id, want := range map[any]inventory.ReservationStatus{valid.ReservationID: inventory.StatusPendingDB, ordered.ReservationID: inventory.StatusOrdered} {
+		var st int16
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT status FROM `+tb.table("inventory_reservation")+` WHERE reservation_id = $1`, id).Scan(&st); err != nil || inventory.ReservationStatus(st) != want {
+			t.Errorf("reservation %v: %d, %v; want %s", id, st, err, want)
+		}
+	}
+	if _, err := tb.store.ExpireReservations(tb.ctx, nil, 1); !errors.Is(err, inventory.ErrInvalidArgument) {
+		t.Errorf("nil tx: %v", err)
+	}
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error { _, err := tb.store.ExpireReservations(tb.ctx, tx, 0); return err })
+	if !errors.Is(err, inventory.ErrInvalidArgument) {
+		t.Errorf("limit 0: %v", err)
+	}
+}
+
+// The sweeper and a late order message race for one expired reservation.
+// The order transaction holding the reservation lock wins: the sweeper
+// skips the row, and once it is ORDERED never expires it. The sweeper
+// holding it wins: the order transaction waits, then finds EXPIRED — the
+// transition to ORDERED is illegal and the allocation refused.
+func TestExpireRacesLateOrderMessage(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 1)
+
+	// The order first.
+	r := tb.pastDue(t)
+	order, err := tb.pool.BeginTx(tb.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer order.Rollback(context.WithoutCancel(tb.ctx))
+	acq, err := tb.store.AcquireReservation(tb.ctx, order, r)
+	if err != nil || acq.Created || acq.Reservation.Status != inventory.StatusPendingDB {
+		t.Fatalf("late message acquire: %+v, %v", acq, err)
+	}
+	if got := tb.expire(t, 10); len(got) != 0 {
+		t.Fatalf("the sweeper expired a reservation being ordered: %+v", got)
+	}
+	if _, err := tb.store.AllocateBucket(tb.ctx, order, acq.Reservation.Allocation(9, r.FirstMessageID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.store.TransitionReservation(tb.ctx, order, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := order.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.expire(t, 10); len(got) != 0 {
+		t.Fatalf("the sweeper expired an ORDERED reservation: %+v", got)
+	}
+
+	// The sweeper first.
+	r2 := tb.pastDue(t)
+	sweep, err := tb.pool.BeginTx(tb.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sweep.Rollback(context.WithoutCancel(tb.ctx))
+	if got, err := tb.store.ExpireReservations(tb.ctx, sweep, 10); err != nil || len(got) != 1 || got[0].ReservationID != r2.ReservationID {
+		t.Fatalf("sweep: %+v, %v", got, err)
+	}
+	type result struct {
+		acq       inventory.Acquired
+		move, all error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		_ = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			if res.acq, err = tb.store.AcquireReservation(tb.ctx, tx, r2); err != nil {
+				return err
+			}
+			_, res.move = tb.store.TransitionReservation(tb.ctx, tx, inventory.Transition{ReservationID: r2.ReservationID, To: inventory.StatusOrdered, OrderID: 10})
+			_, res.all = tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2))
+			return nil
+		})
+		done <- res
+	}()
+	tb.waitLockWaiters(t, 1)
+	if err := sweep.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	var te *inventory.TransitionError
+	var me *inventory.AllocationMismatchError
+	if res.acq.Reservation.Status != inventory.StatusExpired || !errors.As(res.move, &te) || te.Current != inventory.StatusExpired ||
+		!errors.As(res.all, &me) || me.Field != "status" {
+		t.Fatalf("late message after the sweep: %+v, %v, %v", res.acq.Reservation.Status, res.move, res.all)
+	}
+	if tot := tb.totals(t, 1, 1); tot.Allocated != 1 {
+		t.Fatalf("totals %+v: only the first order holds stock", tot)
+	}
+	tb.auditClean(t, 1, 1)
+}

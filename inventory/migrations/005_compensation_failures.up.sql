@@ -1,0 +1,9 @@
+-- +goose Up
+-- compensation_failures counts the failed attempts to give a
+-- RELEASE_PENDING reservation back to the front door;
+-- RecordCompensationFailure moves the reservation to MANUAL_REQUIRED when
+-- the count reaches the caller's limit (seed 000 §8.1: a human takes over).
+ALTER TABLE inventory_reservation
+    ADD COLUMN compensation_failures SMALLINT NOT NULL DEFAULT 0,
+    ADD CONSTRAINT ck_reservation_compensation_failures
+        CHECK (compensation_failures >= 0);

@@ -1,0 +1,309 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// SaleStatus is the sale status of a SKU (inventory_sku.sale_status). The
+// values mirror the CHECK constraint ck_inventory_sku_sale_status.
+type SaleStatus int16
+
+// Sale statuses. [Store.AllocateBucket] takes stock only from an ON_SALE
+// SKU inside its sale window.
+const (
+	// SaleOnSale: buyers may take stock (the default of a provisioned SKU).
+	SaleOnSale SaleStatus = 10
+	// SalePaused: temporarily closed; may go back to ON_SALE.
+	SalePaused SaleStatus = 20
+	// SaleEnded: closed for good; no transition leaves it.
+	SaleEnded SaleStatus = 30
+)
+
+// SaleStatuses returns every sale status in ascending order.
+func SaleStatuses() []SaleStatus { return []SaleStatus{SaleOnSale, SalePaused, SaleEnded} }
+
+// String returns the status name, e.g. "ON_SALE".
+func (s SaleStatus) String() string {
+	switch s {
+	case SaleOnSale:
+		return "ON_SALE"
+	case SalePaused:
+		return "PAUSED"
+	case SaleEnded:
+		return "ENDED"
+	}
+	return "SaleStatus(" + strconv.Itoa(int(s)) + ")"
+}
+
+// saleTransitions: for every target, the statuses it may be entered from.
+// A change to the current status is allowed (it changes the window only).
+var saleTransitions = map[SaleStatus][]SaleStatus{
+	SaleOnSale: {SaleOnSale, SalePaused},
+	SalePaused: {SaleOnSale, SalePaused},
+	SaleEnded:  {SaleOnSale, SalePaused},
+}
+
+// CanChangeSale reports whether a SKU may go from sale status from to to:
+//
+//	ON_SALE <- ON_SALE, PAUSED
+//	PAUSED  <- ON_SALE, PAUSED
+//	ENDED   <- ON_SALE, PAUSED
+//
+// ENDED is final.
+func CanChangeSale(from, to SaleStatus) bool {
+	for _, f := range saleTransitions[to] {
+		if f == from {
+			return true
+		}
+	}
+	return false
+}
+
+// Sale errors. Every *NotOnSaleError matches ErrNotOnSale; the window
+// errors say why more precisely.
+var (
+	// ErrNotOnSale: the SKU is not ON_SALE, or the time is outside its
+	// sale window. The concrete type is *NotOnSaleError.
+	ErrNotOnSale = errors.New("inventory: not on sale")
+	// ErrSaleNotStarted: the sale window has not opened yet.
+	ErrSaleNotStarted = errors.New("inventory: sale not started")
+	// ErrSaleEnded: the SKU is ENDED or its sale window has closed.
+	ErrSaleEnded = errors.New("inventory: sale ended")
+	// ErrIllegalSaleChange: the sale status may not change as asked (from
+	// ENDED). The concrete type is *SaleChangeError.
+	ErrIllegalSaleChange = errors.New("inventory: illegal sale status change")
+)
+
+// NotOnSaleError reports an allocation refused because the SKU was not
+// selling at the statement's time. It matches [ErrNotOnSale], and also
+// [ErrSaleNotStarted] (ON_SALE, window not open yet) or [ErrSaleEnded]
+// (ENDED, or window closed). Nothing was written.
+type NotOnSaleError struct {
+	ActivityID, SKUID int64
+	Status            SaleStatus
+	// StartsAt and EndsAt are the sale window; zero means open.
+	StartsAt, EndsAt time.Time
+	// At is the statement's time the window was tested against.
+	At time.Time
+}
+
+// Error implements error.
+func (e *NotOnSaleError) Error() string {
+	why := e.Status.String()
+	switch {
+	case e.notStarted():
+		why = "sale starts at " + e.StartsAt.UTC().Format(time.RFC3339)
+	case e.Status == SaleOnSale && !e.EndsAt.IsZero() && !e.At.Before(e.EndsAt):
+		why = "sale ended at " + e.EndsAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("inventory: activity %d sku %d not on sale: %s", e.ActivityID, e.SKUID, why)
+}
+
+func (e *NotOnSaleError) notStarted() bool {
+	return e.Status == SaleOnSale && !e.StartsAt.IsZero() && e.At.Before(e.StartsAt)
+}
+
+func (e *NotOnSaleError) ended() bool {
+	return e.Status == SaleEnded || (e.Status == SaleOnSale && !e.EndsAt.IsZero() && !e.At.Before(e.EndsAt))
+}
+
+// Is matches [ErrNotOnSale], and [ErrSaleNotStarted] or [ErrSaleEnded] when
+// they apply.
+func (e *NotOnSaleError) Is(target error) bool {
+	switch target {
+	case ErrNotOnSale:
+		return true
+	case ErrSaleNotStarted:
+		return e.notStarted()
+	case ErrSaleEnded:
+		return e.ended()
+	}
+	return false
+}
+
+// SaleChangeError reports a refused sale change. It matches
+// [ErrIllegalSaleChange]; nothing was written.
+type SaleChangeError struct {
+	ActivityID, SKUID int64
+	From, To          SaleStatus
+}
+
+// Error implements error.
+func (e *SaleChangeError) Error() string {
+	return fmt.Sprintf("inventory: activity %d sku %d: illegal sale change %s -> %s", e.ActivityID, e.SKUID, e.From, e.To)
+}
+
+// Is reports whether target is [ErrIllegalSaleChange].
+func (e *SaleChangeError) Is(target error) bool { return target == ErrIllegalSaleChange }
+
+// SaleChange asks [Store.SetSaleStatus] to set a SKU's sale status and
+// window.
+type SaleChange struct {
+	ActivityID, SKUID int64 // > 0
+	To                SaleStatus
+	// StartsAt and EndsAt are the new sale window; zero means open on
+	// that side. When both are set StartsAt must be before EndsAt.
+	StartsAt, EndsAt time.Time
+	// Operator (who, up to 128 characters) and Reason (why, up to 256)
+	// are required; they go to the audit log with the time.
+	Operator, Reason string
+}
+
+func (c SaleChange) validate() error {
+	switch {
+	case c.ActivityID <= 0:
+		return invalid("ActivityID", "must be positive")
+	case c.SKUID <= 0:
+		return invalid("SKUID", "must be positive")
+	case saleTransitions[c.To] == nil:
+		return invalid("To", fmt.Sprintf("%s is not a sale status", c.To))
+	case !c.StartsAt.IsZero() && !c.EndsAt.IsZero() && !c.StartsAt.Before(c.EndsAt):
+		return invalid("EndsAt", "must be after StartsAt")
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"Operator", c.Operator, 128}, {"Reason", c.Reason, 256}} {
+		switch {
+		case f.v == "":
+			return invalid(f.name, "required")
+		case utf8.RuneCountInString(f.v) > f.max:
+			return invalid(f.name, fmt.Sprintf("longer than %d characters", f.max))
+		case !storableText(f.v):
+			return invalid(f.name, "not valid UTF-8 or contains a NUL byte")
+		}
+	}
+	return nil
+}
+
+// SaleChanged is the result of [Store.SetSaleStatus]: the SKU's sale state
+// before and after, and the audit log row. Announce it (for example with an
+// outbox event in the same transaction) so the front door follows.
+type SaleChanged struct {
+	ActivityID, SKUID int64
+	From, To          SaleStatus
+	StartsAt, EndsAt  time.Time // the new window; zero: open
+	Version           int64     // the SKU's sale_version after the change
+	LogID             int64
+	Operator, Reason  string
+	ChangedAt         time.Time
+}
+
+const setSaleSQL = `
+WITH cur AS (
+	SELECT sale_status
+	  FROM {schema}.inventory_sku
+	 WHERE activity_id = $1 AND sku_id = $2
+	   FOR NO KEY UPDATE
+), upd AS (
+	UPDATE {schema}.inventory_sku AS s
+	   SET sale_status = $3, sale_starts_at = $4, sale_ends_at = $5, sale_version = s.sale_version + 1
+	  FROM cur AS c
+	 WHERE s.activity_id = $1 AND s.sku_id = $2 AND c.sale_status = ANY ($6::smallint[])
+	RETURNING s.sale_version
+), log AS (
+	INSERT INTO {schema}.inventory_sale_log (activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason)
+	SELECT $1, $2, c.sale_status, $3, $4, $5, $7, $8
+	  FROM cur AS c, upd
+	RETURNING log_id, created_at
+)
+SELECT c.sale_status, upd.sale_version, log.log_id, log.created_at
+  FROM cur AS c
+  LEFT JOIN upd ON true
+  LEFT JOIN log ON true`
+
+// SetSaleStatus sets a SKU's sale status and window and writes the audit
+// log row (operator, reason, time) in one statement, in the caller's
+// transaction tx: put the announcement event in the same transaction. The
+// SKU row is locked first and the transition decided on its latest status
+// (see [CanChangeSale]); the window is replaced as given (zero bounds are
+// open). A change to the current status just replaces the window, and is
+// logged too.
+//
+// Errors: [ErrUnknownSKU] (not provisioned); *SaleChangeError
+// ([ErrIllegalSaleChange]) from ENDED, nothing written; *ValidationError
+// for bad input, nothing sent. Allocations already running keep the state
+// of their statement's snapshot; every later statement sees the change.
+func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (SaleChanged, error) {
+	if tx == nil {
+		return SaleChanged{}, nilHandle("tx")
+	}
+	if err := c.validate(); err != nil {
+		return SaleChanged{}, err
+	}
+	from := make([]int16, 0, 2)
+	for _, f := range saleTransitions[c.To] {
+		from = append(from, int16(f))
+	}
+	var starts, ends *time.Time
+	if !c.StartsAt.IsZero() {
+		starts = &c.StartsAt
+	}
+	if !c.EndsAt.IsZero() {
+		ends = &c.EndsAt
+	}
+	var (
+		cur     int16
+		version *int64
+		logID   *int64
+		at      *time.Time
+	)
+	err := tx.QueryRow(ctx, s.sql.setSale, c.ActivityID, c.SKUID, int16(c.To), starts, ends, from, c.Operator, c.Reason).
+		Scan(&cur, &version, &logID, &at)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return SaleChanged{}, fmt.Errorf("inventory: activity %d sku %d: %w", c.ActivityID, c.SKUID, ErrUnknownSKU)
+	case err != nil:
+		return SaleChanged{}, fmt.Errorf("inventory: set sale status of activity %d sku %d: %w", c.ActivityID, c.SKUID, err)
+	case version == nil:
+		return SaleChanged{}, &SaleChangeError{ActivityID: c.ActivityID, SKUID: c.SKUID, From: SaleStatus(cur), To: c.To}
+	}
+	return SaleChanged{
+		ActivityID: c.ActivityID, SKUID: c.SKUID, From: SaleStatus(cur), To: c.To,
+		StartsAt: c.StartsAt, EndsAt: c.EndsAt, Version: *version, LogID: *logID,
+		Operator: c.Operator, Reason: c.Reason, ChangedAt: *at,
+	}, nil
+}
+
+const saleLogSQL = `SELECT log_id, activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason, created_at
+  FROM {schema}.inventory_sale_log
+ WHERE activity_id = $1 AND sku_id = $2
+ ORDER BY log_id`
+
+// SaleLog returns a SKU's sale changes, oldest first.
+func (s *Store) SaleLog(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]SaleChanged, error) {
+	if db == nil {
+		return nil, nilHandle("db")
+	}
+	rows, err := db.Query(ctx, s.sql.saleLog, activityID, skuID)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: sale log: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SaleChanged, error) {
+		var c SaleChanged
+		var from, to int16
+		var starts, ends *time.Time
+		err := row.Scan(&c.LogID, &c.ActivityID, &c.SKUID, &from, &to, &starts, &ends, &c.Operator, &c.Reason, &c.ChangedAt)
+		c.From, c.To = SaleStatus(from), SaleStatus(to)
+		if starts != nil {
+			c.StartsAt = *starts
+		}
+		if ends != nil {
+			c.EndsAt = *ends
+		}
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: sale log: %w", err)
+	}
+	return out, nil
+}

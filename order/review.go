@@ -1,0 +1,214 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/jsonb"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// ReviewReason says why a payment callback was kept for review.
+type ReviewReason string
+
+// Review reasons (mirrored by ck_payment_review_reason).
+const (
+	ReviewUnknownOrder     ReviewReason = "UNKNOWN_ORDER"     // no order has the callback's order id
+	ReviewAmountMismatch   ReviewReason = "AMOUNT_MISMATCH"   // the amount differs from the order's
+	ReviewCurrencyMismatch ReviewReason = "CURRENCY_MISMATCH" // the currency differs from the order's
+	ReviewSecondTrade      ReviewReason = "SECOND_TRADE"      // another provider trade for an order already paid
+)
+
+// ReviewReasonOf returns the review reason of a RecordPayment error or
+// result: an error matching [ErrNotFound], [ErrAmountMismatch] or
+// [ErrCurrencyMismatch], or a [PaymentOnPaidOrder] result. ok is false for
+// anything else (a result that needs no review, or an error that is not
+// about the callback's content).
+func ReviewReasonOf(res PaymentResult, err error) (ReviewReason, bool) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ReviewUnknownOrder, true
+	case errors.Is(err, ErrAmountMismatch):
+		return ReviewAmountMismatch, true
+	case errors.Is(err, ErrCurrencyMismatch):
+		return ReviewCurrencyMismatch, true
+	case err == nil && res.Kind == PaymentOnPaidOrder:
+		return ReviewSecondTrade, true
+	}
+	return "", false
+}
+
+// PaymentReview is one callback kept for review (a payment_review row).
+type PaymentReview struct {
+	ReviewID                              int64
+	Provider, ProviderTradeNo, CallbackID string
+	OrderID, Amount                       int64
+	Currency                              string
+	Reason                                ReviewReason
+	RawPayload                            json.RawMessage
+	Resolved                              bool
+	Resolution, ResolvedBy                string
+	ResolvedAt, CreatedAt                 time.Time
+}
+
+const reviewCols = `review_id, provider, provider_trade_no, coalesce(callback_id, ''), order_id, amount, currency, reason,
+	raw_payload, status = 10, coalesce(resolution, ''), coalesce(resolved_by, ''), resolved_at, created_at`
+
+const recordReviewSQL = `
+WITH ins AS (
+	INSERT INTO {schema}.payment_review (provider, provider_trade_no, callback_id, order_id, amount, currency, reason, raw_payload)
+	VALUES ($1, $2, nullif($3, ''), $4, $5, $6, $7, $8)
+	ON CONFLICT (provider, provider_trade_no, reason) DO NOTHING
+	RETURNING ` + reviewCols + `
+)
+SELECT true, * FROM ins
+UNION ALL
+SELECT false, ` + reviewCols + ` FROM {schema}.payment_review
+ WHERE provider = $1 AND provider_trade_no = $2 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+func scanReview(row pgx.Row, r *PaymentReview, extra ...any) error {
+	var resolvedAt *time.Time
+	var reason string
+	err := row.Scan(append(extra, &r.ReviewID, &r.Provider, &r.ProviderTradeNo, &r.CallbackID, &r.OrderID, &r.Amount, &r.Currency,
+		&reason, &r.RawPayload, &r.Resolved, &r.Resolution, &r.ResolvedBy, &resolvedAt, &r.CreatedAt)...)
+	r.Reason = ReviewReason(reason)
+	if resolvedAt != nil {
+		r.ResolvedAt = *resolvedAt
+	}
+	return err
+}
+
+// RecordPaymentReview keeps a payment callback that matches nothing for a
+// human (reason from [ReviewReasonOf]), with its raw payload, in one
+// statement. It is idempotent: the same provider trade with the same reason
+// is recorded once, and a redelivery returns the existing row with created
+// false. Run it in its own transaction (or on a pool) after the payment
+// transaction was refused and rolled back.
+func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payment, reason ReviewReason) (PaymentReview, bool, error) {
+	if q == nil {
+		return PaymentReview{}, false, nilHandle("q")
+	}
+	switch reason {
+	case ReviewUnknownOrder, ReviewAmountMismatch, ReviewCurrencyMismatch, ReviewSecondTrade:
+	default:
+		return PaymentReview{}, false, invalid("reason", fmt.Sprintf("unknown review reason %q", reason))
+	}
+	if p.Currency == "" {
+		p.Currency = s.currency
+	}
+	switch {
+	case p.Provider == "" || utf8.RuneCountInString(p.Provider) > 32 || !storable(p.Provider):
+		return PaymentReview{}, false, invalid("Payment.Provider", "1 to 32 characters of valid UTF-8")
+	case p.ProviderTradeNo == "" || utf8.RuneCountInString(p.ProviderTradeNo) > 128 || !storable(p.ProviderTradeNo):
+		return PaymentReview{}, false, invalid("Payment.ProviderTradeNo", "1 to 128 characters of valid UTF-8")
+	case utf8.RuneCountInString(p.CallbackID) > 128 || !storable(p.CallbackID):
+		return PaymentReview{}, false, invalid("Payment.CallbackID", "at most 128 characters of valid UTF-8")
+	case len(p.Currency) != 3 || !storable(p.Currency):
+		return PaymentReview{}, false, invalid("Payment.Currency", "3 characters")
+	}
+	raw := p.RawPayload
+	if raw == nil {
+		raw = json.RawMessage("{}")
+	}
+	if err := jsonb.Check(raw); err != nil {
+		return PaymentReview{}, false, invalid("Payment.RawPayload", err.Error())
+	}
+	var (
+		out     PaymentReview
+		created bool
+	)
+	err := scanReview(q.QueryRow(ctx, s.sql.recordReview, p.Provider, p.ProviderTradeNo, p.CallbackID, p.OrderID, p.Amount,
+		p.Currency, string(reason), string(raw)), &out, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Inserted concurrently and committed during the statement: read it.
+		err = scanReview(q.QueryRow(ctx, s.sql.recordReview, p.Provider, p.ProviderTradeNo, p.CallbackID, p.OrderID, p.Amount,
+			p.Currency, string(reason), string(raw)), &out, &created)
+	}
+	if err != nil {
+		return PaymentReview{}, false, fmt.Errorf("order: record payment review: %w", err)
+	}
+	return out, created, nil
+}
+
+const openReviewsSQL = `SELECT ` + reviewCols + ` FROM {schema}.payment_review WHERE status = 0
+ ORDER BY created_at, review_id LIMIT $1`
+
+// OpenPaymentReviews lists up to limit (1..10,000) unresolved reviews,
+// oldest first.
+func (s *Store) OpenPaymentReviews(ctx context.Context, q pgtx.Querier, limit int) ([]PaymentReview, error) {
+	if q == nil {
+		return nil, nilHandle("q")
+	}
+	if limit < 1 || limit > 10_000 {
+		return nil, invalid("limit", "must be between 1 and 10000")
+	}
+	rows, err := q.Query(ctx, s.sql.openReviews, limit)
+	if err != nil {
+		return nil, fmt.Errorf("order: open payment reviews: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PaymentReview, error) {
+		var r PaymentReview
+		err := scanReview(row, &r)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("order: open payment reviews: %w", err)
+	}
+	return out, nil
+}
+
+const resolveReviewSQL = `
+WITH upd AS (
+	UPDATE {schema}.payment_review
+	   SET status = 10, resolution = $2, resolved_by = $3, resolved_at = statement_timestamp()
+	 WHERE review_id = $1 AND status = 0
+	RETURNING ` + reviewCols + `
+)
+SELECT true, * FROM upd
+UNION ALL
+SELECT false, ` + reviewCols + ` FROM {schema}.payment_review WHERE review_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`
+
+// ErrReviewResolved is matched when [Store.ResolvePaymentReview] finds the
+// review already resolved; nothing is written (the first resolution
+// stands).
+var ErrReviewResolved = errors.New("order: payment review already resolved")
+
+// ResolvePaymentReview closes a review with what was done (resolution, up
+// to 256 characters, e.g. "refunded manually, ticket 7") and who did it
+// (up to 128). Unknown id: [ErrNotFound]; already resolved:
+// [ErrReviewResolved] with the stored row; nothing is written then.
+func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, reviewID int64, resolution, resolvedBy string) (PaymentReview, error) {
+	if q == nil {
+		return PaymentReview{}, nilHandle("q")
+	}
+	switch {
+	case reviewID <= 0:
+		return PaymentReview{}, invalid("reviewID", "must be > 0")
+	case resolution == "" || utf8.RuneCountInString(resolution) > 256 || !storable(resolution):
+		return PaymentReview{}, invalid("resolution", "1 to 256 characters of valid UTF-8")
+	case resolvedBy == "" || utf8.RuneCountInString(resolvedBy) > 128 || !storable(resolvedBy):
+		return PaymentReview{}, invalid("resolvedBy", "1 to 128 characters of valid UTF-8")
+	}
+	var (
+		out     PaymentReview
+		updated bool
+	)
+	err := scanReview(q.QueryRow(ctx, s.sql.resolveReview, reviewID, resolution, resolvedBy), &out, &updated)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return PaymentReview{}, fmt.Errorf("order: payment review %d: %w", reviewID, ErrNotFound)
+	case err != nil:
+		return PaymentReview{}, fmt.Errorf("order: resolve payment review %d: %w", reviewID, err)
+	case !updated:
+		return out, fmt.Errorf("order: payment review %d: %w", reviewID, ErrReviewResolved)
+	}
+	return out, nil
+}
+
+func storable(s string) bool { return utf8.ValidString(s) && !hasNUL(s) }

@@ -1,0 +1,93 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/outbox"
+)
+
+// A MarkSent, MarkFailed or Release that waits behind a lease recovery
+// loses the lease, and its report shows the row as the recovery left it
+// (RETRY, no owner), not the SENDING row of the statement's snapshot.
+func TestLostReportShowsTheCurrentRow(t *testing.T) {
+	t.Parallel()
+	var b *bundle
+	ops := map[string]func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error){
+		"MarkSent": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.MarkSent(b.ctx, b.pool, l, []uuid.UUID{id})
+		},
+		"MarkFailed": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.MarkFailed(b.ctx, b.pool, l, []outbox.Failure{{EventID: id, Err: errors.New("x")}})
+		},
+		"Release": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.Release(b.ctx, b.pool, l, []uuid.UUID{id})
+		},
+	}
+	for name, op := range ops {
+		b = setup(t, outbox.Config{}) // the ops read b when called
+		b.enqueue(t, event(1))
+		c := b.claim(t, "relay-"+name, 1)
+		if len(c.Messages) != 1 {
+			t.Fatalf("%s: claimed %d", name, len(c.Messages))
+		}
+		id := c.Messages[0].EventID
+		rec, err := b.pool.BeginTx(b.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := b.store.RecoverLease(b.ctx, rec, c.Lease, time.Microsecond); err != nil || len(got) != 1 {
+			t.Fatalf("%s: recover %v, %v", name, got, err)
+		}
+		type result struct {
+			res outbox.MarkResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, err := op(c.Lease, id)
+			done <- result{r, err}
+		}()
+		waitLockWaiter(t, b)
+		if err := rec.Commit(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		var lost *outbox.LeaseLostError
+		if !errors.As(got.err, &lost) || got.res.Marked != 0 || len(got.res.Lost) != 1 || len(lost.Lost) != 1 {
+			t.Fatalf("%s: %+v, %v", name, got.res, got.err)
+		}
+		for _, l := range []outbox.LostEvent{got.res.Lost[0], lost.Lost[0]} {
+			if l.EventID != id || !l.Exists || l.Status != outbox.StatusRetry || l.LockedBy != "" {
+				t.Fatalf("%s: lost event %+v, want RETRY without owner", name, l)
+			}
+		}
+		if st, retries, _ := b.status(t, id); st != outbox.StatusRetry || retries != 1 {
+			t.Fatalf("%s: row %v after %d attempts", name, st, retries)
+		}
+	}
+}
+
+func waitLockWaiter(t *testing.T, b *bundle) {
+	t.Helper()
+	for {
+		var n int
+		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, b.schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-b.ctx.Done():
+			t.Fatal(context.Cause(b.ctx))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,9 @@
+-- Every payment that arrived after its order was cancelled (recorded as
+-- REFUND_PENDING or REFUNDED) has its REFUND_REQUESTED event.
+SELECT p.payment_id, p.order_id
+  FROM {schema}.payment_record AS p
+  JOIN {schema}.orders AS o ON o.order_id = p.order_id
+ WHERE o.status = 40
+   AND p.status IN (40, 50)
+   AND NOT EXISTS (SELECT 1 FROM {schema}.event_outbox AS e
+                    WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text);

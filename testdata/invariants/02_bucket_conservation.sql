@@ -1,0 +1,6 @@
+-- Seed 000 §13.3: each bucket conserves its stock.
+SELECT *
+  FROM {schema}.sku_inventory
+ WHERE total_stock <> available_stock + allocated_stock
+    OR available_stock < 0
+    OR allocated_stock < 0;

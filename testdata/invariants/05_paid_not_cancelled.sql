@@ -1,0 +1,6 @@
+-- Seed 000 §13.3: a paid order is never cancelled (a refund has its own
+-- status).
+SELECT *
+  FROM {schema}.orders
+ WHERE status = 40
+   AND paid_at IS NOT NULL;
