@@ -175,7 +175,7 @@ type AdjustmentEntry struct {
 	ActivityID, SKUID     int64
 	Bucket                int16
 	Delta                 int32
-	Operator, ApprovalRef string // "" for rows written before migration 006
+	Operator, ApprovalRef string // "" for rows written before migration 005
 	Reason                string
 	CreatedAt             time.Time
 }

@@ -14,7 +14,7 @@ import (
 // and reason, is refused without them (by the package and by the
 // database), applies once per approval and bucket, keeps the SKU's planned
 // stock equal to its buckets, and is listed with its evidence. An ADJUST
-// row without evidence (as written before migration 006) is reported by
+// row without evidence (as written before migration 005) is reported by
 // the audit.
 func TestAdjustStockIsEvidence(t *testing.T) {
 	t.Parallel()

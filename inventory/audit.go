@@ -54,7 +54,7 @@ const (
 	// reservation holds stock (ALLOCATE without RELEASE).
 	FindingLeakedAllocation FindingKind = "leaked_allocation"
 	// FindingAdjustWithoutEvidence: an ADJUST row has no operator or no
-	// approval reference (rows written before migration 006; Bucket set,
+	// approval reference (rows written before migration 005; Bucket set,
 	// Actual: the row's total delta).
 	FindingAdjustWithoutEvidence FindingKind = "adjust_without_evidence"
 )

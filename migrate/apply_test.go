@@ -308,7 +308,10 @@ func TestModuleMigrationsAreGooseFiles(t *testing.T) {
 		if err != nil || len(ms) == 0 {
 			t.Fatalf("%s: %d migrations, %v", c.Name, len(ms), err)
 		}
-		for _, m := range ms {
+		for i, m := range ms {
+			if m.Version != i+1 {
+				t.Errorf("%s %s: version %d, want %d (the module's files are numbered 1, 2, 3, … without gaps)", c.Name, m.Name, m.Version, i+1)
+			}
 			first, _, _ := strings.Cut(m.SQL, "\n")
 			if strings.TrimSpace(first) != "-- +goose Up" {
 				t.Errorf("%s %s: first line %q, want \"-- +goose Up\"", c.Name, m.Name, first)

@@ -140,12 +140,16 @@ func describe(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema stri
 		 FROM pg_class s LEFT JOIN pg_depend d ON d.objid = s.oid AND d.deptype IN ('a', 'i')
 		 LEFT JOIN pg_class t ON t.oid = d.refobjid
 		 WHERE s.relnamespace = $1::regnamespace AND s.relkind = 'S'`,
-		`SELECT 'function ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') ' || md5(pg_get_functiondef(p.oid)), ''
-		 FROM pg_proc p WHERE p.pronamespace = $1::regnamespace`,
+		`SELECT 'function ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') ' || md5(replace(pg_get_functiondef(p.oid), $2, 'S')), ''
+		 FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND $2 <> ''`,
 	}
 	var out []string
 	for _, q := range queries {
-		rows, err := pool.Query(ctx, q, pgx.Identifier{schema}.Sanitize())
+		args := []any{pgx.Identifier{schema}.Sanitize()}
+		if strings.Contains(q, "$2") {
+			args = append(args, schema)
+		}
+		rows, err := pool.Query(ctx, q, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
