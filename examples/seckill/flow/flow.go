@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -173,6 +174,52 @@ type Service struct {
 	txOpts pgtx.Options
 	log    *slog.Logger
 	gates  []chan struct{} // per bucket; nil: no bound
+
+	// horizon is PurgeHistory's newest olderThan in Unix nanoseconds (0:
+	// never purged), shared by copies of the Service that differ only in
+	// Pool.
+	horizon *atomic.Int64
+}
+
+// PurgeHistory is the sale's retention: it deletes the inbox rows
+// processed and the outbox events sent before olderThan (at most batchSize
+// rows per statement) and returns how many rows went.
+// It records olderThan as the history horizon: from then on the audit's
+// event-completeness checks (invariant 7) look only at state changes made at
+// or after it, since the events of older ones may have been purged. Purge
+// through this method, not the packages' Purge functions, or the audit
+// reports the purged events as lost.
+func (s *Service) PurgeHistory(ctx context.Context, olderThan time.Time, batchSize int) (int64, error) {
+	if s.horizon == nil {
+		return 0, errors.New("flow: purge history: the Service was not made by New")
+	}
+	if olderThan.IsZero() || batchSize <= 0 {
+		return 0, fmt.Errorf("flow: purge history: olderThan must be set and batchSize positive (got %v, %d)", olderThan, batchSize)
+	}
+	for {
+		old := s.horizon.Load()
+		if olderThan.UnixNano() <= old || s.horizon.CompareAndSwap(old, olderThan.UnixNano()) {
+			break
+		}
+	}
+	n, err := s.Inbox.Purge(ctx, s.Pool, olderThan, batchSize)
+	if err != nil {
+		return n, err
+	}
+	m, err := s.Outbox.PurgeSent(ctx, s.Pool, olderThan, batchSize)
+	return n + m, err
+}
+
+// purgedBefore returns the history horizon PurgeHistory recorded (zero when
+// nothing was purged).
+func (s *Service) purgedBefore() time.Time {
+	if s.horizon == nil {
+		return time.Time{}
+	}
+	if ns := s.horizon.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // New migrates the schema (all four packages), provisions the item's
@@ -190,7 +237,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if !cfg.EagerBegin {
 		cfg.TxOptions.DeferBegin = true
 	}
-	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger}
+	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger, horizon: new(atomic.Int64)}
 	if cfg.BucketConcurrency == 0 {
 		cfg.BucketConcurrency = DefaultBucketConcurrency
 	}
