@@ -80,10 +80,12 @@ func run(duration time.Duration, users, workers int, schema string, keep bool) e
 	// The audit reads every order and ledger row: minutes after a long run.
 	actx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	began := time.Now()
 	checks, err := last.Flow.Audit(actx)
 	if err != nil {
 		return err
 	}
+	fmt.Printf("audit of %d orders took %v\n", last.Orders, time.Since(began).Round(time.Millisecond))
 	for _, c := range checks {
 		status := "PASS"
 		if !c.Pass {
