@@ -77,12 +77,15 @@ func run(duration time.Duration, users, workers int, schema string, keep bool) e
 		first.Round, kb(first.InboxBytes), kb(first.OutboxBytes), kb(first.BucketBytes), first.ClaimBlocks, first.ClaimLatency.Round(time.Microsecond))
 	fmt.Printf("after round %d: inbox %s, outbox %s, buckets %s, claim %d buffers %v (%d orders, %d autovacuums)\n",
 		last.Round, kb(last.InboxBytes), kb(last.OutboxBytes), kb(last.BucketBytes), last.ClaimBlocks, last.ClaimLatency.Round(time.Microsecond), last.Orders, last.Autovacuums)
-	actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// The audit reads every order and ledger row: minutes after a long run.
+	actx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	began := time.Now()
 	checks, err := last.Flow.Audit(actx)
 	if err != nil {
 		return err
 	}
+	fmt.Printf("audit of %d orders took %v\n", last.Orders, time.Since(began).Round(time.Millisecond))
 	for _, c := range checks {
 		status := "PASS"
 		if !c.Pass {

@@ -323,15 +323,18 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	// Every child of the postmaster makes itself a session leader, so
-	// the postmaster's process group does not hold them: find them first.
+	// the postmaster's process group does not hold them: freeze the
+	// postmaster (no more forks), list its children, kill them all.
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
 	children, err := childrenOf(pid)
 	if err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return err
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
 	for _, c := range children {
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 	s.heldPID = 0
 	if err := s.proc.waitExit(30 * time.Second); err != nil {
 		return err

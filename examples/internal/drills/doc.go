@@ -76,7 +76,8 @@
 //   - TestFailoverAsynchronousStandby: the same with synchronous_commit =
 //     local: the messages acknowledged while the standby did not receive
 //     them are lost; the drill counts them (messages, orders, events
-//     already published) and asserts they are exactly those.
+//     already published) and asserts they are the ones the standby never
+//     received.
 //   - TestReplicaLagReadsNeverDecideWrites: a lagging standby serves order
 //     status; a cancel decided on its stale CREATED is refused by the
 //     primary's conditional UPDATE; read-your-writes by replayed position.

@@ -325,8 +325,10 @@ func (r *rig) ackedIDs() map[uuid.UUID]bool {
 // new primary, the broker will not redeliver it (it was acknowledged), and
 // the stock it took is for sale again. The drill counts and reports the
 // losses (acknowledged messages, created orders, events already published
-// for rows that no longer exist) and asserts that they are exactly the
-// acknowledgements the standby never received — and that the new primary
+// for rows that no longer exist) and asserts that they are the
+// acknowledgements the standby never received (none acknowledged and
+// replicated before the hold; all acknowledged after it, but for one per
+// consumer whose COMMIT just preceded the hold) — and that the new primary
 // is consistent in itself: the rest of the sale completes exactly once and
 // the audit passes.
 func TestFailoverAsynchronousStandby(t *testing.T) {
@@ -343,7 +345,8 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 
 	stopRelays := r.startRelays(relayPool, 2, outbox.RelayConfig{Lease: 2 * time.Second, RecoverInterval: 200 * time.Millisecond})
 	canceller := r.startCanceller(1, 20, 20*time.Millisecond)
-	q := r.consume(msgs, deliverConfig{Workers: 8})
+	const workers = 8
+	q := r.consume(msgs, deliverConfig{Workers: workers})
 	q.waitAcked(int64(len(msgs)) * 3 / 10)
 	// Everything acknowledged so far reaches the standby before the hold;
 	// what is acknowledged after the hold never does. In between (the
@@ -410,8 +413,12 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 		}
 	}
 	r.mu.Unlock()
-	if heldAcks == 0 || lostDuringHold != heldAcks {
-		t.Errorf("%d messages acknowledged while replication was held, %d of them lost: want all (the standby never received them)", heldAcks, lostDuringHold)
+	// Every acknowledgement recorded after the hold is lost, except at
+	// most one per consumer: a COMMIT that reached the standby just before
+	// the hold whose acknowledgement was recorded just after it.
+	if heldAcks == 0 || lostDuringHold == 0 || heldAcks-lostDuringHold > workers {
+		t.Errorf("%d messages acknowledged while replication was held, %d of them lost: want all but at most %d (one per consumer in flight at the hold)",
+			heldAcks, lostDuringHold, workers)
 	}
 	// Events the relays published for rows the new primary does not have.
 	rows, err = admin.Query(ctx, r.q(`SELECT event_id FROM %s.event_outbox`))
