@@ -297,16 +297,10 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch, at
 			break
 		}
 	}
-	cerr := br.Close()
-	if fail == nil && cerr != nil {
-		// Every result was read; a late error is the Sync's.
-		var pgErr *pgconn.PgError
-		if !errors.As(cerr, &pgErr) && cbErr == nil {
-			fail = &CommitError{Err: cerr, XID: xid, Unknown: true}
-			r.observe(ctx, Event{Kind: EventCommitUnknown, Attempt: attempt, Err: fail})
-			return fail
-		}
-	}
+	// Without fail, COMMIT's answer arrived: the transaction committed,
+	// whatever Close (the Sync's answer) reports; a connection it leaves
+	// broken is discarded by the pool or closed.
+	_ = br.Close()
 	if fail != nil {
 		r.rollbackFailed(ctx, conn)
 		return fail
