@@ -77,7 +77,7 @@ func BenchmarkClaimOutboxBatch(b *testing.B) {
 func BenchmarkRelayThroughput(b *testing.B) {
 	for _, relays := range []int{1, 4} {
 		b.Run(fmt.Sprintf("relays=%d", relays), func(b *testing.B) {
-			bb := setup(b, outbox.Config{DisableNotify: true})
+			bb := setup(b, outbox.Config{})
 			n := max(b.N, 1000)
 			bb.enqueue(b, manyEvents(n, nil)...)
 			noop := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })

@@ -85,11 +85,12 @@
 // none waits for a lease to expire) and after its goroutines have ended.
 // Owner ids default to hostname-pid-random, unique per relay.
 //
-// LISTEN/NOTIFY: Enqueue calls pg_notify once per statement that inserted
-// (not per row) on [Store.Channel]; PostgreSQL delivers it at commit and
-// folds duplicates within a transaction. Committing transactions that
-// notified serialise briefly on the notification queue lock, so at very
-// high enqueue rates set [Config].DisableNotify and let relays poll. A
+// LISTEN/NOTIFY: with [Config].Notify (off by default), Enqueue calls
+// pg_notify once per statement that inserted (not per row) on
+// [Store.Channel]; PostgreSQL delivers it at commit and folds duplicates
+// within a transaction. Committing transactions that notified serialise on
+// the notification queue lock across their WAL flush, which caps an order
+// path's commits per second; without NOTIFY relays poll (PollInterval). A
 // relay LISTENs on a dedicated connection taken out of its pool; behind a
 // transaction-mode pooler (PgBouncer) set [RelayConfig].DisableListen —
 // polling still delivers everything. Logs go to a *slog.Logger, counters

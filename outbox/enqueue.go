@@ -229,7 +229,7 @@ func uuidTexts(ids []uuid.UUID) []string {
 func (s *Store) enqueueArgs(a *enqueueArgs) []any {
 	args := []any{uuidTexts(a.ids), a.dedup, a.aggType, a.aggID, a.topic, a.tag, a.msgKey,
 		a.ordKey, a.version, a.payload, a.headers, a.delayUS, a.maxRetry, s.schema}
-	if !s.cfg.DisableNotify {
+	if s.cfg.notify() {
 		args = append(args, s.channel)
 	}
 	return args
@@ -240,7 +240,7 @@ func (s *Store) enqueueArgs(a *enqueueArgs) []any {
 func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
 	args := []any{pgval.UUID(a.ids[0]), a.dedup[0], a.aggType[0], a.aggID[0], a.topic[0], a.tag[0], a.msgKey[0],
 		a.version[0], a.payload[0], a.headers[0], a.delayUS[0], a.maxRetry[0]}
-	if !s.cfg.DisableNotify {
+	if s.cfg.notify() {
 		args = append(args, s.channel)
 	}
 	return args

@@ -366,7 +366,7 @@ func TestEnqueueOrderedSerialisesPerKey(t *testing.T) {
 // Enqueue notifies the store's channel (delivered at commit).
 func TestEnqueueNotifies(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
+	b := setup(t, outbox.Config{Notify: true})
 	conn := pgtest.Conn(t)
 	if _, err := conn.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // headers as the same JSON values. Accepted events are rolled back, so each
 // input costs one short transaction.
 func FuzzEnqueueEvent(f *testing.F) {
-	b := setup(f, outbox.Config{MaxPayloadBytes: 4096, DisableNotify: true})
+	b := setup(f, outbox.Config{MaxPayloadBytes: 4096})
 	seeds := []struct {
 		topic, tag, dedup, ordering string
 		payload                     string

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/leakcheck"
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -469,11 +470,12 @@ func TestRelayBlockedKeyDoesNotBlockOthers(t *testing.T) {
 	}
 }
 
-// With LISTEN/NOTIFY an event enqueued while the relay idles on a one-hour
-// poll interval is published: only the notification can wake it.
+// With LISTEN/NOTIFY (Config.Notify) an event enqueued while the relay
+// idles on a one-hour poll interval is published: only the notification can
+// wake it.
 func TestRelayListenWakesUp(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
+	b := setup(t, outbox.Config{Notify: true})
 	idle := make(chan bool, 100)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 1 })
@@ -505,7 +507,7 @@ func TestRelayListenWakesUp(t *testing.T) {
 // With LISTEN switched off (and no NOTIFY sent), polling still delivers.
 func TestRelayPollingWithoutListen(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{DisableNotify: true})
+	b := setup(t, outbox.Config{})
 	idle := make(chan bool, 100)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 3 })
@@ -608,5 +610,60 @@ func TestRelayStopLeavesNoGoroutines(t *testing.T) {
 	stop()
 	if err := leakcheck.Wait("outbox", 5*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNotifyOnlyWhenAsked: by default Enqueue and EnqueueMany send no
+// NOTIFY; with Config.Notify each statement that inserted sends one. A
+// sentinel NOTIFY committed after the default enqueues must be the first
+// notification the listener sees (notifications arrive in commit order).
+func TestNotifyOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	notifying, err := outbox.New(outbox.Config{Schema: b.schema, Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener := pgtest.Conn(t)
+	if _, err := listener.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	next := func() string {
+		t.Helper()
+		n, err := listener.WaitForNotification(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Payload
+	}
+	enqueue := func(s *outbox.Store, many bool, i int) {
+		t.Helper()
+		err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+			if many {
+				_, err := s.EnqueueMany(b.ctx, tx, []outbox.Event{event(i), event(i + 1)})
+				return err
+			}
+			_, err := s.Enqueue(b.ctx, tx, event(i))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(b.store, false, 1)
+	enqueue(b.store, true, 2)
+	if _, err := b.pool.Exec(b.ctx, `SELECT pg_notify($1, 'sentinel')`, b.store.Channel()); err != nil {
+		t.Fatal(err)
+	}
+	if p := next(); p != "sentinel" {
+		t.Fatalf("first notification %q, want the sentinel: the default store notified", p)
+	}
+	enqueue(notifying, false, 10)
+	if p := next(); p != "" {
+		t.Fatalf("notification %q after a Notify Enqueue, want the store's empty payload", p)
+	}
+	enqueue(notifying, true, 20)
+	if p := next(); p != "" {
+		t.Fatalf("notification %q after a Notify EnqueueMany, want the store's empty payload", p)
 	}
 }

@@ -56,15 +56,18 @@ type Config struct {
 	// *migrate.SchemaError.
 	Schema string
 
-	// DisableNotify stops Enqueue from sending a NOTIFY. Defaults to false:
-	// every Enqueue/EnqueueMany statement that inserted at least one row
-	// calls pg_notify once (not once per row) on the channel returned by
-	// [Store.Channel], so a listening [Relay] wakes up at once. PostgreSQL
-	// delivers it at COMMIT and folds duplicates within one transaction, but
-	// committing transactions that notified serialise on a global lock of
-	// the notification queue; at thousands of enqueuing commits per second
-	// turn it off and let relays poll.
-	DisableNotify bool
+	// Notify makes Enqueue send a NOTIFY: every Enqueue/EnqueueMany
+	// statement that inserted at least one row calls pg_notify once (not
+	// once per row) on the channel returned by [Store.Channel], so a
+	// listening [Relay] wakes up at once instead of at its next poll.
+	// Defaults to false. The trade-off: PostgreSQL delivers a NOTIFY at
+	// COMMIT, and every committing transaction that notified takes one
+	// global lock on the notification queue, held across its commit's WAL
+	// flush, so notifying commits run one at a time — on an order path that
+	// is a cap on orders per second for the whole database. Without it a
+	// relay finds new events by polling, within RelayConfig.PollInterval
+	// (100ms by default) when idle, at once when busy.
+	Notify bool
 
 	// DeadBlocksKey makes a DEAD event block the later events of its
 	// ordering key until an operator deals with it — deletes the row, or
@@ -121,8 +124,8 @@ func New(cfg Config) (*Store, error) {
 
 	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema)}
 	r := strings.NewReplacer("{schema}", quoted)
-	s.enqueueSQL = r.Replace(enqueueSQL(!cfg.DisableNotify))
-	s.enqueueOne = r.Replace(enqueueOneSQL(!cfg.DisableNotify))
+	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
+	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
 	blocking := "0, 10, 30"
 	if cfg.DeadBlocksKey {
 		blocking = "0, 10, 30, 40"
@@ -141,6 +144,9 @@ func New(cfg Config) (*Store, error) {
 
 // Schema returns the (unquoted) schema the store works in.
 func (s *Store) Schema() string { return s.schema }
+
+// notify reports whether Enqueue sends a NOTIFY.
+func (c Config) notify() bool { return c.Notify }
 
 // Channel returns the LISTEN/NOTIFY channel of this schema's outbox:
 // "seckill_outbox_<schema>", or a hash of the schema name when that would

@@ -35,3 +35,28 @@ func BenchmarkRunInTxOneBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRunBatch: the same two inserts sent with RunBatch (BEGIN, the
+// batch and COMMIT in one round trip), with and without ResolveCommit
+// (which adds the padded transaction id read to the pipeline).
+func BenchmarkRunBatch(b *testing.B) {
+	bb := setup(b)
+	id := 0
+	for _, opts := range []pgtx.Options{{}, {ResolveCommit: true}} {
+		name := "plain"
+		if opts.ResolveCommit {
+			name = "resolve"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				id += 2
+				batch := &pgx.Batch{}
+				batch.Queue(`INSERT INTO `+bb.table+` VALUES ($1, 0)`, id)
+				batch.Queue(`INSERT INTO `+bb.table+` VALUES ($1, 0)`, id+1)
+				if err := pgtx.RunBatch(bb.ctx, bb.pool, opts, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -35,6 +35,13 @@
 // that sends its work as one batch takes two round trips in all, the batch
 // and COMMIT, and a transaction whose fn sends nothing takes none.
 //
+// [RunBatch] takes one: BEGIN, a batch of statements and COMMIT travel in
+// one pipeline, so a hot row's lock is held only while the server runs the
+// rest of the batch and flushes the commit. Every condition that must stop
+// such a transaction has to raise in SQL (the server then skips the rest,
+// COMMIT included, and the error names the statement, a
+// *[StatementError]); the caller falls back to its general path.
+//
 // # When COMMIT fails
 //
 // A failed COMMIT returns a *[CommitError], in one of two kinds:

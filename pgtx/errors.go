@@ -191,7 +191,11 @@ func withContextEnd(ctx context.Context, err error) error {
 // [ErrCommitOutcomeUnknown]).
 func IsCommitOutcomeUnknown(err error) bool { return errors.Is(err, ErrCommitOutcomeUnknown) }
 
-// NotCommitted reports whether err, returned by [RunInTx], proves the
-// transaction did not commit — every non-nil error except one whose outcome
-// is unknown. Re-running the work after such an error cannot apply it twice.
-func NotCommitted(err error) bool { return err != nil && !IsCommitOutcomeUnknown(err) }
+// NotCommitted reports whether err, returned by [RunInTx] or [RunBatch],
+// proves the transaction did not commit — every non-nil error except one
+// whose outcome is unknown and a [RunBatch] *[ResultError] (committed).
+// Re-running the work after such an error cannot apply it twice.
+func NotCommitted(err error) bool {
+	var re *ResultError
+	return err != nil && !IsCommitOutcomeUnknown(err) && !errors.As(err, &re)
+}

@@ -112,3 +112,36 @@ func ExampleOptions_deferBegin() {
 	// Output:
 	// err: <nil> | lock_timeout inside: 150ms
 }
+
+func ExampleRunBatch() {
+	ctx := context.Background()
+	db := seckilltest.Example() // a fresh, empty schema
+	pool, schema := db.Pool, db.Schema
+	stock, orders := pgx.Identifier{schema, "stock"}.Sanitize(), pgx.Identifier{schema, "orders"}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+stock+` (sku int PRIMARY KEY, available int NOT NULL);
+		CREATE TABLE `+orders+` (buyer text PRIMARY KEY, sku int NOT NULL);
+		INSERT INTO `+stock+` VALUES (1, 1)`); err != nil {
+		panic(err)
+	}
+
+	// BEGIN, both statements and COMMIT travel in one round trip. Every
+	// condition that must stop the order raises: the decrement divides by
+	// the rows it updated (sold out → division by zero), the order's
+	// primary key refuses a second order of the same buyer.
+	buy := func(buyer string) error {
+		b := &pgx.Batch{}
+		b.Queue(`WITH u AS (UPDATE ` + stock + ` SET available = available - 1 WHERE sku = 1 AND available >= 1 RETURNING 1)
+			SELECT 1 / (SELECT count(*) FROM u)::int`)
+		b.Queue(`INSERT INTO `+orders+` VALUES ($1, 1)`, buyer)
+		return pgtx.RunBatch(ctx, pool, pgtx.Options{}, b)
+	}
+	fmt.Println("ann:", buy("ann"))
+	err := buy("bob")
+	var se *pgtx.StatementError
+	if errors.As(err, &se) {
+		fmt.Println("bob: statement", se.Index, "raised | not committed:", pgtx.NotCommitted(err))
+	}
+	// Output:
+	// ann: <nil>
+	// bob: statement 0 raised | not committed: true
+}

@@ -19,10 +19,19 @@
 // pg_stat_activity from a connection of its own. At the end every variant's
 // schema is audited (raw: the invariants it can satisfy).
 //
-// Outbox: relay throughput (outbox.Relay, no-op publisher) against a
-// hand-written claim + mark-sent loop at the same batch size and
-// concurrency; and the claim latency over 1,000,000 SENT rows of history
-// against none.
+// The limits: limit-min (bucket UPDATE + order INSERT as one statement,
+// implicit commit: the hot row's physical limit) and limit-full (every row
+// the kit's fresh path writes, in one statement: the limit for the kit's
+// own work). Every cell reports the client's CPU time per order
+// (getrusage around the run).
+//
+// Outbox: relay throughput (outbox.Relay, no-op publisher; every event
+// checked published and SENT) against a hand-written claim + mark-sent loop
+// at the same batch size and concurrency, and against River (jobs inserted
+// first, then worked by a no-op worker, same count, same pool, MaxWorkers
+// 1,000 and 4,000, the best taken); the relay draining a backlog of
+// 1,000,000 pending events against 10,000; and the claim latency over
+// 1,000,000 SENT rows of history against none.
 //
 // It prints a markdown table and, last, one RESULT line. -quick finishes in
 // under 5 minutes on 2 cores.
@@ -48,6 +57,7 @@ type options struct {
 	poolSize    int
 	history     int
 	events      int
+	backlog     int
 	relays      int
 	batch       int
 	claimProbes int
@@ -81,13 +91,14 @@ func main() {
 	flag.IntVar(&o.poolSize, "pool", 40, "pool size shared by every variant")
 	flag.IntVar(&o.history, "history", 1_000_000, "SENT rows of outbox history for the claim latency test")
 	flag.IntVar(&o.events, "events", 0, "events per outbox throughput run (default 40000, -quick 20000)")
+	flag.IntVar(&o.backlog, "backlog", 0, "pending events of the drain-at-scale run, compared with 10,000 (default 1000000, -quick 200000)")
 	flag.IntVar(&o.relays, "relays", 2, "outbox relays (and raw loops)")
 	flag.IntVar(&o.batch, "batch", 200, "outbox claim batch size")
 	flag.IntVar(&o.claimProbes, "claim-probes", 0, "claims timed per history size (default 400, -quick 200)")
 	flag.BoolVar(&o.waits, "waits", false, "print the wait events sampled per variant")
 	flag.BoolVar(&o.statements, "statements", false, "load pg_stat_statements (throwaway server) and print each variant's costliest statements (64 buckets, 32 consumers, first round)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the order runs to this file")
-	flag.StringVar(&o.variants, "variants", "raw,seed,kit", "order variants, in order: raw, seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound), kit-eager (BEGIN in a round trip of its own)")
+	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound), kit-eager (BEGIN in a round trip of its own)")
 	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
 	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
 	flag.Parse()
@@ -115,6 +126,7 @@ func main() {
 	}
 	def(&o.rounds, 3, 2)
 	def(&o.events, 40000, 20000)
+	def(&o.backlog, 1_000_000, 200_000)
 	def(&o.claimProbes, 400, 200)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

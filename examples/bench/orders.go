@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,11 +41,14 @@ type variant struct {
 	cfg func(*flow.Config)
 }
 
-// allVariants are the variants -variants can name: raw, seed and kit, and
+// allVariants are the variants -variants can name: raw, the limits
+// (limit-min, limit-full: one statement, implicit commit), seed and kit, and
 // the kit with one of its optimisations switched off, for comparison.
 func allVariants() []variant {
 	return []variant{
 		{name: "raw", place: placeRaw},
+		{name: "limit-min", place: placeLimitMin},
+		{name: "limit-full", place: placeLimitFull},
 		{name: "seed", place: placeSeed},
 		{name: "kit", place: placeKit},
 		{name: "kit-notify", place: placeKit, cfg: func(c *flow.Config) { c.Notify = true }},
@@ -214,6 +218,7 @@ type cellResult struct {
 	lat       []time.Duration
 	rt        int64 // round trips counted by the tracer
 	lockWaits waitSample
+	cpu       time.Duration // the process's CPU time (user + system) during the run
 }
 
 // runCell runs one variant for d with c consumers against a freshly
@@ -243,6 +248,7 @@ func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Du
 	defer cancel()
 	stopSampling := sampler.start(ctx)
 	rt0 := rt.Load()
+	cpu0 := processCPU()
 	start := time.Now()
 	for range c {
 		wg.Add(1)
@@ -281,6 +287,7 @@ func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Du
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	res.cpu = processCPU() - cpu0
 	res.rt = rt.Load() - rt0
 	res.lockWaits = stopSampling()
 	if res.errors > 0 && res.orders == 0 {
@@ -290,6 +297,17 @@ func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Du
 		fmt.Fprintf(stderr, "bench: %s: %d transactions failed, first: %v\n", v.name, res.errors, firstErr)
 	}
 	return res, nil
+}
+
+// processCPU is the CPU time (user + system) the process has used so far:
+// around a variant's run, the client's CPU cost of its orders (plus the
+// wait sampler's few queries, the same for every variant).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // waitSampler samples pg_stat_activity of the bench's backends every few

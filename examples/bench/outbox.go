@@ -17,8 +17,18 @@ import (
 
 type outboxResult struct {
 	relayRate, rawRate   float64 // events/s
+	riverRate            float64 // jobs/s, the best of riverWorkers
+	riverRates           map[int]float64
+	drainSmall           float64 // relay events/s draining smallBacklog pending events
+	drainLarge           float64 // relay events/s draining o.backlog pending events
 	claimNone, claimHist time.Duration
 }
+
+// riverWorkers are the River MaxWorkers settings tried; the best counts.
+var riverWorkers = []int{1000, 4000}
+
+// smallBacklog is the backlog the drain at scale is compared with.
+const smallBacklog = 10_000
 
 // fillSQL inserts $2 PENDING events (status 20 and sent when $3) with
 // ORDER_CREATED-sized payloads; $1 makes the dedup keys unique.
@@ -60,7 +70,7 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 		if err := outbox.Migrate(ctx, pool, schema); err != nil {
 			return nil, err
 		}
-		return outbox.New(outbox.Config{Schema: schema, DisableNotify: true})
+		return outbox.New(outbox.Config{Schema: schema})
 	}
 	fill := func(schema string, n int, sent bool) error {
 		_, err := pool.Exec(ctx, sqlFor(schema, fillSQL), uuid.NewString(), n, sent)
@@ -74,9 +84,21 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 	if err != nil {
 		return res, err
 	}
+	if err := riverSetup(ctx, pool); err != nil {
+		return res, fmt.Errorf("river: %w", err)
+	}
+	riverN, riverT := map[int]int64{}, map[int]time.Duration{}
 	var relayN, rawN int64
 	var relayT, rawT time.Duration
 	for r := range o.rounds {
+		for _, w := range riverWorkers {
+			d, err := drainRiver(ctx, pool, o.events, w)
+			if err != nil {
+				return res, fmt.Errorf("river: %w", err)
+			}
+			riverN[w], riverT[w] = riverN[w]+int64(o.events), riverT[w]+d
+			fmt.Fprintf(stderr, "bench: outbox round %d/%d  river %d workers %7.0f jobs/s\n", r+1, o.rounds, w, float64(o.events)/d.Seconds())
+		}
 		for i := range 2 {
 			relay := (r+i)%2 == 0
 			if _, err := pool.Exec(ctx, sqlFor(tput, "TRUNCATE {s}.event_outbox")); err != nil {
@@ -90,7 +112,7 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 			}
 			var d time.Duration
 			if relay {
-				d, err = drainWithRelays(ctx, pool, st, o)
+				d, err = drainWithRelays(ctx, pool, st, o, o.events)
 				relayN, relayT = relayN+int64(o.events), relayT+d
 			} else {
 				d, err = drainWithLoop(ctx, pool, tput, o)
@@ -105,6 +127,47 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 	}
 	res.relayRate = float64(relayN) / relayT.Seconds()
 	res.rawRate = float64(rawN) / rawT.Seconds()
+	res.riverRates = map[int]float64{}
+	for _, w := range riverWorkers {
+		res.riverRates[w] = float64(riverN[w]) / riverT[w].Seconds()
+		res.riverRate = max(res.riverRate, res.riverRates[w])
+	}
+	if _, err := pool.Exec(ctx, "DROP SCHEMA "+riverSchema+" CASCADE"); err != nil {
+		return res, err
+	}
+
+	// Drain at scale: the relay on a backlog of o.backlog pending events
+	// against smallBacklog, each on a freshly filled and analysed table.
+	drain := func(n int) (float64, error) {
+		if _, err := pool.Exec(ctx, sqlFor(tput, "TRUNCATE {s}.event_outbox")); err != nil {
+			return 0, err
+		}
+		for left := n; left > 0; left -= 250_000 {
+			if err := fill(tput, min(left, 250_000), false); err != nil {
+				return 0, err
+			}
+		}
+		if _, err := pool.Exec(ctx, sqlFor(tput, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
+			return 0, err
+		}
+		d, err := drainWithRelays(ctx, pool, st, o, n)
+		return float64(n) / d.Seconds(), err
+	}
+	var small []float64
+	for range 3 {
+		r, err := drain(smallBacklog)
+		if err != nil {
+			return res, err
+		}
+		small = append(small, r)
+	}
+	slices.Sort(small)
+	res.drainSmall = small[1]
+	fmt.Fprintf(stderr, "bench: draining %d pending events\n", o.backlog)
+	if res.drainLarge, err = drain(o.backlog); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(stderr, "bench: drain %7.0f events/s from %d pending, %7.0f from %d (median of 3)\n", res.drainLarge, o.backlog, res.drainSmall, smallBacklog)
 
 	// Claim latency with and without SENT history.
 	none, err := setup("bench_outbox_none")
@@ -184,15 +247,23 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// drainWithRelays runs o.relays outbox relays until every event is
-// published.
-func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, o options) (time.Duration, error) {
+// drainWithRelays runs o.relays outbox relays until events events are
+// published, then checks that every one of them was published and that the
+// table holds nothing but SENT events.
+func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, o options, events int) (time.Duration, error) {
 	var n atomic.Int64
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
-	target := int64(o.events)
+	target := int64(events)
+	var mu sync.Mutex
+	seen := make(map[uuid.UUID]struct{}, events)
 	pub := outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+		mu.Lock()
+		for _, m := range msgs {
+			seen[m.EventID] = struct{}{}
+		}
+		mu.Unlock()
 		if n.Add(int64(len(msgs))) >= target {
 			select {
 			case <-done:
@@ -222,7 +293,18 @@ func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, 
 	// The last batch is published; it is marked when the relay returns.
 	cancel()
 	wg.Wait()
-	return time.Since(start), ctx.Err()
+	d := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return d, err
+	}
+	var left, sent int64
+	if err := pool.QueryRow(ctx, sqlFor(st.Schema(), "SELECT count(*) FILTER (WHERE status <> 20), count(*) FILTER (WHERE status = 20) FROM {s}.event_outbox")).Scan(&left, &sent); err != nil {
+		return d, err
+	}
+	if left != 0 || sent != target || int64(len(seen)) != target {
+		return d, fmt.Errorf("relay drained %d distinct events, %d SENT, %d not SENT; want %d, %d, 0", len(seen), sent, left, target, target)
+	}
+	return d, nil
 }
 
 // drainWithLoop runs o.relays hand-written claim + mark-sent loops until a

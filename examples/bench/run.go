@@ -39,6 +39,15 @@ type agg struct {
 	lat            []time.Duration
 	rt             int64
 	waits          waitSample
+	cpu            time.Duration
+}
+
+// cpuPerOrder is the client's CPU time per order, in µs.
+func (a *agg) cpuPerOrder() float64 {
+	if a.orders == 0 {
+		return 0
+	}
+	return float64(a.cpu.Microseconds()) / float64(a.orders)
 }
 
 func (a *agg) ordersPerSec() float64 {
@@ -170,6 +179,7 @@ func run(ctx context.Context, o options) error {
 					a.elapsed += res.elapsed
 					a.lat = append(a.lat, res.lat...)
 					a.rt += res.rt
+					a.cpu += res.cpu
 					a.waits.add(res.lockWaits)
 				}
 			}
@@ -184,21 +194,21 @@ func run(ctx context.Context, o options) error {
 	// Report.
 	out := os.Stdout
 	fmt.Fprintf(out, "\n## Order transaction (%d rounds × %s per cell, interleaved, one pool of %d)\n\n", o.rounds, o.duration, o.poolSize)
-	fmt.Fprintln(out, "| variant | buckets | consumers | orders/s | p50 ms | p99 ms | round trips/order | lock waiters (mean) | errors |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| variant | buckets | consumers | orders/s | p50 ms | p99 ms | round trips/order | client CPU µs/order | lock waiters (mean) | errors |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, b := range bucketSet {
 		for _, c := range consumerSet {
 			for _, v := range vs {
 				a := results[cellKey{v.name, b, c}]
-				fmt.Fprintf(out, "| %s | %d | %d | %.0f | %.1f | %.1f | %.2f | %.2f | %d |\n", v.name, b, c, a.ordersPerSec(),
-					ms(a.pct(0.50)), ms(a.pct(0.99)), a.rtPerOrder(), a.waits.meanLockWaiters(), a.errors)
+				fmt.Fprintf(out, "| %s | %d | %d | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %d |\n", v.name, b, c, a.ordersPerSec(),
+					ms(a.pct(0.50)), ms(a.pct(0.99)), a.rtPerOrder(), a.cpuPerOrder(), a.waits.meanLockWaiters(), a.errors)
 			}
 		}
 	}
 	fmt.Fprintln(out)
 	for _, v := range vs {
 		what := "every invariant of flow.Service.Audit"
-		if v.name == "raw" {
+		if v.name == "raw" || strings.HasPrefix(v.name, "limit-") {
 			what = "one order per user, bucket conservation, allocated = orders"
 		}
 		fmt.Fprintf(out, "- audit %s after each of its %d runs (%s): %s %s\n", v.name, auditRuns[v.name], what, verdict(audits[v.name]), strings.Join(audits[v.name], "; "))
@@ -218,6 +228,11 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintln(out, "|---|---:|")
 	fmt.Fprintf(out, "| relay (outbox.Relay, no-op publisher), events/s | %.0f |\n", ob.relayRate)
 	fmt.Fprintf(out, "| hand-written claim + mark-sent loop, events/s | %.0f |\n", ob.rawRate)
+	for _, w := range riverWorkers {
+		fmt.Fprintf(out, "| River (no-op worker, MaxWorkers %d), jobs/s | %.0f |\n", w, ob.riverRates[w])
+	}
+	fmt.Fprintf(out, "| relay draining %d pending, events/s | %.0f |\n", smallBacklog, ob.drainSmall)
+	fmt.Fprintf(out, "| relay draining %d pending, events/s | %.0f |\n", o.backlog, ob.drainLarge)
 	fmt.Fprintf(out, "| claim of %d, p50 with no history, ms | %.2f |\n", o.batch, ms(ob.claimNone))
 	fmt.Fprintf(out, "| claim of %d, p50 with %d SENT rows, ms | %.2f |\n", o.batch, o.history, ms(ob.claimHist))
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
@@ -242,16 +257,42 @@ func run(ctx context.Context, o options) error {
 			kn += a.orders + a.errors
 		}
 	}
-	fmt.Fprintf(out, "RESULT flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f outbox_events_per_s=%.0f outbox_vs_raw=%.2f claim_history_ratio=%.2f\n",
-		ratio(rate("kit", 1, 32), rate("seed", 1, 32)), ratio(rate("kit", 64, 32), rate("seed", 64, 32)),
-		ratio(rate("kit", 64, 32), rate("raw", 64, 32)), ratio(float64(krt), float64(kn)),
-		ob.relayRate, ratio(ob.relayRate, ob.rawRate), ratio(float64(ob.claimHist), float64(ob.claimNone)))
+	// The kit over the seed sequence in its worst cell.
+	flowVsSeedMin := 0.0
+	for _, b := range bucketSet {
+		for _, c := range consumerSet {
+			r := ratio(rate("kit", b, c), rate("seed", b, c))
+			if flowVsSeedMin == 0 || r < flowVsSeedMin {
+				flowVsSeedMin = r
+			}
+		}
+	}
+	cpuKit := 0.0
+	if a := results[cellKey{"kit", 64, 32}]; a != nil {
+		cpuKit = a.cpuPerOrder()
+	}
+	fmt.Fprintf(out, "RESULT flow_vs_seed_min=%.2f flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_limit_b1=%.2f flow_vs_limit_b64=%.2f limit_full_vs_min_b1=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f cpu_us_per_order=%.0f outbox_events_per_s=%.0f outbox_vs_raw=%.2f outbox_vs_river=%s drain_backlog_ratio=%s claim_history_ratio=%.2f\n",
+		flowVsSeedMin, ratio(rate("kit", 1, 32), rate("seed", 1, 32)), ratio(rate("kit", 64, 32), rate("seed", 64, 32)),
+		ratio(rate("kit", 1, 32), rate("limit-full", 1, 32)), ratio(rate("kit", 64, 32), rate("limit-full", 64, 32)),
+		ratio(rate("limit-full", 1, 32), rate("limit-min", 1, 32)),
+		ratio(rate("kit", 64, 32), rate("raw", 64, 32)), ratio(float64(krt), float64(kn)), cpuKit,
+		ob.relayRate, ratio(ob.relayRate, ob.rawRate), optRatio(ob.relayRate, ob.riverRate),
+		optRatio(ob.drainLarge, ob.drainSmall), ratio(float64(ob.claimHist), float64(ob.claimNone)))
 	for _, v := range vs {
 		if len(audits[v.name]) > 0 {
 			return errors.New("audit failed for " + v.name)
 		}
 	}
 	return nil
+}
+
+// optRatio is num/den with two decimals, or "n/a" when den was not
+// measured.
+func optRatio(num, den float64) string {
+	if den == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", num/den)
 }
 
 func verdict(fails []string) string {
@@ -312,7 +353,7 @@ func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v varian
 		}
 	}
 	var fails []string
-	if v.name == "raw" {
+	if v.name == "raw" || strings.HasPrefix(v.name, "limit-") {
 		lines, pass, err := auditRaw(ctx, svc)
 		if err != nil {
 			return res, nil, err

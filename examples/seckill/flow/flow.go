@@ -254,7 +254,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if s.Inbox, err = inbox.New(inbox.Config{Schema: cfg.Schema}); err != nil {
 		return nil, err
 	}
-	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema, DisableNotify: !cfg.Notify}); err != nil {
+	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema, Notify: cfg.Notify}); err != nil {
 		return nil, err
 	}
 	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger}); err != nil {

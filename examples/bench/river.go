@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// River side by side with the relay: jobs inserted first, then worked by
+// a no-op worker, on the same server and the same pool as the relay's run,
+// with as many jobs as the relay has events. River is a dependency of the
+// examples module only.
+
+// noopArgs is the bench's River job.
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+// noopWorker works a job by doing nothing.
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+}
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+const riverSchema = "bench_river"
+
+// riverSetup creates River's tables in a schema of their own.
+func riverSetup(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+riverSchema+" CASCADE; CREATE SCHEMA "+riverSchema); err != nil {
+		return err
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: riverSchema, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	return err
+}
+
+// drainRiver inserts n jobs, then starts a client with maxWorkers workers
+// and returns how long it took from the start until every job was
+// completed (checked in river_job).
+func drainRiver(ctx context.Context, pool *pgxpool.Pool, n, maxWorkers int) (time.Duration, error) {
+	if _, err := pool.Exec(ctx, "TRUNCATE "+riverSchema+".river_job"); err != nil {
+		return 0, err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, noopWorker{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema:  riverSchema,
+		Logger:  quiet,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers: workers,
+	})
+	if err != nil {
+		return 0, err
+	}
+	params := make([]river.InsertManyParams, 0, 10_000)
+	for left := n; left > 0; left -= len(params) {
+		params = params[:0]
+		for range min(left, 10_000) {
+			params = append(params, river.InsertManyParams{Args: noopArgs{}})
+		}
+		if _, err := client.InsertManyFast(ctx, params); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+riverSchema+".river_job"); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return 0, err
+	}
+	var done time.Duration
+	for {
+		var left int64
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+riverSchema+".river_job WHERE state <> 'completed'").Scan(&left); err != nil {
+			return 0, err
+		}
+		if left == 0 {
+			done = time.Since(start)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := client.Stop(sctx); err != nil {
+		return done, err
+	}
+	var completed int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+riverSchema+".river_job WHERE state = 'completed'").Scan(&completed); err != nil {
+		return done, err
+	}
+	if completed != int64(n) {
+		return done, fmt.Errorf("river completed %d jobs, want %d", completed, n)
+	}
+	return done, nil
+}

@@ -1,0 +1,363 @@
+package pgtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// BatchSender is what [RunBatch] takes as db: a *pgxpool.Pool or a
+// *pgx.Conn (RunBatch acquires a pool's connection itself, tells a break
+// before sending from one after, and rolls back the failed transaction a
+// raising statement leaves on the connection; any other type is rejected
+// with [ErrInvalidOptions]).
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// StatementError is returned by [RunBatch] when a statement of the batch
+// raised an error: the server skipped the rest of the batch, COMMIT
+// included, so nothing of the transaction committed. It unwraps to the
+// server's error (a *pgconn.PgError), so [IsRetryable], [UniqueViolation]
+// and errors.As work on it.
+type StatementError struct {
+	// Index is the statement's position in the caller's batch, from 0; -1
+	// when the error came before the first statement ran: BEGIN, a SET
+	// LOCAL, or the preparation round trip pgx makes for statements it
+	// has not described yet (a syntax error, an unknown table), where the
+	// server does not say which statement it was.
+	Index int
+	// SQL is the statement's text ("" when Index is -1).
+	SQL string
+	// Err is the server's error.
+	Err error
+}
+
+func (e *StatementError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("pgtx: batch failed before its first statement ran: %v", e.Err)
+	}
+	return fmt.Sprintf("pgtx: batch statement %d failed, nothing committed: %v", e.Index, e.Err)
+}
+
+// Unwrap returns the server's error.
+func (e *StatementError) Unwrap() error { return e.Err }
+
+// ResultError is returned by [RunBatch] when a result callback of the
+// batch (QueuedQuery.Exec, Query or QueryRow) returned an error of its
+// own — one that is not a statement's server error — while the
+// transaction went on to commit. The callbacks run as the results arrive,
+// after COMMIT was sent, so they cannot stop it. [NotCommitted] reports
+// false for a ResultError: the transaction committed.
+type ResultError struct {
+	// Index is the statement's position in the caller's batch, from 0.
+	Index int
+	// Err is the callback's error.
+	Err error
+}
+
+func (e *ResultError) Error() string {
+	return fmt.Sprintf("pgtx: the transaction committed, but the result callback of batch statement %d failed: %v", e.Index, e.Err)
+}
+
+// Unwrap returns the callback's error.
+func (e *ResultError) Unwrap() error { return e.Err }
+
+// qBatchCaptureXID reads the transaction id inside the batch, for
+// [Options.ResolveCommit]. PostgreSQL sends nothing back before the
+// batch's Sync unless its output buffer (8 kB) fills, and a break during
+// COMMIT's flush would then leave the id unread: the second row, 16 kB of
+// padding, fills the buffer, so the first row leaves the server before
+// COMMIT runs.
+// The timeline travels with the id, as in qCaptureXID (see there).
+const qBatchCaptureXID = `select x::text, case when x is null then null else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end, null::text
+from (select pg_current_xact_id_if_assigned() as x) s
+union all select null, null, repeat(' ', 16384)`
+
+// RunBatch sends BEGIN, the statements of b and COMMIT to the server in
+// one round trip (one pipeline: pgx's batch, ended by a single Sync), so
+// that the locks the statements take are held only while the server
+// executes the rest of the batch and flushes the commit, never across a
+// client round trip.
+//
+// Every statement that raises an error aborts the whole transaction: the
+// server skips the rest of the batch, COMMIT included, and RunBatch
+// returns a *[StatementError] naming the statement (and rolls the
+// connection's failed transaction back). A condition that must stop the
+// transaction therefore has to raise in SQL (a unique index, a CHECK, a
+// PL/pgSQL RAISE, a cast that fails on zero rows) — a statement that
+// merely affects zero rows does not stop it. The caller can then run its
+// general path (e.g. [RunInTx] with statements that branch on results).
+//
+// The result callbacks of b's queued queries (QueuedQuery.Exec, Query,
+// QueryRow) run in order as the results arrive; they should only read
+// (scan into variables). Their errors do not stop the COMMIT already
+// sent: see [ResultError].
+//
+// opts applies as for [RunInTx]: the isolation level, access and
+// deferrable modes in BEGIN, LockTimeout and StatementTimeout as SET
+// LOCALs in the same pipeline, a serialization failure (40001) or a
+// deadlock (40P01) retried with backoff up to MaxAttempts (the batch is
+// sent again as it is), the Observer's events, and ResolveCommit.
+// DeferBegin has no meaning here (BEGIN always travels with the batch).
+//
+// COMMIT's outcome is classified as in [RunInTx]. A break before the
+// batch left the client (the pool could not hand out a connection, the
+// connection was closed, nothing was written) means nothing committed. A
+// break after it left, before COMMIT's answer arrived, is
+// [ErrCommitOutcomeUnknown] (a *[CommitError]), never retried. With
+// opts.ResolveCommit, the batch also reads the transaction id just before
+// COMMIT, in a statement whose answer the server sends before it runs
+// COMMIT; when that answer arrived before the break, RunBatch asks
+// pg_xact_status as RunInTx does. When it did not (the break came before
+// the server executed the batch, or the id's answer was lost with it), the
+// outcome stays unknown: the resolution needs the id.
+//
+// RunBatch returns nil exactly when the transaction committed (and every
+// callback returned nil). Every error except an unknown outcome and a
+// *ResultError means nothing of it committed ([NotCommitted]). b is not
+// modified; an empty batch is an error.
+func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) error {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if db == nil {
+		return fmt.Errorf("%w: db is nil", ErrInvalidOptions)
+	}
+	switch db.(type) {
+	case *pgxpool.Pool, *pgx.Conn:
+	default:
+		return fmt.Errorf("%w: db is a %T, not a *pgxpool.Pool or *pgx.Conn", ErrInvalidOptions, db)
+	}
+	if b == nil || len(b.QueuedQueries) == 0 {
+		return fmt.Errorf("%w: the batch is empty", ErrInvalidOptions)
+	}
+	if o.ResolveCommit && o.ResolveDB == nil {
+		q, ok := db.(Querier)
+		if !ok {
+			return fmt.Errorf("%w: ResolveCommit needs ResolveDB when db is not a Querier", ErrInvalidOptions)
+		}
+		o.ResolveDB = q
+	}
+	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
+	for attempt := 1; ; attempt++ {
+		r.observe(ctx, Event{Kind: EventAttempt, Attempt: attempt})
+		err := r.batchOnce(ctx, db, b, attempt)
+		if err == nil {
+			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
+			return nil
+		}
+		var re *ResultError
+		if errors.As(err, &re) {
+			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
+			return err
+		}
+		if !IsRetryable(err) {
+			if !IsCommitOutcomeUnknown(err) {
+				r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+			}
+			return err
+		}
+		if attempt >= o.MaxAttempts {
+			err = &AttemptsError{Attempts: attempt, Err: err}
+			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+			return err
+		}
+		wait := Backoff(attempt, o.BaseBackoff, o.MaxBackoff)
+		r.observe(ctx, Event{Kind: EventRetry, Attempt: attempt, Err: err, Backoff: wait})
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			err = fmt.Errorf("pgtx: %w while waiting to retry (after attempt %d: %w)", ctx.Err(), attempt, err)
+			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// batchOnce sends the batch once and classifies what came back.
+func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch, attempt int) error {
+	var conn *pgx.Conn
+	switch d := db.(type) {
+	case *pgxpool.Pool:
+		pc, err := d.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("pgtx: acquire a connection: %w", err)
+		}
+		defer pc.Release()
+		conn, db = pc.Conn(), pc.Conn()
+	case *pgx.Conn:
+		conn = d
+	}
+	closedBefore := conn != nil && conn.PgConn().IsClosed()
+	if closedBefore {
+		return fmt.Errorf("pgtx: send batch: %w", pgconn.ErrConnClosed)
+	}
+
+	nb := &pgx.Batch{}
+	nb.BeginTx(pgx.TxOptions{IsoLevel: r.o.IsoLevel, AccessMode: r.o.AccessMode, DeferrableMode: r.o.DeferrableMode})
+	for _, s := range r.setLocals {
+		nb.Queue(s)
+	}
+	first := len(nb.QueuedQueries)
+	for _, qq := range b.QueuedQueries {
+		// Copies: a failure clears the callbacks of the statements the
+		// server skipped, which pgx would otherwise call from Close.
+		cp := *qq
+		nb.QueuedQueries = append(nb.QueuedQueries, &cp)
+	}
+	end := len(nb.QueuedQueries) // one past the caller's last statement
+	capture := -1
+	if r.o.ResolveCommit {
+		capture = len(nb.QueuedQueries)
+		nb.Queue(qBatchCaptureXID)
+	}
+	commit := len(nb.QueuedQueries)
+	nb.Queue("commit")
+
+	br := db.SendBatch(ctx, nb)
+	var (
+		xid      uint64
+		timeline string
+		xidRead  bool
+		cbErr    error
+		cbIndex  int
+		fail     error // the attempt's error, once known
+		received bool  // some answer of the server arrived
+	)
+	broken := func() bool { return conn != nil && conn.PgConn().IsClosed() }
+	for i, qq := range nb.QueuedQueries {
+		var err error
+		var tag pgconn.CommandTag
+		switch {
+		case i == capture:
+			xid, timeline, xidRead, err = readBatchXID(br)
+		case i >= first && i < end:
+			if qq.Fn != nil {
+				err = qq.Fn(br)
+			} else {
+				_, err = br.Exec()
+			}
+		default:
+			tag, err = br.Exec()
+		}
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			received = true
+			if i == commit && tag.String() == "ROLLBACK" {
+				fail = &CommitError{Err: pgx.ErrTxCommitRollback, XID: xid}
+			}
+		case errors.As(err, &pgErr):
+			// The server raised: it skips the rest of the batch up to the
+			// Sync, COMMIT included.
+			switch {
+			case i == commit:
+				fail = &CommitError{Err: err, XID: xid}
+			case i < first:
+				fail = &StatementError{Index: -1, Err: withContextEnd(ctx, err)}
+			case i == capture:
+				fail = fmt.Errorf("pgtx: read transaction id: %w", err)
+			default:
+				fail = &StatementError{Index: i - first, SQL: qq.SQL, Err: withContextEnd(ctx, err)}
+			}
+		case i >= first && i < end && !broken() && cbErr == nil && ctx.Err() == nil:
+			// The caller's callback failed on its own; the results go on.
+			cbErr, cbIndex = err, i-first
+			continue
+		case !received && commitNeverLeft(err, false):
+			// Nothing was written: the batch never left the client.
+			fail = fmt.Errorf("pgtx: send batch: %w", err)
+		default:
+			ce := &CommitError{Err: err, XID: xid, Unknown: true, timeline: timeline}
+			for _, rest := range nb.QueuedQueries[i+1:] {
+				rest.Fn = nil
+			}
+			_ = br.Close()
+			r.observe(ctx, Event{Kind: EventCommitUnknown, Attempt: attempt, Err: ce})
+			if !r.o.ResolveCommit {
+				return ce
+			}
+			if !xidRead {
+				ce.Resolution = "the transaction id never arrived"
+				return ce
+			}
+			return r.resolve(ctx, ce, attempt)
+		}
+		if fail != nil {
+			for _, rest := range nb.QueuedQueries[i+1:] {
+				rest.Fn = nil
+			}
+			break
+		}
+	}
+	// Without fail, COMMIT's answer arrived: the transaction committed,
+	// whatever Close (the Sync's answer) reports; a connection it leaves
+	// broken is discarded by the pool or closed.
+	_ = br.Close()
+	if fail != nil {
+		r.rollbackFailed(ctx, conn)
+		return fail
+	}
+	if cbErr != nil {
+		return &ResultError{Index: cbIndex, Err: cbErr}
+	}
+	return nil
+}
+
+// readBatchXID reads the answer of qBatchCaptureXID: the transaction id
+// (0 when none was assigned), the server's timeline, and whether the row
+// arrived at all.
+func readBatchXID(br pgx.BatchResults) (xid uint64, timeline string, read bool, err error) {
+	rows, err := br.Query()
+	if err != nil {
+		return 0, "", false, err
+	}
+	defer rows.Close()
+	var s, tl *string
+	if rows.Next() {
+		var pad *string
+		if err := rows.Scan(&s, &tl, &pad); err != nil {
+			return 0, "", false, err
+		}
+		read = true
+		if tl != nil {
+			timeline = *tl
+		}
+		if s != nil {
+			if xid, err = strconv.ParseUint(*s, 10, 64); err != nil {
+				return 0, "", false, err
+			}
+		}
+	}
+	// The padding row may be cut off by a break: the id, once read, stays
+	// read (the caller resolves it).
+	for rows.Next() {
+	}
+	return xid, timeline, read, rows.Err()
+}
+
+// rollbackFailed ends the failed transaction a raising statement left on
+// conn (the Sync after an error in an explicit transaction leaves it
+// open, in the failed state).
+func (r *runner) rollbackFailed(ctx context.Context, conn *pgx.Conn) {
+	if conn == nil || conn.PgConn().IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.RollbackTimeout)
+	defer cancel()
+	if _, err := conn.Exec(rctx, "rollback"); err != nil {
+		// A connection that cannot roll back is closed: the server ends
+		// the transaction.
+		_ = conn.Close(rctx)
+	}
+}
