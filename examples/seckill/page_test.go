@@ -251,4 +251,3 @@ func TestPage(t *testing.T) {
 		t.Errorf("GET /nothing = %d, want 404", resp.StatusCode)
 	}
 }
-
