@@ -13,8 +13,13 @@
 // unexplained. -stack memory runs the same flow with in-process stand-ins
 // for Redis and NATS.
 //
+// During the run it serves the operator view, a live page of the sale,
+// on -page (default: a free port on 127.0.0.1; it prints the URL).
+//
 // With -serve it keeps an HTTP API up instead:
 //
+//	GET  /                                             → the operator view (a live page)
+//	GET  /events                                       → its server-sent event stream
 //	POST /orders            {"user_id": 42}            → 202 {"request_id": …, "status": "queued"}
 //	GET  /orders/{request}                             → the order's status
 //	POST /payments/callback {"order_id": …, "provider_trade_no": …, "amount": …, "currency": "CNY"}
@@ -29,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -168,6 +174,11 @@ func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr string,
 		_ = hs.Shutdown(sctx)
 	}()
 	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"GET / (operator view)", "POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats", "GET /reconcile"}, ", "))
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" {
+		host = "localhost"
+	}
+	fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/\n", net.JoinHostPort(host, port))
 	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
