@@ -106,6 +106,7 @@ type monitor struct {
 	done      chan struct{} // closed by Close: the streams end
 	closeOnce sync.Once
 	streams   atomic.Int64 // open event streams
+	keepAlive atomic.Int64 // nanoseconds between comments on a quiet stream
 }
 
 // startMonitor samples s until Close (or ctx ends).
@@ -113,6 +114,7 @@ func startMonitor(ctx context.Context, s *service) *monitor {
 	m := &monitor{s: s, changed: make(chan struct{}), done: make(chan struct{}),
 		audit:     checkLine{Status: "PENDING", Lines: []string{"not checked yet"}},
 		reconcile: checkLine{Status: "PENDING", Lines: []string{"not checked yet"}}}
+	m.keepAlive.Store(int64(keepAlive))
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	m.lastAt = time.Now()
@@ -406,7 +408,7 @@ func (m *monitor) serveEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	var sent uint64
-	ka := time.NewTicker(keepAlive)
+	ka := time.NewTicker(time.Duration(m.keepAlive.Load()))
 	defer ka.Stop()
 	for {
 		m.mu.Lock()

@@ -179,11 +179,13 @@ func TestEventStream(t *testing.T) {
 }
 
 // TestEventStreamDisconnect checks that a stream's handler returns when
-// its client goes away, and that Close ends the streams still open.
+// its client goes away, even when nothing is being written to it, and that
+// Close ends the streams still open.
 func TestEventStreamDisconnect(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	a, base, _ := pageService(t, stackMemory, 2, 1)
+	a.mon.keepAlive.Store(int64(time.Hour))
 
 	var cancels []context.CancelFunc
 	for range 5 {
@@ -203,6 +205,9 @@ func TestEventStreamDisconnect(t *testing.T) {
 		}
 	}
 	waitStreams(5)
+	// No more snapshots and no keep-alive: a handler can only learn of
+	// its client's departure from the request's context.
+	a.mon.stop()
 	for _, c := range cancels[:3] {
 		c()
 	}
