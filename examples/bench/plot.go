@@ -26,7 +26,11 @@ func writeOrdersSVG(path string, rows []orderRow, limit float64) error {
 	}
 	c := svgplot.BarChart{Title: "Order transaction: orders/s per variant and cell", YLabel: "orders/s", Ref: limit, RefLabel: "limit"}
 	for _, r := range rows {
-		c.Bars = append(c.Bars, svgplot.Bar{Group: fmt.Sprintf("%d buckets, %d consumers", r.Buckets, r.Consumers), Label: r.Variant, Value: r.PerSecond})
+		buckets := "buckets"
+		if r.Buckets == 1 {
+			buckets = "bucket"
+		}
+		c.Bars = append(c.Bars, svgplot.Bar{Group: fmt.Sprintf("%d %s, %d consumers", r.Buckets, buckets, r.Consumers), Label: r.Variant, Value: r.PerSecond})
 	}
 	f, err := os.Create(path)
 	if err != nil {

@@ -261,7 +261,7 @@ func format(v float64) string {
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		return fmt.Sprintf("%.0f", v)
 	}
-	if math.Abs(v) >= 100 {
+	if math.Abs(v) >= 10 {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.3g", v)
