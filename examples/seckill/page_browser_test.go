@@ -127,7 +127,7 @@ func TestPageInBrowser(t *testing.T) {
 	eventually("the reconciliation line red with the difference named", `(() => {
 		const r = document.getElementById("reconcile");
 		const st = getComputedStyle(r);
-		return r.dataset.status === "FAIL" && r.querySelector(".status").textContent === "FAIL"
+		return r.dataset.status === "FAIL" && r.querySelector(".status").textContent === "FAIL" && r.querySelector("details").open
 			&& st.borderLeftColor === "rgb(198, 40, 40)" && st.color === "rgb(198, 40, 40)"
 			&& [...r.querySelectorAll("li")].some(li => li.textContent.startsWith("FAIL"));
 	})()`)
