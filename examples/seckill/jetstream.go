@@ -76,7 +76,7 @@ type jsStack struct {
 	orderSubject, eventPrefix string
 	orders                    jetstream.Consumer
 	ordersInfo                sync.Mutex // jetstream.Consumer.Info caches its answer unguarded: one call at a time
-	orderBaseSeq              uint64 // the order stream's last sequence when this service set it up
+	orderBaseSeq              uint64     // the order stream's last sequence when this service set it up
 
 	// onPoison records a message that will never be processed (MaxDeliver
 	// reached); it must succeed before the message is terminated.
