@@ -140,11 +140,14 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool) erro
 		progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
 	}
 	start := time.Now()
-	hooks, stopPage, err := pageHooks(page)
+	hooks, pageURL, stopPage, err := pageHooks(page)
 	if err != nil {
 		return err
 	}
 	defer stopPage()
+	if pageURL != "" {
+		fmt.Fprintln(os.Stderr, "seckill: operator view on", pageURL)
+	}
 	rep, err := runSaleHooked(ctx, pool, cfg, log, progress, hooks)
 	if progress != nil {
 		fmt.Fprint(os.Stderr, "\r\033[K")

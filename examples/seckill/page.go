@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -456,16 +455,16 @@ func (m *monitor) routes(mux *http.ServeMux) {
 }
 
 // pageHooks serves the operator view on addr during a run (nothing when
-// addr is empty) and prints its URL: the monitor starts when the service
+// addr is empty) and returns its URL: the monitor starts when the service
 // is up and ends with the run's own audit and reconciliation. stop closes
 // the server.
-func pageHooks(addr string) (hooks *saleHooks, stop func(), err error) {
+func pageHooks(addr string) (hooks *saleHooks, url string, stop func(), err error) {
 	if addr == "" {
-		return nil, func() {}, nil
+		return nil, "", func() {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("-page %s: %w", addr, err)
+		return nil, "", nil, fmt.Errorf("-page %s: %w", addr, err)
 	}
 	var (
 		mu  sync.Mutex
@@ -494,7 +493,7 @@ func pageHooks(addr string) (hooks *saleHooks, stop func(), err error) {
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/\n", ln.Addr())
+	url = "http://" + ln.Addr().String() + "/"
 	hooks = &saleHooks{
 		started: func(s *service) {
 			m := startMonitor(s.life, s)
@@ -524,5 +523,5 @@ func pageHooks(addr string) (hooks *saleHooks, stop func(), err error) {
 			_ = hs.Close()
 		}
 	}
-	return hooks, stop, nil
+	return hooks, url, stop, nil
 }

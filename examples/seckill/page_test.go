@@ -256,3 +256,52 @@ func TestPage(t *testing.T) {
 		t.Errorf("GET /nothing = %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestPageDuringRun runs a small sale with the operator view on (as
+// go run ./examples/seckill does) and checks that the page is served
+// during the run and that, at its end, the stream carries the run's own
+// result: the orders the report counts and its audit and reconciliation.
+func TestPageDuringRun(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 3*time.Minute)
+	cfg := smallConfig(t)
+	useStack(t, &cfg, stackMemory, false)
+	hooks, url, stop, err := pageHooks("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if resp, err := http.Get(url); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET / before the sale started = %d, want 503", resp.StatusCode)
+	}
+	started := hooks.started
+	streamOpen := make(chan struct{})
+	var next func() sseEvent
+	hooks.started = func(s *service) {
+		started(s)
+		resp, n := openStream(t, ctx, strings.TrimSuffix(url, "/"))
+		t.Cleanup(func() { resp.Body.Close() })
+		next = n
+		close(streamOpen)
+	}
+	rep, err := runSaleHooked(ctx, pgtest.Pool(t), cfg, nil, nil, hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-streamOpen
+	for {
+		ev := next()
+		if ev.Data.Orders != rep.Created || ev.Data.Audit.Status != "PASS" || ev.Data.Reconcile.Status != "PASS" {
+			continue
+		}
+		if want := auditLine(rep.Checks).Lines; strings.Join(ev.Data.Audit.Lines, "\n") != strings.Join(want, "\n") {
+			t.Errorf("the page's audit lines are not the report's:\n%s\nwant\n%s", strings.Join(ev.Data.Audit.Lines, "\n"), strings.Join(want, "\n"))
+		}
+		if ev.Data.Paid != rep.Paid || ev.Data.Cancelled != rep.Cancelled {
+			t.Errorf("page paid/cancelled %d/%d, report %d/%d", ev.Data.Paid, ev.Data.Cancelled, rep.Paid, rep.Cancelled)
+		}
+		return
+	}
+}
