@@ -196,14 +196,19 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(out, "\n## Order transaction (%d rounds × %s per cell, interleaved, one pool of %d)\n\n", o.rounds, o.duration, o.poolSize)
 	fmt.Fprintln(out, "| variant | buckets | consumers | orders/s | p50 ms | p99 ms | round trips/order | client CPU µs/order | lock waiters (mean) | errors |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var plotRows []orderRow
 	for _, b := range bucketSet {
 		for _, c := range consumerSet {
 			for _, v := range vs {
 				a := results[cellKey{v.name, b, c}]
 				fmt.Fprintf(out, "| %s | %d | %d | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %d |\n", v.name, b, c, a.ordersPerSec(),
 					ms(a.pct(0.50)), ms(a.pct(0.99)), a.rtPerOrder(), a.cpuPerOrder(), a.waits.meanLockWaiters(), a.errors)
+				plotRows = append(plotRows, orderRow{v.name, b, c, a.ordersPerSec()})
 			}
 		}
+	}
+	if err := writeOrdersSVG(*svgPath, plotRows, 0); err != nil {
+		return err
 	}
 	fmt.Fprintln(out)
 	for _, v := range vs {

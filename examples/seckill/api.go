@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +20,7 @@ import (
 type api struct {
 	s    *service
 	mux  *http.ServeMux
+	mon  *monitor // the operator view: GET / and GET /events
 	stop func()
 }
 
@@ -40,7 +40,9 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logge
 	cctx, stopCancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.cancelLoop(cctx) }()
-	a := &api{s: s, mux: http.NewServeMux(), stop: func() { stopCancel(); <-done; stopBG(); s.close() }}
+	mon := startMonitor(ctx, s)
+	a := &api{s: s, mux: http.NewServeMux(), mon: mon, stop: func() { mon.Close(); stopCancel(); <-done; stopBG(); s.close() }}
+	mon.routes(a.mux)
 	a.mux.HandleFunc("POST /orders", a.placeOrder)
 	a.mux.HandleFunc("GET /orders/{request_id}", a.orderStatus)
 	a.mux.HandleFunc("POST /payments/callback", a.paymentCallback)
@@ -221,16 +223,7 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 // unexplained, so an unexplained result is read again, up to three times,
 // 100ms apart; a difference that stays is reported.
 func (a *api) reconcile(w http.ResponseWriter, r *http.Request) {
-	var rec *reconciliation
-	var err error
-	for attempt := range 3 {
-		if attempt > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if rec, err = a.s.reconcile(r.Context()); err != nil || rec.Passed() {
-			break
-		}
-	}
+	rec, err := a.s.reconcileSettled(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "error", err.Error())
 		return

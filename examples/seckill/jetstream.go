@@ -75,7 +75,8 @@ type jsStack struct {
 	orderStream, eventStream  string
 	orderSubject, eventPrefix string
 	orders                    jetstream.Consumer
-	orderBaseSeq              uint64 // the order stream's last sequence when this service set it up
+	ordersInfo                sync.Mutex // jetstream.Consumer.Info caches its answer unguarded: one call at a time
+	orderBaseSeq              uint64     // the order stream's last sequence when this service set it up
 
 	// onPoison records a message that will never be processed (MaxDeliver
 	// reached); it must succeed before the message is terminated.
@@ -381,7 +382,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 // WaitIdle polls the order consumer until nothing is pending or unacked.
 func (j *jsStack) WaitIdle(ctx context.Context) error {
 	for {
-		info, err := j.orders.Info(ctx)
+		info, err := j.ordersInfoNow(ctx)
 		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
 			return nil
 		}
@@ -393,10 +394,19 @@ func (j *jsStack) WaitIdle(ctx context.Context) error {
 	}
 }
 
+// ordersInfoNow asks the server for the order consumer's state; it is safe
+// for concurrent use (the /stats handler, the progress line and the
+// operator view ask at once).
+func (j *jsStack) ordersInfoNow(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	j.ordersInfo.Lock()
+	defer j.ordersInfo.Unlock()
+	return j.orders.Info(ctx)
+}
+
 // Pending is the order messages not yet acknowledged (-1 when the server
 // does not answer).
 func (j *jsStack) Pending(ctx context.Context) int64 {
-	info, err := j.orders.Info(ctx)
+	info, err := j.ordersInfoNow(ctx)
 	if err != nil {
 		return -1
 	}

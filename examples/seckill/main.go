@@ -13,8 +13,13 @@
 // unexplained. -stack memory runs the same flow with in-process stand-ins
 // for Redis and NATS.
 //
+// During the run it serves the operator view, a live page of the sale,
+// on -page (default: a free port on 127.0.0.1; it prints the URL).
+//
 // With -serve it keeps an HTTP API up instead:
 //
+//	GET  /                                             → the operator view (a live page)
+//	GET  /events                                       → its server-sent event stream
 //	POST /orders            {"user_id": 42}            → 202 {"request_id": …, "status": "queued"}
 //	GET  /orders/{request}                             → the order's status
 //	POST /payments/callback {"order_id": …, "provider_trade_no": …, "amount": …, "currency": "CNY"}
@@ -29,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -67,19 +73,20 @@ func main() {
 	redisURL := flag.String("redis", "", "Redis URL of an existing server, or of a Redis Cluster as redis://host1:port1?addr=host2:port2 (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
 	natsURL := flag.String("nats", "", "NATS URL of an existing server with JetStream (default: "+stackharness.EnvNATSURL+", else a throwaway nats-server -js)")
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
+	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none)`)
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
-	if err := run(ctx, cfg, *serve, *verbose); err != nil {
+	if err := run(ctx, cfg, *serve, *page, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg config, serve string, verbose bool) error {
+func run(ctx context.Context, cfg config, serve, page string, verbose bool) error {
 	log := slog.New(slog.DiscardHandler)
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -133,7 +140,15 @@ func run(ctx context.Context, cfg config, serve string, verbose bool) error {
 		progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
 	}
 	start := time.Now()
-	rep, err := runSale(ctx, pool, cfg, log, progress)
+	hooks, pageURL, stopPage, err := pageHooks(page)
+	if err != nil {
+		return err
+	}
+	defer stopPage()
+	if pageURL != "" {
+		fmt.Fprintln(os.Stderr, "seckill: operator view on", pageURL)
+	}
+	rep, err := runSaleHooked(ctx, pool, cfg, log, progress, hooks)
 	if progress != nil {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
@@ -161,7 +176,12 @@ func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr string,
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats", "GET /reconcile"}, ", "))
+	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"GET / (operator view)", "POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats", "GET /reconcile"}, ", "))
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" {
+		host = "localhost"
+	}
+	fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/\n", net.JoinHostPort(host, port))
 	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

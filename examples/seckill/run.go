@@ -111,8 +111,9 @@ func runSale(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logg
 
 // saleHooks let the fault tests act at points of a run.
 type saleHooks struct {
-	started func(*service)     // the service is up, before the first click
-	click   func(i, total int) // before the i-th click of the sale
+	started  func(*service)     // the service is up, before the first click
+	finished func(report)       // the report is ready, before the service closes
+	click    func(i, total int) // before the i-th click of the sale
 }
 
 func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger, progress func(string), hooks *saleHooks) (report, error) {
@@ -371,6 +372,9 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	}
 	for _, tag := range []string{flow.TagOrderCreated, flow.TagOrderPaid, flow.TagFrontDoorRelease, flow.TagRefundRequested} {
 		r.Published[tag] = s.stats.publishedTag(tag)
+	}
+	if hooks != nil && hooks.finished != nil {
+		hooks.finished(r)
 	}
 	if payErrs.Load() > 0 {
 		return r, fmt.Errorf("%d payment callbacks failed", payErrs.Load())

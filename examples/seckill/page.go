@@ -1,0 +1,527 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+)
+
+// The operator view: GET / is one HTML page (page.html, embedded) that
+// opens GET /events, a server-sent event stream. A sampler reads the cheap
+// figures every sampleEvery (counters, one read of the buckets, the front
+// door's stock counters, the queue and outbox backlogs) and pushes a
+// snapshot to every open stream when it changed; the audit and the
+// reconciliation are heavier and run every checkEvery, the latest result
+// riding along in each snapshot.
+
+//go:embed page.html
+var pageHTML []byte
+
+const (
+	sampleEvery = 500 * time.Millisecond
+	checkEvery  = 3 * time.Second
+	historyLen  = 240 // points of the time series kept (2 minutes at 500ms)
+	keepAlive   = 15 * time.Second
+)
+
+// snapshot is what one server-sent event carries (JSON).
+type snapshot struct {
+	At         time.Time    `json:"at"`
+	FrontDoor  string       `json:"front_door"`
+	Broker     string       `json:"broker"`
+	Buckets    []pageBucket `json:"buckets"`
+	Orders     int64        `json:"orders"` // orders created since start-up
+	Paid       int64        `json:"paid"`
+	Cancelled  int64        `json:"cancelled"`
+	Refunded   int64        `json:"refunded"` // payments after the cancel: refunds requested
+	Queue      int64        `json:"queue_backlog"`
+	Outbox     int64        `json:"outbox_backlog"` // PENDING, SENDING or RETRY
+	OutboxDead int64        `json:"outbox_dead"`
+	History    []pagePoint  `json:"history"`
+	Audit      checkLine    `json:"audit"`
+	Reconcile  checkLine    `json:"reconcile"`
+	Error      string       `json:"error,omitempty"` // the last sample's failure, if it failed
+}
+
+// pageBucket is one bucket's stock in PostgreSQL and at the front door.
+type pageBucket struct {
+	Bucket int16 `json:"bucket"`
+	Total  int32 `json:"total"`
+	PG     int32 `json:"pg_available"`
+	Front  int64 `json:"front_available"` // -1 when the front door did not answer
+}
+
+// pagePoint is one point of the time series: orders per second over the
+// last interval and the order transaction's p50/p99 in it.
+type pagePoint struct {
+	At        time.Time `json:"at"`
+	PerSecond float64   `json:"orders_per_second"`
+	P50ms     float64   `json:"p50_ms"`
+	P99ms     float64   `json:"p99_ms"`
+	Queue     int64     `json:"queue_backlog"`
+	Outbox    int64     `json:"outbox_backlog"`
+}
+
+// checkLine is the latest audit or reconciliation: PASS or FAIL with the
+// lines that say why; PENDING before the first one; UNSETTLED for a
+// reconciliation with unexplained differences read while work was in
+// flight (confirmed, or not, at the next quiet moment).
+type checkLine struct {
+	Status string    `json:"status"` // "PASS", "FAIL", "UNSETTLED" or "PENDING"
+	At     time.Time `json:"at,omitzero"`
+	Lines  []string  `json:"lines"`
+}
+
+// monitor samples a service for the page and fans the snapshots out to
+// the event streams.
+type monitor struct {
+	s *service
+
+	mu        sync.Mutex
+	data      []byte        // latest snapshot, JSON
+	cmp       []byte        // the same without its time, to see a change
+	seq       uint64        // its number (the SSE id)
+	changed   chan struct{} // closed when a new snapshot replaces data
+	history   []pagePoint
+	audit     checkLine
+	reconcile checkLine
+	final     bool // the run is over: the snapshot no longer changes
+
+	lastOrders int64
+	lastAt     time.Time
+	lastLat    int // latencies seen so far
+
+	stop      func()
+	done      chan struct{} // closed by Close: the streams end
+	closeOnce sync.Once
+	streams   atomic.Int64 // open event streams
+	keepAlive atomic.Int64 // nanoseconds between comments on a quiet stream
+}
+
+// startMonitor samples s until Close (or ctx ends).
+func startMonitor(ctx context.Context, s *service) *monitor {
+	m := &monitor{s: s, changed: make(chan struct{}), done: make(chan struct{}),
+		audit:     checkLine{Status: "PENDING", Lines: []string{"not checked yet"}},
+		reconcile: checkLine{Status: "PENDING", Lines: []string{"not checked yet"}}}
+	m.keepAlive.Store(int64(keepAlive))
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	m.lastAt = time.Now()
+	m.sample(ctx)
+	wg.Go(func() {
+		t := time.NewTicker(sampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				m.sample(ctx)
+			}
+		}
+	})
+	wg.Go(func() {
+		for {
+			m.check(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(checkEvery):
+			}
+		}
+	})
+	m.stop = func() { cancel(); wg.Wait() }
+	return m
+}
+
+// Close stops the sampling and ends the open event streams.
+func (m *monitor) Close() {
+	m.stop()
+	m.closeOnce.Do(func() { close(m.done) })
+}
+
+// finish stops the sampling and publishes the run's own final audit and
+// reconciliation: the page shows the result the report prints. The
+// streams stay open until Close.
+func (m *monitor) finish(r report) {
+	m.stop()
+	m.mu.Lock()
+	m.audit = auditLine(r.Checks)
+	if r.Reconciliation != nil {
+		m.reconcile = reconcileLine(r.Reconciliation)
+	}
+	m.mu.Unlock()
+	m.sample(context.Background())
+	m.mu.Lock()
+	m.final = true
+	m.mu.Unlock()
+}
+
+// sample reads the cheap figures and publishes a snapshot if it changed.
+func (m *monitor) sample(ctx context.Context) {
+	s := m.s
+	snap := snapshot{At: time.Now(), FrontDoor: s.front.Name(), Broker: s.q.Name(),
+		Orders: s.stats.created.Load(), Paid: s.stats.paid.Load(), Cancelled: s.stats.cancelled.Load(),
+		Refunded: s.stats.paidAfterCancel.Load(), Queue: s.q.Pending(ctx)}
+	var errs []string
+	buckets, err := s.Inventory.Buckets(ctx, s.Pool, s.Item.ActivityID, s.Item.SKUID)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	front, err := s.frontAvailable(ctx)
+	if err != nil {
+		errs = append(errs, "front door: "+err.Error())
+	}
+	for _, b := range buckets {
+		pb := pageBucket{Bucket: b.BucketNo, Total: b.Total, PG: b.Available, Front: -1}
+		if int(b.BucketNo) < len(front) {
+			pb.Front = front[b.BucketNo]
+		}
+		snap.Buckets = append(snap.Buckets, pb)
+	}
+	if st, err := s.Outbox.Stats(ctx, s.Pool); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		snap.Outbox, snap.OutboxDead = st.Pending+st.Sending+st.Retry, st.Dead
+	}
+	snap.Error = strings.Join(errs, "; ")
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.final {
+		return
+	}
+	if dt := snap.At.Sub(m.lastAt).Seconds(); dt > 0 && (len(m.history) == 0 || dt >= sampleEvery.Seconds()/2) {
+		p := pagePoint{At: snap.At, PerSecond: float64(snap.Orders-m.lastOrders) / dt, Queue: snap.Queue, Outbox: snap.Outbox}
+		var window []time.Duration
+		window, m.lastLat = s.lat.since(m.lastLat)
+		p.P50ms, p.P99ms = pct(window, 50), pct(window, 99)
+		m.history = append(m.history, p)
+		if len(m.history) > historyLen {
+			m.history = slices.Delete(m.history, 0, len(m.history)-historyLen)
+		}
+		m.lastOrders, m.lastAt = snap.Orders, snap.At
+	}
+	snap.History, snap.Audit, snap.Reconcile = m.history, m.audit, m.reconcile
+	m.publishLocked(snap)
+}
+
+// publishLocked replaces the snapshot and wakes the streams when anything
+// but the time changed. m.mu is held.
+func (m *monitor) publishLocked(snap snapshot) {
+	at := snap.At
+	snap.At = time.Time{}
+	cmp, _ := json.Marshal(snap)
+	if m.data != nil && bytes.Equal(m.cmp, cmp) {
+		return
+	}
+	snap.At = at
+	m.data, _ = json.Marshal(snap)
+	m.cmp = cmp
+	m.seq++
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// check runs the audit and the reconciliation once and keeps the result.
+// The audit's counts are exact only when the service is quiet: while work
+// is in flight it keeps the previous result and says so.
+func (m *monitor) check(ctx context.Context) {
+	s := m.s
+	var a checkLine
+	for attempt := 0; attempt < 3 && a.Status != "PASS"; attempt++ {
+		if attempt > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !s.quiet(ctx) {
+			break
+		}
+		checks, err := s.audit(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !s.quiet(ctx) { // work arrived while the audit read: its counts may not add up
+			a = checkLine{}
+			break
+		}
+		if err != nil {
+			a = checkLine{Status: "FAIL", At: time.Now(), Lines: []string{"audit error: " + err.Error()}}
+		} else {
+			a = auditLine(checks)
+		}
+	}
+	quietBefore := s.quiet(ctx)
+	rec, err := s.reconcileSettled(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	var r checkLine
+	if err != nil {
+		r = checkLine{Status: "FAIL", At: time.Now(), Lines: []string{"reconciliation error: " + err.Error()}}
+	} else {
+		r = reconcileLine(rec)
+		if r.Status == "FAIL" && !(quietBefore && s.quiet(ctx)) {
+			// The three stores cannot be read at one instant: under load a
+			// difference can be work that moved between the reads. It is
+			// shown, not called a failure, until a quiet moment confirms it.
+			r.Status = "UNSETTLED"
+		}
+	}
+	m.mu.Lock()
+	if m.final {
+		m.mu.Unlock()
+		return
+	}
+	if a.Status != "" {
+		m.audit = a
+	} else if m.audit.Status == "PENDING" {
+		m.audit.Lines = []string{"work in flight: checked when the service is quiet"}
+	}
+	m.reconcile = r
+	m.mu.Unlock()
+}
+
+func auditLine(checks []flow.Check) checkLine {
+	l := checkLine{Status: "PASS", At: time.Now()}
+	if !flow.Passed(checks) {
+		l.Status = "FAIL"
+	}
+	for _, c := range checks {
+		st := "PASS"
+		if !c.Pass {
+			st = "FAIL"
+		}
+		l.Lines = append(l.Lines, fmt.Sprintf("%s [%s] %s: %s", st, c.Invariant, c.Name, c.Detail))
+	}
+	return l
+}
+
+func reconcileLine(rec *reconciliation) checkLine {
+	l := checkLine{Status: "PASS", At: time.Now()}
+	if !rec.Passed() {
+		l.Status = "FAIL"
+	}
+	var b strings.Builder
+	rec.print(&b)
+	for line := range strings.Lines(b.String()) {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "reconciliation") {
+			l.Lines = append(l.Lines, line)
+		}
+	}
+	return l
+}
+
+// quiet reports whether no order message, outbox event or click is in
+// flight.
+func (s *service) quiet(ctx context.Context) bool {
+	if s.inFlight.Load() != 0 || s.q.Pending(ctx) != 0 {
+		return false
+	}
+	st, err := s.Outbox.Stats(ctx, s.Pool)
+	return err == nil && st.Pending+st.Sending+st.Retry == 0
+}
+
+// reconcileSettled reconciles; the three stores cannot be read at one
+// instant, so an unexplained result is read again, up to three times,
+// 100ms apart; a difference that stays is reported.
+func (s *service) reconcileSettled(ctx context.Context) (*reconciliation, error) {
+	var rec *reconciliation
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if rec, err = s.reconcile(ctx); err != nil || rec.Passed() {
+			break
+		}
+	}
+	return rec, err
+}
+
+// frontAvailable reads the front door's per-bucket stock counters only
+// (not the held reservations): one HGETALL on Redis.
+func (s *service) frontAvailable(ctx context.Context) ([]int64, error) {
+	if s.rfront == nil {
+		st, err := s.front.State(ctx)
+		return st.Available, err
+	}
+	f := s.rfront
+	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, f.buckets)
+	for k, v := range stock {
+		b, err1 := strconv.Atoi(k)
+		n, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 == nil && err2 == nil && b >= 0 && b < len(out) {
+			out[b] = n
+		}
+	}
+	return out, nil
+}
+
+// since returns the durations recorded from index i on and the new index.
+func (l *latencies) since(i int) ([]time.Duration, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i = min(i, len(l.d))
+	return slices.Clone(l.d[i:]), len(l.d)
+}
+
+// pct is the p-th percentile of d in milliseconds, 0 when empty.
+func pct(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(float64(len(d))*p/100+0.5) - 1
+	return d[min(max(i, 0), len(d)-1)].Seconds() * 1000
+}
+
+// servePage: GET /. The page.
+func (m *monitor) servePage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(pageHTML)
+}
+
+// serveEvents: GET /events. A server-sent event stream: "event: snapshot",
+// "id: <n>", "data: <snapshot JSON>" at once and then whenever the
+// snapshot changes (at most every sampleEvery), a comment line every
+// keepAlive; it ends when the client goes away.
+func (m *monitor) serveEvents(w http.ResponseWriter, r *http.Request) {
+	m.streams.Add(1)
+	defer m.streams.Add(-1)
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var sent uint64
+	ka := time.NewTicker(time.Duration(m.keepAlive.Load()))
+	defer ka.Stop()
+	for {
+		m.mu.Lock()
+		data, seq, changed := m.data, m.seq, m.changed
+		m.mu.Unlock()
+		if seq != sent && data != nil {
+			if _, err := fmt.Fprintf(w, "event: snapshot\nid: %d\ndata: %s\n\n", seq, data); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			sent = seq
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-m.done:
+			return
+		case <-changed:
+		case <-ka.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// routes adds GET / and GET /events to mux.
+func (m *monitor) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", m.servePage)
+	mux.HandleFunc("GET /events", m.serveEvents)
+}
+
+// pageHooks serves the operator view on addr during a run (nothing when
+// addr is empty) and returns its URL: the monitor starts when the service
+// is up and ends with the run's own audit and reconciliation. stop closes
+// the server.
+func pageHooks(addr string) (hooks *saleHooks, url string, stop func(), err error) {
+	if addr == "" {
+		return nil, "", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("-page %s: %w", addr, err)
+	}
+	var (
+		mu  sync.Mutex
+		mon *monitor
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		m := mon
+		mu.Unlock()
+		if m == nil {
+			http.Error(w, "the sale is starting; reload in a moment", http.StatusServiceUnavailable)
+			return
+		}
+		m.servePage(w, r)
+	})
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		m := mon
+		mu.Unlock()
+		if m == nil {
+			http.Error(w, "the sale is starting", http.StatusServiceUnavailable)
+			return
+		}
+		m.serveEvents(w, r)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	url = "http://" + ln.Addr().String() + "/"
+	hooks = &saleHooks{
+		started: func(s *service) {
+			m := startMonitor(s.life, s)
+			mu.Lock()
+			mon = m
+			mu.Unlock()
+		},
+		finished: func(r report) {
+			mu.Lock()
+			m := mon
+			mu.Unlock()
+			if m != nil {
+				m.finish(r)
+			}
+		},
+	}
+	stop = func() {
+		mu.Lock()
+		m := mon
+		mu.Unlock()
+		if m != nil {
+			m.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if hs.Shutdown(ctx) != nil {
+			_ = hs.Close()
+		}
+	}
+	return hooks, url, stop, nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+)
+
+// chromiumPath finds Debian's chromium (or a chromium on PATH).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	t.Fatal("the browser test needs Chromium: install the Debian package chromium (apt-get install chromium)")
+	return ""
+}
+
+// TestPageInBrowser opens the operator view in headless Chromium, runs a
+// small sale on the real stack and checks what the page shows: the
+// bucket bars drain to the final stock on both sides, the order counter
+// reaches the database's count, and a reconciliation failure injected on
+// purpose turns the reconciliation line red.
+func TestPageInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromiumPath(t)
+	ctx := pgtest.Context(t, 3*time.Minute)
+	a, base, cfg := pageService(t, stackReal, 12, 3)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox, // as root Chromium needs it
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(400, 900), // a phone
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	// eventually evaluates a JavaScript condition until it holds.
+	eventually := func(what, js string) {
+		t.Helper()
+		for {
+			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if ok {
+				return
+			}
+			if ctx.Err() != nil {
+				html, _ := chromedp.Run(bctx, chromedp.OuterHTML("body"))
+				t.Fatalf("the page never showed %s; it shows:\n%s", what, html)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open the page in Chromium: %v", err)
+	}
+	eventually("the stream live", `document.getElementById("conn").textContent === "live"`)
+	eventually("3 buckets of 4 units on both sides", `(() => {
+		const bs = [...document.querySelectorAll("#buckets .bucket")];
+		return bs.length === 3 && bs.every(b => b.dataset.pg === "4" && b.dataset.front === "4"
+			&& b.querySelector(".pg i").style.width === "100%");
+	})()`)
+
+	// The sale: 30 buyers for 12 units.
+	for u := 1; u <= 30; u++ {
+		for {
+			code, _ := do(t, "POST", base+"/orders", map[string]any{"user_id": u})
+			if code != http.StatusServiceUnavailable {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	eventually("every bucket bar drained to 0 on both sides", `(() => {
+		const bs = [...document.querySelectorAll("#buckets .bucket")];
+		return bs.length === 3 && bs.every(b => b.dataset.pg === "0" && b.dataset.front === "0"
+			&& b.querySelector(".pg i").style.width === "0%" && b.querySelector(".front i").style.width === "0%")
+			&& document.getElementById("stock").textContent === "0";
+	})()`)
+	var dbOrders int64
+	for dbOrders < int64(cfg.Stock) && ctx.Err() == nil {
+		if err := a.s.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{cfg.Schema, "orders"}.Sanitize()).Scan(&dbOrders); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if dbOrders != int64(cfg.Stock) {
+		t.Fatalf("%d orders in the database, want %d", dbOrders, cfg.Stock)
+	}
+	eventually("the order counter at the database's count "+strconv.FormatInt(dbOrders, 10),
+		fmt.Sprintf(`document.getElementById("orders").textContent === "%d"`, dbOrders))
+	eventually("a passing reconciliation in green", `(() => {
+		const r = document.getElementById("reconcile");
+		return r.dataset.status === "PASS" && getComputedStyle(r).borderLeftColor === "rgb(29, 122, 51)";
+	})()`)
+
+	injectReconcileFailure(t, ctx, a)
+	eventually("the reconciliation line red with the difference named", `(() => {
+		const r = document.getElementById("reconcile");
+		const st = getComputedStyle(r);
+		return r.dataset.status === "FAIL" && r.querySelector(".status").textContent === "FAIL" && r.querySelector("details").open
+			&& st.borderLeftColor === "rgb(198, 40, 40)" && st.color === "rgb(198, 40, 40)"
+			&& [...r.querySelectorAll("li")].some(li => li.textContent.startsWith("FAIL"));
+	})()`)
+}
