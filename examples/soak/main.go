@@ -4,7 +4,7 @@
 // dead tuples, autovacuum runs, the cost of an outbox claim (buffers
 // touched, and its latency) and the order transactions' latency.
 //
-//	go run ./examples/soak -duration 30m
+//	go run ./examples/soak -duration 30m -svg .
 //
 // It uses SECKILL_DATABASE_URL when set (then it works in a schema of its
 // own, dropped at the end unless -keep); otherwise a throwaway cluster with
@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,14 +36,15 @@ func main() {
 	workers := flag.Int("workers", 8, "consumers")
 	schema := flag.String("schema", fmt.Sprintf("soak_%d", time.Now().Unix()), "schema to work in")
 	keep := flag.Bool("keep", false, "keep the schema at the end")
+	svgDir := flag.String("svg", "", "also write table sizes, the claim's cost and the backlog over time as SVG charts into this directory")
 	flag.Parse()
-	if err := run(*duration, *users, *workers, *schema, *keep); err != nil {
+	if err := run(*duration, *users, *workers, *schema, *keep, *svgDir); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, users, workers int, schema string, keep bool) error {
+func run(duration time.Duration, users, workers int, schema string, keep bool, svgDir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	srv, err := pgharness.Start(ctx, pgharness.Options{MaxConnections: 60, Settings: soak.ServerSettings})
@@ -71,6 +73,12 @@ func run(duration time.Duration, users, workers int, schema string, keep bool) e
 	}
 	if len(samples) == 0 {
 		return fmt.Errorf("no round finished")
+	}
+	if svgDir != "" {
+		if err := soak.WriteSVG(svgDir, samples); err != nil {
+			return err
+		}
+		fmt.Printf("charts: %s in %s\n", strings.Join(soak.PlotFiles, ", "), svgDir)
 	}
 	first, last := samples[min(2, len(samples)-1)], samples[len(samples)-1]
 	fmt.Printf("\nafter round %d: inbox %s, outbox %s, buckets %s, claim %d buffers %v\n",

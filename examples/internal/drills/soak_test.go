@@ -1,6 +1,9 @@
 package drills
 
 import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -90,5 +93,35 @@ func TestSoakShort(t *testing.T) {
 	}
 	if !flow.Passed(checks) {
 		t.Errorf("audit failed")
+	}
+
+	// The long form's charts, from these samples: every series has a
+	// point per round.
+	dir := t.TempDir()
+	if err := soak.WriteSVG(dir, samples); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range soak.PlotFiles {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Lines []struct {
+				Name   string `xml:"data-name,attr"`
+				Points int    `xml:"data-points,attr"`
+			} `xml:"polyline"`
+		}
+		if err := xml.Unmarshal(raw, &doc); err != nil {
+			t.Fatalf("%s is not XML: %v", name, err)
+		}
+		if len(doc.Lines) < 2 {
+			t.Errorf("%s: %d lines, want 2 or more", name, len(doc.Lines))
+		}
+		for _, l := range doc.Lines {
+			if l.Points != rounds {
+				t.Errorf("%s: series %q has %d points, want %d", name, l.Name, l.Points, rounds)
+			}
+		}
 	}
 }
