@@ -16,24 +16,25 @@ import (
 // sale, read in one Repeatable Read snapshot, and the differences between
 // them, each classified.
 type Reconciliation struct {
-	Orders []order.StatusQuantity
-	Ledger []inventory.TypeQuantity
-	Events []outbox.TagStatusCount
+	Orders []order.StatusQuantity   `json:"orders"`
+	Ledger []inventory.TypeQuantity `json:"ledger"`
+	Events []outbox.TagStatusCount  `json:"events"`
 	// ReleasePending counts the reservations whose front-door release is
 	// in flight (RELEASE_PENDING); ManualRequired those whose release kept
 	// failing and that wait for a human (MANUAL_REQUIRED).
-	ReleasePending, ManualRequired int64
-	Differences                    []Difference
+	ReleasePending int64        `json:"release_pending"`
+	ManualRequired int64        `json:"manual_required"`
+	Differences    []Difference `json:"differences"`
 }
 
 // Difference compares one quantity of a report with the quantity another
 // report implies. Class is "match" when they agree, otherwise the name of
 // what the gap means.
 type Difference struct {
-	Name     string
-	Have     int64 // what the first report holds
-	Expected int64 // what the other implies
-	Class    string
+	Name     string `json:"name"`
+	Have     int64  `json:"have"`     // what the first report holds
+	Expected int64  `json:"expected"` // what the other implies
+	Class    string `json:"class"`
 }
 
 // Classes of a Difference.
