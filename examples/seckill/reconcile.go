@@ -203,8 +203,21 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 		return nil, fmt.Errorf("reconcile: reports: %w", err)
 	}
 	rec.Reports = &reports
+	// A RELEASE_PENDING reservation is explained while a release is in
+	// flight: its event waits in the outbox, or in the consumer.
+	var waitingReleases int64
+	if err := s.Pool.QueryRow(ctx, q(`SELECT count(*) FROM {s}.event_outbox WHERE tag = 'FRONTDOOR_RELEASE' AND status IN (0, 10, 30)`)).
+		Scan(&waitingReleases); err != nil {
+		return nil, fmt.Errorf("reconcile: outbox: %w", err)
+	}
+	rc := consumerOf("frontdoor-release")
+	releasesInFlight := waitingReleases > 0 || (s.js != nil && rc.Pending+rc.AckPending > 0)
 	for _, d := range reports.Differences {
-		if d.Class != flow.ClassMatch {
+		switch {
+		case d.Class == flow.ClassMatch:
+		case d.Class == flow.ClassReleaseInFlight && !releasesInFlight:
+			rec.add("reports: "+d.Name, "RELEASE_PENDING with no release in flight (release never recorded as applied)", d.Have-d.Expected, false)
+		default:
 			rec.add("reports: "+d.Name, d.Class, d.Have-d.Expected, d.Class == flow.ClassReleaseInFlight)
 		}
 	}

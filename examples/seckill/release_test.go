@@ -260,3 +260,52 @@ func frontHeld(t *testing.T, ctx context.Context, s *service, id uuid.UUID) bool
 	_, held := st.Held[id]
 	return held
 }
+
+// TestReconcileReportsFailOnLostEvent: an order whose ORDER_CREATED event
+// was lost (deleted from the outbox) shows in the three reports as events
+// missing, an unexplained difference: the reconciliation fails and says so.
+func TestReconcileReportsFailOnLostEvent(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 2*time.Minute)
+	pool := pgtest.Pool(t)
+	cfg := smallConfig(t)
+	cfg.Stock, cfg.Buckets, cfg.FrontDrift = 4, 1, 0
+	useStack(t, &cfg, stackMemory, false)
+	s, err := newService(ctx, pool, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	r, err := s.front.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := orderBody(s, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.PlaceOrder(ctx, uuid.Must(uuid.NewV7()), body)
+	if err != nil || out.Code != flow.CodeOrderCreated {
+		t.Fatalf("order: %+v, %v", out, err)
+	}
+	if tag, err := pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s.event_outbox WHERE dedup_key = $1`, pgx.Identifier{cfg.Schema}.Sanitize()),
+		fmt.Sprintf("%s:%d", flow.TagOrderCreated, out.OrderID)); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("delete the event: %v, %d rows", err, tag.RowsAffected())
+	}
+	rec, err := s.reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var printed strings.Builder
+	rec.print(&printed)
+	t.Log("\n" + printed.String())
+	found := false
+	for _, d := range rec.Differences {
+		if d.Class == flow.ClassEventsMissing {
+			found = !d.Explained && d.Count == -1 && strings.Contains(d.Where, flow.TagOrderCreated)
+		}
+	}
+	if !found || rec.Passed() || !strings.Contains(printed.String(), "FAIL      "+flow.ClassEventsMissing) {
+		t.Fatalf("the lost ORDER_CREATED is not an unexplained difference: %+v", rec.Differences)
+	}
+}
