@@ -491,7 +491,7 @@ func (r report) print(w io.Writer) {
 	line("publishes deduplicated by the broker", r.Deduplicated)
 	line("front door down (clicked again) / rebuilt", fmt.Sprintf("%d / %d", r.FrontDown, r.Rebuilds))
 	line("front-door releases applied", r.Releases)
-	line("releases refused / reservations MANUAL_REQUIRED", fmt.Sprintf("%d / %d", r.ReleaseFailures, r.ReleasesManual))
+	line("release refusals / MANUAL_REQUIRED", fmt.Sprintf("%d / %d", r.ReleaseFailures, r.ReleasesManual))
 	line("refund requests consumed", r.Refunds)
 	line("event redeliveries answered by the inbox", r.EventDuplicates)
 	line("transactions retried (40001/40P01)", r.Retries)
