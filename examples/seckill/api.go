@@ -216,7 +216,8 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// reconcile: GET /reconcile. The three-way reconciliation, now: 200 when
+// reconcile: GET /reconcile. The three-way reconciliation, now, with the
+// three reconciliation reports (orders, ledger, events; "reports"): 200 when
 // every difference is explained (work in flight shows as explained
 // differences), 500 otherwise. The three stores cannot be read at one
 // instant: while the sale runs, a unit can move between two reads and look

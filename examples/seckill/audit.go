@@ -21,12 +21,13 @@ func (s *service) audit(ctx context.Context) ([]flow.Check, error) {
 	add := func(inv, name string, pass bool, detail string, args ...any) {
 		checks = append(checks, flow.Check{Invariant: inv, Name: name, Pass: pass, Detail: fmt.Sprintf(detail, args...)})
 	}
-	var inboxRows, sent, live int64
+	var inboxRows, sent, live, manual int64
 	if err := s.Pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM `+pgx.Identifier{s.Schema, "consumer_inbox"}.Sanitize()+` WHERE consumer_group = $1),
 		(SELECT count(*) FROM `+pgx.Identifier{s.Schema, "event_outbox"}.Sanitize()+` WHERE status = 20),
-		(SELECT count(*) FROM `+pgx.Identifier{s.Schema, "orders"}.Sanitize()+` WHERE status IN (10, 20, 30, 60))`,
-		flow.ConsumerGroup).Scan(&inboxRows, &sent, &live); err != nil {
+		(SELECT count(*) FROM `+pgx.Identifier{s.Schema, "orders"}.Sanitize()+` WHERE status IN (10, 20, 30, 60)),
+		(SELECT count(*) FROM `+pgx.Identifier{s.Schema, "inventory_reservation"}.Sanitize()+` WHERE status = 60)`,
+		flow.ConsumerGroup).Scan(&inboxRows, &sent, &live, &manual); err != nil {
 		return nil, err
 	}
 	var poison int64
@@ -43,7 +44,9 @@ func (s *service) audit(ctx context.Context) ([]flow.Check, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A MANUAL_REQUIRED reservation is one whose release the front door
+	// kept refusing: it still holds the unit, and a human must act.
 	add("-", "front door agrees with PostgreSQL: reservations held = live orders", int64(len(front.Held)) == live,
-		"%d held, %d live orders", len(front.Held), live)
+		"%d held, %d live orders, %d reservations MANUAL_REQUIRED (front-door release refused, needs a human)", len(front.Held), live, manual)
 	return checks, nil
 }

@@ -27,12 +27,21 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 		}
 		return nil, err
 	}
+	var backoff func(int) time.Duration // default
+	if s.js == nil {
+		// -stack memory applies the front-door releases in the publish: a
+		// failed release is tried again as the JetStream consumer would
+		// (100ms, doubling, at most 2s), not after outbox.DefaultBackoff.
+		backoff = func(attempt int) time.Duration {
+			return min(100*time.Millisecond<<min(max(attempt-1, 0), 10), 2*time.Second)
+		}
+	}
 	for i := range relays {
 		r, err := outbox.NewRelay(s.Pool, outbox.RelayConfig{
 			Store: s.Outbox, Publisher: s.publisher(), Owner: fmt.Sprintf("seckill-relay-%d-%s", i, uuid.NewString()[:8]),
 			BatchSize: 200, PollInterval: 20 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 			// The order path sends no NOTIFY (see flow.Config.Notify): relays poll.
-			DisableListen: true, Logger: s.log,
+			DisableListen: true, Logger: s.log, Backoff: backoff,
 		})
 		if err != nil {
 			return fail(err)

@@ -19,12 +19,14 @@ import (
 // (PubAck awaited, Nats-Msg-Id = event id) and the events reach their
 // consumers through the stream; with -stack memory the events are applied
 // here, at once: ORDER_CREATED reaches the buyer, a front-door release the
-// front door, idempotently.
+// front door through the same consumer as on the real stack (inbox,
+// RELEASE_PENDING → RELEASED), idempotently.
 func (s *service) publisher() outbox.Publisher {
 	if s.js != nil {
 		return s.js.eventPublisher(s.countPublished)
 	}
 	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		errs := make([]error, 0, len(msgs))
 		for _, m := range msgs {
 			if m.Tag == flow.TagOrderCreated && s.onOrderCreated != nil {
 				if id, err := orderIDOf(m.Payload); err == nil {
@@ -32,16 +34,20 @@ func (s *service) publisher() outbox.Publisher {
 				}
 			}
 			if m.Tag == flow.TagFrontDoorRelease {
-				if id, err := reservationIDOf(m.Payload); err == nil {
-					s.countRelease(s.front.Release(ctx, id, 0))
+				// The real stack's consumer, run here: a failed release is
+				// not published, and the relay tries it again.
+				if err := s.releaseConsumer()(ctx, message{ID: m.EventID, Body: m.Payload}); err != nil {
+					errs = append(errs, err)
+					continue
 				}
 			}
 			if m.Tag == flow.TagRefundRequested {
 				s.stats.refunds.Add(1)
 			}
 			s.countPublished(m)
+			errs = append(errs, nil)
 		}
-		return nil
+		return errs
 	})
 }
 
@@ -89,7 +95,7 @@ func reservationIDOf(payload []byte) (uuid.UUID, error) {
 // inbox row and is acked without being applied again. apply's effect
 // outside PostgreSQL (Redis, the buyer) must itself be idempotent: it runs
 // before COMMIT, and a transaction that fails after it is retried.
-func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, payload []byte) (string, error)) func(context.Context, message) error {
+func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, message) error {
 	return func(ctx context.Context, m message) error {
 		key := inbox.Key{Group: group, MessageID: m.ID}
 		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group}, func(tx pgx.Tx) error {
@@ -101,7 +107,7 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 			if !claim.Fresh {
 				return flow.ErrDuplicate
 			}
-			code, err := apply(ctx, m.Body)
+			code, err := apply(ctx, tx, m.Body)
 			if err != nil {
 				return err
 			}
@@ -111,7 +117,7 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 		case errors.Is(err, flow.ErrDuplicate):
 			s.stats.eventDuplicates.Add(1)
 			return nil
-		case errors.Is(err, flow.ErrPoison), errors.Is(err, inbox.ErrPayloadMismatch):
+		case s.js != nil && (errors.Is(err, flow.ErrPoison) || errors.Is(err, inbox.ErrPayloadMismatch)):
 			if perr := s.recordPoison(ctx, s.js.eventStream, m, 0, err); perr != nil {
 				return perr
 			}
@@ -126,7 +132,7 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 // consumer name.
 func (s *service) eventHandlers() map[string]func(context.Context, message) error {
 	return map[string]func(context.Context, message) error{
-		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, func(_ context.Context, p []byte) (string, error) {
+		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, func(_ context.Context, _ pgx.Tx, p []byte) (string, error) {
 			id, err := orderIDOf(p)
 			if err != nil {
 				return "", err
@@ -136,26 +142,47 @@ func (s *service) eventHandlers() map[string]func(context.Context, message) erro
 			}
 			return "BUYER_NOTIFIED", nil
 		}),
-		"frontdoor-release": s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, func(ctx context.Context, p []byte) (string, error) {
-			id, err := reservationIDOf(p)
-			if err != nil {
-				return "", err
-			}
-			r, err := s.front.Release(ctx, id, 0)
-			s.countRelease(r, err)
-			switch {
-			case err != nil:
-				return "", err // Redis away or being rebuilt: not acked, delivered again
-			case r == released:
-				return "RELEASED", nil
-			case r == releasedAlready:
-				return "ALREADY_RELEASED", nil
-			}
-			return "UNKNOWN_RESERVATION", nil
-		}),
-		"refund-requested": s.eventHandler("refund-consumer", flow.TagRefundRequested, func(context.Context, []byte) (string, error) {
+		"frontdoor-release": s.releaseConsumer(),
+		"refund-requested": s.eventHandler("refund-consumer", flow.TagRefundRequested, func(context.Context, pgx.Tx, []byte) (string, error) {
 			s.stats.refunds.Add(1) // a real service would call the payment provider here
 			return "REFUND_QUEUED", nil
 		}),
 	}
+}
+
+// releaseConsumer applies FRONTDOOR_RELEASE events (both stacks): the
+// front door gives the reservation back (idempotent), then, in the
+// consumer's transaction with its inbox claim, a RELEASE_PENDING
+// reservation becomes RELEASED (flow.Service.FrontDoorReleased); a
+// redelivery finds the inbox row and changes nothing. A release the front
+// door refuses is counted (flow.Service.FrontDoorReleaseFailed) and the
+// event delivered again, until the reservation is MANUAL_REQUIRED: then
+// the event is completed and a human takes over. A front door that is down
+// (errFrontDoorDown: Redis away or being rebuilt) is waited out, not
+// counted: an outage is not the release failing.
+func (s *service) releaseConsumer() func(context.Context, message) error {
+	return s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, func(ctx context.Context, tx pgx.Tx, p []byte) (string, error) {
+		id, err := reservationIDOf(p)
+		if err != nil {
+			return "", err
+		}
+		r, err := s.front.Release(ctx, id, 0)
+		s.countRelease(r, err)
+		switch {
+		case errors.Is(err, errFrontDoorDown):
+			return "", err // not acked, delivered again
+		case err != nil:
+			s.stats.releaseFailures.Add(1)
+			escalated, ferr := s.FrontDoorReleaseFailed(ctx, s.Pool, id, s.releaseFailures)
+			switch {
+			case ferr != nil:
+				return "", errors.Join(err, ferr)
+			case escalated:
+				s.stats.releasesManual.Add(1)
+				return flow.ReleaseManualRequired, nil
+			}
+			return "", err
+		}
+		return s.FrontDoorReleased(ctx, tx, id)
+	})
 }

@@ -67,6 +67,7 @@ func main() {
 	flag.Float64Var(&cfg.LatePayRate, "late-pay-rate", cfg.LatePayRate, "share of orders paid after their cancel")
 	flag.Float64Var(&cfg.DupCallback, "dup-callback", cfg.DupCallback, "share of payment callbacks delivered twice")
 	flag.DurationVar(&cfg.OrderTTL, "order-ttl", cfg.OrderTTL, "time an order may stay unpaid")
+	flag.IntVar(&cfg.ReleaseFailures, "release-failures", cfg.ReleaseFailures, "failed front-door releases after which a reservation is MANUAL_REQUIRED (1-1000)")
 	flag.StringVar(&cfg.Schema, "schema", cfg.Schema, "PostgreSQL schema")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed")
 	flag.StringVar(&cfg.Stack, "stack", cfg.Stack, `"real" (Redis + NATS JetStream + PostgreSQL) or "memory" (in-process stand-ins for Redis and NATS)`)

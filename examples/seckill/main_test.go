@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/internal/stackharness"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
@@ -83,6 +87,7 @@ func TestSaleAuditPasses(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkSale(t, cfg, rep)
+			checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
 		})
 	}
 }
@@ -106,6 +111,19 @@ func checkSale(t *testing.T, cfg config, rep report) {
 		if !d.Explained {
 			t.Errorf("reconciliation: unexplained %s at %s: %d", d.Class, d.Where, d.Count)
 		}
+	}
+	// The three reports: every difference matches (in one snapshot, at the
+	// end of a run, nothing is in flight).
+	if rep.Reconciliation.Reports == nil || !strings.Contains(out.String(), "reports (seed 003 §13)") {
+		t.Fatal("the reconciliation reports are missing from the run's output")
+	}
+	for _, d := range rep.Reconciliation.Reports.Differences {
+		if d.Class != flow.ClassMatch {
+			t.Errorf("reports: %s: %d vs %d: %s", d.Name, d.Have, d.Expected, d.Class)
+		}
+	}
+	if len(rep.Reconciliation.Reports.Orders) == 0 || len(rep.Reconciliation.Reports.Ledger) == 0 || len(rep.Reconciliation.Reports.Events) == 0 {
+		t.Errorf("empty reports: %+v", rep.Reconciliation.Reports)
 	}
 	if !rep.Passed() || !strings.Contains(out.String(), "audit: all invariants hold") || !strings.Contains(out.String(), "reconciliation: PASS") {
 		t.Fatal("audit or reconciliation did not pass")
@@ -278,6 +296,10 @@ func testHTTPAPI(t *testing.T, stack string) {
 	if code != http.StatusOK || out["passed"] != true {
 		t.Fatalf("GET /reconcile = %d %v", code, out)
 	}
+	reports, _ := out["reconciliation"].(map[string]any)["reports"].(map[string]any)
+	if reports == nil || reports["orders"] == nil || reports["ledger"] == nil || reports["events"] == nil || reports["differences"] == nil {
+		t.Fatalf("GET /reconcile without the three reports: %v", out["reconciliation"])
+	}
 	code, out = do(t, "GET", base+"/stats", nil)
 	if code != http.StatusOK || out["orders_created"].(float64) != 2 || out["paid"].(float64) != 1 {
 		t.Errorf("GET /stats = %d %v", code, out)
@@ -345,4 +367,23 @@ func TestSaleOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSale(t, cfg, rep)
+}
+
+// checkReleased checks the reservations at the end of a run: every
+// cancelled order's reservation is RELEASED (its front-door release
+// applied), none is left RELEASE_PENDING or MANUAL_REQUIRED.
+func checkReleased(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	var cancelled, released, pending, manual int64
+	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), count(*) FILTER (WHERE r.status = 40),
+			(SELECT count(*) FROM %[1]s.inventory_reservation WHERE status = 30),
+			(SELECT count(*) FROM %[1]s.inventory_reservation WHERE status = 60)
+		FROM %[1]s.orders o JOIN %[1]s.inventory_reservation r USING (reservation_id) WHERE o.status = 40`,
+		pgx.Identifier{schema}.Sanitize())).Scan(&cancelled, &released, &pending, &manual); err != nil {
+		t.Fatal(err)
+	}
+	if cancelled == 0 || released != cancelled || pending != 0 || manual != 0 {
+		t.Errorf("%d cancelled orders, %d of their reservations RELEASED; %d RELEASE_PENDING, %d MANUAL_REQUIRED left",
+			cancelled, released, pending, manual)
+	}
 }

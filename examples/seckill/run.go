@@ -49,6 +49,11 @@ type config struct {
 	DupCallback float64 // payment callbacks delivered twice
 	OrderTTL    time.Duration
 	Seed        uint64
+
+	// ReleaseFailures is the number of failed front-door releases after
+	// which a cancelled order's reservation is MANUAL_REQUIRED (0: the
+	// default, flow.DefaultMaxReleaseFailures).
+	ReleaseFailures int
 }
 
 // item is the SKU on sale.
@@ -68,6 +73,7 @@ func defaultConfig() config {
 		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2,
 		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
 		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
+		ReleaseFailures: flow.DefaultMaxReleaseFailures,
 	}
 }
 
@@ -75,6 +81,7 @@ func defaultConfig() config {
 type report struct {
 	FrontDoor, Broker                                          string
 	FrontDown, Rebuilds, Deduplicated, Releases, Refunds       int64
+	ReleaseFailures, ReleasesManual                            int64
 	EventDuplicates                                            int64
 	E2E50, E2E99                                               time.Duration
 	Reconciliation                                             *reconciliation
@@ -357,7 +364,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	r := report{
 		FrontDoor: s.front.Name(), Broker: s.q.Name(), Reconciliation: rec,
 		FrontDown: s.stats.frontDown.Load(), Rebuilds: s.stats.rebuilds.Load(), Deduplicated: fig.Deduplicated,
-		Releases: s.stats.releases.Load(), Refunds: s.stats.refunds.Load(), EventDuplicates: s.stats.eventDuplicates.Load(),
+		Releases: s.stats.releases.Load(), ReleaseFailures: s.stats.releaseFailures.Load(), ReleasesManual: s.stats.releasesManual.Load(), Refunds: s.stats.refunds.Load(), EventDuplicates: s.stats.eventDuplicates.Load(),
 		E2E50: s.e2e.percentile(50), E2E99: s.e2e.percentile(99),
 		Offered: s.stats.clicks.Load() - s.stats.busy.Load(), FrontAccepted: s.stats.frontAccepted.Load(), FrontSoldOut: s.stats.frontSoldOut.Load(),
 		FrontAlready: s.stats.frontAlready.Load(), Busy: s.stats.busy.Load(),
@@ -488,6 +495,7 @@ func (r report) print(w io.Writer) {
 	line("publishes deduplicated by the broker", r.Deduplicated)
 	line("front door down (clicked again) / rebuilt", fmt.Sprintf("%d / %d", r.FrontDown, r.Rebuilds))
 	line("front-door releases applied", r.Releases)
+	line("release refusals / MANUAL_REQUIRED", fmt.Sprintf("%d / %d", r.ReleaseFailures, r.ReleasesManual))
 	line("refund requests consumed", r.Refunds)
 	line("event redeliveries answered by the inbox", r.EventDuplicates)
 	line("transactions retried (40001/40P01)", r.Retries)

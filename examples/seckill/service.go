@@ -28,6 +28,7 @@ type counters struct {
 	txErrors, retries                                                       atomic.Int64
 	paid, dupCallbacks, paidAfterCancel, cancelled                          atomic.Int64
 	releases, releasesAlready, releasesUnknown, refunds, eventDuplicates    atomic.Int64
+	releaseFailures, releasesManual                                         atomic.Int64
 	rebuilds, publishUnknown                                                atomic.Int64
 	published                                                               sync.Map // tag → *atomic.Int64
 	publishedIDs                                                            sync.Map // event id → struct{}
@@ -61,6 +62,9 @@ type service struct {
 
 	orderTTL       time.Duration
 	reservationTTL time.Duration
+	// releaseFailures: failed front-door releases after which a
+	// reservation is MANUAL_REQUIRED.
+	releaseFailures int
 
 	// onOrderCreated, when set, sees the order id of every ORDER_CREATED
 	// event (at least once each): the buyer learns of the order and pays.
@@ -86,7 +90,13 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler) // nil means discard, as everywhere
 	}
-	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute}
+	if cfg.ReleaseFailures == 0 {
+		cfg.ReleaseFailures = flow.DefaultMaxReleaseFailures
+	}
+	if cfg.ReleaseFailures < 1 || cfg.ReleaseFailures > 1000 {
+		return nil, fmt.Errorf("release failures %d: must be between 1 and 1000", cfg.ReleaseFailures)
+	}
+	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	item := cfg.item()
 	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, TxOptions: pgtx.Options{

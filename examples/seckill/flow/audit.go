@@ -76,16 +76,18 @@ func (s *Service) Audit(ctx context.Context) ([]Check, error) {
 		"%d cancelled, %d mismatched (the idempotency key is unique: at most one row each)", cancelled, badRelease)
 
 	// Orders and reservations agree: a live order's reservation is
-	// ORDERED for it, a cancelled one's RELEASED, and no reservation is
+	// ORDERED for it, a cancelled one's RELEASE_PENDING (front-door release
+	// in flight), RELEASED or MANUAL_REQUIRED (the release kept failing),
+	// and no reservation is
 	// ORDERED without its order (the fresh path inserts reservations as
 	// ORDERED, relying on its transaction to create the order too).
 	badResv := must(count(`SELECT count(*) FROM {s}.inventory_reservation r
 		FULL JOIN {s}.orders o ON o.reservation_id = r.reservation_id
-		WHERE (r.status IN (10, 40) OR o.order_id IS NOT NULL)
+		WHERE (r.status IN (10, 30, 40, 60) OR o.order_id IS NOT NULL)
 		  AND (o.order_id IS DISTINCT FROM r.order_id
 		       OR (r.status = 10) <> (o.status IN (10, 20, 30, 60))
-		       OR (r.status = 40) <> (o.status = 40))`))
-	add("-", "each order's reservation is ORDERED (live) or RELEASED (cancelled) with its order id, and no other reservation is",
+		       OR (r.status IN (30, 40, 60)) <> (o.status = 40))`))
+	add("-", "each order's reservation is ORDERED (live) or RELEASE_PENDING/RELEASED/MANUAL_REQUIRED (cancelled) with its order id, and no other reservation is",
 		badResv == 0, "%d mismatched", badResv)
 
 	invFindings, e := s.Inventory.AuditAll(ctx, s.Pool)
@@ -150,9 +152,9 @@ var eventChecks = []struct{ name, what, changes, missing string }{
 			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_PAID:' || o.order_id::text)`,
 	},
 	{
-		name: "event completeness: every rejected, released or expired reservation has its FRONTDOOR_RELEASE event", what: "rejected, released or expired reservations",
-		changes: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 40, 50) AND updated_at >= $1`,
-		missing: `SELECT count(*) FROM {s}.inventory_reservation AS r WHERE r.status IN (20, 40, 50) AND r.updated_at >= $1
+		name: "event completeness: every rejected, released (or release pending or escalated) or expired reservation has its FRONTDOOR_RELEASE event", what: "rejected, released or expired reservations",
+		changes: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 30, 40, 50, 60) AND updated_at >= $1`,
+		missing: `SELECT count(*) FROM {s}.inventory_reservation AS r WHERE r.status IN (20, 30, 40, 50, 60) AND r.updated_at >= $1
 			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'FRONTDOOR_RELEASE:' || r.reservation_id::text)`,
 	},
 	{

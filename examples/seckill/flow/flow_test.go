@@ -373,9 +373,10 @@ func TestPaymentCancelAndRefund(t *testing.T) {
 		t.Fatalf("second sweep = %d, %v; want 0", n, err)
 	}
 	r, err := b.s.Inventory.GetReservation(b.ctx, b.pool, unpaid.ReservationID)
-	if err != nil || r.Status != inventory.StatusReleased {
-		t.Fatalf("cancelled order's reservation = %+v, %v; want RELEASED", r, err)
+	if err != nil || r.Status != inventory.StatusReleasePending {
+		t.Fatalf("cancelled order's reservation = %+v, %v; want RELEASE_PENDING (front-door release in flight)", r, err)
 	}
+	releaseApplied(t, b, unpaid.ReservationID)
 	if got := b.allocated(t); got != 1 {
 		t.Errorf("allocated = %d, want 1 (the cancel released its unit)", got)
 	}

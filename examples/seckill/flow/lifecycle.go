@@ -89,8 +89,10 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 
 // CancelExpired is one sweep of the timeout canceller (seed §9.10): up to
 // limit expired unpaid orders are cancelled, their stock released (RELEASE
-// ledger row), their reservations RELEASED and a front-door release event
-// enqueued — all in one transaction, so a crash leaves all or nothing.
+// ledger row), their reservations RELEASE_PENDING and a front-door release
+// event enqueued — all in one transaction, so a crash leaves all or
+// nothing. The release event's consumer moves the reservation on
+// ([Service.FrontDoorReleased], [Service.FrontDoorReleaseFailed]).
 func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 	n := 0
 	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "cancel_expired", LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
@@ -111,7 +113,7 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			if err := s.Inventory.QueueRelease(&b, inventory.Release{ReservationID: o.ReservationID, OrderID: o.OrderID, Reason: order.CancelReasonPayTimeout}, &released[i]); err != nil {
 				return err
 			}
-			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleased}, &moved[i]); err != nil {
+			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
 				return err
 			}
 			if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(o.ReservationID, order.CancelReasonPayTimeout), &enq[i]); err != nil {
@@ -156,4 +158,66 @@ func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error
 		return 0, err
 	}
 	return n, nil
+}
+
+// DefaultMaxReleaseFailures is the number of failed front-door releases
+// after which a RELEASE_PENDING reservation moves to MANUAL_REQUIRED
+// ([Service.FrontDoorReleaseFailed]).
+const DefaultMaxReleaseFailures = 5
+
+// Release outcomes of [Service.FrontDoorReleased], recorded in the
+// consumer's inbox row.
+const (
+	ReleaseApplied         = "RELEASED"            // RELEASE_PENDING → RELEASED now
+	ReleaseAlreadyApplied  = "ALREADY_RELEASED"    // already RELEASED
+	ReleaseNothingToMove   = "RELEASE_FINAL"       // REJECTED or EXPIRED: final, the front door was all there was to release
+	ReleaseManualRequired  = "MANUAL_REQUIRED"     // a human took over; left as it is
+	ReleaseUnknownInStores = "UNKNOWN_RESERVATION" // no such reservation in PostgreSQL
+)
+
+// FrontDoorReleased records, in tx (the release consumer's transaction,
+// with its inbox claim), that the front door applied a reservation's
+// release: a RELEASE_PENDING reservation (a cancelled order's) becomes
+// RELEASED (inventory.Store.TransitionReservation). The outcome says what
+// happened; a duplicate of the release (already RELEASED) changes
+// nothing, and neither does a final REJECTED or EXPIRED reservation, whose
+// release concerned only the front door. Other errors are the database's.
+func (s *Service) FrontDoorReleased(ctx context.Context, tx pgx.Tx, reservationID uuid.UUID) (string, error) {
+	_, err := s.Inventory.TransitionReservation(ctx, tx, inventory.Transition{ReservationID: reservationID, To: inventory.StatusReleased})
+	var te *inventory.TransitionError
+	switch {
+	case err == nil:
+		return ReleaseApplied, nil
+	case errors.Is(err, inventory.ErrReservationNotFound):
+		return ReleaseUnknownInStores, nil
+	case errors.As(err, &te) && te.Current == inventory.StatusReleased:
+		return ReleaseAlreadyApplied, nil
+	case errors.As(err, &te) && te.Current == inventory.StatusManualRequired:
+		return ReleaseManualRequired, nil
+	case errors.As(err, &te) && (te.Current == inventory.StatusRejected || te.Current == inventory.StatusExpired):
+		return ReleaseNothingToMove, nil
+	}
+	return "", err
+}
+
+// FrontDoorReleaseFailed records one failed front-door release of a
+// reservation (inventory.Store.RecordCompensationFailure) on db, outside
+// the consumer's transaction (which rolls back so that the event is
+// delivered again). After maxFailures failures the reservation is
+// MANUAL_REQUIRED and escalated is true: the consumer should then stop
+// retrying (complete the event) and a human takes over. A reservation that
+// is not RELEASE_PENDING (REJECTED or EXPIRED: final, not counted) returns
+// escalated false and no error; a MANUAL_REQUIRED one returns true.
+func (s *Service) FrontDoorReleaseFailed(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID, maxFailures int) (escalated bool, err error) {
+	rec, err := s.Inventory.RecordCompensationFailure(ctx, db, inventory.CompensationFailure{ReservationID: reservationID, MaxFailures: maxFailures, Code: "FRONTDOOR_RELEASE_FAILED"})
+	var te *inventory.TransitionError
+	switch {
+	case err == nil:
+		return rec.Escalated, nil
+	case errors.As(err, &te) && te.Current == inventory.StatusManualRequired:
+		return true, nil
+	case errors.As(err, &te), errors.Is(err, inventory.ErrReservationNotFound):
+		return false, nil
+	}
+	return false, err
 }

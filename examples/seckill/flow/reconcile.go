@@ -16,20 +16,25 @@ import (
 // sale, read in one Repeatable Read snapshot, and the differences between
 // them, each classified.
 type Reconciliation struct {
-	Orders      []order.StatusQuantity
-	Ledger      []inventory.TypeQuantity
-	Events      []outbox.TagStatusCount
-	Differences []Difference
+	Orders []order.StatusQuantity   `json:"orders"`
+	Ledger []inventory.TypeQuantity `json:"ledger"`
+	Events []outbox.TagStatusCount  `json:"events"`
+	// ReleasePending counts the reservations whose front-door release is
+	// in flight (RELEASE_PENDING); ManualRequired those whose release kept
+	// failing and that wait for a human (MANUAL_REQUIRED).
+	ReleasePending int64        `json:"release_pending"`
+	ManualRequired int64        `json:"manual_required"`
+	Differences    []Difference `json:"differences"`
 }
 
 // Difference compares one quantity of a report with the quantity another
 // report implies. Class is "match" when they agree, otherwise the name of
 // what the gap means.
 type Difference struct {
-	Name     string
-	Have     int64 // what the first report holds
-	Expected int64 // what the other implies
-	Class    string
+	Name     string `json:"name"`
+	Have     int64  `json:"have"`     // what the first report holds
+	Expected int64  `json:"expected"` // what the other implies
+	Class    string `json:"class"`
 }
 
 // Classes of a Difference.
@@ -41,13 +46,17 @@ const (
 	ClassReleaseNoCancel    = "release without a cancellation"
 	ClassEventsMissing      = "events missing (lost enqueue)"
 	ClassEventsWithoutState = "events without their state change"
+	ClassReleaseInFlight    = "front-door release not yet applied"
+	ClassManualRequired     = "front-door release kept failing: needs a human"
 )
 
 // Reconcile reads the three reports (orders by status, ledger by type,
 // events by status) and classifies the differences: allocated stock
 // (ALLOCATE - RELEASE) against live orders, releases against
 // cancellations, and each event tag against the state changes that imply
-// it. A difference is named, never repaired.
+// it; reservations whose front-door release is in flight (RELEASE_PENDING)
+// or needs a human (MANUAL_REQUIRED) are named too. A difference is named,
+// never repaired.
 func (s *Service) Reconcile(ctx context.Context) (Reconciliation, error) {
 	var rec Reconciliation
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -66,7 +75,7 @@ func (s *Service) Reconcile(ctx context.Context) (Reconciliation, error) {
 		for tag, sql := range map[string]string{
 			TagOrderCreated:     `SELECT count(*) FROM {s}.orders`,
 			TagOrderPaid:        `SELECT count(*) FROM {s}.orders WHERE paid_at IS NOT NULL`,
-			TagFrontDoorRelease: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 40, 50)`,
+			TagFrontDoorRelease: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 30, 40, 50, 60)`,
 			TagRefundRequested: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o USING (order_id)
 				WHERE o.status = 40 AND p.status IN (40, 50)`,
 		} {
@@ -75,6 +84,11 @@ func (s *Service) Reconcile(ctx context.Context) (Reconciliation, error) {
 				return fmt.Errorf("flow: reconcile %s: %w", tag, err)
 			}
 			implied[tag] = n
+		}
+		if err := tx.QueryRow(ctx, q.Replace(`SELECT count(*) FILTER (WHERE status = 30), count(*) FILTER (WHERE status = 60)
+			FROM {s}.inventory_reservation WHERE activity_id = $1 AND sku_id = $2`), s.Item.ActivityID, s.Item.SKUID).
+			Scan(&rec.ReleasePending, &rec.ManualRequired); err != nil {
+			return fmt.Errorf("flow: reconcile reservations: %w", err)
 		}
 		rec.Differences = classify(rec, implied)
 		return nil
@@ -122,6 +136,9 @@ func classify(rec Reconciliation, implied map[string]int64) []Difference {
 	for _, tag := range []string{TagOrderCreated, TagOrderPaid, TagFrontDoorRelease, TagRefundRequested} {
 		out = append(out, diff(tag+" events vs the state changes that imply them", events[tag], implied[tag], ClassEventsWithoutState, ClassEventsMissing))
 	}
+	out = append(out,
+		diff("reservations RELEASE_PENDING", rec.ReleasePending, 0, ClassReleaseInFlight, ClassMatch),
+		diff("reservations MANUAL_REQUIRED", rec.ManualRequired, 0, ClassManualRequired, ClassMatch))
 	return out
 }
 

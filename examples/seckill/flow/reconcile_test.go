@@ -29,6 +29,14 @@ func TestReconcileClassifiesDifferences(t *testing.T) {
 	if n, err := b.s.CancelExpired(b.ctx, 10); err != nil || n != 1 {
 		t.Fatalf("cancel: %d, %v", n, err)
 	}
+	rec, err := b.s.Reconcile(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := find(rec, "reservations RELEASE_PENDING"); d.Have != 1 || d.Class != flow.ClassReleaseInFlight {
+		t.Fatalf("before the front door applied the release: %+v", d)
+	}
+	releaseApplied(t, b, cancelled.ReservationID)
 	if _, err := b.s.Pay(b.ctx, flow.Payment{OrderID: paid.OrderID, ProviderTradeNo: "T1", Amount: paid.UnitPrice, Currency: "CNY"}); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +47,7 @@ func TestReconcileClassifiesDifferences(t *testing.T) {
 		t.Fatalf("fourth order takes the released unit: %+v, %v", out, err)
 	}
 
-	rec, err := b.s.Reconcile(b.ctx)
+	rec, err = b.s.Reconcile(b.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,4 +108,13 @@ func TestReconcileClassifiesDifferences(t *testing.T) {
 
 func fmtSchema(sql, schema string) string {
 	return fmt.Sprintf(sql, pgx.Identifier{schema}.Sanitize())
+}
+
+func find(rec flow.Reconciliation, name string) flow.Difference {
+	for _, d := range rec.Differences {
+		if d.Name == name {
+			return d
+		}
+	}
+	return flow.Difference{}
 }
