@@ -321,6 +321,10 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 		for b.ctx.Err() == nil {
 			var n int
 			if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE id = 2`).Scan(&n); err == nil && n == 1 {
+				// The id row the server flushed before COMMIT is on its
+				// way through the proxy; let it reach the client before
+				// the cut (the cut stops the forwarding at once).
+				time.Sleep(200 * time.Millisecond)
 				return
 			}
 			time.Sleep(5 * time.Millisecond)
