@@ -147,41 +147,7 @@ func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) e
 		o.ResolveDB = q
 	}
 	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
-	for attempt := 1; ; attempt++ {
-		r.observe(ctx, Event{Kind: EventAttempt, Attempt: attempt})
-		err := r.batchOnce(ctx, db, b, attempt)
-		if err == nil {
-			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
-			return nil
-		}
-		var re *ResultError
-		if errors.As(err, &re) {
-			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
-			return err
-		}
-		if !IsRetryable(err) {
-			if !IsCommitOutcomeUnknown(err) {
-				r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
-			}
-			return err
-		}
-		if attempt >= o.MaxAttempts {
-			err = &AttemptsError{Attempts: attempt, Err: err}
-			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
-			return err
-		}
-		wait := Backoff(attempt, o.BaseBackoff, o.MaxBackoff)
-		r.observe(ctx, Event{Kind: EventRetry, Attempt: attempt, Err: err, Backoff: wait})
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			err = fmt.Errorf("pgtx: %w while waiting to retry (after attempt %d: %w)", ctx.Err(), attempt, err)
-			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
-			return err
-		case <-t.C:
-		}
-	}
+	return r.retry(ctx, func(attempt int) error { return r.batchOnce(ctx, db, b, attempt) })
 }
 
 // batchOnce sends the batch once and classifies what came back.

@@ -277,12 +277,27 @@ func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) e
 		o.ResolveDB = q
 	}
 	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
+	return r.retry(ctx, func(attempt int) error { return r.once(ctx, db, fn, attempt) })
+}
+
+// retry runs once for attempt 1, 2, … until it succeeds, fails with an
+// error that is not retryable, or the attempts or ctx run out, observing
+// each step. It is the loop RunInTx and RunBatch share. A *ResultError
+// (the transaction committed, a result callback failed) counts as
+// committed.
+func (r *runner) retry(ctx context.Context, once func(attempt int) error) error {
+	o := r.o
 	for attempt := 1; ; attempt++ {
 		r.observe(ctx, Event{Kind: EventAttempt, Attempt: attempt})
-		err := r.once(ctx, db, fn, attempt)
+		err := once(attempt)
 		if err == nil {
 			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
 			return nil
+		}
+		var re *ResultError
+		if errors.As(err, &re) {
+			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
+			return err
 		}
 		if !IsRetryable(err) {
 			if !IsCommitOutcomeUnknown(err) {
