@@ -1,7 +1,7 @@
 // Package roundtrip counts the round trips a pgx connection makes: every
 // query (BEGIN and COMMIT included), every batch and every prepare. The
 // benchmark program reports them per order and a test holds the order
-// transaction to two.
+// transaction to one.
 package roundtrip
 
 import (
