@@ -367,7 +367,7 @@ func TestDeferBeginBrokenPipeline(t *testing.T) {
 		fnErr = tx.SendBatch(b.ctx, bt).Close()
 		return fnErr
 	})
-	if err == nil || fnErr == nil || !pgtx.NotCommitted(err) || px.Cuts() != 1 {
+	if err == nil || fnErr == nil || !pgtx.IsNotCommitted(err) || px.Cuts() != 1 {
 		t.Fatalf("RunInTx = %v (fn saw %v, %d cuts), want a not-committed error", err, fnErr, px.Cuts())
 	}
 	if n := b.count(t, "id = 1"); n != 0 {
@@ -395,7 +395,7 @@ func TestDeferBeginIgnoredBeginFailureIsNotCommitted(t *testing.T) {
 		_ = tx.SendBatch(b.ctx, bt).Close() // a careless fn
 		return nil
 	})
-	if err == nil || !pgtx.NotCommitted(err) {
+	if err == nil || !pgtx.IsNotCommitted(err) {
 		t.Fatalf("RunInTx = %v, want the begin failure", err)
 	}
 }
@@ -445,8 +445,8 @@ func TestDeferBeginFirstStatementErrors(t *testing.T) {
 		bt.Queue(`INSERT INTO `+b.table+` VALUES ($1, 0)`, 2)
 		return tx.SendBatch(b.ctx, bt).Close()
 	})
-	if err != nil || runs != 2 || obs.n(pgtx.EventRetry) != 1 || b.count(t, "id = 2") != 1 {
-		t.Fatalf("RunInTx = %v after %d runs, %d retries", err, runs, obs.n(pgtx.EventRetry))
+	if err != nil || runs != 2 || obs.n(evRetry) != 1 || b.count(t, "id = 2") != 1 {
+		t.Fatalf("RunInTx = %v after %d runs, %d retries", err, runs, obs.n(evRetry))
 	}
 
 	runs = 0
@@ -458,7 +458,7 @@ func TestDeferBeginFirstStatementErrors(t *testing.T) {
 		}
 		return err
 	})
-	if c, ok := pgtx.UniqueViolation(err); !ok || c != "items_pkey" || runs != 1 {
+	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "items_pkey" || runs != 1 {
 		t.Fatalf("RunInTx = %v (constraint %q) after %d runs, want the unique violation once", err, c, runs)
 	}
 }

@@ -71,14 +71,14 @@
 // read-only one, whose outcome cannot matter.
 //
 // RunInTx returns nil exactly when the transaction committed; every other
-// error proves it did not ([NotCommitted]), except one that matches
+// error proves it did not ([IsNotCommitted]), except one that matches
 // [ErrCommitOutcomeUnknown].
 //
 // # Classifying errors
 //
 // The predicates [IsRetryable], [IsSerializationFailure], [IsDeadlock],
-// [UniqueViolation] (with the constraint name), [IsLockTimeout],
-// [IsStatementTimeout], [IsCommitOutcomeUnknown] and [NotCommitted] work on
+// [UniqueViolationOf] (with the constraint name), [IsLockTimeout],
+// [IsStatementTimeout], [IsCommitOutcomeUnknown] and [IsNotCommitted] work on
 // any error chain built with %w; use them in fn and around RunInTx.
 //
 // # Handles
@@ -90,7 +90,11 @@
 //
 // # Observing
 //
-// An [Observer] in [Options.Observer] receives an [Event] for every attempt,
-// retry, commit, unknown commit, resolution and failure — enough to count
-// retries and unknown commits without wrapping fn.
+// An [Observer] in [Options.Observer] is told of each call (TxStart,
+// TxEnd: once, with the outcome) and of each attempt (AttemptStart,
+// AttemptEnd: once per attempt, with its error, whether it is retried and
+// whether its COMMIT's answer was lost) — enough to count retries per
+// attempt and commits per commit, or to open a span per call and per
+// attempt, without wrapping fn. The other packages of this module report
+// through the same shape; see [Observer] for the convention.
 package pgtx

@@ -52,6 +52,9 @@ type CommitError struct {
 	timeline string // the server's timeline when XID was read
 }
 
+// Error says whether the outcome is unknown or the transaction did not
+// commit, then the transaction id and the resolution when there are any,
+// then COMMIT's error.
 func (e *CommitError) Error() string {
 	var b strings.Builder
 	if e.Unknown {
@@ -92,6 +95,7 @@ type AttemptsError struct {
 	Err      error // the last attempt's error
 }
 
+// Error gives the number of attempts and the last attempt's error.
 func (e *AttemptsError) Error() string {
 	return fmt.Sprintf("pgtx: gave up after %d attempts: %v", e.Attempts, e.Err)
 }
@@ -137,9 +141,9 @@ func IsDeadlock(err error) bool {
 	return code == pgerrcode.DeadlockDetected
 }
 
-// UniqueViolation reports whether err is a unique_violation (23505) and, if
+// UniqueViolationOf reports whether err is a unique_violation (23505) and, if
 // so, the name of the violated constraint (or unique index).
-func UniqueViolation(err error) (constraint string, ok bool) {
+func UniqueViolationOf(err error) (constraint string, ok bool) {
 	code, pgErr := sqlState(err)
 	if code != pgerrcode.UniqueViolation {
 		return "", false
@@ -191,11 +195,11 @@ func withContextEnd(ctx context.Context, err error) error {
 // [ErrCommitOutcomeUnknown]).
 func IsCommitOutcomeUnknown(err error) bool { return errors.Is(err, ErrCommitOutcomeUnknown) }
 
-// NotCommitted reports whether err, returned by [RunInTx] or [RunBatch],
+// IsNotCommitted reports whether err, returned by [RunInTx] or [RunBatch],
 // proves the transaction did not commit — every non-nil error except one
 // whose outcome is unknown and a [RunBatch] *[ResultError] (committed).
 // Re-running the work after such an error cannot apply it twice.
-func NotCommitted(err error) bool {
+func IsNotCommitted(err error) bool {
 	var re *ResultError
 	return err != nil && !IsCommitOutcomeUnknown(err) && !errors.As(err, &re)
 }

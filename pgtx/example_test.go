@@ -37,24 +37,39 @@ func ExampleRunInTx() {
 	}
 	fmt.Println("first buyer:", buy())
 	err := buy()
-	fmt.Println("second buyer:", err, "| not committed:", pgtx.NotCommitted(err))
+	fmt.Println("second buyer:", err, "| not committed:", pgtx.IsNotCommitted(err))
 	// Output:
 	// first buyer: <nil>
 	// second buyer: sold out | not committed: true
+}
+
+// retryCounter counts retried attempts (per attempt) and committed
+// transactions (per outcome). NopObserver gives it the hooks it does not
+// need.
+type retryCounter struct {
+	pgtx.NopObserver
+	retries, commits int
+}
+
+func (c *retryCounter) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+	if e.Retry {
+		c.retries++
+	}
+}
+
+func (c *retryCounter) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
+	if e.Outcome == pgtx.TxCommitted {
+		c.commits++
+	}
 }
 
 func ExampleObserver() {
 	ctx := context.Background()
 	pool := seckilltest.Example().Pool
 
-	var retries int
-	obs := pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
-		if e.Kind == pgtx.EventRetry {
-			retries++
-		}
-	})
+	obs := &retryCounter{}
 	attempt := 0
-	err := pgtx.RunInTx(ctx, pool, pgtx.Options{Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{Name: "checkout", Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
 		attempt++
 		if attempt < 3 { // a real serialization failure raised by the server
 			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$`)
@@ -62,9 +77,9 @@ func ExampleObserver() {
 		}
 		return nil
 	})
-	fmt.Println("err:", err, "| attempts:", attempt, "| retries:", retries)
+	fmt.Println("err:", err, "| attempts:", attempt, "| retries:", obs.retries, "| commits:", obs.commits)
 	// Output:
-	// err: <nil> | attempts: 3 | retries: 2
+	// err: <nil> | attempts: 3 | retries: 2 | commits: 1
 }
 
 func ExampleCommitError() {
@@ -139,7 +154,7 @@ func ExampleRunBatch() {
 	err := buy("bob")
 	var se *pgtx.StatementError
 	if errors.As(err, &se) {
-		fmt.Println("bob: statement", se.Index, "raised | not committed:", pgtx.NotCommitted(err))
+		fmt.Println("bob: statement", se.Index, "raised | not committed:", pgtx.IsNotCommitted(err))
 	}
 	// Output:
 	// ann: <nil>

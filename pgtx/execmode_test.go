@@ -59,8 +59,8 @@ func execModeRun(t *testing.T, mode pgx.QueryExecMode, deferBegin bool) {
 	if err != nil || runs != 2 {
 		t.Fatalf("RunInTx = %v after %d runs, want success on the second", err, runs)
 	}
-	if obs.n(pgtx.EventRetry) != 1 {
-		t.Fatalf("observed %d retries, want 1", obs.n(pgtx.EventRetry))
+	if obs.n(evRetry) != 1 {
+		t.Fatalf("observed %d retries, want 1", obs.n(evRetry))
 	}
 	if second, all := b.count(t, "id = 2 AND v = 7"), b.count(t, "true"); second != 1 || all != 1 {
 		t.Fatalf("rows: %d of the second attempt, %d in all; want only the second attempt's", second, all)

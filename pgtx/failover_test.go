@@ -206,7 +206,7 @@ func TestCommitTerminatedWhileWaitingForStandbyIsUnknown(t *testing.T) {
 	if rows != 1 {
 		t.Fatalf("%d rows on the primary, want 1: the transaction committed locally before the wait", rows)
 	}
-	if !pgtx.IsCommitOutcomeUnknown(err) || pgtx.NotCommitted(err) {
+	if !pgtx.IsCommitOutcomeUnknown(err) || pgtx.IsNotCommitted(err) {
 		t.Fatalf("RunInTx = %v, want an unknown outcome: the transaction committed (locally) though COMMIT's answer was an error", err)
 	}
 	if err := standby.ReleaseReplication(); err != nil {

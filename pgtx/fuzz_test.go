@@ -50,9 +50,9 @@ func FuzzErrorClassification(f *testing.F) {
 			constraint                                                             string
 		}
 		classify := func(err error) result {
-			c, u := pgtx.UniqueViolation(err)
+			c, u := pgtx.UniqueViolationOf(err)
 			return result{pgtx.IsRetryable(err), pgtx.IsSerializationFailure(err), pgtx.IsDeadlock(err), u,
-				pgtx.IsLockTimeout(err), pgtx.IsStatementTimeout(err), pgtx.IsCommitOutcomeUnknown(err), pgtx.NotCommitted(err), c}
+				pgtx.IsLockTimeout(err), pgtx.IsStatementTimeout(err), pgtx.IsCommitOutcomeUnknown(err), pgtx.IsNotCommitted(err), c}
 		}
 		r := classify(err)
 		switch {
@@ -94,8 +94,8 @@ func FuzzErrorClassification(f *testing.F) {
 				t.Fatalf("classify(%v) = %+v", e, got)
 			}
 		}
-		if pgtx.NotCommitted(nil) {
-			t.Fatal("NotCommitted(nil)")
+		if pgtx.IsNotCommitted(nil) {
+			t.Fatal("IsNotCommitted(nil)")
 		}
 	})
 }

@@ -68,8 +68,16 @@ func TestNoSQLInjection(t *testing.T) {
 	}
 	const name = `'; DROP TABLE victim; -- "x" $1`
 	var got string
-	obs := pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) { got = e.Name })
+	obs := &nameHook{got: &got}
 	if err := pgtx.RunInTx(ctx, pool, pgtx.Options{Name: name, Observer: obs, LockTimeout: time.Second}, func(pgx.Tx) error { return nil }); err != nil || got != name {
 		t.Errorf("Name: %q, %v", got, err)
 	}
 }
+
+// nameHook records the Name of the TxEnd it sees.
+type nameHook struct {
+	pgtx.NopObserver
+	got *string
+}
+
+func (h *nameHook) TxEnd(_ context.Context, e pgtx.TxEndEvent) { *h.got = e.Name }

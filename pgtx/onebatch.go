@@ -18,13 +18,17 @@ import (
 // raising statement leaves on the connection; any other type is rejected
 // with [ErrInvalidOptions]).
 type BatchSender interface {
+	// SendBatch sends b's statements (RunBatch's BEGIN, SET LOCALs, the
+	// caller's statements and COMMIT) in one pipeline and returns their
+	// results in order. It is called once per attempt, from the goroutine
+	// that called RunBatch, and may block until ctx ends.
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // StatementError is returned by [RunBatch] when a statement of the batch
 // raised an error: the server skipped the rest of the batch, COMMIT
 // included, so nothing of the transaction committed. It unwraps to the
-// server's error (a *pgconn.PgError), so [IsRetryable], [UniqueViolation]
+// server's error (a *pgconn.PgError), so [IsRetryable], [UniqueViolationOf]
 // and errors.As work on it.
 type StatementError struct {
 	// Index is the statement's position in the caller's batch, from 0; -1
@@ -39,6 +43,9 @@ type StatementError struct {
 	Err error
 }
 
+// Error gives the failing statement's index (or says that the batch
+// failed before its first statement ran) and the server's error; it does
+// not include the SQL text.
 func (e *StatementError) Error() string {
 	if e.Index < 0 {
 		return fmt.Sprintf("pgtx: batch failed before its first statement ran: %v", e.Err)
@@ -53,7 +60,7 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // batch (QueuedQuery.Exec, Query or QueryRow) returned an error of its
 // own — one that is not a statement's server error — while the
 // transaction went on to commit. The callbacks run as the results arrive,
-// after COMMIT was sent, so they cannot stop it. [NotCommitted] reports
+// after COMMIT was sent, so they cannot stop it. [IsNotCommitted] reports
 // false for a ResultError: the transaction committed.
 type ResultError struct {
 	// Index is the statement's position in the caller's batch, from 0.
@@ -62,6 +69,8 @@ type ResultError struct {
 	Err error
 }
 
+// Error says that the transaction committed and gives the statement's
+// index and the callback's error.
 func (e *ResultError) Error() string {
 	return fmt.Sprintf("pgtx: the transaction committed, but the result callback of batch statement %d failed: %v", e.Index, e.Err)
 }
@@ -121,7 +130,7 @@ union all select null, null, repeat(' ', 16384)`
 //
 // RunBatch returns nil exactly when the transaction committed (and every
 // callback returned nil). Every error except an unknown outcome and a
-// *ResultError means nothing of it committed ([NotCommitted]). b is not
+// *ResultError means nothing of it committed ([IsNotCommitted]). b is not
 // modified; an empty batch is an error.
 func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) error {
 	o, err := opts.withDefaults()
@@ -146,12 +155,12 @@ func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) e
 		}
 		o.ResolveDB = q
 	}
-	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
-	return r.retry(ctx, func(attempt int) error { return r.batchOnce(ctx, db, b, attempt) })
+	r := runner{o: o, start: time.Now(), batch: true, begin: o.txOptions(), setLocals: o.setLocals()}
+	return r.retry(ctx, func(int) error { return r.batchOnce(ctx, db, b) })
 }
 
 // batchOnce sends the batch once and classifies what came back.
-func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch, attempt int) error {
+func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) error {
 	var conn *pgx.Conn
 	switch d := db.(type) {
 	case *pgxpool.Pool:
@@ -249,7 +258,7 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch, at
 				rest.Fn = nil
 			}
 			_ = br.Close()
-			r.observe(ctx, Event{Kind: EventCommitUnknown, Attempt: attempt, Err: ce})
+			r.commitLost = true
 			if !r.o.ResolveCommit {
 				return ce
 			}
@@ -257,7 +266,7 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch, at
 				ce.Resolution = "the transaction id never arrived"
 				return ce
 			}
-			return r.resolve(ctx, ce, attempt)
+			return r.resolve(ctx, ce)
 		}
 		if fail != nil {
 			for _, rest := range nb.QueuedQueries[i+1:] {

@@ -71,7 +71,7 @@ func TestRunBatchCommitsInOneRoundTrip(t *testing.T) {
 	if n := b.count(t, "id IN (1, 2)"); n != 2 {
 		t.Fatalf("%d rows committed, want 2", n)
 	}
-	if obs.n(pgtx.EventCommitted) != 2 || obs.n(pgtx.EventAttempt) != 2 {
+	if obs.n(evCommitted) != 2 || obs.n(evAttempt) != 2 {
 		t.Fatalf("observer counts %v, want 2 attempts and 2 commits", obs.counts)
 	}
 }
@@ -95,12 +95,12 @@ func TestRunBatchAbortsAtEveryPosition(t *testing.T) {
 			if !errors.As(err, &se) || se.Index != p {
 				t.Fatalf("position %d: err = %v, want a *StatementError at %d", p, err, p)
 			}
-			if name, ok := pgtx.UniqueViolation(err); !ok || name != "items_pkey" {
+			if name, ok := pgtx.UniqueViolationOf(err); !ok || name != "items_pkey" {
 				t.Fatalf("position %d: UniqueViolation = %q, %v; want items_pkey", p, name, ok)
 			}
-			if !pgtx.NotCommitted(err) || pgtx.IsRetryable(err) || obs.n(pgtx.EventAttempt) != 1 {
-				t.Fatalf("position %d: NotCommitted %v, IsRetryable %v, attempts %d; want true, false, 1",
-					p, pgtx.NotCommitted(err), pgtx.IsRetryable(err), obs.n(pgtx.EventAttempt))
+			if !pgtx.IsNotCommitted(err) || pgtx.IsRetryable(err) || obs.n(evAttempt) != 1 {
+				t.Fatalf("position %d: IsNotCommitted %v, IsRetryable %v, attempts %d; want true, false, 1",
+					p, pgtx.IsNotCommitted(err), pgtx.IsRetryable(err), obs.n(evAttempt))
 			}
 		})
 		if n := b.count(t, fmt.Sprintf("id BETWEEN %d AND %d AND v = 1", 10*p+1, 10*p+3)); n != 0 {
@@ -158,8 +158,8 @@ func TestRunBatchRetriesSerializationFailure(t *testing.T) {
 	if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{Observer: &obs, BaseBackoff: time.Millisecond}, batch); err != nil {
 		t.Fatal(err)
 	}
-	if obs.n(pgtx.EventRetry) != 2 || obs.n(pgtx.EventCommitted) != 1 || b.count(t, "id = 1") != 1 {
-		t.Fatalf("retries %d, commits %d, rows %d; want 2, 1, 1", obs.n(pgtx.EventRetry), obs.n(pgtx.EventCommitted), b.count(t, "id = 1"))
+	if obs.n(evRetry) != 2 || obs.n(evCommitted) != 1 || b.count(t, "id = 1") != 1 {
+		t.Fatalf("retries %d, commits %d, rows %d; want 2, 1, 1", obs.n(evRetry), obs.n(evCommitted), b.count(t, "id = 1"))
 	}
 
 	// Exhausted: every attempt raises.
@@ -202,7 +202,7 @@ func TestRunBatchInvalidInput(t *testing.T) {
 }
 
 // TestRunBatchCallbackError: a callback's own error cannot stop the COMMIT
-// already sent; it is reported as a *ResultError and NotCommitted is false.
+// already sent; it is reported as a *ResultError and IsNotCommitted is false.
 func TestRunBatchCallbackError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -213,8 +213,8 @@ func TestRunBatchCallbackError(t *testing.T) {
 	batch.Queue(`SELECT v FROM `+b.table+` WHERE id = $1`, 1).QueryRow(func(r pgx.Row) error { return r.Scan(&later) })
 	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	var re *pgtx.ResultError
-	if !errors.As(err, &re) || re.Index != 0 || !errors.Is(err, errMine) || pgtx.NotCommitted(err) {
-		t.Fatalf("err = %v (NotCommitted %v), want a *ResultError at 0 wrapping errMine, committed", err, pgtx.NotCommitted(err))
+	if !errors.As(err, &re) || re.Index != 0 || !errors.Is(err, errMine) || pgtx.IsNotCommitted(err) {
+		t.Fatalf("err = %v (IsNotCommitted %v), want a *ResultError at 0 wrapping errMine, committed", err, pgtx.IsNotCommitted(err))
 	}
 	if later != 1 || b.count(t, "id = 1") != 1 {
 		t.Fatalf("later callback read %d, rows %d; want 1 and 1", later, b.count(t, "id = 1"))
@@ -254,7 +254,7 @@ func TestRunBatchCutBeforeSendIsNotCommitted(t *testing.T) {
 	conn := c.Hijack()
 	_ = conn.Close(b.ctx)
 	err = pgtx.RunBatch(b.ctx, conn, pgtx.Options{}, insertBatch(b.table, 1, 1))
-	if err == nil || !pgtx.NotCommitted(err) || !errors.Is(err, pgconn.ErrConnClosed) {
+	if err == nil || !pgtx.IsNotCommitted(err) || !errors.Is(err, pgconn.ErrConnClosed) {
 		t.Fatalf("closed connection: err = %v, want a not-committed conn-closed error", err)
 	}
 	// The proxy drops the batch before the server sees it. The client
@@ -307,12 +307,12 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 	armed.Store(true)
 	err := pgtx.RunBatch(b.ctx, conn, opts, insertBatch(b.table, 1, 1))
 	var ce *pgtx.CommitError
-	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || pgtx.NotCommitted(err) {
+	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || pgtx.IsNotCommitted(err) {
 		t.Fatalf("cut after send: err = %v, want ErrCommitOutcomeUnknown", err)
 	}
-	if obs.n(pgtx.EventAttempt) != 2 || obs.n(pgtx.EventCommitUnknown) != 1 || b.count(t, "id = 1") != 1 {
+	if obs.n(evAttempt) != 2 || obs.n(evCommitUnknown) != 1 || b.count(t, "id = 1") != 1 {
 		t.Fatalf("attempts %d, unknown events %d, rows %d; want 2 (warm-up and run), 1, 1 (it committed, unseen)",
-			obs.n(pgtx.EventAttempt), obs.n(pgtx.EventCommitUnknown), b.count(t, "id = 1"))
+			obs.n(evAttempt), obs.n(evCommitUnknown), b.count(t, "id = 1"))
 	}
 
 	// With ResolveCommit the transaction id arrives before COMMIT runs; the
@@ -338,8 +338,8 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 	if err := pgtx.RunBatch(b.ctx, conn, opts, insertBatch(b.table, 1, 2)); err != nil {
 		t.Fatalf("resolution: err = %v, want nil (committed)", err)
 	}
-	if obs2.n(pgtx.EventCommitUnknown) != 1 || obs2.n(pgtx.EventResolved) != 1 || b.count(t, "id = 2") != 1 {
-		t.Fatalf("unknown %d, resolved %d, rows %d; want 1, 1, 1", obs2.n(pgtx.EventCommitUnknown), obs2.n(pgtx.EventResolved), b.count(t, "id = 2"))
+	if obs2.n(evCommitUnknown) != 1 || obs2.n(evResolved) != 1 || b.count(t, "id = 2") != 1 {
+		t.Fatalf("unknown %d, resolved %d, rows %d; want 1, 1, 1", obs2.n(evCommitUnknown), obs2.n(evResolved), b.count(t, "id = 2"))
 	}
 }
 

@@ -144,8 +144,8 @@ func TestPgBouncerLockTimeoutApplied(t *testing.T) {
 		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
 		return err
 	})
-	if !pgtx.IsLockTimeout(err) || obs.n(pgtx.EventAttempt) != 1 {
-		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(pgtx.EventAttempt))
+	if !pgtx.IsLockTimeout(err) || obs.n(evAttempt) != 1 {
+		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(evAttempt))
 	}
 }
 
@@ -302,7 +302,7 @@ func TestPgBouncerResolveCommit(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("RunInTx with resolution = %v, want nil (the transaction committed)", err)
 	}
-	if obs.n(pgtx.EventCommitUnknown) != 1 || obs.n(pgtx.EventResolved) != 1 || px.Cuts() != 1 {
+	if obs.n(evCommitUnknown) != 1 || obs.n(evResolved) != 1 || px.Cuts() != 1 {
 		t.Fatalf("events %v, cuts %d; want one unknown commit resolved, one cut", obs.counts, px.Cuts())
 	}
 	if n := b.count(t, "id = 1"); n != 1 {
@@ -318,7 +318,7 @@ func TestPgBouncerResolveCommit(t *testing.T) {
 		return err
 	})
 	var ce *pgtx.CommitError
-	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 || !pgtx.NotCommitted(err) {
+	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 || !pgtx.IsNotCommitted(err) {
 		t.Fatalf("err = %v, want a resolved, not-committed *CommitError", err)
 	}
 	if n := b.count(t, "id = 2"); n != 0 {

@@ -105,10 +105,11 @@ type Options struct {
 	// BEGIN. Defaults to false.
 	DeferBegin bool
 
-	// Name labels the transaction in Observer events.
+	// Name labels the transaction in the Observer's events.
 	Name string
-	// Observer, when set, receives an [Event] for every attempt, retry,
-	// commit, unknown commit, resolution and failure.
+	// Observer, when set, is told of the call, each attempt (with its
+	// outcome, retry and lost COMMIT) and the call's outcome (see
+	// [Observer]). Defaults to none.
 	Observer Observer
 }
 
@@ -257,7 +258,7 @@ func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
 // from the server (see [Options.ResolveCommit]).
 //
 // RunInTx returns nil exactly when the transaction committed. Every error
-// except an unknown outcome means nothing of it committed ([NotCommitted]).
+// except an unknown outcome means nothing of it committed ([IsNotCommitted]).
 func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) error) error {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -277,70 +278,99 @@ func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) e
 		o.ResolveDB = q
 	}
 	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
-	return r.retry(ctx, func(attempt int) error { return r.once(ctx, db, fn, attempt) })
+	return r.retry(ctx, func(int) error { return r.once(ctx, db, fn) })
 }
 
 // retry runs once for attempt 1, 2, … until it succeeds, fails with an
-// error that is not retryable, or the attempts or ctx run out, observing
-// each step. It is the loop RunInTx and RunBatch share. A *ResultError
-// (the transaction committed, a result callback failed) counts as
-// committed.
-func (r *runner) retry(ctx context.Context, once func(attempt int) error) error {
+// error that is not retryable, or the attempts or ctx run out, reporting
+// each step to the Observer. It is the loop RunInTx and RunBatch share. A
+// *ResultError (the transaction committed, a result callback failed)
+// counts as committed.
+func (r *runner) retry(ctx context.Context, once func(attempt int) error) (err error) {
 	o := r.o
-	for attempt := 1; ; attempt++ {
-		r.observe(ctx, Event{Kind: EventAttempt, Attempt: attempt})
-		err := once(attempt)
-		if err == nil {
-			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
-			return nil
-		}
-		var re *ResultError
-		if errors.As(err, &re) {
-			r.observe(ctx, Event{Kind: EventCommitted, Attempt: attempt})
-			return err
-		}
-		if !IsRetryable(err) {
-			if !IsCommitOutcomeUnknown(err) {
-				r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
+	obs := o.Observer
+	octx, attempts := ctx, 0
+	if obs != nil {
+		octx = obs.TxStart(ctx, TxStartEvent{Name: o.Name, Batch: r.batch, IsoLevel: o.IsoLevel, MaxAttempts: o.MaxAttempts})
+		defer func() {
+			e := TxEndEvent{Name: o.Name, Attempts: attempts, Outcome: outcomeOf(err), Err: err, Elapsed: time.Since(r.start)}
+			if p := recover(); p != nil {
+				e.Outcome, e.Err = TxNotCommitted, fmt.Errorf("pgtx: fn panicked: %v", p)
+				obs.TxEnd(octx, e)
+				panic(p)
 			}
+			obs.TxEnd(octx, e)
+		}()
+	}
+	for attempt := 1; ; attempt++ {
+		attempts = attempt
+		retry, wait, err := r.attempt(octx, once, attempt)
+		if !retry {
 			return err
 		}
-		if attempt >= o.MaxAttempts {
-			err = &AttemptsError{Attempts: attempt, Err: err}
-			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
-			return err
-		}
-		wait := Backoff(attempt, o.BaseBackoff, o.MaxBackoff)
-		r.observe(ctx, Event{Kind: EventRetry, Attempt: attempt, Err: err, Backoff: wait})
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			err = fmt.Errorf("pgtx: %w while waiting to retry (after attempt %d: %w)", ctx.Err(), attempt, err)
-			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: err})
-			return err
+			return fmt.Errorf("pgtx: %w while waiting to retry (after attempt %d: %w)", ctx.Err(), attempt, err)
 		case <-t.C:
 		}
 	}
 }
 
+// attempt runs one attempt between its AttemptStart and AttemptEnd and
+// decides whether another follows (after wait).
+func (r *runner) attempt(octx context.Context, once func(attempt int) error, attempt int) (retry bool, wait time.Duration, err error) {
+	o := r.o
+	r.commitLost = false
+	if obs := o.Observer; obs != nil {
+		actx := obs.AttemptStart(octx, AttemptStartEvent{Name: o.Name, Attempt: attempt})
+		start := time.Now()
+		defer func() {
+			e := AttemptEndEvent{Name: o.Name, Attempt: attempt, Outcome: outcomeOf(err), Err: err, Retry: retry,
+				Backoff: wait, CommitLost: r.commitLost, Elapsed: time.Since(start)}
+			if p := recover(); p != nil {
+				e.Outcome, e.Err = TxNotCommitted, fmt.Errorf("pgtx: fn panicked: %v", p)
+				obs.AttemptEnd(actx, e)
+				panic(p)
+			}
+			obs.AttemptEnd(actx, e)
+		}()
+	}
+	err = once(attempt)
+	switch {
+	case err == nil || !IsRetryable(err):
+		return false, 0, err
+	case attempt >= o.MaxAttempts:
+		return false, 0, &AttemptsError{Attempts: attempt, Err: err}
+	}
+	return true, Backoff(attempt, o.BaseBackoff, o.MaxBackoff), err
+}
+
+// outcomeOf tells what an error returned by an attempt or a call means
+// for its transaction.
+func outcomeOf(err error) TxOutcome {
+	var re *ResultError
+	switch {
+	case err == nil, errors.As(err, &re):
+		return TxCommitted
+	case IsCommitOutcomeUnknown(err):
+		return TxOutcomeUnknown
+	}
+	return TxNotCommitted
+}
+
 type runner struct {
 	o     Options
 	start time.Time
+	batch bool // RunBatch
 	// begin is the BEGIN of a transaction in a round trip of its own (with
 	// the SET LOCALs in the same message), setLocals the SET LOCALs alone
 	// for a deferred BEGIN.
 	begin     pgx.TxOptions
 	setLocals []string
-}
-
-func (r *runner) observe(ctx context.Context, e Event) {
-	if r.o.Observer == nil {
-		return
-	}
-	e.Name = r.o.Name
-	e.Elapsed = time.Since(r.start)
-	r.o.Observer.ObserveTx(ctx, e)
+	// commitLost: the current attempt sent COMMIT and its answer was lost.
+	commitLost bool
 }
 
 func (r *runner) rollback(ctx context.Context, tx pgx.Tx) {
@@ -351,7 +381,7 @@ func (r *runner) rollback(ctx context.Context, tx pgx.Tx) {
 	_ = tx.Rollback(rctx)
 }
 
-func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error, attempt int) (err error) {
+func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error) (err error) {
 	var tx pgx.Tx
 	var deferred *deferredTx
 	if bb, ok := db.(batchBeginner); ok && r.o.DeferBegin {
@@ -413,11 +443,11 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error,
 		return ce
 	}
 	ce.Unknown = true
-	r.observe(ctx, Event{Kind: EventCommitUnknown, Attempt: attempt, Err: ce})
+	r.commitLost = true
 	if !r.o.ResolveCommit {
 		return ce
 	}
-	return r.resolve(ctx, ce, attempt)
+	return r.resolve(ctx, ce)
 }
 
 // commitNeverLeft reports whether a failed COMMIT is known not to have
@@ -460,7 +490,7 @@ var errInRecovery = errors.New("pgtx: the server is in recovery")
 
 // resolve asks the server what became of ce.XID, on the timeline where it
 // was read.
-func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) error {
+func (r *runner) resolve(ctx context.Context, ce *CommitError) error {
 	if ce.XID == 0 {
 		// No transaction id before COMMIT. That does not mean the
 		// transaction had no effect: COMMIT itself assigns the id of a
@@ -469,7 +499,6 @@ func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) erro
 		// transaction (which can neither write nor NOTIFY) is provably the
 		// same whether it committed or not.
 		if r.o.AccessMode == pgx.ReadOnly {
-			r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Committed: true})
 			return nil
 		}
 		ce.Resolution = "no transaction id before COMMIT"
@@ -501,13 +530,10 @@ func (r *runner) resolve(ctx context.Context, ce *CommitError, attempt int) erro
 		case status == nil:
 			ce.Resolution = "status no longer known (xid too old)"
 		case *status == "committed":
-			r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Committed: true})
 			return nil
 		case *status == "aborted":
 			ce.Unknown = false
 			ce.Resolution = "aborted"
-			r.observe(ctx, Event{Kind: EventResolved, Attempt: attempt, Err: ce})
-			r.observe(ctx, Event{Kind: EventFailed, Attempt: attempt, Err: ce})
 			return ce
 		default: // "in progress": COMMIT is still being processed
 			ce.Resolution = *status

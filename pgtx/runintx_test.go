@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,24 +24,84 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// counter is an Observer that counts events by kind.
+// kind names what a test counts of the Observer's hooks.
+type kind int
+
+const (
+	evAttempt       kind = iota + 1 // AttemptStart
+	evRetry                         // AttemptEnd with Retry
+	evCommitUnknown                 // AttemptEnd with CommitLost
+	evResolved                      // AttemptEnd with CommitLost and a known Outcome
+	evCommitted                     // TxEnd, committed
+	evFailed                        // TxEnd, not committed
+)
+
+// counter is an Observer that counts the hooks by kind and keeps the
+// events.
 type counter struct {
-	mu     sync.Mutex
-	counts map[pgtx.EventKind]int
-	events []pgtx.Event
+	mu      sync.Mutex
+	counts  map[kind]int
+	hooks   []string // hook names in order
+	attempt []pgtx.AttemptEndEvent
+	tx      []pgtx.TxEndEvent
 }
 
-func (c *counter) ObserveTx(_ context.Context, e pgtx.Event) {
+func (c *counter) add(hook string, ks ...kind) {
+	if c.counts == nil {
+		c.counts = map[kind]int{}
+	}
+	for _, k := range ks {
+		c.counts[k]++
+	}
+	c.hooks = append(c.hooks, hook)
+}
+
+func (c *counter) TxStart(ctx context.Context, _ pgtx.TxStartEvent) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.counts == nil {
-		c.counts = map[pgtx.EventKind]int{}
-	}
-	c.counts[e.Kind]++
-	c.events = append(c.events, e)
+	c.add("tx_start")
+	return ctx
 }
 
-func (c *counter) n(k pgtx.EventKind) int {
+func (c *counter) AttemptStart(ctx context.Context, _ pgtx.AttemptStartEvent) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add("attempt_start", evAttempt)
+	return ctx
+}
+
+func (c *counter) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ks []kind
+	if e.Retry {
+		ks = append(ks, evRetry)
+	}
+	if e.CommitLost {
+		ks = append(ks, evCommitUnknown)
+		if e.Outcome != pgtx.TxOutcomeUnknown {
+			ks = append(ks, evResolved)
+		}
+	}
+	c.add("attempt_end", ks...)
+	c.attempt = append(c.attempt, e)
+}
+
+func (c *counter) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.Outcome {
+	case pgtx.TxCommitted:
+		c.add("tx_end", evCommitted)
+	case pgtx.TxNotCommitted:
+		c.add("tx_end", evFailed)
+	default:
+		c.add("tx_end")
+	}
+	c.tx = append(c.tx, e)
+}
+
+func (c *counter) n(k kind) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.counts[k]
@@ -137,15 +198,15 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.
 	}
 	// At least one transaction was refused and ran again (Serializable may
 	// refuse both on the first round); both ended committed.
-	retries := obs.n(pgtx.EventRetry)
+	retries := obs.n(evRetry)
 	if retries < 1 {
 		t.Fatalf("retries = %d, want at least 1", retries)
 	}
-	if a, c := obs.n(pgtx.EventAttempt), obs.n(pgtx.EventCommitted); a != 2+retries || c != 2 {
+	if a, c := obs.n(evAttempt), obs.n(evCommitted); a != 2+retries || c != 2 {
 		t.Fatalf("attempts = %d, commits = %d, want %d and 2", a, c, 2+retries)
 	}
-	for _, e := range obs.events {
-		if e.Kind == pgtx.EventRetry && !pgtx.IsSerializationFailure(e.Err) {
+	for _, e := range obs.attempt {
+		if e.Retry && !pgtx.IsSerializationFailure(e.Err) {
 			t.Fatalf("retry cause = %v, want serialization failure", e.Err)
 		}
 	}
@@ -203,13 +264,13 @@ func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.O
 	// the other transaction wakes and deadlock once more, so more than one
 	// retry is possible; every retry must be for a deadlock (checked below)
 	// and both transactions end committed.
-	retries := obs.n(pgtx.EventRetry)
-	if retries < 1 || obs.n(pgtx.EventCommitted) != 2 || obs.n(pgtx.EventAttempt) != 2+retries {
+	retries := obs.n(evRetry)
+	if retries < 1 || obs.n(evCommitted) != 2 || obs.n(evAttempt) != 2+retries {
 		t.Fatalf("retries = %d, commits = %d, attempts = %d; want >= 1, 2, 2+retries",
-			retries, obs.n(pgtx.EventCommitted), obs.n(pgtx.EventAttempt))
+			retries, obs.n(evCommitted), obs.n(evAttempt))
 	}
-	for _, e := range obs.events {
-		if e.Kind == pgtx.EventRetry && !pgtx.IsDeadlock(e.Err) {
+	for _, e := range obs.attempt {
+		if e.Retry && !pgtx.IsDeadlock(e.Err) {
 			t.Fatalf("retry cause = %v, want deadlock", e.Err)
 		}
 	}
@@ -239,8 +300,8 @@ func TestAttemptsExhausted(t *testing.T) {
 	if !strings.Contains(err.Error(), "3 attempts") {
 		t.Fatalf("message %q does not say how many attempts ran", err)
 	}
-	if runs != 3 || obs.n(pgtx.EventRetry) != 2 || obs.n(pgtx.EventFailed) != 1 {
-		t.Fatalf("runs=%d retries=%d failed=%d, want 3, 2, 1", runs, obs.n(pgtx.EventRetry), obs.n(pgtx.EventFailed))
+	if runs != 3 || obs.n(evRetry) != 2 || obs.n(evFailed) != 1 {
+		t.Fatalf("runs=%d retries=%d failed=%d, want 3, 2, 1", runs, obs.n(evRetry), obs.n(evFailed))
 	}
 	if n := b.count(t, "true"); n != 0 {
 		t.Fatalf("%d rows committed by failed attempts", n)
@@ -253,11 +314,7 @@ func TestContextCancelledDuringBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	runs := 0
-	obs := pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
-		if e.Kind == pgtx.EventRetry {
-			cancel() // the caller gives up while RunInTx waits
-		}
-	})
+	obs := &retryHook{onRetry: cancel} // the caller gives up while RunInTx waits
 	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour, Observer: obs},
 		func(tx pgx.Tx) error {
 			runs++
@@ -285,14 +342,14 @@ func TestNonRetryableErrorsReturnedAsIs(t *testing.T) {
 		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
 		return fmt.Errorf("insert: %w", err)
 	})
-	constraint, ok := pgtx.UniqueViolation(err)
+	constraint, ok := pgtx.UniqueViolationOf(err)
 	if !ok || constraint != "items_pkey" {
 		t.Fatalf("UniqueViolation(%v) = %q, %v; want items_pkey", err, constraint, ok)
 	}
-	if obs.n(pgtx.EventAttempt) != 1 || obs.n(pgtx.EventRetry) != 0 {
-		t.Fatalf("attempts=%d retries=%d, want 1 and 0", obs.n(pgtx.EventAttempt), obs.n(pgtx.EventRetry))
+	if obs.n(evAttempt) != 1 || obs.n(evRetry) != 0 {
+		t.Fatalf("attempts=%d retries=%d, want 1 and 0", obs.n(evAttempt), obs.n(evRetry))
 	}
-	if pgtx.IsRetryable(err) || pgtx.IsCommitOutcomeUnknown(err) || !pgtx.NotCommitted(err) {
+	if pgtx.IsRetryable(err) || pgtx.IsCommitOutcomeUnknown(err) || !pgtx.IsNotCommitted(err) {
 		t.Fatalf("classification of %v is wrong", err)
 	}
 
@@ -463,8 +520,8 @@ func TestLockAndStatementTimeoutsClassified(t *testing.T) {
 		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
 		return err
 	})
-	if !pgtx.IsLockTimeout(err) || pgtx.IsRetryable(err) || obs.n(pgtx.EventAttempt) != 1 {
-		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(pgtx.EventAttempt))
+	if !pgtx.IsLockTimeout(err) || pgtx.IsRetryable(err) || obs.n(evAttempt) != 1 {
+		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(evAttempt))
 	}
 	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{StatementTimeout: 20 * time.Millisecond}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `SELECT pg_sleep(30)`)
@@ -566,10 +623,10 @@ func TestCommitOutcomeUnknownWhenCutAfterCommit(t *testing.T) {
 	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || !ce.Unknown {
 		t.Fatalf("err = %v, want ErrCommitOutcomeUnknown", err)
 	}
-	if pgtx.IsRetryable(err) || pgtx.NotCommitted(err) || runs != 1 {
+	if pgtx.IsRetryable(err) || pgtx.IsNotCommitted(err) || runs != 1 {
 		t.Fatalf("unknown commit was treated as retryable or not committed (runs=%d)", runs)
 	}
-	if obs.n(pgtx.EventCommitUnknown) != 1 || obs.n(pgtx.EventCommitted) != 0 {
+	if obs.n(evCommitUnknown) != 1 || obs.n(evCommitted) != 0 {
 		t.Fatalf("events: %v", obs.counts)
 	}
 	// The server did commit: this is exactly why the outcome must not be
@@ -595,12 +652,12 @@ func TestResolveCommitFindsCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunInTx with resolution = %v, want nil (the transaction committed)", err)
 	}
-	if obs.n(pgtx.EventCommitUnknown) != 1 || obs.n(pgtx.EventResolved) != 1 {
+	if obs.n(evCommitUnknown) != 1 || obs.n(evResolved) != 1 {
 		t.Fatalf("events: %v", obs.counts)
 	}
-	for _, e := range obs.events {
-		if e.Kind == pgtx.EventResolved && !e.Committed {
-			t.Fatal("resolution reported not committed")
+	for _, e := range obs.attempt {
+		if e.CommitLost && e.Outcome != pgtx.TxCommitted {
+			t.Fatalf("resolution reported %v, want committed", e.Outcome)
 		}
 	}
 	if n := b.count(t, "id = 1"); n != 1 {
@@ -624,7 +681,7 @@ func TestResolveCommitFindsAborted(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 {
 		t.Fatalf("err = %v, want a resolved, not-committed *CommitError", err)
 	}
-	if !pgtx.NotCommitted(err) || pgtx.IsCommitOutcomeUnknown(err) {
+	if !pgtx.IsNotCommitted(err) || pgtx.IsCommitOutcomeUnknown(err) {
 		t.Fatalf("classification of %v is wrong", err)
 	}
 	if n := b.count(t, "id = 1"); n != 0 {
@@ -659,7 +716,7 @@ func TestCutBeforeCommitIsSentIsNotCommitted(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Unknown {
 		t.Fatalf("err = %v, want a known not-committed *CommitError", err)
 	}
-	if !pgtx.NotCommitted(err) || !pgconn.SafeToRetry(err) {
+	if !pgtx.IsNotCommitted(err) || !pgconn.SafeToRetry(err) {
 		t.Fatalf("err = %v should be safe to retry", err)
 	}
 	if n := b.count(t, "id = 1"); n != 0 {
@@ -696,5 +753,109 @@ func TestResolveCommitWithoutTransactionID(t *testing.T) {
 	}
 	if px.Cuts() != 2 {
 		t.Fatalf("proxy cut %d connections, want 2", px.Cuts())
+	}
+}
+
+// retryHook calls onRetry at every retried attempt.
+type retryHook struct {
+	pgtx.NopObserver
+	onRetry func()
+}
+
+func (h *retryHook) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+	if e.Retry {
+		h.onRetry()
+	}
+}
+
+// hookKey marks the contexts the start hooks return.
+type hookKey string
+
+// spanHook checks that every end hook gets the context its start hook
+// returned, as a tracer's span would ride on it.
+type spanHook struct {
+	counter
+	wrong []string
+}
+
+func (h *spanHook) TxStart(ctx context.Context, e pgtx.TxStartEvent) context.Context {
+	h.counter.TxStart(ctx, e)
+	return context.WithValue(ctx, hookKey("tx"), e.Name)
+}
+
+func (h *spanHook) AttemptStart(ctx context.Context, e pgtx.AttemptStartEvent) context.Context {
+	if ctx.Value(hookKey("tx")) != e.Name {
+		h.wrong = append(h.wrong, "attempt_start without the tx context")
+	}
+	h.counter.AttemptStart(ctx, e)
+	return context.WithValue(ctx, hookKey("attempt"), e.Attempt)
+}
+
+func (h *spanHook) AttemptEnd(ctx context.Context, e pgtx.AttemptEndEvent) {
+	if ctx.Value(hookKey("attempt")) != e.Attempt || ctx.Value(hookKey("tx")) != e.Name {
+		h.wrong = append(h.wrong, "attempt_end without its attempt's context")
+	}
+	h.counter.AttemptEnd(ctx, e)
+}
+
+func (h *spanHook) TxEnd(ctx context.Context, e pgtx.TxEndEvent) {
+	if ctx.Value(hookKey("tx")) != e.Name || ctx.Value(hookKey("attempt")) != nil {
+		h.wrong = append(h.wrong, "tx_end without the tx context (or with an attempt's)")
+	}
+	h.counter.TxEnd(ctx, e)
+}
+
+// TestObserverHooks: the hooks of one call come in order, each end hook
+// gets its start hook's context, attempts are reported per attempt and
+// the outcome once; a panic in fn ends both the attempt and the call
+// before it propagates.
+func TestObserverHooks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	obs := &spanHook{}
+	runs := 0
+	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Name: "buy", Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
+		runs++
+		if runs < 3 {
+			return raise(b.ctx, tx, "40001")
+		}
+		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
+		return err
+	})
+	if err != nil || runs != 3 {
+		t.Fatalf("RunInTx = %v after %d runs", err, runs)
+	}
+	want := []string{"tx_start", "attempt_start", "attempt_end", "attempt_start", "attempt_end", "attempt_start", "attempt_end", "tx_end"}
+	if !slices.Equal(obs.hooks, want) || len(obs.wrong) > 0 {
+		t.Fatalf("hooks %v (%v), want %v", obs.hooks, obs.wrong, want)
+	}
+	for i, e := range obs.attempt {
+		last := i == len(obs.attempt)-1
+		if e.Attempt != i+1 || e.Retry == last || (e.Outcome == pgtx.TxCommitted) != last || (e.Err == nil) != last ||
+			(e.Retry && (e.Backoff <= 0 || !pgtx.IsSerializationFailure(e.Err))) {
+			t.Errorf("attempt %d: %+v", i+1, e)
+		}
+	}
+	if end := obs.tx[0]; end.Attempts != 3 || end.Outcome != pgtx.TxCommitted || end.Err != nil || end.Name != "buy" {
+		t.Errorf("tx end %+v, want 3 attempts, committed", end)
+	}
+	if obs.n(evCommitted) != 1 || b.count(t, "id = 1") != 1 {
+		t.Fatalf("committed %d, rows %d; want 1, 1", obs.n(evCommitted), b.count(t, "id = 1"))
+	}
+
+	// A panic: the attempt and the call end, not committed, then the panic
+	// goes on.
+	p := &counter{}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the panic", r)
+			}
+		}()
+		_ = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: p}, func(tx pgx.Tx) error { panic("boom") })
+	}()
+	if !slices.Equal(p.hooks, []string{"tx_start", "attempt_start", "attempt_end", "tx_end"}) ||
+		p.attempt[0].Outcome != pgtx.TxNotCommitted || p.tx[0].Outcome != pgtx.TxNotCommitted || p.tx[0].Err == nil {
+		t.Fatalf("after a panic: hooks %v, attempt %+v, tx %+v", p.hooks, p.attempt, p.tx)
 	}
 }
