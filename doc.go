@@ -34,26 +34,48 @@
 // # The flow
 //
 // A buyer's click passes the front door, which reserves a stock bucket and
-// assigns request, reservation and message ids; the message goes to a queue
-// (at least once); a consumer then runs ONE local transaction:
+// assigns request, reservation, order and message ids; the message goes to
+// a queue (at least once); a consumer then runs ONE local transaction. The
+// example service (examples/seckill/flow) has it in two forms that end
+// every message the same way. Service.PlaceOrderTx is the one to read
+// first: one helper call per step, in pgtx.RunInTx —
 //
-//	inbox claim → reservation insert + lock → order insert (conflicts classified)
-//	→ conditional bucket decrement + ALLOCATE ledger row → order item
-//	→ reservation ORDERED → outbox ORDER_CREATED → COMMIT → ack
+//	inbox claim → reservation insert + lock → SAVEPOINT → order + item
+//	(conflicts classified) → outbox ORDER_CREATED → reservation ORDERED
+//	→ inbox result → conditional bucket decrement + ALLOCATE ledger row
+//	→ COMMIT → ack
 //
-// Sold out in PostgreSQL, or a buyer who already ordered, rejects the
-// reservation and enqueues a compensation event (release the front-door
-// reservation) in the same transaction. Payment callbacks and the timeout
-// canceller race on the order row; exactly one wins. A cancel releases the
-// stock (RELEASE ledger row) and enqueues compensation in the same
-// transaction. The outbox relay publishes after commit; consumers stay
-// idempotent. The hot bucket row is decremented as late in the transaction
-// as correctness allows, so its row lock is held for about one statement.
+// Service.PlaceOrder sends a fresh order as ONE round trip with
+// pgtx.RunBatch:
+//
+//	BEGIN → inbox row with its result → reservation inserted as ORDERED
+//	→ order + item → ORDER_CREATED → bucket decrement → ALLOCATE ledger row
+//	→ COMMIT
+//
+// where every condition that is not a plain fresh order raises instead of
+// returning (the "…OrAbort" helpers: a duplicate message, the same
+// reservation under a new message id, a buyer who already ordered, sold
+// out, the sale not on), so the server skips the rest of the batch and
+// commits nothing; PlaceOrder then runs PlaceOrderTx, which finds out what
+// the message is. In both forms the bucket decrement comes last, so the
+// hot bucket row is locked only until COMMIT — in the one-batch form,
+// never across a round trip.
+//
+// Sold out in PostgreSQL, a sale that is not on, or a buyer who already
+// ordered rejects the reservation and enqueues a compensation event
+// (release the front-door reservation) in the same transaction. Payment
+// callbacks and the timeout canceller race on the order row; exactly one
+// wins. A cancel releases the stock (RELEASE ledger row) and enqueues
+// compensation in the same transaction. The outbox relay publishes after
+// commit; consumers stay idempotent. A COMMIT whose outcome is unknown is
+// not acknowledged: the redelivery meets the inbox.
 //
 // # Invariants
 //
-// These hold after any run and any fault; the packages' Audit functions
-// check them against the database:
+// These hold after any run and any fault. order's Audit checks 1 and 4,
+// inventory's Audit 2 and 3, each on its own tables; the example's audit
+// (examples/seckill/flow) checks 1 to 5 and 7 across them; the crash and
+// failover drills of the example module check 6 and 8:
 //
 //  1. At most one order per (activity, sku, user); one inbox row per
 //     (consumer group, message id).
@@ -67,4 +89,25 @@
 //     once, unless it is DEAD.
 //  6. Nothing acknowledged as committed is lost after a PostgreSQL crash
 //     (synchronous_commit on).
+//  7. Every state change that promises an event has it in the outbox: a
+//     live order its ORDER_CREATED, a paid order its ORDER_PAID, a
+//     rejected, released or expired reservation its FRONTDOOR_RELEASE, a
+//     payment after a cancel its REFUND_REQUESTED (the example's event
+//     names). Counting events cannot see a lost enqueue: an audit of this
+//     joins the outbox to the state changes.
+//  8. Nothing acknowledged is lost across a failover to a synchronous
+//     standby; what asynchronous replication can lose is counted and
+//     documented, never hidden.
+//
+// # Observing
+//
+// No package depends on a metrics or tracing library. pgtx, inventory and
+// outbox each take an Observer of one shape (see pgtx.Observer): the
+// context first, one event struct per hook, start hooks that return the
+// context their end hooks get, a NopObserver to embed, and a stated rhythm
+// per hook — per attempt (inside an open transaction, reported again on a
+// retry) or per commit. Count business outcomes from the per-commit hooks.
+// The example service (examples/seckill) builds its Prometheus metrics on
+// them and carries a W3C trace id from the HTTP request to its consumers'
+// logs through the order message and the outbox event headers.
 package seckill

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/seckillkit/seckill/internal/textcheck"
 )
 
 // ErrInvalidArgument is matched by every error that rejects input before
@@ -51,8 +53,10 @@ type ValidationError struct {
 	Reason string // e.g. "empty"
 }
 
+// Error names the package, the field and the reason, e.g.
+// "inbox: invalid Message.Group: empty".
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("inbox: invalid %s: %s", e.Field, e.Reason)
+	return textcheck.Message("inbox", e.Field, e.Reason)
 }
 
 // Is reports whether target is [ErrInvalidArgument].
@@ -61,13 +65,15 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArg
 // PayloadMismatchError reports a redelivery whose payload hash differs
 // from the stored one. It matches [ErrPayloadMismatch].
 type PayloadMismatchError struct {
-	Key    Key
+	Key    Key    // the message's consumer group and id
 	Stored []byte // hash stored by the first processing (nil: none)
 	Given  []byte // hash of this delivery (nil: none)
 	// Record is the stored row, for logging or manual repair.
 	Record Record
 }
 
+// Error names the message and its group and gives both hashes in hex
+// ("(none)" for a missing one).
 func (e *PayloadMismatchError) Error() string {
 	return fmt.Sprintf("inbox: message %s in group %q: payload hash %s differs from stored %s",
 		e.Key.MessageID, e.Key.Group, hexOrNone(e.Given), hexOrNone(e.Stored))
@@ -88,11 +94,13 @@ func hexOrNone(b []byte) string {
 // [ErrNotClaimer] when Status is StatusClaimed (claimed by another
 // transaction).
 type StateError struct {
-	Key    Key
+	Key    Key    // the message's consumer group and id
 	Status Status // the current status
 	Op     string // e.g. "complete"
 }
 
+// Error names the operation, the message and its group, and the row's
+// current status.
 func (e *StateError) Error() string {
 	return fmt.Sprintf("inbox: %s message %s in group %q: row is %s", e.Op, e.Key.MessageID, e.Key.Group, e.Status)
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill/internal/enum"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -78,15 +78,9 @@ const (
 
 // String returns the status name, e.g. "PROCESSED", or "Status(n)" for a
 // value the package does not know.
-func (s Status) String() string {
-	switch s {
-	case StatusClaimed:
-		return "CLAIMED"
-	case StatusProcessed:
-		return "PROCESSED"
-	}
-	return "Status(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Status) String() string { return statusSet.Name(s) }
+
+var statusSet = enum.New("Status", map[Status]string{StatusClaimed: "CLAIMED", StatusProcessed: "PROCESSED"})
 
 // Key identifies one inbox row: a message as seen by one consumer group.
 // Two groups consuming the same message are independent.
@@ -175,6 +169,7 @@ type Claim struct {
 // statements holds the SQL of one schema, built once by New.
 type statements struct {
 	claim, lookup, complete, purge string
+	claimOrAbort                   string
 }
 
 func buildStatements(quoted string) statements {
@@ -184,5 +179,7 @@ func buildStatements(quoted string) statements {
 		lookup:   r.Replace(lookupSQL),
 		complete: r.Replace(completeSQL),
 		purge:    r.Replace(purgeSQL),
+
+		claimOrAbort: r.Replace(claimOrAbortSQL),
 	}
 }

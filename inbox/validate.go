@@ -3,12 +3,11 @@ package inbox
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
+	"github.com/seckillkit/seckill/internal/textcheck"
 )
 
 // Column limits, mirroring the VARCHAR lengths of consumer_inbox
@@ -28,16 +27,8 @@ func invalid(field, reason string) error { return &ValidationError{Field: field,
 // checkText validates a text column value: valid UTF-8 without NUL (which
 // PostgreSQL rejects), at most max characters, non-empty when required.
 func checkText(field, s string, max int, required bool) error {
-	switch {
-	case s == "" && required:
-		return invalid(field, "empty")
-	case !utf8.ValidString(s):
-		return invalid(field, "not valid UTF-8")
-	case strings.IndexByte(s, 0) >= 0:
-		return invalid(field, "contains a NUL byte")
-	}
-	if n := utf8.RuneCountInString(s); n > max {
-		return invalid(field, fmt.Sprintf("%d characters, at most %d allowed", n, max))
+	if r := textcheck.Reason(s, max, required); r != "" {
+		return invalid(field, r)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,15 +16,10 @@ import (
 const MaxEvidenceLength = 128
 
 func checkEvidence(field, v string, required bool) error {
-	switch {
-	case v == "" && required:
+	if v == "" && required {
 		return invalid(field, "required for a stock adjustment")
-	case utf8.RuneCountInString(v) > MaxEvidenceLength:
-		return invalid(field, fmt.Sprintf("longer than %d characters", MaxEvidenceLength))
-	case !storableText(v):
-		return invalid(field, "not valid UTF-8 or contains a NUL byte")
 	}
-	return nil
+	return checkText(field, v, MaxEvidenceLength, false)
 }
 
 // Adjustment asks [Store.AdjustStock] to change one bucket's stock by hand
@@ -116,10 +110,12 @@ SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.plann
 
 // Adjusted is the result of [Store.AdjustStock].
 type Adjusted struct {
-	LedgerID                        int64
-	BeforeAvailable, AfterAvailable int32
+	LedgerID                        int64 // the ADJUST ledger row written
+	BeforeAvailable, AfterAvailable int32 // the bucket's available stock before and after (After = Before + Delta)
 	PlannedStock                    int32 // the SKU's planned stock after the change
-	CreatedAt                       time.Time
+	// CreatedAt is the ledger row's created_at: the server time of the
+	// statement (not of the commit).
+	CreatedAt time.Time
 }
 
 // AdjustStock applies a manual stock adjustment in the caller's
@@ -170,14 +166,18 @@ func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (Adjus
 
 // AdjustmentEntry is one ADJUST ledger row with its evidence.
 type AdjustmentEntry struct {
-	LedgerID              int64
+	LedgerID int64 // ledger_id: increasing in insertion order; gaps mean nothing
+	// IdempotencyKey is the row's key: [AdjustKey] for a manual
+	// adjustment, "ADJUST:<move id>:<bucket>" for a rebalance move.
 	IdempotencyKey        string
-	ActivityID, SKUID     int64
-	Bucket                int16
-	Delta                 int32
+	ActivityID, SKUID     int64  // the SKU adjusted
+	Bucket                int16  // the bucket adjusted
+	Delta                 int32  // units added to the bucket's available and total stock; negative: taken away
 	Operator, ApprovalRef string // "" for rows written before migration 005
-	Reason                string
-	CreatedAt             time.Time
+	Reason                string // why, as recorded (a rebalance's defaults to [DefaultRebalanceReason])
+	// CreatedAt is the row's created_at: the server time of the statement
+	// that wrote it.
+	CreatedAt time.Time
 }
 
 const adjustmentsSQL = `

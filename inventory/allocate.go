@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/twin"
 )
 
 // Ledger reasons written when the caller gives none.
@@ -69,17 +70,26 @@ func (a Allocation) validate() error {
 // Allocated is a successful allocation or release: the bucket's counters
 // around the change, as recorded in the ledger row.
 type Allocated struct {
-	LedgerID        int64
-	ActivityID      int64
-	SKUID           int64
-	Bucket          int16
-	Quantity        int16
+	LedgerID   int64 // the ALLOCATE (or RELEASE) ledger row written
+	ActivityID int64 // the SKU's activity
+	SKUID      int64 // the SKU
+	// Bucket is the bucket changed: the reservation's (for a release, the
+	// one its ALLOCATE row names).
+	Bucket int16
+	// Quantity is the units moved from available to allocated (a release:
+	// back from allocated to available).
+	Quantity int16
+	// BeforeAvailable, AfterAvailable, BeforeAllocated and AfterAllocated
+	// are the bucket's counters just before and just after the change, as
+	// the ledger row records them.
 	BeforeAvailable int32
-	AfterAvailable  int32
-	BeforeAllocated int32
-	AfterAllocated  int32
+	AfterAvailable  int32 // see BeforeAvailable
+	BeforeAllocated int32 // see BeforeAvailable
+	AfterAllocated  int32 // see BeforeAvailable
 	Version         int64 // the bucket's version after the change
-	CreatedAt       time.Time
+	// CreatedAt is the ledger row's created_at: the server time of the
+	// statement (not of the commit).
+	CreatedAt time.Time
 }
 
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
@@ -214,9 +224,7 @@ func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Al
 	if err := a.validate(); err != nil {
 		return Allocated{}, err
 	}
-	var out Allocated
-	err := s.scanAllocate(tx.QueryRow(ctx, s.sql.allocate, allocateArgs(a)...), a, &out)
-	return out, err
+	return s.allocateRow(a).Run(ctx, tx)
 }
 
 // QueueAllocateBucket queues [Store.AllocateBucket]'s statement into b;
@@ -231,10 +239,17 @@ func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) 
 	if b == nil || dst == nil {
 		return invalid("batch/dst", "must not be nil")
 	}
-	b.Queue(s.sql.allocate, allocateArgs(a)...).QueryRow(func(row pgx.Row) error {
-		return s.scanAllocate(row, a, dst)
-	})
+	s.allocateRow(a).Queue(b, dst)
 	return nil
+}
+
+// allocateRow is the allocation statement of a validated a, shared by
+// [Store.AllocateBucket] and its Queue twin.
+func (s *Store) allocateRow(a Allocation) twin.Row[Allocated] {
+	return twin.Row[Allocated]{SQL: s.sql.allocate, Args: allocateArgs(a),
+		Scan: func(ctx context.Context, batch bool, row pgx.Row, dst *Allocated) error {
+			return s.scanAllocate(ctx, batch, row, a, dst)
+		}}
 }
 
 func allocateArgs(a Allocation) []any {
@@ -250,11 +265,14 @@ func allocateArgs(a Allocation) []any {
 		pgval.UUID(a.ReservationID), order, pgval.UUID(a.SourceMessageID), a.UserID, reason}
 }
 
-func (s *Store) scanAllocate(row pgx.Row, a Allocation, dst *Allocated) error {
+// scanAllocate classifies an allocation's result and reports it (batch:
+// the Queue form, whose callback has no context).
+func (s *Store) scanAllocate(ctx context.Context, batch bool, row pgx.Row, a Allocation, dst *Allocated) error {
 	err := classifyAllocate(row, a, dst)
 	var driverErr *driverError
-	if !errors.As(err, &driverErr) {
-		s.observe(StockEvent{Op: "allocate", ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Err: err})
+	if s.observer != nil && !errors.As(err, &driverErr) {
+		s.observer.AllocateEnd(ctx, AllocateEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
+			SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: batch, Err: err})
 	}
 	return err
 }
@@ -336,8 +354,8 @@ func allocationDiff(a Allocation, act, sku int64, bucket, qty int16, user int64,
 	return "", "", ""
 }
 
-// Release asks [Store.Release] to give back a reservation's allocation.
-type Release struct {
+// StockRelease asks [Store.ReleaseStock] to give back a reservation's allocation.
+type StockRelease struct {
 	ReservationID uuid.UUID // required; the ledger key is RELEASE:<ReservationID>
 	// OrderID is recorded in the ledger; 0 means the allocation's order id.
 	OrderID int64
@@ -349,7 +367,7 @@ type Release struct {
 	Reason string
 }
 
-func (r Release) validate() error {
+func (r StockRelease) validate() error {
 	switch {
 	case r.ReservationID == uuid.Nil:
 		return invalid("ReservationID", "required")
@@ -407,7 +425,7 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
   LEFT JOIN upd AS u ON true
   LEFT JOIN led AS l ON true`
 
-// Release gives back the stock a reservation's allocation took: it moves
+// ReleaseStock gives back the stock a reservation's allocation took: it moves
 // the ALLOCATE row's quantity from allocated back to available on the same
 // bucket and writes the RELEASE ledger row (idempotency key
 // RELEASE:<reservation_id>), in one statement, in the caller's transaction
@@ -422,36 +440,41 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // duplicate that emptied the bucket's allocated stock before this one got
 // its lock is already applied, never inconsistent);
 // *ValidationError for bad input (nothing sent).
-func (s *Store) Release(ctx context.Context, tx pgx.Tx, r Release) (Allocated, error) {
+func (s *Store) ReleaseStock(ctx context.Context, tx pgx.Tx, r StockRelease) (Allocated, error) {
 	if tx == nil {
 		return Allocated{}, nilHandle("tx")
 	}
 	if err := r.validate(); err != nil {
 		return Allocated{}, err
 	}
-	var out Allocated
-	err := s.scanRelease(tx.QueryRow(ctx, s.sql.release, releaseArgs(r)...), r, &out)
-	return out, err
+	return s.releaseRow(r).Run(ctx, tx)
 }
 
-// QueueRelease queues [Store.Release]'s statement into b; dst is filled
+// QueueReleaseStock queues [Store.ReleaseStock]'s statement into b; dst is filled
 // when the batch results are read, and the callback's error (returned by
 // BatchResults.Close) is classified as described there. The returned error
 // is only for invalid input, in which case nothing is queued.
-func (s *Store) QueueRelease(b *pgx.Batch, r Release, dst *Allocated) error {
+func (s *Store) QueueReleaseStock(b *pgx.Batch, r StockRelease, dst *Allocated) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
 	if b == nil || dst == nil {
 		return invalid("batch/dst", "must not be nil")
 	}
-	b.Queue(s.sql.release, releaseArgs(r)...).QueryRow(func(row pgx.Row) error {
-		return s.scanRelease(row, r, dst)
-	})
+	s.releaseRow(r).Queue(b, dst)
 	return nil
 }
 
-func releaseArgs(r Release) []any {
+// releaseRow is the release statement of a validated r, shared by
+// [Store.ReleaseStock] and its Queue twin.
+func (s *Store) releaseRow(r StockRelease) twin.Row[Allocated] {
+	return twin.Row[Allocated]{SQL: s.sql.release, Args: releaseArgs(r),
+		Scan: func(ctx context.Context, batch bool, row pgx.Row, dst *Allocated) error {
+			return s.scanRelease(ctx, batch, row, r, dst)
+		}}
+}
+
+func releaseArgs(r StockRelease) []any {
 	var order *int64
 	if r.OrderID != 0 {
 		order = &r.OrderID
@@ -467,20 +490,23 @@ func releaseArgs(r Release) []any {
 	return []any{AllocateKey(r.ReservationID), ReleaseKey(r.ReservationID), order, msg, reason}
 }
 
-func (s *Store) scanRelease(row pgx.Row, r Release, dst *Allocated) error {
+// scanRelease classifies a release's result and reports it (batch: the
+// Queue form, whose callback has no context).
+func (s *Store) scanRelease(ctx context.Context, batch bool, row pgx.Row, r StockRelease, dst *Allocated) error {
 	err := classifyRelease(row, r, dst)
 	var driverErr *driverError
-	if !errors.As(err, &driverErr) {
-		e := StockEvent{Op: "release", ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket, Quantity: dst.Quantity, Err: err}
+	if s.observer != nil && !errors.As(err, &driverErr) {
+		e := ReleaseEvent{ReservationID: r.ReservationID, ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket,
+			Quantity: dst.Quantity, Batch: batch, Err: err}
 		if err != nil {
 			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
 		}
-		s.observe(e)
+		s.observer.ReleaseEnd(ctx, e)
 	}
 	return err
 }
 
-func classifyRelease(row pgx.Row, r Release, dst *Allocated) error {
+func classifyRelease(row pgx.Row, r StockRelease, dst *Allocated) error {
 	var (
 		ledgerID, version, appliedID, activity, sku     *int64
 		createdAt                                       *time.Time

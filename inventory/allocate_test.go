@@ -378,21 +378,25 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	checkBucket(2)
 
 	// Release, sequentially: once.
-	rel := inventory.Release{ReservationID: r.ReservationID}
+	rel := inventory.StockRelease{ReservationID: r.ReservationID}
 	var released inventory.Allocated
-	if err := run(func(tx pgx.Tx) error { var err error; released, err = tb.store.Release(tb.ctx, tx, rel); return err }); err != nil {
+	if err := run(func(tx pgx.Tx) error {
+		var err error
+		released, err = tb.store.ReleaseStock(tb.ctx, tx, rel)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if released.Bucket != 3 || released.Quantity != 1 || released.BeforeAllocated != 2 || released.AfterAllocated != 1 {
 		t.Fatalf("released %+v", released)
 	}
-	if err := run(func(tx pgx.Tx) error { _, err := tb.store.Release(tb.ctx, tx, rel); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
+	if err := run(func(tx pgx.Tx) error { _, err := tb.store.ReleaseStock(tb.ctx, tx, rel); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
 		t.Fatalf("second release: %v", err)
 	}
 	checkBucket(1)
 	// Release without allocation.
 	if err := run(func(tx pgx.Tx) error {
-		_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: uuid.Must(uuid.NewV7())})
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: uuid.Must(uuid.NewV7())})
 		return err
 	}); !errors.Is(err, inventory.ErrNotAllocated) {
 		t.Fatalf("release of nothing: %v", err)
@@ -431,7 +435,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	}
 	checkBucket(2)
 	if ok, dup := concurrently(func(tx pgx.Tx) error {
-		_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: r3.ReservationID, Reason: "PAY_TIMEOUT"})
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r3.ReservationID, Reason: "PAY_TIMEOUT"})
 		return err
 	}); ok != 1 || dup != deliveries-1 {
 		t.Fatalf("concurrent releases: %d applied, %d duplicates", ok, dup)
@@ -447,15 +451,42 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 	tb.auditClean(t, 1, 1)
 }
 
-type recorder struct {
-	mu     sync.Mutex
-	events []inventory.StockEvent
+// stockEvent is what recorder keeps of either hook.
+type stockEvent struct {
+	Op                string
+	ActivityID, SKUID int64
+	Bucket, Quantity  int16
+	Batch             bool
+	Err               error
 }
 
-func (r *recorder) ObserveStock(e inventory.StockEvent) {
+type recorder struct {
+	mu     sync.Mutex
+	events []stockEvent
+}
+
+func (r *recorder) AllocateEnd(ctx context.Context, e inventory.AllocateEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, e)
+	r.events = append(r.events, stockEvent{"allocate", e.ActivityID, e.SKUID, e.Bucket, e.Quantity, e.Batch, e.Err})
+}
+
+func (r *recorder) ReleaseEnd(ctx context.Context, e inventory.ReleaseEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, stockEvent{"release", e.ActivityID, e.SKUID, e.Bucket, e.Quantity, e.Batch, e.Err})
+}
+
+func (r *recorder) count(op string, ok bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Op == op && (e.Err == nil) == ok {
+			n++
+		}
+	}
+	return n
 }
 
 func TestQueueAllocateAndRelease(t *testing.T) {
@@ -493,7 +524,7 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
 		for i := range 2 {
-			if err := tb.store.QueueRelease(&b, inventory.Release{ReservationID: rs[i].ReservationID}, &rel[i]); err != nil {
+			if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: rs[i].ReservationID}, &rel[i]); err != nil {
 				return err
 			}
 		}
@@ -518,7 +549,7 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 		} else if e.Err != nil {
 			outcome = e.Err.Error()
 		}
-		if e.ActivityID != 5 || e.SKUID != 6 || e.Bucket != 0 || e.Quantity != 1 {
+		if e.ActivityID != 5 || e.SKUID != 6 || e.Bucket != 0 || e.Quantity != 1 || !e.Batch {
 			t.Errorf("event %+v", e)
 		}
 		summary = append(summary, e.Op+" "+outcome)

@@ -62,13 +62,13 @@ const (
 // Finding is one broken invariant. Fields that do not apply to its Kind are
 // zero (Bucket is -1 then).
 type Finding struct {
-	Kind          FindingKind
-	ActivityID    int64
-	SKUID         int64
-	Bucket        int // -1 when the finding is not about one bucket
-	ReservationID uuid.UUID
-	Expected      int64
-	Actual        int64
+	Kind          FindingKind // the invariant; its doc says what Expected and Actual hold
+	ActivityID    int64       // the SKU's activity (always set)
+	SKUID         int64       // the SKU (always set)
+	Bucket        int         // -1 when the finding is not about one bucket
+	ReservationID uuid.UUID   // uuid.Nil when the finding is not about one reservation
+	Expected      int64       // what the invariant requires (see Kind)
+	Actual        int64       // what the database holds (see Kind)
 }
 
 // String renders the finding on one line.
@@ -197,8 +197,15 @@ ORDER BY 1, 2, 3, 4, 5`
 //     RELEASE_PENDING and RELEASED reservations have their ALLOCATE,
 //     RELEASED ones also their RELEASE, and PENDING_DB/REJECTED/EXPIRED ones hold no stock.
 //
-// It runs as one read-only statement (one snapshot), so it is consistent
-// even while allocations run. It writes nothing.
+// It runs as one read-only statement, hence on one snapshot: the
+// findings are consistent with each other even while allocations,
+// releases and rebalances commit: none comes from reading two moments. It
+// writes nothing. To read one snapshot across several
+// audits (this one, order.Store.Audit, the caller's own counts), pass
+// them all the same read-only Repeatable Read transaction
+// (pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly});
+// on a pool or a Read Committed transaction each audit reads its own
+// moment.
 func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Finding, error) {
 	if db == nil {
 		return nil, nilHandle("db")
@@ -212,7 +219,8 @@ func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID in
 	return s.audit(ctx, db, &activityID, &skuID)
 }
 
-// AuditAll is [Store.Audit] over every SKU of the schema.
+// AuditAll is [Store.Audit] over every SKU of the schema: one statement,
+// one snapshot, like Audit.
 func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) ([]Finding, error) {
 	if db == nil {
 		return nil, nilHandle("db")
@@ -254,25 +262,40 @@ func (s *Store) audit(ctx context.Context, db pgtx.Querier, activityID, skuID *i
 
 // LedgerEntry is one row of inventory_ledger.
 type LedgerEntry struct {
-	LedgerID        int64
+	// LedgerID is ledger_id, an identity: increasing in insertion order,
+	// with gaps (rolled-back inserts) that mean nothing.
+	LedgerID int64
+	// IdempotencyKey is unique across the ledger: "ALLOCATE:<reservation
+	// id>" ([AllocateKey]), "RELEASE:<reservation id>" ([ReleaseKey]),
+	// [AdjustKey] or "ADJUST:<move id>:<bucket>" for ADJUST, and
+	// "PROVISION:<activity>:<sku>:<bucket>".
 	IdempotencyKey  string
-	Type            LedgerType
-	ReservationID   uuid.UUID // uuid.Nil for PROVISION and ADJUST
-	OrderID         int64     // 0 when none
-	SourceMessageID uuid.UUID // uuid.Nil for PROVISION and ADJUST
-	ActivityID      int64
-	SKUID           int64
-	UserID          int64 // 0 for PROVISION and ADJUST
-	Bucket          int16
-	TotalDelta      int32
-	AvailableDelta  int32
-	AllocatedDelta  int32
+	Type            LedgerType // ledger_type: ALLOCATE, RELEASE, ADJUST or PROVISION
+	ReservationID   uuid.UUID  // uuid.Nil for PROVISION and ADJUST
+	OrderID         int64      // 0 when none
+	SourceMessageID uuid.UUID  // uuid.Nil for PROVISION and ADJUST
+	ActivityID      int64      // the SKU's activity
+	SKUID           int64      // the SKU
+	UserID          int64      // 0 for PROVISION and ADJUST
+	Bucket          int16      // inventory_bucket: the bucket whose counters changed
+	// TotalDelta, AvailableDelta and AllocatedDelta are the changes of the
+	// bucket's counters, TotalDelta = AvailableDelta + AllocatedDelta:
+	// ALLOCATE moves the reservation's quantity from available to
+	// allocated (TotalDelta 0), RELEASE moves it back, ADJUST and
+	// PROVISION change available and total alike. Summed per bucket over
+	// the whole ledger they give the bucket's counters.
+	TotalDelta     int32
+	AvailableDelta int32 // see TotalDelta
+	AllocatedDelta int32 // see TotalDelta
+	// BeforeAvailable, AfterAvailable, BeforeAllocated and AfterAllocated
+	// are the bucket's counters just before and just after this row's
+	// change (After = Before + delta, never negative).
 	BeforeAvailable int32
-	AfterAvailable  int32
-	BeforeAllocated int32
-	AfterAllocated  int32
-	Reason          string
-	CreatedAt       time.Time
+	AfterAvailable  int32     // see BeforeAvailable
+	BeforeAllocated int32     // see BeforeAvailable
+	AfterAllocated  int32     // see BeforeAvailable
+	Reason          string    // reason, at most MaxCodeLength characters, e.g. DefaultAllocateReason
+	CreatedAt       time.Time // created_at: the server time of the statement that wrote the row
 }
 
 const ledgerByReservationSQL = `

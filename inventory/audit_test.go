@@ -37,7 +37,7 @@ func TestAuditFindsBrokenInvariants(t *testing.T) {
 	release := func(r inventory.NewReservation) {
 		t.Helper()
 		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: r.ReservationID})
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
 			return err
 		}); err != nil {
 			t.Fatal(err)

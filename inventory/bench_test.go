@@ -97,7 +97,7 @@ func BenchmarkRelease(b *testing.B) {
 		for pb.Next() {
 			id := ids[next.Add(1)-1]
 			err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				_, err := store.Release(ctx, tx, inventory.Release{ReservationID: id})
+				_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: id})
 				return err
 			})
 			if err != nil && !errors.Is(err, inventory.ErrAlreadyApplied) {

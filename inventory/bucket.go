@@ -39,13 +39,15 @@ func PickBucket(key string, bucketCount int) (int16, error) {
 
 // Bucket is one row of sku_inventory.
 type Bucket struct {
-	ActivityID, SKUID int64
-	BucketNo          int16
+	ActivityID, SKUID int64 // the SKU
+	BucketNo          int16 // bucket_no, 0 .. the SKU's bucket count - 1
 	Total             int32 // = Available + Allocated
-	Available         int32
-	Allocated         int32
+	Available         int32 // available_stock: units an allocation can still take
+	Allocated         int32 // allocated_stock: units held by allocations not released
 	Version           int64 // incremented by every change
-	UpdatedAt         time.Time
+	// UpdatedAt is updated_at: the server time of the statement that last
+	// changed the row (its creation, for a bucket never changed).
+	UpdatedAt time.Time
 }
 
 const bucketCols = `activity_id, sku_id, bucket_no, total_stock, available_stock, allocated_stock, version, updated_at`
@@ -104,14 +106,14 @@ func (s *Store) Buckets(ctx context.Context, db pgtx.Querier, activityID, skuID 
 
 // Totals sums a SKU's buckets.
 type Totals struct {
-	ActivityID, SKUID int64
+	ActivityID, SKUID int64 // the SKU, as asked
 	PlannedStock      int32 // as provisioned
 	BucketCount       int16 // as provisioned
 	Buckets           int   // bucket rows found (equals BucketCount unless damaged)
 	Total             int64 // sum of bucket totals; equals PlannedStock unless damaged
-	Available         int64
-	Allocated         int64
-	SoldOutBuckets    int // buckets with no available stock
+	Available         int64 // sum of the buckets' available stock
+	Allocated         int64 // sum of the buckets' allocated stock: units held by live allocations
+	SoldOutBuckets    int   // buckets with no available stock
 }
 
 const totalsSQL = `

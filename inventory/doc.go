@@ -20,7 +20,11 @@
 //     PROVISION) with before/after counters and a unique idempotency key.
 //     Its ledger_id is an identity column (unique across processes by
 //     construction, increasing over time); the migration file
-//     explains this and the other deviations from the seed DDL.
+//     explains this and the other deviations from the seed DDL. ADJUST
+//     rows also carry operator and approval_ref (migration 005).
+//   - inventory_sale_log (migration 003): every change of a SKU's sale
+//     status and window, with operator, reason and time; the status and
+//     window themselves are columns of inventory_sku.
 //
 // # Buckets
 //
@@ -42,18 +46,26 @@
 // Helpers run on the handle they are given and never begin a transaction of
 // their own. Writes that belong with the caller's business data take a
 // pgx.Tx: [Store.AcquireReservation], [Store.AllocateBucket],
-// [Store.Release], [Store.Rebalance]. [Store.TransitionReservation] takes a
+// [Store.ReleaseStock], [Store.Rebalance], [Store.AdjustStock],
+// [Store.ExpireReservations], [Store.SetSaleStatus].
+// [Store.TransitionReservation] and [Store.RecordCompensationFailure] take a
 // pgtx.Querier (usually the caller's transaction; a pool works for a
-// stand-alone transition). [Store.Provision] and the reads ([Store.GetBucket],
+// stand-alone change). [Store.Provision] and the reads ([Store.GetBucket],
 // [Store.Buckets], [Store.SKUTotals], [Store.GetReservation],
-// [Store.ReservationLedger], [Store.Audit]) take a pgtx.Querier. Transactions
-// are expected to be Read Committed (seed §6.1).
+// [Store.ReservationLedger], [Store.Adjustments], [Store.SaleLog],
+// [Store.LedgerByType], [Store.Audit], [Store.AuditAll]) take a
+// pgtx.Querier. Transactions are expected to be Read Committed (seed §6.1).
 //
-// Every helper is one SQL statement (data-modifying CTEs) except Rebalance,
-// which needs its locks before it computes. In the order transaction the lock
-// order of seed §11.6 applies: reservation (AcquireReservation locks it FOR
-// UPDATE), then the bucket (AllocateBucket, as late as possible so the hot
-// row is held only until COMMIT), then the append-only rows.
+// Every helper is one SQL statement (data-modifying CTEs; AcquireReservation
+// and Provision send it a second time after a concurrent insert, see
+// [ErrConcurrentInsert]) except Rebalance, which needs its locks before it
+// computes. In the order transaction the rows other transactions contend
+// for are locked in the order of seed §11.6: the reservation first
+// (AcquireReservation locks it FOR UPDATE), the bucket after it. New rows
+// (the order, the outbox event) may be inserted in between; the bucket is
+// best decremented last (AllocateBucket as the transaction's last
+// statement), so that the hot row is held only until COMMIT. The example
+// service's order transaction does exactly that.
 //
 // A conditional update that changes nothing is never reported as success;
 // the same statement classifies why:
@@ -67,7 +79,7 @@
 //     ORDERED: the allocation is bound to its reservation row. Only sold
 //     out is a normal sell out; after it the transaction is still usable
 //     (reject the reservation and emit the compensation event in it).
-//   - Release: [ErrNotAllocated], *AppliedError when RELEASE:<reservation_id>
+//   - ReleaseStock: [ErrNotAllocated], *AppliedError when RELEASE:<reservation_id>
 //     exists, [ErrInconsistent] when the bucket contradicts the ledger.
 //   - TransitionReservation: [ErrReservationNotFound], or a *TransitionError
 //     matching [ErrAlreadyInState] or [ErrIllegalTransition] that carries the
@@ -113,7 +125,7 @@
 //
 // # Idempotency
 //
-// AllocateBucket and Release write their ledger row in the same statement as
+// AllocateBucket and ReleaseStock write their ledger row in the same statement as
 // the counter update. The update is guarded by "no ledger row with this key
 // yet", and the unique index on the key is the final guard: a concurrent
 // duplicate that the guard could not see makes PostgreSQL raise
@@ -127,7 +139,7 @@
 //
 // Every statement-level write also has a batch form that queues into the
 // caller's *pgx.Batch: [Store.QueueAcquireReservation],
-// [Store.QueueAllocateBucket], [Store.QueueRelease],
+// [Store.QueueAllocateBucket], [Store.QueueReleaseStock],
 // [Store.QueueTransitionReservation]. The returned error is only for invalid
 // input (then nothing is queued); the result is written to the given
 // destination and the classified error is returned by BatchResults.Close.
@@ -153,6 +165,12 @@
 // most one ALLOCATE and RELEASE per reservation with every RELEASE paired
 // with its ALLOCATE, and reservation statuses agreeing with the ledger. It
 // returns typed [Finding] values; none means consistent.
+//
+// # Observing
+//
+// [Config].Observer receives the classified result of every allocation
+// and release, once per execution of the statement: inside the caller's
+// open transaction, so per attempt, not per commit (see [Observer]).
 //
 // # Example
 //

@@ -158,7 +158,7 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 	}
 
 	errs = tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
-		_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: r.ReservationID})
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
 		return err
 	})
 	allAlreadyApplied(t, "release", errs)
@@ -232,7 +232,7 @@ func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
 			go func() {
 				defer rwg.Done()
 				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-					_, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: r.ReservationID})
+					_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
 					return err
 				})
 				mu.Lock()

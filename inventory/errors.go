@@ -3,12 +3,11 @@ package inventory
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seckillkit/seckill/internal/textcheck"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // Sentinel errors. Every error the package returns for one of these
@@ -85,9 +84,10 @@ type ValidationError struct {
 	Reason string // what is wrong with it
 }
 
-// Error implements error.
+// Error names the field and the reason, e.g.
+// "inventory: invalid Quantity: must be at least 1".
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("inventory: invalid %s: %s", e.Field, e.Reason)
+	return textcheck.Message("inventory", e.Field, e.Reason)
 }
 
 // Is reports whether target is [ErrInvalidArgument].
@@ -95,34 +95,37 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArg
 
 func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
 
-// storableText reports whether PostgreSQL text can hold s: valid UTF-8
-// without NUL bytes.
-func storableText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+// checkText validates a value bound for a text column: storable text (see
+// internal/textcheck), at most max characters, non-empty when required.
+func checkText(field, v string, max int, required bool) error {
+	if r := textcheck.Reason(v, max, required); r != "" {
+		return invalid(field, r)
+	}
+	return nil
+}
 
 // checkCode validates a ledger reason or failure code: at most
 // [MaxCodeLength] characters of storable text ("" is fine: it means the
 // default or none).
 func checkCode(field, v string) error {
-	switch {
-	case utf8.RuneCountInString(v) > MaxCodeLength:
-		return invalid(field, fmt.Sprintf("longer than %d characters", MaxCodeLength))
-	case !storableText(v):
-		return invalid(field, "not valid UTF-8 or contains a NUL byte")
-	}
-	return nil
+	return checkText(field, v, MaxCodeLength, false)
 }
 
 // SoldOutError reports a refused allocation. It matches [ErrSoldOut].
 type SoldOutError struct {
-	ActivityID, SKUID int64
-	Bucket            int16
-	Requested         int16
+	ActivityID, SKUID int64 // the SKU
+	Bucket            int16 // the bucket that lacked stock
+	// Requested is the units asked: the allocation's quantity, or for
+	// [Store.AdjustStock] the units a negative Delta takes away (at most
+	// 32767).
+	Requested int16
 	// Available is the bucket's available stock as the statement saw it
 	// (it may have changed since).
 	Available int32
 }
 
-// Error implements error.
+// Error names the SKU and bucket and gives the available and the
+// requested units.
 func (e *SoldOutError) Error() string {
 	return fmt.Sprintf("inventory: sold out: activity %d sku %d bucket %d has %d available, %d requested",
 		e.ActivityID, e.SKUID, e.Bucket, e.Available, e.Requested)
@@ -149,7 +152,9 @@ type AppliedError struct {
 	Err       error // the driver error when TxAborted
 }
 
-// Error implements error.
+// Error gives the idempotency key and the existing ledger row, or for a
+// concurrent duplicate says that the transaction aborted and adds the
+// driver error.
 func (e *AppliedError) Error() string {
 	if e.TxAborted {
 		return fmt.Sprintf("inventory: already applied: %s (concurrent duplicate, transaction aborted): %v", e.Key, e.Err)
@@ -166,16 +171,17 @@ func (e *AppliedError) Unwrap() error { return e.Err }
 // ProvisionConflictError reports that a SKU exists with another split. It
 // matches [ErrProvisionConflict]. Nothing was written.
 type ProvisionConflictError struct {
-	ActivityID, SKUID int64
+	ActivityID, SKUID int64 // the SKU
 	// ExistingStock and ExistingBuckets are what the database holds.
 	ExistingStock   int32
-	ExistingBuckets int16
+	ExistingBuckets int16 // see ExistingStock
 	// RequestedStock and RequestedBuckets are what the call asked for.
 	RequestedStock   int32
-	RequestedBuckets int16
+	RequestedBuckets int16 // see RequestedStock
 }
 
-// Error implements error.
+// Error names the SKU and gives the existing and the requested stock and
+// bucket count.
 func (e *ProvisionConflictError) Error() string {
 	return fmt.Sprintf("inventory: activity %d sku %d is provisioned with stock %d in %d buckets, not stock %d in %d buckets",
 		e.ActivityID, e.SKUID, e.ExistingStock, e.ExistingBuckets, e.RequestedStock, e.RequestedBuckets)
@@ -201,7 +207,8 @@ type ReservationConflictError struct {
 	Existing Reservation
 }
 
-// Error implements error.
+// Error names the reservation and the conflicting field (with the other
+// reservation for a request id or order id conflict).
 func (e *ReservationConflictError) Error() string {
 	switch e.Field {
 	case "request_id":
@@ -222,15 +229,16 @@ func (e *ReservationConflictError) Is(target error) bool { return target == ErrR
 // [ErrAlreadyInState] when Current equals Target and [ErrIllegalTransition]
 // otherwise.
 type TransitionError struct {
-	ReservationID uuid.UUID
+	ReservationID uuid.UUID         // the reservation asked for
 	Current       ReservationStatus // the status found (after waiting for concurrent writers)
-	Target        ReservationStatus
+	Target        ReservationStatus // the status asked for
 	// Reservation is the row as found (locked FOR UPDATE by the statement);
 	// for an ORDERED reservation its OrderID names the existing order.
 	Reservation Reservation
 }
 
-// Error implements error.
+// Error names the reservation and says it is already in the target status,
+// or gives the illegal transition (current -> target).
 func (e *TransitionError) Error() string {
 	if e.Current == e.Target {
 		return fmt.Sprintf("inventory: reservation %s already %s", e.ReservationID, e.Target)
@@ -248,8 +256,8 @@ func (e *TransitionError) Is(target error) bool {
 
 // uniqueViolation reports whether err is a unique_violation of constraint.
 func uniqueViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == constraint
+	c, ok := pgtx.UniqueViolationOf(err)
+	return ok && c == constraint
 }
 
 // nilHandle rejects a nil transaction or connection handle (a
@@ -261,7 +269,7 @@ func nilHandle(name string) error { return invalid(name, "must not be nil") }
 // not allow. It matches [ErrAllocationMismatch]. Nothing was written and
 // the transaction stays usable.
 type AllocationMismatchError struct {
-	ReservationID uuid.UUID
+	ReservationID uuid.UUID // the allocation's reservation
 	// Field is the reservation column that disagrees ("activity_id",
 	// "sku_id", "inventory_bucket", "quantity", "user_id"), or "status"
 	// when the reservation is neither PENDING_DB nor ORDERED.
@@ -271,7 +279,8 @@ type AllocationMismatchError struct {
 	Reservation, Allocation string
 }
 
-// Error implements error.
+// Error names the reservation and the field, with the reservation's and
+// the allocation's value.
 func (e *AllocationMismatchError) Error() string {
 	return fmt.Sprintf("inventory: allocation for reservation %s: %s is %s in the reservation, %s in the allocation",
 		e.ReservationID, e.Field, e.Reservation, e.Allocation)

@@ -148,7 +148,7 @@ func ExampleStore_AllocateBucket() {
 		}
 	}
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		got, err := store.Release(ctx, tx, inventory.Release{ReservationID: a.ReservationID, Reason: "PAY_TIMEOUT"})
+		got, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: a.ReservationID, Reason: "PAY_TIMEOUT"})
 		fmt.Printf("released %d: available %d -> %d\n", got.Quantity, got.BeforeAvailable, got.AfterAvailable)
 		return err
 	})

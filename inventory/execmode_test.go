@@ -121,7 +121,7 @@ func TestQueryExecModes(t *testing.T) {
 				if err := store.QueueTransitionReservation(batch, tr, &rejected); err != nil {
 					return err
 				}
-				if err := store.QueueRelease(batch, inventory.Release{ReservationID: r2.ReservationID, Reason: "CANCEL"}, &released); err != nil {
+				if err := store.QueueReleaseStock(batch, inventory.StockRelease{ReservationID: r2.ReservationID, Reason: "CANCEL"}, &released); err != nil {
 					return err
 				}
 				return tx.SendBatch(ctx, batch).Close()
@@ -131,7 +131,7 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("queued transition and release = %+v, %+v, %v", rejected, released, err)
 			}
 			err = inTx(func(tx pgx.Tx) error {
-				_, err := store.Release(ctx, tx, inventory.Release{ReservationID: r2.ReservationID})
+				_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: r2.ReservationID})
 				return err
 			})
 			if !errors.Is(err, inventory.ErrAlreadyApplied) {

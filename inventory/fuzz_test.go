@@ -108,7 +108,7 @@ func FuzzCodeValidation(f *testing.F) {
 		var b pgx.Batch
 		errs := map[string]error{
 			"allocate":   s.QueueAllocateBucket(&b, alloc, new(inventory.Allocated)),
-			"release":    s.QueueRelease(&b, inventory.Release{ReservationID: id, Reason: code}, new(inventory.Allocated)),
+			"release":    s.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: id, Reason: code}, new(inventory.Allocated)),
 			"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation)),
 		}
 		if !storable { // (a valid request would go on to the database)

@@ -55,7 +55,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	isInvalid("QueueAcquireReservation(nil batch)", tb.store.QueueAcquireReservation(nil, r, new(inventory.Acquired)))
 	isInvalid("QueueAllocateBucket(nil batch)", tb.store.QueueAllocateBucket(nil, inventory.Allocation{ReservationID: id,
 		ActivityID: 1, SKUID: 1, Quantity: 1, UserID: 1, SourceMessageID: id}, new(inventory.Allocated)))
-	isInvalid("QueueRelease(nil batch)", tb.store.QueueRelease(nil, inventory.Release{ReservationID: id}, new(inventory.Allocated)))
+	isInvalid("QueueReleaseStock(nil batch)", tb.store.QueueReleaseStock(nil, inventory.StockRelease{ReservationID: id}, new(inventory.Allocated)))
 	isInvalid("QueueTransitionReservation(nil batch)", tb.store.QueueTransitionReservation(nil,
 		inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, new(inventory.Reservation)))
 
@@ -63,7 +63,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	for _, code := range []string{"a\x00b", "\xff", strings.Repeat("x", inventory.MaxCodeLength+1)} {
 		isInvalid("QueueAllocateBucket(reason)", tb.store.QueueAllocateBucket(&b, inventory.Allocation{ReservationID: id,
 			ActivityID: 1, SKUID: 1, Quantity: 1, UserID: 1, SourceMessageID: id, Reason: code}, new(inventory.Allocated)))
-		isInvalid("QueueRelease(reason)", tb.store.QueueRelease(&b, inventory.Release{ReservationID: id, Reason: code}, new(inventory.Allocated)))
+		isInvalid("QueueReleaseStock(reason)", tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: id, Reason: code}, new(inventory.Allocated)))
 		isInvalid("QueueTransitionReservation(failure code)", tb.store.QueueTransitionReservation(&b,
 			inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation)))
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
@@ -129,7 +129,7 @@ func TestNoSQLInjection(t *testing.T) {
 			if _, err := tb.store.AllocateBucket(tb.ctx, tx, a); err != nil {
 				return err
 			}
-			if _, err := tb.store.Release(tb.ctx, tx, inventory.Release{ReservationID: r.ReservationID, Reason: h}); err != nil {
+			if _, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID, Reason: h}); err != nil {
 				return err
 			}
 			if _, err := tb.store.TransitionReservation(tb.ctx, tx, inventory.Transition{ReservationID: r2.ReservationID,

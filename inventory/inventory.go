@@ -35,33 +35,10 @@ type Config struct {
 	// Logger receives the few events worth logging (provisioning,
 	// rebalance moves) at Info level. Defaults to a logger that discards.
 	Logger *slog.Logger
-	// Observer receives one event per classified allocation or release,
-	// for metrics. Defaults to none.
+	// Observer receives the classified result of every allocation and
+	// release, once per execution (per attempt, inside the open
+	// transaction: see [Observer]). Defaults to none.
 	Observer Observer
-}
-
-// Observer receives stock events for metrics (seed §10.2 asks for the
-// per-bucket success rate and the partial sell-out rate). ObserveStock
-// runs on the caller's goroutine while its transaction is open, after the
-// statement's result was classified (for batch forms: inside the batch
-// callback): keep it fast and safe for concurrent use.
-type Observer interface {
-	ObserveStock(StockEvent)
-}
-
-// StockEvent describes one classified [Store.AllocateBucket] or
-// [Store.Release] result (direct or batch form).
-type StockEvent struct {
-	Op         string // "allocate" or "release"
-	ActivityID int64  // 0 when unknown (a release that found no allocation)
-	SKUID      int64
-	Bucket     int16 // -1 when unknown
-	Quantity   int16
-	// Err is nil on success, otherwise the classified error: test it with
-	// errors.Is against [ErrSoldOut], [ErrAlreadyApplied], … Events are
-	// reported before the transaction commits, so a success can still be
-	// rolled back.
-	Err error
 }
 
 // Store runs the inventory statements against one schema. Its SQL is built
@@ -101,6 +78,8 @@ type statements struct {
 	bucket, buckets, totals, ledgerByReservation, audit string
 	setSale, saleLog, expire, recordCompensation        string
 	adjust, adjustments, ledgerByType                   string
+
+	insertReservationOrAbort, decrementOrAbort, ledgerAfterDecrement string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -126,11 +105,9 @@ func buildStatements(quotedSchema string) statements {
 		adjust:              r.Replace(adjustSQL),
 		adjustments:         r.Replace(adjustmentsSQL),
 		ledgerByType:        r.Replace(ledgerByTypeSQL),
-	}
-}
 
-func (s *Store) observe(e StockEvent) {
-	if s.observer != nil {
-		s.observer.ObserveStock(e)
+		insertReservationOrAbort: r.Replace(insertReservationOrAbortSQL),
+		decrementOrAbort:         r.Replace(decrementOrAbortSQL),
+		ledgerAfterDecrement:     r.Replace(ledgerAfterDecrementSQL),
 	}
 }

@@ -22,7 +22,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 	id := uuid.New()
 	calls := map[string]func() error{
 		"AllocateBucket": func() error { _, err := s.AllocateBucket(ctx, nil, inventory.Allocation{}); return err },
-		"Release":        func() error { _, err := s.Release(ctx, nil, inventory.Release{}); return err },
+		"Release":        func() error { _, err := s.ReleaseStock(ctx, nil, inventory.StockRelease{}); return err },
 		"Audit":          func() error { _, err := s.Audit(ctx, nil, 1, 1); return err },
 		"AuditAll":       func() error { _, err := s.AuditAll(ctx, nil); return err },
 		"ReservationLedger": func() error {

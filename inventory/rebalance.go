@@ -38,10 +38,10 @@ const DefaultRebalanceOperator = "seckill:rebalance"
 // Move is one bucket's side of a rebalance: Delta is added to both its
 // available and its total stock (negative for a donor bucket).
 type Move struct {
-	Bucket          int16
-	Delta           int32
-	BeforeAvailable int32
-	AfterAvailable  int32
+	Bucket          int16 // the bucket
+	Delta           int32 // units added to its available and total stock; negative for a donor
+	BeforeAvailable int32 // its available stock before the move
+	AfterAvailable  int32 // its available stock after: BeforeAvailable + Delta
 	LedgerID        int64 // the bucket's ADJUST ledger row
 }
 

@@ -12,13 +12,13 @@ import (
 // TypeQuantity is one line of [Store.LedgerByType]: the ledger rows of one
 // activity and SKU of one type.
 type TypeQuantity struct {
-	ActivityID, SKUID int64
-	Type              LedgerType
-	Rows              int64
+	ActivityID, SKUID int64      // the SKU
+	Type              LedgerType // the ledger type of the rows counted
+	Rows              int64      // the number of rows (never 0: types without rows are absent)
 	// Quantity is the units the rows moved: allocated for ALLOCATE,
 	// released for RELEASE, the net total change for ADJUST and PROVISION.
 	Quantity                                   int64
-	AvailableDelta, AllocatedDelta, TotalDelta int64
+	AvailableDelta, AllocatedDelta, TotalDelta int64 // the sums of the rows' deltas
 }
 
 const ledgerByTypeSQL = `

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/twin"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -74,25 +75,35 @@ func (r NewReservation) validate() error {
 }
 
 // Reservation is one row of inventory_reservation.
+//
+// The times are timestamptz values as pgx reads them (in the process's
+// local time zone); CreatedAt, UpdatedAt, OrderedAt and ReleasedAt are the
+// server's statement time, ReservedAt and ExpiresAt the front door's.
 type Reservation struct {
-	ReservationID  uuid.UUID
-	RequestID      uuid.UUID
-	FirstMessageID uuid.UUID
-	ActivityID     int64
-	SKUID          int64
-	UserID         int64
-	Bucket         int16
-	Quantity       int16
-	OrderID        int64 // 0 when none
-	Status         ReservationStatus
-	FailureCode    string // "" when none
-	ReservedAt     time.Time
-	ExpiresAt      time.Time
-	OrderedAt      time.Time // zero when never ordered
-	ReleasedAt     time.Time // zero when never released
-	Version        int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ReservationID  uuid.UUID // reservation_id, the front door's id; the primary key
+	RequestID      uuid.UUID // request_id: the buyer's request; unique across reservations
+	FirstMessageID uuid.UUID // the message whose processing inserted the row; never updated
+	ActivityID     int64     // the SKU's activity
+	SKUID          int64     // the SKU
+	UserID         int64     // the buyer
+	// Bucket is inventory_bucket, the bucket the front door reserved from:
+	// the only bucket [Store.AllocateBucket] takes this reservation's
+	// stock from.
+	Bucket      int16
+	Quantity    int16             // units reserved, at least 1
+	OrderID     int64             // 0 when none
+	Status      ReservationStatus // the current status; it changes only through conditional transitions
+	FailureCode string            // "" when none
+	ReservedAt  time.Time         // redis_reserved_at: when the front door reserved
+	// ExpiresAt is when the reservation lapses unless ordered:
+	// [Store.ExpireReservations] moves a PENDING_DB reservation past it to
+	// EXPIRED. Always after ReservedAt.
+	ExpiresAt  time.Time
+	OrderedAt  time.Time // zero when never ordered
+	ReleasedAt time.Time // zero when never released
+	Version    int64     // 0 at insert, incremented by every change of the row
+	CreatedAt  time.Time // created_at: when the row was inserted
+	UpdatedAt  time.Time // updated_at: the last change (CreatedAt when never changed)
 }
 
 // Allocation returns the [Allocation] of this reservation's stock for
@@ -209,9 +220,8 @@ func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservat
 	if err := r.validate(); err != nil {
 		return Acquired{}, err
 	}
-	var out Acquired
 	for range 3 {
-		err := s.scanAcquire(tx.QueryRow(ctx, s.sql.acquire, acquireArgs(r)...), r, &out)
+		out, err := s.acquireRow(r).Run(ctx, tx)
 		if errors.Is(err, ErrConcurrentInsert) {
 			continue
 		}
@@ -234,10 +244,17 @@ func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acq
 	if b == nil || dst == nil {
 		return invalid("batch/dst", "must not be nil")
 	}
-	b.Queue(s.sql.acquire, acquireArgs(r)...).QueryRow(func(row pgx.Row) error {
-		return s.scanAcquire(row, r, dst)
-	})
+	s.acquireRow(r).Queue(b, dst)
 	return nil
+}
+
+// acquireRow is the reservation statement of a validated r, shared by
+// [Store.AcquireReservation] and its Queue twin.
+func (s *Store) acquireRow(r NewReservation) twin.Row[Acquired] {
+	return twin.Row[Acquired]{SQL: s.sql.acquire, Args: acquireArgs(r),
+		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *Acquired) error {
+			return s.scanAcquire(row, r, dst)
+		}}
 }
 
 func acquireArgs(r NewReservation) []any {
@@ -424,9 +441,7 @@ func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Tr
 	if err := t.validate(); err != nil {
 		return Reservation{}, err
 	}
-	var out Reservation
-	err := scanTransition(db.QueryRow(ctx, s.sql.transition, transitionArgs(t)...), t, &out)
-	return out, err
+	return s.transitionRow(t).Run(ctx, db)
 }
 
 // QueueTransitionReservation queues [Store.TransitionReservation]'s
@@ -441,10 +456,17 @@ func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Rese
 	if b == nil || dst == nil {
 		return invalid("batch/dst", "must not be nil")
 	}
-	b.Queue(s.sql.transition, transitionArgs(t)...).QueryRow(func(row pgx.Row) error {
-		return scanTransition(row, t, dst)
-	})
+	s.transitionRow(t).Queue(b, dst)
 	return nil
+}
+
+// transitionRow is the transition statement of a validated t, shared by
+// [Store.TransitionReservation] and its Queue twin.
+func (s *Store) transitionRow(t Transition) twin.Row[Reservation] {
+	return twin.Row[Reservation]{SQL: s.sql.transition, Args: transitionArgs(t),
+		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *Reservation) error {
+			return scanTransition(row, t, dst)
+		}}
 }
 
 func transitionArgs(t Transition) []any {

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/enum"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -29,24 +28,18 @@ const (
 )
 
 // SaleStatuses returns every sale status in ascending order.
-func SaleStatuses() []SaleStatus { return []SaleStatus{SaleOnSale, SalePaused, SaleEnded} }
+func SaleStatuses() []SaleStatus { return saleStatusSet.Values() }
 
 // String returns the status name, e.g. "ON_SALE".
-func (s SaleStatus) String() string {
-	switch s {
-	case SaleOnSale:
-		return "ON_SALE"
-	case SalePaused:
-		return "PAUSED"
-	case SaleEnded:
-		return "ENDED"
-	}
-	return "SaleStatus(" + strconv.Itoa(int(s)) + ")"
-}
+func (s SaleStatus) String() string { return saleStatusSet.Name(s) }
+
+var saleStatusSet = enum.New("SaleStatus", map[SaleStatus]string{
+	SaleOnSale: "ON_SALE", SalePaused: "PAUSED", SaleEnded: "ENDED",
+})
 
 // saleTransitions: for every target, the statuses it may be entered from.
 // A change to the current status is allowed (it changes the window only).
-var saleTransitions = map[SaleStatus][]SaleStatus{
+var saleTransitions = enum.Transitions[SaleStatus]{
 	SaleOnSale: {SaleOnSale, SalePaused},
 	SalePaused: {SaleOnSale, SalePaused},
 	SaleEnded:  {SaleOnSale, SalePaused},
@@ -59,14 +52,7 @@ var saleTransitions = map[SaleStatus][]SaleStatus{
 //	ENDED   <- ON_SALE, PAUSED
 //
 // ENDED is final.
-func CanChangeSale(from, to SaleStatus) bool {
-	for _, f := range saleTransitions[to] {
-		if f == from {
-			return true
-		}
-	}
-	return false
-}
+func CanChangeSale(from, to SaleStatus) bool { return saleTransitions.Can(from, to) }
 
 // Sale errors. Every *NotOnSaleError matches ErrNotOnSale; the window
 // errors say why more precisely.
@@ -88,15 +74,16 @@ var (
 // [ErrSaleNotStarted] (ON_SALE, window not open yet) or [ErrSaleEnded]
 // (ENDED, or window closed). Nothing was written.
 type NotOnSaleError struct {
-	ActivityID, SKUID int64
-	Status            SaleStatus
+	ActivityID, SKUID int64      // the SKU
+	Status            SaleStatus // its sale status at the statement's time
 	// StartsAt and EndsAt are the sale window; zero means open.
 	StartsAt, EndsAt time.Time
 	// At is the statement's time the window was tested against.
 	At time.Time
 }
 
-// Error implements error.
+// Error names the SKU and says why: its sale status, or the window
+// bound (in UTC) it is outside.
 func (e *NotOnSaleError) Error() string {
 	why := e.Status.String()
 	switch {
@@ -133,11 +120,11 @@ func (e *NotOnSaleError) Is(target error) bool {
 // SaleChangeError reports a refused sale change. It matches
 // [ErrIllegalSaleChange]; nothing was written.
 type SaleChangeError struct {
-	ActivityID, SKUID int64
-	From, To          SaleStatus
+	ActivityID, SKUID int64      // the SKU
+	From, To          SaleStatus // the current status and the one asked for
 }
 
-// Error implements error.
+// Error names the SKU and the refused change (from -> to).
 func (e *SaleChangeError) Error() string {
 	return fmt.Sprintf("inventory: activity %d sku %d: illegal sale change %s -> %s", e.ActivityID, e.SKUID, e.From, e.To)
 }
@@ -148,8 +135,8 @@ func (e *SaleChangeError) Is(target error) bool { return target == ErrIllegalSal
 // SaleChange asks [Store.SetSaleStatus] to set a SKU's sale status and
 // window.
 type SaleChange struct {
-	ActivityID, SKUID int64 // > 0
-	To                SaleStatus
+	ActivityID, SKUID int64      // > 0
+	To                SaleStatus // the new status; the current one is allowed (it changes the window only), see [CanChangeSale]
 	// StartsAt and EndsAt are the new sale window; zero means open on
 	// that side. When both are set StartsAt must be before EndsAt.
 	StartsAt, EndsAt time.Time
@@ -173,13 +160,8 @@ func (c SaleChange) validate() error {
 		name, v string
 		max     int
 	}{{"Operator", c.Operator, 128}, {"Reason", c.Reason, 256}} {
-		switch {
-		case f.v == "":
-			return invalid(f.name, "required")
-		case utf8.RuneCountInString(f.v) > f.max:
-			return invalid(f.name, fmt.Sprintf("longer than %d characters", f.max))
-		case !storableText(f.v):
-			return invalid(f.name, "not valid UTF-8 or contains a NUL byte")
+		if err := checkText(f.name, f.v, f.max, true); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -189,13 +171,13 @@ func (c SaleChange) validate() error {
 // before and after, and the audit log row. Announce it (for example with an
 // outbox event in the same transaction) so the front door follows.
 type SaleChanged struct {
-	ActivityID, SKUID int64
-	From, To          SaleStatus
-	StartsAt, EndsAt  time.Time // the new window; zero: open
-	Version           int64     // the SKU's sale_version after the change
-	LogID             int64
-	Operator, Reason  string
-	ChangedAt         time.Time
+	ActivityID, SKUID int64      // the SKU
+	From, To          SaleStatus // the status before the change and after it
+	StartsAt, EndsAt  time.Time  // the new window; zero: open
+	Version           int64      // the SKU's sale_version after the change
+	LogID             int64      // the inventory_sale_log row written
+	Operator, Reason  string     // as given, recorded in the log row
+	ChangedAt         time.Time  // the log row's created_at: the server time of the change's statement
 }
 
 const setSaleSQL = `

@@ -1,6 +1,6 @@
 package inventory
 
-import "strconv"
+import "github.com/seckillkit/seckill/internal/enum"
 
 // ReservationStatus is the status of an inventory_reservation row. The
 // values mirror the CHECK constraint ck_reservation_status one to one.
@@ -25,48 +25,23 @@ const (
 )
 
 // ReservationStatuses returns every reservation status in ascending order.
-func ReservationStatuses() []ReservationStatus {
-	return []ReservationStatus{
-		StatusPendingDB, StatusOrdered, StatusRejected, StatusReleasePending,
-		StatusReleased, StatusExpired, StatusManualRequired,
-	}
-}
+func ReservationStatuses() []ReservationStatus { return statusSet.Values() }
 
 // String returns the seed's name of the status, e.g. "PENDING_DB".
-func (s ReservationStatus) String() string {
-	switch s {
-	case StatusPendingDB:
-		return "PENDING_DB"
-	case StatusOrdered:
-		return "ORDERED"
-	case StatusRejected:
-		return "REJECTED"
-	case StatusReleasePending:
-		return "RELEASE_PENDING"
-	case StatusReleased:
-		return "RELEASED"
-	case StatusExpired:
-		return "EXPIRED"
-	case StatusManualRequired:
-		return "MANUAL_REQUIRED"
-	}
-	return "ReservationStatus(" + strconv.Itoa(int(s)) + ")"
-}
+func (s ReservationStatus) String() string { return statusSet.Name(s) }
 
 // Valid reports whether s is one of the defined statuses.
-func (s ReservationStatus) Valid() bool {
-	_, ok := statusNames[s]
-	return ok
-}
+func (s ReservationStatus) Valid() bool { return statusSet.Valid(s) }
 
-var statusNames = map[ReservationStatus]bool{
-	StatusPendingDB: true, StatusOrdered: true, StatusRejected: true, StatusReleasePending: true,
-	StatusReleased: true, StatusExpired: true, StatusManualRequired: true,
-}
+var statusSet = enum.New("ReservationStatus", map[ReservationStatus]string{
+	StatusPendingDB: "PENDING_DB", StatusOrdered: "ORDERED", StatusRejected: "REJECTED",
+	StatusReleasePending: "RELEASE_PENDING", StatusReleased: "RELEASED", StatusExpired: "EXPIRED",
+	StatusManualRequired: "MANUAL_REQUIRED",
+})
 
 // transitions is the reservation state machine: for every status that can
 // be a transition target, the statuses it may be entered from.
-var transitions = map[ReservationStatus][]ReservationStatus{
+var transitions = enum.Transitions[ReservationStatus]{
 	StatusOrdered:        {StatusPendingDB},
 	StatusRejected:       {StatusPendingDB},
 	StatusReleasePending: {StatusOrdered},
@@ -88,23 +63,10 @@ var transitions = map[ReservationStatus][]ReservationStatus{
 //	MANUAL_REQUIRED  <- PENDING_DB, ORDERED, RELEASE_PENDING
 //
 // REJECTED, RELEASED, EXPIRED and MANUAL_REQUIRED are final.
-func AllowedFrom(to ReservationStatus) []ReservationStatus {
-	from := transitions[to]
-	if from == nil {
-		return nil
-	}
-	return append([]ReservationStatus(nil), from...)
-}
+func AllowedFrom(to ReservationStatus) []ReservationStatus { return transitions.AllowedFrom(to) }
 
 // CanTransition reports whether the state machine allows from → to.
-func CanTransition(from, to ReservationStatus) bool {
-	for _, f := range transitions[to] {
-		if f == from {
-			return true
-		}
-	}
-	return false
-}
+func CanTransition(from, to ReservationStatus) bool { return transitions.Can(from, to) }
 
 // LedgerType is the kind of an inventory_ledger row. The values mirror the
 // CHECK constraint ck_ledger_type one to one.
@@ -126,21 +88,11 @@ const (
 )
 
 // LedgerTypes returns every ledger type in ascending order.
-func LedgerTypes() []LedgerType {
-	return []LedgerType{LedgerAllocate, LedgerRelease, LedgerAdjust, LedgerProvision}
-}
+func LedgerTypes() []LedgerType { return ledgerTypeSet.Values() }
 
 // String returns the name of the ledger type, e.g. "ALLOCATE".
-func (t LedgerType) String() string {
-	switch t {
-	case LedgerAllocate:
-		return "ALLOCATE"
-	case LedgerRelease:
-		return "RELEASE"
-	case LedgerAdjust:
-		return "ADJUST"
-	case LedgerProvision:
-		return "PROVISION"
-	}
-	return "LedgerType(" + strconv.Itoa(int(t)) + ")"
-}
+func (t LedgerType) String() string { return ledgerTypeSet.Name(t) }
+
+var ledgerTypeSet = enum.New("LedgerType", map[LedgerType]string{
+	LedgerAllocate: "ALLOCATE", LedgerRelease: "RELEASE", LedgerAdjust: "ADJUST", LedgerProvision: "PROVISION",
+})

@@ -86,10 +86,10 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 			return err, s.QueueAllocateBucket(b, a, new(inventory.Allocated))
 		}}
 	}
-	release := func(name, field string, r inventory.Release) call {
+	release := func(name, field string, r inventory.StockRelease) call {
 		return call{name, field, func(b *pgx.Batch) (error, error) {
-			_, err := s.Release(ctx, db, r)
-			return err, s.QueueRelease(b, r, new(inventory.Allocated))
+			_, err := s.ReleaseStock(ctx, db, r)
+			return err, s.QueueReleaseStock(b, r, new(inventory.Allocated))
 		}}
 	}
 	transition := func(name, field string, tr inventory.Transition) call {
@@ -134,9 +134,9 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		allocate("nil message", "SourceMessageID", alloc(func(a *inventory.Allocation) { a.SourceMessageID = uuid.Nil })),
 		allocate("long reason", "Reason", alloc(func(a *inventory.Allocation) { a.Reason = long })),
 
-		release("nil reservation", "ReservationID", inventory.Release{}),
-		release("negative order", "OrderID", inventory.Release{ReservationID: id, OrderID: -1}),
-		release("long reason", "Reason", inventory.Release{ReservationID: id, Reason: long}),
+		release("nil reservation", "ReservationID", inventory.StockRelease{}),
+		release("negative order", "OrderID", inventory.StockRelease{ReservationID: id, OrderID: -1}),
+		release("long reason", "Reason", inventory.StockRelease{ReservationID: id, Reason: long}),
 
 		transition("nil reservation", "ReservationID", inventory.Transition{To: inventory.StatusRejected}),
 		transition("to PENDING_DB", "To", inventory.Transition{ReservationID: id, To: inventory.StatusPendingDB}),
@@ -176,7 +176,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	for name, err := range map[string]error{
 		"acquire":    s.QueueAcquireReservation(&b, goodRes, nil),
 		"allocate":   s.QueueAllocateBucket(&b, goodAlloc, nil),
-		"release":    s.QueueRelease(&b, inventory.Release{ReservationID: id}, nil),
+		"release":    s.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: id}, nil),
 		"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, nil),
 	} {
 		if !errors.Is(err, inventory.ErrInvalidArgument) {

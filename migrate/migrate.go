@@ -5,7 +5,7 @@
 // Migrations and a Migrate function that calls [Apply] with it. A service that
 // uses several packages can migrate them together in one transaction:
 //
-//	err := migrate.Apply(ctx, pool, "seckill", inbox.Migrations, outbox.Migrations)
+//	_, err := migrate.Apply(ctx, pool, "seckill", inbox.Migrations, outbox.Migrations)
 //
 // # Guarantees
 //
@@ -133,12 +133,14 @@ var ErrSchemaNewer = errors.New("migrate: database schema is newer than this cod
 
 // VersionError reports the versions of one component that [Validate] found.
 type VersionError struct {
-	Schema    string
-	Component string
-	Applied   int // highest version recorded in the database (0: none)
-	Latest    int // highest version embedded in the code
+	Schema    string // the schema checked ([DefaultSchema] when "" was passed)
+	Component string // the Name of the first of comps whose versions differ
+	Applied   int    // highest version recorded in the database (0: none)
+	Latest    int    // highest version embedded in the code
 }
 
+// Error names the schema and the component and gives the applied and the
+// expected version.
 func (e *VersionError) Error() string {
 	return fmt.Sprintf("migrate: schema %q component %q at version %d, code expects %d",
 		e.Schema, e.Component, e.Applied, e.Latest)
@@ -161,10 +163,11 @@ var ErrInvalidComponent = errors.New("migrate: invalid component")
 type ComponentError struct {
 	Component string // the component's Name
 	File      string // the file at fault; "" for the component as a whole
-	Reason    string
-	Err       error // the fs error behind Reason, if any
+	Reason    string // why, in words, e.g. "no FS" or the splitter's complaint with its line
+	Err       error  // the fs error behind Reason, if any
 }
 
+// Error names the component, the file when there is one, and the reason.
 func (e *ComponentError) Error() string {
 	if e.File == "" {
 		return fmt.Sprintf("migrate: component %q: %s", e.Component, e.Reason)
@@ -187,14 +190,16 @@ var ErrChecksumMismatch = errors.New("migrate: applied migration was edited")
 
 // ChecksumError reports an applied migration whose file changed.
 type ChecksumError struct {
-	Schema    string
-	Component string
-	Version   int
+	Schema    string // the schema ([DefaultSchema] when "" was passed)
+	Component string // the component's Name
+	Version   int    // the edited file's version, its NNN prefix
 	Name      string // the file name in the code
 	Recorded  string // the checksum recorded when it was applied
 	Current   string // the checksum of the file in the code
 }
 
+// Error names the schema, the component, the file and its version, with the
+// first 12 hex digits of the current and of the recorded checksum.
 func (e *ChecksumError) Error() string {
 	return fmt.Sprintf("migrate: schema %q component %q: %s (version %d) was edited after it was applied (checksum %s, applied %s)",
 		e.Schema, e.Component, e.Name, e.Version, short(e.Current), short(e.Recorded))

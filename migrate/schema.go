@@ -28,6 +28,7 @@ type SchemaError struct {
 	Reason string // why it was rejected
 }
 
+// Error quotes the rejected name and gives the reason.
 func (e *SchemaError) Error() string {
 	return fmt.Sprintf("migrate: invalid schema name %q: %s", e.Name, e.Reason)
 }

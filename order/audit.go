@@ -40,9 +40,9 @@ const (
 
 // Finding is one broken invariant.
 type Finding struct {
-	Kind    FindingKind
-	OrderID int64
-	Detail  string // human-readable facts (values found)
+	Kind    FindingKind // the invariant broken
+	OrderID int64       // the order concerned (for FindingDuplicateUserOrder the lowest of the duplicates)
+	Detail  string      // human-readable facts (values found)
 }
 
 // String formats the finding for logs.
@@ -101,8 +101,15 @@ ORDER BY 1, 2`
 // Audit checks the order invariants over the whole schema and returns every
 // violation as a Finding, ordered by kind and order id; nil means clean.
 // It only reads (full scans: run it off-peak or against a replica that
-// has caught up). Run it in a Repeatable Read transaction for one
-// consistent snapshot across the checks; any Querier works.
+// has caught up). Every check is part of one statement, hence one
+// snapshot, on any Querier: the findings are consistent with each other
+// even while orders are created, paid and cancelled (each invariant
+// holds in every committed snapshot: none comes from reading two
+// moments). To read one snapshot across several audits (this one,
+// inventory.Store.Audit, the caller's own counts), pass them all the same
+// read-only Repeatable Read transaction (pgx.TxOptions{IsoLevel:
+// pgx.RepeatableRead, AccessMode: pgx.ReadOnly}); on a pool or a Read
+// Committed transaction each audit reads its own moment.
 func (s *Store) Audit(ctx context.Context, q pgtx.Querier) ([]Finding, error) {
 	if q == nil {
 		return nil, nilHandle("q")

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,24 +17,28 @@ import (
 // NewOrder is what Create inserts: one order of one unit of one SKU, plus
 // its single item line (line_no 1).
 type NewOrder struct {
-	// OrderID is the new order's primary key; required (> 0). Use
-	// [NewOrderID]. Carry it in the message so a redelivery reuses it.
+	// OrderID is the new order's primary key; required (> 0). The id
+	// scheme is the service's: time-ordered ids keep inserts at the right
+	// edge of the primary-key index (seed §8.3). Carry it in the message so
+	// a redelivery reuses it; an id already taken by another order is
+	// [ErrIDCollision].
 	OrderID int64
-	// OrderNo is the user-facing order number, at most 40 characters.
-	// Defaults to FormatOrderNo(OrderID).
+	// OrderNo is the user-facing order number (orders.order_no, unique):
+	// required, 1 to 40 characters, chosen by the service. Derive it from
+	// the request (not a counter) so a redelivery derives the same number.
 	OrderNo string
 	// RequestID, ReservationID and SourceMessageID identify the purchase
 	// request, the front door's stock reservation and the queue message
 	// that carried it. All required (not uuid.Nil); each is unique in
 	// orders, which makes Create idempotent.
 	RequestID       uuid.UUID
-	ReservationID   uuid.UUID
-	SourceMessageID uuid.UUID
+	ReservationID   uuid.UUID // see RequestID
+	SourceMessageID uuid.UUID // see RequestID
 	// ActivityID, SKUID and UserID (all > 0) are the one-order-per-user
 	// key.
 	ActivityID int64
-	SKUID      int64
-	UserID     int64
+	SKUID      int64 // see ActivityID
+	UserID     int64 // see ActivityID
 	// Bucket is the inventory bucket the stock came from (>= 0).
 	Bucket int16
 	// Quantity must be 1 (ck_orders_quantity: one unit per user).
@@ -44,7 +46,8 @@ type NewOrder struct {
 	// UnitPrice is the price snapshot in minor units (>= 0). The total is
 	// UnitPrice × Quantity.
 	UnitPrice int64
-	// Currency: three upper-case letters. Defaults to Config.DefaultCurrency.
+	// Currency: three upper-case ASCII letters (ISO 4217). "" takes
+	// Config.DefaultCurrency; with no default configured it is required.
 	Currency string
 	// ExpireAt is when an unpaid order may be cancelled by timeout;
 	// required.
@@ -65,19 +68,14 @@ type CreateResult struct {
 }
 
 func (s *Store) normalize(in NewOrder) (NewOrder, error) {
-	if in.OrderNo == "" && in.OrderID > 0 {
-		in.OrderNo = FormatOrderNo(in.OrderID)
-	}
 	if in.Currency == "" {
 		in.Currency = s.currency
 	}
 	switch {
 	case in.OrderID <= 0:
-		return in, invalid("NewOrder.OrderID", "must be > 0 (use NewOrderID)")
-	case utf8.RuneCountInString(in.OrderNo) > 40:
-		return in, invalid("NewOrder.OrderNo", "longer than 40 characters")
-	case !utf8.ValidString(in.OrderNo) || strings.IndexByte(in.OrderNo, 0) >= 0:
-		return in, invalid("NewOrder.OrderNo", "not valid UTF-8 or contains a NUL byte")
+		return in, invalid("NewOrder.OrderID", "must be > 0")
+	case checkText("NewOrder.OrderNo", in.OrderNo, 40, true) != nil:
+		return in, checkText("NewOrder.OrderNo", in.OrderNo, 40, true)
 	case in.RequestID == uuid.Nil:
 		return in, invalid("NewOrder.RequestID", "required")
 	case in.ReservationID == uuid.Nil:
@@ -96,18 +94,14 @@ func (s *Store) normalize(in NewOrder) (NewOrder, error) {
 		return in, invalid("NewOrder.Quantity", "must be 1, got "+strconv.Itoa(int(in.Quantity)))
 	case in.UnitPrice < 0:
 		return in, invalid("NewOrder.UnitPrice", "must be >= 0")
+	case in.Currency == "":
+		return in, invalid("NewOrder.Currency", "required (or set Config.DefaultCurrency)")
 	case !validCurrency(in.Currency):
 		return in, invalid("NewOrder.Currency", "must be three upper-case ASCII letters")
 	case in.ExpireAt.IsZero():
 		return in, invalid("NewOrder.ExpireAt", "required")
-	case in.SKUTitle == "":
-		return in, invalid("NewOrder.SKUTitle", "required")
-	case !utf8.ValidString(in.SKUTitle) || strings.IndexByte(in.SKUTitle, 0) >= 0:
-		return in, invalid("NewOrder.SKUTitle", "not valid UTF-8 or contains a NUL byte")
-	case utf8.RuneCountInString(in.SKUTitle) > 256:
-		return in, invalid("NewOrder.SKUTitle", "longer than 256 characters")
 	}
-	return in, nil
+	return in, checkText("NewOrder.SKUTitle", in.SKUTitle, 256, true)
 }
 
 func createArgs(in NewOrder) []any {

@@ -17,9 +17,8 @@ func TestCreate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	in := newOrder(7)
-	in.OrderNo = ""
 	o := b.create(t, in)
-	if o.OrderID != in.OrderID || o.OrderNo != order.FormatOrderNo(in.OrderID) || o.Status != order.StatusCreated ||
+	if o.OrderID != in.OrderID || o.OrderNo != in.OrderNo || o.Currency != in.Currency || o.Status != order.StatusCreated ||
 		o.TotalAmount != 9900 || o.Version != 0 || o.PaidAt != nil || o.CancelledAt != nil || o.CreatedAt.IsZero() {
 		t.Fatalf("created order = %+v", o)
 	}
@@ -233,7 +232,7 @@ func TestCreateRedeliveredConcurrently(t *testing.T) {
 			in := base
 			if i%2 == 1 {
 				in.OrderID = ids.Next() // a consumer that generates ids itself
-				in.OrderNo = ""
+				in.OrderNo = orderNo(in.OrderID)
 			}
 			<-start
 			res[i], errs[i] = b.createOnce(in)
@@ -318,5 +317,45 @@ func TestQueueCreate(t *testing.T) {
 	}
 	if c := b.count(t, "orders"); c != 2 {
 		t.Fatalf("%d orders, want 2", c)
+	}
+}
+
+// TestDefaultCurrency: the library picks no currency; a Store configured
+// with one fills it into orders and payments that leave it empty.
+func TestDefaultCurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	usd, err := order.New(order.Config{Schema: b.schema, DefaultCurrency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := newOrder(8)
+	in.Currency = ""
+	var res order.CreateResult
+	if err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		res, err = usd.Create(b.ctx, tx, in)
+		return err
+	}); err != nil || res.Order.Currency != "USD" {
+		t.Fatalf("Create with the default: %+v, %v", res.Order, err)
+	}
+	p := newPayment(res.Order)
+	p.Currency = ""
+	if err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := usd.RecordPayment(b.ctx, tx, p)
+		return err
+	}); err != nil {
+		t.Fatalf("RecordPayment with the default: %v", err)
+	}
+	// The same order without a configured default is refused, writing nothing.
+	in2 := newOrder(9)
+	in2.Currency = ""
+	if err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.store.Create(b.ctx, tx, in2)
+		return err
+	}); !errors.Is(err, order.ErrInvalidArgument) {
+		t.Fatalf("Create without a currency: %v, want ErrInvalidArgument", err)
+	}
+	if n := b.count(t, "orders"); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
 	}
 }

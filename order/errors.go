@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/textcheck"
 )
 
 // Sentinel errors. Every error this package returns for a classified
@@ -57,9 +59,10 @@ type ValidationError struct {
 	Reason string // why it is invalid
 }
 
-// Error implements the error interface.
+// Error names the field and the reason, e.g.
+// "order: invalid NewOrder.OrderID: must be > 0".
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("order: invalid %s: %s", e.Field, e.Reason)
+	return textcheck.Message("order", e.Field, e.Reason)
 }
 
 // Is reports whether target is [ErrInvalidArgument].
@@ -67,12 +70,21 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArg
 
 func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
 
-// NotFoundError reports that no order has the given id.
-type NotFoundError struct {
-	OrderID int64
+// checkText validates a value bound for a text column: storable text (see
+// internal/textcheck), at most max characters, non-empty when required.
+func checkText(field, v string, max int, required bool) error {
+	if r := textcheck.Reason(v, max, required); r != "" {
+		return invalid(field, r)
+	}
+	return nil
 }
 
-// Error implements the error interface.
+// NotFoundError reports that no order has the given id.
+type NotFoundError struct {
+	OrderID int64 // the id looked up
+}
+
+// Error gives the order id.
 func (e *NotFoundError) Error() string { return fmt.Sprintf("order: order %d not found", e.OrderID) }
 
 // Is reports whether target is [ErrNotFound].
@@ -81,10 +93,10 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // UserAlreadyOrderedError reports that the user already has an order for
 // the activity and SKU. Existing is that order as it is now.
 type UserAlreadyOrderedError struct {
-	Existing Order
+	Existing Order // the user's order, as the classifying statement read it
 }
 
-// Error implements the error interface.
+// Error names the user, SKU and activity and the existing order with its status.
 func (e *UserAlreadyOrderedError) Error() string {
 	return fmt.Sprintf("order: user %d already ordered sku %d in activity %d (order %d, %s)",
 		e.Existing.UserID, e.Existing.SKUID, e.Existing.ActivityID, e.Existing.OrderID, e.Existing.Status)
@@ -100,7 +112,7 @@ type IDCollisionError struct {
 	Value  string // the colliding value
 }
 
-// Error implements the error interface.
+// Error names the column and the colliding value.
 func (e *IDCollisionError) Error() string {
 	return fmt.Sprintf("order: %s %s already used by another row", e.Column, e.Value)
 }
@@ -114,7 +126,7 @@ type ModelError struct {
 	Reason  string // what is inconsistent
 }
 
-// Error implements the error interface.
+// Error gives the order id (when there is one) and the reason.
 func (e *ModelError) Error() string {
 	if e.OrderID != 0 {
 		return fmt.Sprintf("order: model error on order %d: %s", e.OrderID, e.Reason)
@@ -128,12 +140,12 @@ func (e *ModelError) Is(target error) bool { return target == ErrModel }
 // IllegalTransitionError reports that the transition table forbids moving
 // the order from its current status From to To. Nothing was written.
 type IllegalTransitionError struct {
-	OrderID int64
+	OrderID int64  // the order asked for
 	From    Status // the order's current status
 	To      Status // the requested status
 }
 
-// Error implements the error interface.
+// Error gives the order id and the refused move (from, to).
 func (e *IllegalTransitionError) Error() string {
 	return fmt.Sprintf("order: order %d cannot go from %s to %s", e.OrderID, e.From, e.To)
 }
@@ -144,12 +156,12 @@ func (e *IllegalTransitionError) Is(target error) bool { return target == ErrIll
 // NotExpiredError reports that a timeout cancel came too early. Nothing was
 // written.
 type NotExpiredError struct {
-	OrderID  int64
+	OrderID  int64     // the order asked for
 	Status   Status    // the order's current (cancellable) status
 	ExpireAt time.Time // when the order expires
 }
 
-// Error implements the error interface.
+// Error gives the order id, its status and its expiry time.
 func (e *NotExpiredError) Error() string {
 	return fmt.Sprintf("order: order %d (%s) does not expire before %s", e.OrderID, e.Status, e.ExpireAt.Format(time.RFC3339Nano))
 }
@@ -160,13 +172,13 @@ func (e *NotExpiredError) Is(target error) bool { return target == ErrNotExpired
 // MismatchError reports a payment that does not match its order. Nothing
 // was written.
 type MismatchError struct {
-	OrderID int64
+	OrderID int64  // the order the payment names
 	Field   string // "amount" or "currency"
 	Order   string // the order's value
 	Payment string // the payment's value
 }
 
-// Error implements the error interface.
+// Error names the field and gives the payment's and the order's value.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("order: payment %s %s does not match order %d (%s)", e.Field, e.Payment, e.OrderID, e.Order)
 }
@@ -181,10 +193,10 @@ func (e *MismatchError) Is(target error) bool {
 // nothing because a unique constraint already held a row. See [ErrConflict].
 type ConflictError struct {
 	Op      string // "create" or "payment"
-	OrderID int64
+	OrderID int64  // the order id of the queued insert (NewOrder.OrderID or Payment.OrderID)
 }
 
-// Error implements the error interface.
+// Error names the operation and the order id.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("order: %s for order %d conflicted; classify it", e.Op, e.OrderID)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,14 +27,27 @@ func exampleStore() (context.Context, *pgxpool.Pool, *order.Store) {
 	return ctx, db.Pool, store
 }
 
-// ids makes the order ids of the examples (and of the tests): one
-// IDGenerator per process. NewOrderID's random low bits would collide now
-// and then when hundreds of orders are created within a millisecond.
-var ids order.IDGenerator
+// ids makes the order ids of the examples (and of the tests). The id and
+// order-number scheme is the service's; a process-wide counter is enough
+// here because every example and test works in a fresh schema.
+var ids idCounter
+
+type idCounter struct{ last atomic.Int64 }
+
+func (c *idCounter) Next() int64 {
+	c.last.CompareAndSwap(0, time.Now().UnixMicro())
+	return c.last.Add(1)
+}
+
+// orderNo is the examples' order number: derived from the id, so a
+// redelivered request derives the same number.
+func orderNo(id int64) string { return "SO" + strconv.FormatInt(id, 10) }
 
 func exampleOrder(user int64, expireAt time.Time) order.NewOrder {
+	id := ids.Next()
 	return order.NewOrder{
-		OrderID:         ids.Next(),
+		OrderID:         id,
+		OrderNo:         orderNo(id),
 		RequestID:       uuid.New(),
 		ReservationID:   uuid.New(),
 		SourceMessageID: uuid.New(),
@@ -42,6 +57,7 @@ func exampleOrder(user int64, expireAt time.Time) order.NewOrder {
 		Bucket:          3,
 		Quantity:        1,
 		UnitPrice:       19900,
+		Currency:        "CNY",
 		ExpireAt:        expireAt,
 		SKUTitle:        "Phone, flash-sale price",
 	}

@@ -107,7 +107,7 @@ func TestQueryExecModes(t *testing.T) {
 			// Payment (statement and batch form), duplicate, then transitions.
 			pay := order.Payment{
 				PaymentID: uuid.New(), PaymentRequestID: uuid.New(), OrderID: paid.OrderID,
-				Provider: "alipay", ProviderTradeNo: "T'1", CallbackID: "cb-1", Amount: 9900,
+				Provider: "alipay", ProviderTradeNo: "T'1", CallbackID: "cb-1", Amount: 9900, Currency: "CNY",
 				RawPayload: json.RawMessage(`{"trade": "T'1", "note": "ü \"q\" \\", "n": [1, null]}`),
 			}
 			var pr, prDup order.PaymentResult

@@ -7,6 +7,3 @@ func (s *Store) DueForExpirySQL() string { return s.sql.dueForExpiry }
 
 // CancelExpiredSQL returns the statement CancelExpired runs.
 func (s *Store) CancelExpiredSQL() string { return s.sql.cancelExpired }
-
-// OrderIDAt exposes the deterministic core of NewOrderID.
-var OrderIDAt = orderIDAt

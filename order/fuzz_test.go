@@ -3,49 +3,14 @@ package order_test
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/order"
 )
-
-// FuzzOrderIDLayout: for any positive id, OrderIDTime gives back the
-// millisecond in the id's high bits (at or after the epoch), and
-// FormatOrderNo is "SK" + that UTC date + the id in decimal — so the id
-// can be parsed back — within the column's 40 characters.
-func FuzzOrderIDLayout(f *testing.F) {
-	for _, id := range []int64{1, 1<<22 - 1, 1 << 22, order.NewOrderID(), 1<<63 - 1, 385781806788462873} {
-		f.Add(id)
-	}
-	f.Fuzz(func(t *testing.T, id int64) {
-		if id <= 0 {
-			return // not an order id (NewOrder.OrderID > 0)
-		}
-		ts := order.OrderIDTime(id)
-		ms := ts.UnixMilli() - order.IDEpochUnixMilli
-		if ms < 0 || ms != id>>22 || ts.Location() != time.UTC {
-			t.Fatalf("OrderIDTime(%d) = %v (ms %d), want ms %d UTC", id, ts, ms, id>>22)
-		}
-		if back := ms<<22 | id&(1<<22-1); back != id {
-			t.Fatalf("layout round trip: %d → %d", id, back)
-		}
-		no := order.FormatOrderNo(id)
-		if len(no) > 40 || !strings.HasPrefix(no, "SK"+ts.Format("20060102")) {
-			t.Fatalf("FormatOrderNo(%d) = %q", id, no)
-		}
-		if back, err := strconv.ParseInt(no[10:], 10, 64); err != nil || back != id {
-			t.Fatalf("FormatOrderNo(%d) = %q does not parse back (%d, %v)", id, no, back, err)
-		}
-		if order.FormatOrderNo(id) != no {
-			t.Fatal("FormatOrderNo is not deterministic")
-		}
-	})
-}
 
 // FuzzPaymentValidation feeds arbitrary provider strings, amounts,
 // currencies and raw payloads to RecordPayment for an existing order.
@@ -157,11 +122,7 @@ func FuzzNewOrderValidation(f *testing.F) {
 		if err != nil || len(items) != 1 {
 			t.Fatalf("items %v, %v", items, err)
 		}
-		wantNo := orderNo
-		if wantNo == "" {
-			wantNo = order.FormatOrderNo(in.OrderID)
-		}
-		if res.Order.OrderNo != wantNo || items[0].SKUTitle != title || res.Order.Bucket != bucket || res.Order.UnitPrice != price {
+		if res.Order.OrderNo != orderNo || items[0].SKUTitle != title || res.Order.Bucket != bucket || res.Order.UnitPrice != price {
 			t.Fatalf("stored %+v / %+v", res.Order, items[0])
 		}
 	})

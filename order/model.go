@@ -9,28 +9,34 @@ import (
 )
 
 // Order is one row of the orders table.
+//
+// The times are timestamptz values as pgx reads them (in the process's
+// local time zone). ExpireAt is the caller's (NewOrder.ExpireAt); the
+// others are the server's statement time of the write that set them.
 type Order struct {
-	OrderID         int64
-	OrderNo         string
-	RequestID       uuid.UUID
-	ReservationID   uuid.UUID
-	SourceMessageID uuid.UUID
-	ActivityID      int64
-	SKUID           int64
-	UserID          int64
-	Bucket          int16 // inventory_bucket: the stock bucket the order took its unit from
-	Quantity        int16
-	UnitPrice       int64 // minor units (e.g. fen)
-	TotalAmount     int64 // UnitPrice × Quantity
-	Currency        string
-	Status          Status
-	ExpireAt        time.Time
-	PaidAt          *time.Time // set exactly when the order was paid (PAID, REFUND_PENDING, CLOSED after payment)
-	CancelledAt     *time.Time // set exactly when the order was cancelled (CANCELLED, CLOSED after cancel)
-	CancelReason    string     // set with CancelledAt
-	Version         int64      // +1 on every transition
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	OrderID         int64     // order_id, the primary key: NewOrder.OrderID
+	OrderNo         string    // order_no, the user-facing number (unique): NewOrder.OrderNo as the service gave it
+	RequestID       uuid.UUID // request_id: the purchase request; unique across orders
+	ReservationID   uuid.UUID // reservation_id: the front door's stock reservation; unique across orders
+	SourceMessageID uuid.UUID // source_message_id: the queue message that created the order; unique across orders
+	ActivityID      int64     // the sale activity; with SKUID and UserID the one-order-per-user key
+	SKUID           int64     // the SKU bought
+	UserID          int64     // the buyer
+	Bucket          int16     // inventory_bucket: the stock bucket the order took its unit from
+	Quantity        int16     // always 1 (ck_orders_quantity)
+	UnitPrice       int64     // minor units (e.g. fen)
+	TotalAmount     int64     // UnitPrice × Quantity
+	Currency        string    // three upper-case letters (ISO 4217), e.g. "CNY"
+	Status          Status    // the current status; it changes only through conditional transitions
+	// ExpireAt is when an unpaid (CREATED or PAYING) order may be
+	// cancelled by timeout; set at creation, never changed.
+	ExpireAt     time.Time
+	PaidAt       *time.Time // set exactly when the order was paid (PAID, REFUND_PENDING, CLOSED after payment)
+	CancelledAt  *time.Time // set exactly when the order was cancelled (CANCELLED, CLOSED after cancel)
+	CancelReason string     // set with CancelledAt
+	Version      int64      // +1 on every transition
+	CreatedAt    time.Time  // created_at: when the order was inserted
+	UpdatedAt    time.Time  // updated_at: the last transition (CreatedAt when none)
 }
 
 // orderColumns lists the orders columns in the order scanOrder expects.
@@ -79,28 +85,31 @@ func scanOrder(row pgx.Row, o *Order, extra ...any) error {
 
 // Item is one row of order_items.
 type Item struct {
-	OrderID    int64
-	LineNo     int16
-	ActivityID int64
-	SKUID      int64
-	SKUTitle   string
-	Quantity   int16
-	UnitPrice  int64
-	LineAmount int64
-	CreatedAt  time.Time
+	OrderID    int64     // the order the line belongs to
+	LineNo     int16     // line_no, from 1 (Create writes one line, 1)
+	ActivityID int64     // the order's activity
+	SKUID      int64     // the SKU of the line
+	SKUTitle   string    // the title snapshot taken at order time (NewOrder.SKUTitle), 1 to 256 characters
+	Quantity   int16     // units on the line, at least 1
+	UnitPrice  int64     // the price snapshot, minor units (e.g. fen)
+	LineAmount int64     // UnitPrice × Quantity, minor units
+	CreatedAt  time.Time // created_at: the server time of the inserting statement
 }
 
 // PaymentRecord is one row of payment_record (without raw_payload).
 type PaymentRecord struct {
-	PaymentID        uuid.UUID
-	PaymentRequestID uuid.UUID
-	OrderID          int64
-	Provider         string
-	ProviderTradeNo  string
-	CallbackID       string
-	Amount           int64
-	Currency         string
-	Status           PaymentStatus
-	PaidAt           *time.Time
-	CreatedAt        time.Time
+	PaymentID        uuid.UUID     // payment_id, the primary key: Payment.PaymentID
+	PaymentRequestID uuid.UUID     // payment_request_id: Payment.PaymentRequestID; unique
+	OrderID          int64         // the order paid
+	Provider         string        // the payment provider, 1 to 32 characters
+	ProviderTradeNo  string        // the provider's transaction number; "" when NULL in the database
+	CallbackID       string        // the provider's callback id; "" when none (NULL in the database)
+	Amount           int64         // minor units (e.g. fen)
+	Currency         string        // three upper-case letters, e.g. "CNY"
+	Status           PaymentStatus // RecordPayment writes SUCCEEDED, or REFUND_PENDING for money to give back; this package changes it no further
+	// PaidAt is when RecordPayment recorded the money as received (set
+	// for SUCCEEDED and REFUND_PENDING payments alike); nil when NULL in
+	// the database (rows written otherwise).
+	PaidAt    *time.Time
+	CreatedAt time.Time // created_at: the server time of the inserting statement
 }

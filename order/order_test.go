@@ -44,8 +44,10 @@ func setupWith(t testing.TB, pool *pgxpool.Pool) testBundle {
 
 // newOrder returns a valid NewOrder for user in activity 1, sku 100.
 func newOrder(user int64) order.NewOrder {
+	id := ids.Next() // see ids in example_test.go
 	return order.NewOrder{
-		OrderID:         ids.Next(), // see ids in example_test.go
+		OrderID:         id,
+		OrderNo:         orderNo(id),
 		RequestID:       uuid.New(),
 		ReservationID:   uuid.New(),
 		SourceMessageID: uuid.New(),

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
 	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/twin"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -37,8 +36,8 @@ type Payment struct {
 	CallbackID string
 	// Amount in minor units; must equal the order's total_amount.
 	Amount int64
-	// Currency must equal the order's currency. Defaults to
-	// Config.DefaultCurrency.
+	// Currency must equal the order's currency. "" takes
+	// Config.DefaultCurrency; with no default configured it is required.
 	Currency string
 	// RawPayload is the provider's payload as JSON; nil means {}.
 	RawPayload json.RawMessage
@@ -85,18 +84,20 @@ func (k PaymentKind) String() string {
 
 // Refund is the data of a payment that must be given back: turn it into an
 // outbox event (e.g. REFUND_REQUESTED) in the same transaction.
+//
+// Its fields are those of the payment just recorded as REFUND_PENDING.
 type Refund struct {
-	OrderID         int64
-	PaymentID       uuid.UUID
-	Provider        string
-	ProviderTradeNo string
-	Amount          int64
-	Currency        string
+	OrderID         int64     // the order the money was paid for
+	PaymentID       uuid.UUID // the REFUND_PENDING payment_record row
+	Provider        string    // the provider to refund through
+	ProviderTradeNo string    // the provider's transaction number to refund
+	Amount          int64     // the amount to give back, minor units (e.g. fen)
+	Currency        string    // the payment's currency, e.g. "CNY"
 }
 
 // PaymentResult is the outcome of RecordPayment when it is not an error.
 type PaymentResult struct {
-	Kind PaymentKind
+	Kind PaymentKind // what RecordPayment did; the other fields follow from it
 	// PaymentID is the recorded payment, or for PaymentDuplicate the one
 	// recorded before.
 	PaymentID uuid.UUID
@@ -120,18 +121,16 @@ func (s *Store) normalizePayment(p Payment) (Payment, error) {
 		return p, invalid("Payment.PaymentRequestID", "required")
 	case p.OrderID <= 0:
 		return p, invalid("Payment.OrderID", "must be > 0")
-	case p.Provider == "":
-		return p, invalid("Payment.Provider", "required")
-	case !utf8.ValidString(p.Provider) || utf8.RuneCountInString(p.Provider) > 32 || hasNUL(p.Provider):
-		return p, invalid("Payment.Provider", "longer than 32 characters, not UTF-8 or contains a NUL byte")
-	case p.ProviderTradeNo == "":
-		return p, invalid("Payment.ProviderTradeNo", "required")
-	case !utf8.ValidString(p.ProviderTradeNo) || utf8.RuneCountInString(p.ProviderTradeNo) > 128 || hasNUL(p.ProviderTradeNo):
-		return p, invalid("Payment.ProviderTradeNo", "longer than 128 characters, not UTF-8 or contains a NUL byte")
-	case !utf8.ValidString(p.CallbackID) || utf8.RuneCountInString(p.CallbackID) > 128 || hasNUL(p.CallbackID):
-		return p, invalid("Payment.CallbackID", "longer than 128 characters, not UTF-8 or contains a NUL byte")
+	case checkText("Payment.Provider", p.Provider, 32, true) != nil:
+		return p, checkText("Payment.Provider", p.Provider, 32, true)
+	case checkText("Payment.ProviderTradeNo", p.ProviderTradeNo, 128, true) != nil:
+		return p, checkText("Payment.ProviderTradeNo", p.ProviderTradeNo, 128, true)
+	case checkText("Payment.CallbackID", p.CallbackID, 128, false) != nil:
+		return p, checkText("Payment.CallbackID", p.CallbackID, 128, false)
 	case p.Amount < 0:
 		return p, invalid("Payment.Amount", "must be >= 0")
+	case p.Currency == "":
+		return p, invalid("Payment.Currency", "required (or set Config.DefaultCurrency)")
 	case !validCurrency(p.Currency):
 		return p, invalid("Payment.Currency", "must be three upper-case ASCII letters")
 	case p.RawPayload != nil && !json.Valid(p.RawPayload):
@@ -147,10 +146,6 @@ func (s *Store) normalizePayment(p Payment) (Payment, error) {
 	}
 	return p, nil
 }
-
-// hasNUL reports whether s contains a NUL byte, which PostgreSQL text
-// cannot store.
-func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 func paymentArgs(p Payment) []any {
 	return []any{pgval.UUID(p.PaymentID), pgval.UUID(p.PaymentRequestID), p.OrderID, p.Provider, p.ProviderTradeNo,
@@ -237,8 +232,7 @@ func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (Paymen
 	if err != nil {
 		return PaymentResult{}, err
 	}
-	var res PaymentResult
-	err = scanPayment(tx.QueryRow(ctx, s.sql.payment, paymentArgs(p)...), p, &res)
+	res, err := s.paymentRow(p).Run(ctx, tx)
 	if errors.Is(err, ErrConflict) {
 		return s.classifyPayment(ctx, tx, p, res.Order)
 	}
@@ -259,10 +253,17 @@ func (s *Store) QueueRecordPayment(b *pgx.Batch, p Payment, dst *PaymentResult) 
 	if b == nil || dst == nil {
 		return invalid("QueueRecordPayment", "batch and dst must not be nil")
 	}
-	b.Queue(s.sql.payment, paymentArgs(p)...).QueryRow(func(row pgx.Row) error {
-		return scanPayment(row, p, dst)
-	})
+	s.paymentRow(p).Queue(b, dst)
 	return nil
+}
+
+// paymentRow is the payment statement of a normalised p, shared by
+// [Store.RecordPayment] and its Queue twin.
+func (s *Store) paymentRow(p Payment) twin.Row[PaymentResult] {
+	return twin.Row[PaymentResult]{SQL: s.sql.payment, Args: paymentArgs(p),
+		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *PaymentResult) error {
+			return scanPayment(row, p, dst)
+		}}
 }
 
 // ClassifyPaymentConflict explains why the insert of p (queued by

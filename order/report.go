@@ -12,11 +12,11 @@ import (
 // StatusQuantity is one line of [Store.QuantitiesByStatus]: the orders of
 // one activity and SKU in one status.
 type StatusQuantity struct {
-	ActivityID, SKUID int64
-	Status            Status
-	Orders            int64 // number of orders
-	Quantity          int64 // sum of their quantities
-	Amount            int64 // sum of their total amounts (minor units)
+	ActivityID, SKUID int64  // the SKU
+	Status            Status // the status of the orders counted
+	Orders            int64  // number of orders
+	Quantity          int64  // sum of their quantities
+	Amount            int64  // sum of their total amounts (minor units)
 }
 
 const quantitiesByStatusSQL = `

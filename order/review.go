@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
+	"github.com/seckillkit/seckill/internal/textcheck"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -46,15 +46,24 @@ func ReviewReasonOf(res PaymentResult, err error) (ReviewReason, bool) {
 
 // PaymentReview is one callback kept for review (a payment_review row).
 type PaymentReview struct {
-	ReviewID                              int64
+	ReviewID int64 // review_id, an identity: increasing, with gaps that mean nothing
+	// Provider, ProviderTradeNo and CallbackID are the callback's (see
+	// [Payment]); CallbackID is "" when it had none.
 	Provider, ProviderTradeNo, CallbackID string
-	OrderID, Amount                       int64
-	Currency                              string
-	Reason                                ReviewReason
-	RawPayload                            json.RawMessage
-	Resolved                              bool
-	Resolution, ResolvedBy                string
-	ResolvedAt, CreatedAt                 time.Time
+	// OrderID and Amount are the callback's: the order id it names (no
+	// order may have it, for ReviewUnknownOrder) and the amount in minor
+	// units.
+	OrderID, Amount int64
+	Currency        string          // the callback's currency, three upper-case letters
+	Reason          ReviewReason    // why the callback was kept; with Provider and ProviderTradeNo unique
+	RawPayload      json.RawMessage // the provider's payload as stored by jsonb; {} when none was given
+	Resolved        bool            // status RESOLVED (10): a person decided; false while OPEN (0)
+	// Resolution (what was decided) and ResolvedBy (who) are "" while
+	// the review is open.
+	Resolution, ResolvedBy string
+	// ResolvedAt is zero while the review is open; CreatedAt is when the
+	// callback was first recorded (the server's statement time).
+	ResolvedAt, CreatedAt time.Time
 }
 
 const reviewCols = `review_id, provider, provider_trade_no, coalesce(callback_id, ''), order_id, amount, currency, reason,
@@ -103,13 +112,13 @@ func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payme
 		p.Currency = s.currency
 	}
 	switch {
-	case p.Provider == "" || utf8.RuneCountInString(p.Provider) > 32 || !storable(p.Provider):
-		return PaymentReview{}, false, invalid("Payment.Provider", "1 to 32 characters of valid UTF-8")
-	case p.ProviderTradeNo == "" || utf8.RuneCountInString(p.ProviderTradeNo) > 128 || !storable(p.ProviderTradeNo):
-		return PaymentReview{}, false, invalid("Payment.ProviderTradeNo", "1 to 128 characters of valid UTF-8")
-	case utf8.RuneCountInString(p.CallbackID) > 128 || !storable(p.CallbackID):
-		return PaymentReview{}, false, invalid("Payment.CallbackID", "at most 128 characters of valid UTF-8")
-	case len(p.Currency) != 3 || !storable(p.Currency):
+	case checkText("Payment.Provider", p.Provider, 32, true) != nil:
+		return PaymentReview{}, false, checkText("Payment.Provider", p.Provider, 32, true)
+	case checkText("Payment.ProviderTradeNo", p.ProviderTradeNo, 128, true) != nil:
+		return PaymentReview{}, false, checkText("Payment.ProviderTradeNo", p.ProviderTradeNo, 128, true)
+	case checkText("Payment.CallbackID", p.CallbackID, 128, false) != nil:
+		return PaymentReview{}, false, checkText("Payment.CallbackID", p.CallbackID, 128, false)
+	case len(p.Currency) != 3 || !textcheck.Storable(p.Currency):
 		return PaymentReview{}, false, invalid("Payment.Currency", "3 characters")
 	}
 	raw := p.RawPayload
@@ -190,10 +199,10 @@ func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, review
 	switch {
 	case reviewID <= 0:
 		return PaymentReview{}, invalid("reviewID", "must be > 0")
-	case resolution == "" || utf8.RuneCountInString(resolution) > 256 || !storable(resolution):
-		return PaymentReview{}, invalid("resolution", "1 to 256 characters of valid UTF-8")
-	case resolvedBy == "" || utf8.RuneCountInString(resolvedBy) > 128 || !storable(resolvedBy):
-		return PaymentReview{}, invalid("resolvedBy", "1 to 128 characters of valid UTF-8")
+	case checkText("resolution", resolution, 256, true) != nil:
+		return PaymentReview{}, checkText("resolution", resolution, 256, true)
+	case checkText("resolvedBy", resolvedBy, 128, true) != nil:
+		return PaymentReview{}, checkText("resolvedBy", resolvedBy, 128, true)
 	}
 	var (
 		out     PaymentReview
@@ -210,5 +219,3 @@ func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, review
 	}
 	return out, nil
 }
-
-func storable(s string) bool { return utf8.ValidString(s) && !hasNUL(s) }

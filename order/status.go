@@ -1,9 +1,6 @@
 package order
 
-import (
-	"slices"
-	"strconv"
-)
+import "github.com/seckillkit/seckill/internal/enum"
 
 // Status is an order's state, stored in orders.status. The values mirror the
 // ck_orders_status CHECK constraint 1:1 (seed 000 §8.1).
@@ -30,38 +27,19 @@ const (
 )
 
 // Statuses returns every order status in ascending order.
-func Statuses() []Status {
-	return []Status{StatusCreated, StatusPaying, StatusPaid, StatusCancelled, StatusClosed, StatusRefundPending}
-}
+func Statuses() []Status { return statusSet.Values() }
 
 // Valid reports whether s is one of the order statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusCreated, StatusPaying, StatusPaid, StatusCancelled, StatusClosed, StatusRefundPending:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return statusSet.Valid(s) }
 
 // String returns the seed's name of s (e.g. "CREATED"), or "Status(n)" for
 // an unknown value.
-func (s Status) String() string {
-	switch s {
-	case StatusCreated:
-		return "CREATED"
-	case StatusPaying:
-		return "PAYING"
-	case StatusPaid:
-		return "PAID"
-	case StatusCancelled:
-		return "CANCELLED"
-	case StatusClosed:
-		return "CLOSED"
-	case StatusRefundPending:
-		return "REFUND_PENDING"
-	}
-	return "Status(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Status) String() string { return statusSet.Name(s) }
+
+var statusSet = enum.New("Status", map[Status]string{
+	StatusCreated: "CREATED", StatusPaying: "PAYING", StatusPaid: "PAID",
+	StatusCancelled: "CANCELLED", StatusClosed: "CLOSED", StatusRefundPending: "REFUND_PENDING",
+})
 
 // transitions is THE transition table: target status → the statuses it may
 // be reached from. It is never modified. CREATED is no target (orders are
@@ -74,7 +52,7 @@ func (s Status) String() string {
 //	                (timeout cancel also needs expire_at <= statement_timestamp())
 //	REFUND_PENDING  PAID                       -
 //	CLOSED          CANCELLED, PAID, REFUND_PENDING  -
-var transitions = map[Status][]Status{
+var transitions = enum.Transitions[Status]{
 	StatusPaying:        {StatusCreated},
 	StatusPaid:          {StatusCreated, StatusPaying},
 	StatusCancelled:     {StatusCreated, StatusPaying},
@@ -85,14 +63,10 @@ var transitions = map[Status][]Status{
 // AllowedFrom returns the statuses from which an order may move to to, in
 // ascending order; nil when to is no target of any transition (CREATED, or
 // an unknown status). The result is a fresh slice.
-func AllowedFrom(to Status) []Status {
-	return slices.Clone(transitions[to])
-}
+func AllowedFrom(to Status) []Status { return transitions.AllowedFrom(to) }
 
 // CanTransition reports whether the transition table allows from → to.
-func CanTransition(from, to Status) bool {
-	return slices.Contains(transitions[to], from)
-}
+func CanTransition(from, to Status) bool { return transitions.Can(from, to) }
 
 // PaymentStatus is the state of a payment_record row, mirroring the
 // ck_payment_status CHECK constraint 1:1. The seed fixes the codes but not
@@ -119,25 +93,12 @@ const (
 )
 
 // PaymentStatuses returns every payment status in ascending order.
-func PaymentStatuses() []PaymentStatus {
-	return []PaymentStatus{PaymentPending, PaymentProcessing, PaymentSucceeded, PaymentFailed, PaymentRefundPending, PaymentRefunded}
-}
+func PaymentStatuses() []PaymentStatus { return paymentStatusSet.Values() }
 
 // String returns the name of s (e.g. "SUCCEEDED"), or "PaymentStatus(n)".
-func (s PaymentStatus) String() string {
-	switch s {
-	case PaymentPending:
-		return "PENDING"
-	case PaymentProcessing:
-		return "PROCESSING"
-	case PaymentSucceeded:
-		return "SUCCEEDED"
-	case PaymentFailed:
-		return "FAILED"
-	case PaymentRefundPending:
-		return "REFUND_PENDING"
-	case PaymentRefunded:
-		return "REFUNDED"
-	}
-	return "PaymentStatus(" + strconv.Itoa(int(s)) + ")"
-}
+func (s PaymentStatus) String() string { return paymentStatusSet.Name(s) }
+
+var paymentStatusSet = enum.New("PaymentStatus", map[PaymentStatus]string{
+	PaymentPending: "PENDING", PaymentProcessing: "PROCESSING", PaymentSucceeded: "SUCCEEDED",
+	PaymentFailed: "FAILED", PaymentRefundPending: "REFUND_PENDING", PaymentRefunded: "REFUNDED",
+})

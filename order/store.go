@@ -25,17 +25,15 @@ func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
 	return err
 }
 
-// DefaultCurrency is the currency used when [Config.DefaultCurrency] is
-// empty; it is also the DDL's column default.
-const DefaultCurrency = "CNY"
-
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
 	// Schema holding the order tables. Defaults to "seckill". Validated
 	// with [migrate.QuoteSchema].
 	Schema string
-	// DefaultCurrency is used for a NewOrder or Payment whose Currency is
-	// empty. Three upper-case ASCII letters. Defaults to "CNY".
+	// DefaultCurrency, when set, is used for a NewOrder or Payment whose
+	// Currency is empty: three upper-case ASCII letters (ISO 4217). Empty
+	// (the default) means no default: every NewOrder and Payment names its
+	// currency. The library never picks a currency for a service.
 	DefaultCurrency string
 }
 
@@ -54,8 +52,8 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cur := cmp.Or(cfg.DefaultCurrency, DefaultCurrency)
-	if !validCurrency(cur) {
+	cur := cfg.DefaultCurrency
+	if cur != "" && !validCurrency(cur) {
 		return nil, invalid("Config.DefaultCurrency", "must be three upper-case ASCII letters")
 	}
 	return &Store{
@@ -92,6 +90,8 @@ type statements struct {
 	quantitiesByStatus          string
 	recordReview, openReviews   string
 	resolveReview               string
+
+	insertOrderOrAbort, insertItemOrAbort string
 }
 
 func buildStatements(quoted string) statements {
@@ -115,5 +115,8 @@ func buildStatements(quoted string) statements {
 		recordReview:       r.Replace(recordReviewSQL),
 		openReviews:        r.Replace(openReviewsSQL),
 		resolveReview:      r.Replace(resolveReviewSQL),
+
+		insertOrderOrAbort: r.Replace(insertOrderOrAbortSQL),
+		insertItemOrAbort:  r.Replace(insertItemOrAbortSQL),
 	}
 }

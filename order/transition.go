@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/twin"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -78,10 +78,8 @@ func (t Transition) validate() error {
 		return invalid("Transition.OnlyIfExpired", "only a cancel can require expiry")
 	case t.To == StatusCancelled && t.CancelReason == "":
 		return invalid("Transition.CancelReason", "required for a cancel")
-	case t.To == StatusCancelled && (!utf8.ValidString(t.CancelReason) || hasNUL(t.CancelReason)):
-		return invalid("Transition.CancelReason", "not valid UTF-8 or contains a NUL byte")
-	case t.To == StatusCancelled && utf8.RuneCountInString(t.CancelReason) > 64:
-		return invalid("Transition.CancelReason", "longer than 64 characters")
+	case t.To == StatusCancelled && checkText("Transition.CancelReason", t.CancelReason, 64, true) != nil:
+		return checkText("Transition.CancelReason", t.CancelReason, 64, true)
 	}
 	return nil
 }
@@ -167,9 +165,7 @@ func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transitio
 	if err := t.validate(); err != nil {
 		return TransitionResult{}, err
 	}
-	var res TransitionResult
-	err := scanTransition(q.QueryRow(ctx, s.sql.transition, transitionArgs(t)...), t, &res)
-	return res, err
+	return s.transitionRow(t).Run(ctx, q)
 }
 
 // QueueTransitionOrder queues TransitionOrder's single statement into b;
@@ -183,10 +179,17 @@ func (s *Store) QueueTransitionOrder(b *pgx.Batch, t Transition, dst *Transition
 	if b == nil || dst == nil {
 		return invalid("QueueTransitionOrder", "batch and dst must not be nil")
 	}
-	b.Queue(s.sql.transition, transitionArgs(t)...).QueryRow(func(row pgx.Row) error {
-		return scanTransition(row, t, dst)
-	})
+	s.transitionRow(t).Queue(b, dst)
 	return nil
+}
+
+// transitionRow is the transition statement of a validated t, shared by
+// [Store.TransitionOrder] and its Queue twin.
+func (s *Store) transitionRow(t Transition) twin.Row[TransitionResult] {
+	return twin.Row[TransitionResult]{SQL: s.sql.transition, Args: transitionArgs(t),
+		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *TransitionResult) error {
+			return scanTransition(row, t, dst)
+		}}
 }
 
 func scanTransition(row pgx.Row, t Transition, dst *TransitionResult) error {

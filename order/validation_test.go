@@ -43,6 +43,8 @@ func TestInvalidInput(t *testing.T) {
 		"zero order id":      no(func(in *order.NewOrder) { in.OrderID = 0 }),
 		"negative order id":  no(func(in *order.NewOrder) { in.OrderID = -5 }),
 		"long order no":      no(func(in *order.NewOrder) { in.OrderNo = strings.Repeat("x", 41) }),
+		"empty order no":     no(func(in *order.NewOrder) { in.OrderNo = "" }),
+		"no currency":        no(func(in *order.NewOrder) { in.Currency = "" }),
 		"nil request":        no(func(in *order.NewOrder) { in.RequestID = uuid.Nil }),
 		"nil reservation":    no(func(in *order.NewOrder) { in.ReservationID = uuid.Nil }),
 		"nil message":        no(func(in *order.NewOrder) { in.SourceMessageID = uuid.Nil }),
@@ -80,6 +82,7 @@ func TestInvalidInput(t *testing.T) {
 		"long callback id": pay(func(p *order.Payment) { p.CallbackID = strings.Repeat("c", 129) }),
 		"negative amount":  pay(func(p *order.Payment) { p.Amount = -1 }),
 		"bad currency":     pay(func(p *order.Payment) { p.Currency = "R$" }),
+		"no currency":      pay(func(p *order.Payment) { p.Currency = "" }),
 		"invalid payload":  pay(func(p *order.Payment) { p.RawPayload = json.RawMessage(`{"a":`) }),
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -22,33 +23,64 @@ import (
 // finish a row that was recovered and claimed again — not even by the same
 // owner.
 type Lease struct {
-	Owner    string
+	// Owner is the relay's id as given to the claim (the rows' locked_by),
+	// at most MaxOwnerLen characters.
+	Owner string
+	// LockedAt is the claim statement's server time (the rows' locked_at,
+	// microsecond precision, in the process's local time zone as pgx reads
+	// a timestamptz). Pass it back unchanged: it is compared for equality,
+	// and the zero time is rejected as invalid.
 	LockedAt time.Time
 }
 
 // Message is one claimed event, ready to publish.
 type Message struct {
-	EventID       uuid.UUID
-	Seq           int64 // enqueue sequence; ordered mode publishes a key in Seq order
-	Topic         string
-	Tag           string // "" when none
-	MessageKey    string
+	// EventID is event_id, the UUIDv7 assigned at enqueue. It is the same
+	// on every attempt: give it to the broker as the message's dedup id
+	// (e.g. Nats-Msg-Id).
+	EventID uuid.UUID
+	// Seq is the enqueue sequence; ordered mode publishes a key in Seq
+	// order.
+	Seq int64
+	// Topic is Event.Topic, where to publish.
+	Topic string
+	// Tag is Event.Tag; "" when none.
+	Tag string
+	// MessageKey is Event.MessageKey, or Event.AggregateID when that was
+	// "".
+	MessageKey string
+	// AggregateType and AggregateID are Event's, e.g. "ORDER" and the
+	// order id as text.
 	AggregateType string
-	AggregateID   string
-	OrderingKey   string // "" when not ordered
+	AggregateID   string // see AggregateType
+	// OrderingKey is Event.OrderingKey; "" when not ordered.
+	OrderingKey string
+	// SchemaVersion is Event.SchemaVersion, at least 1 (0 was stored as 1).
 	SchemaVersion int
-	Payload       json.RawMessage // as stored by jsonb
-	Headers       map[string]string
-	Attempt       int // 1 for the first publish attempt, 2 for the second, …
-	MaxRetries    int
-	CreatedAt     time.Time
+	// Payload is the event body as stored by jsonb (normalised JSON).
+	Payload json.RawMessage
+	// Headers are Event.Headers as enqueued; empty when there were none.
+	Headers map[string]string
+	// Attempt is 1 for the first publish attempt, 2 for the second, …
+	// (retry_count + 1: a lease that expired counts as an attempt).
+	Attempt int
+	// MaxRetries is max_retry, the attempts allowed: when attempt
+	// MaxRetries fails (or its lease expires), the event goes DEAD.
+	MaxRetries int
+	// CreatedAt is created_at, the server time of the enqueuing statement
+	// (not of its commit).
+	CreatedAt time.Time
+	// AvailableAt is available_at, when the event became claimable: the
+	// enqueue time plus Event.Delay on the first attempt, the end of the
+	// backoff after a failed one.
+	AvailableAt time.Time
 }
 
 // Claim is the result of [Store.ClaimOutboxBatch]: the lease and the
 // claimed messages in enqueue (Seq) order.
 type Claim struct {
 	Lease
-	Messages []Message
+	Messages []Message // the claimed events, sorted by Seq; empty when none was ready
 }
 
 // IDs returns the event ids of the claim's messages.
@@ -73,7 +105,14 @@ func (s *Store) QueueClaimOutboxBatch(b *pgx.Batch, owner string, limit int, dst
 	if limit <= 0 || limit > 1<<31-1 {
 		return invalid("limit", "must be positive, got %d", limit)
 	}
-	b.Queue(s.claimSQL, limit, owner).Query(func(rows pgx.Rows) error {
+	s.queueClaim(b, owner, nil, b.Queue(s.claimSQL, limit, owner), dst)
+	return nil
+}
+
+// queueClaim reads the claim queued as q into dst; a non-nil cur is moved
+// past the claimed events (see claimCursor.advance).
+func (s *Store) queueClaim(b *pgx.Batch, owner string, cur *claimCursor, q *pgx.QueuedQuery, dst *Claim) {
+	q.Query(func(rows pgx.Rows) error {
 		c := Claim{Lease: Lease{Owner: owner}}
 		for rows.Next() {
 			var m Message
@@ -81,7 +120,7 @@ func (s *Store) QueueClaimOutboxBatch(b *pgx.Batch, owner string, limit int, dst
 			var payload []byte
 			if err := rows.Scan(&m.EventID, &m.Seq, &m.Topic, &m.Tag, &m.MessageKey, &m.AggregateType,
 				&m.AggregateID, &m.OrderingKey, &version, &payload, &m.Headers, &retry, &maxRetry,
-				&m.CreatedAt, &c.LockedAt); err != nil {
+				&m.CreatedAt, &c.LockedAt, &m.AvailableAt); err != nil {
 				return fmt.Errorf("outbox: claim: %w", err)
 			}
 			m.SchemaVersion, m.Attempt, m.MaxRetries = int(version), int(retry)+1, int(maxRetry)
@@ -91,11 +130,33 @@ func (s *Store) QueueClaimOutboxBatch(b *pgx.Batch, owner string, limit int, dst
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("outbox: claim: %w", err)
 		}
+		if cur != nil {
+			cur.advance(c.Messages)
+		}
 		slices.SortFunc(c.Messages, func(a, b Message) int { return cmp.Compare(a.Seq, b.Seq) })
 		*dst = c
 		return nil
 	})
-	return nil
+}
+
+// claimAfter is [Store.ClaimOutboxBatch] for a relay that keeps a cursor:
+// it claims from cur's key on when cur is set, from the head otherwise,
+// and moves cur past what it claimed. owner and limit are valid (the
+// relay's checked config).
+func (s *Store) claimAfter(ctx context.Context, db pgtx.Querier, owner string, limit int, cur *claimCursor) (Claim, error) {
+	var c Claim
+	b := &pgx.Batch{}
+	var q *pgx.QueuedQuery
+	if cur.set {
+		q = b.Queue(s.claimAfterSQL, limit, owner, cur.availableAt, cur.createdAt, pgval.UUID(cur.eventID))
+	} else {
+		q = b.Queue(s.claimSQL, limit, owner)
+	}
+	s.queueClaim(b, owner, cur, q, &c)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return Claim{}, err
+	}
+	return c, nil
 }
 
 // ClaimOutboxBatch claims up to limit ready events (PENDING or RETRY whose
@@ -222,22 +283,22 @@ func (s *Store) MarkSent(ctx context.Context, db pgtx.Querier, lease Lease, ids 
 	return r, err
 }
 
-// QueueRelease queues [Store.Release] into b.
-func (s *Store) QueueRelease(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *MarkResult) error {
+// QueueReleaseLease queues [Store.ReleaseLease] into b.
+func (s *Store) QueueReleaseLease(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *MarkResult) error {
 	return s.queueLeaseUpdate(b, s.releaseSQL, "release", lease, ids, dst)
 }
 
-// Release hands claimed events back without counting an attempt: RETRY,
+// ReleaseLease hands claimed events back without counting an attempt: RETRY,
 // available now, lease cleared, so another relay can claim them at once
 // instead of waiting for the lease to expire. A relay that stops calls it
 // for what it did not publish. Lease-checked like [Store.MarkSent].
-func (s *Store) Release(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (MarkResult, error) {
+func (s *Store) ReleaseLease(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (MarkResult, error) {
 	if db == nil {
 		return MarkResult{}, nilHandle("db")
 	}
 	var r MarkResult
 	b := &pgx.Batch{}
-	if err := s.QueueRelease(b, lease, ids, &r); err != nil {
+	if err := s.QueueReleaseLease(b, lease, ids, &r); err != nil {
 		return MarkResult{}, err
 	}
 	err := db.SendBatch(ctx, b).Close()
@@ -246,6 +307,7 @@ func (s *Store) Release(ctx context.Context, db pgtx.Querier, lease Lease, ids [
 
 // Failure is one failed publish for [Store.MarkFailed].
 type Failure struct {
+	// EventID is the failed event, one of the lease's claimed events.
 	EventID uuid.UUID
 	// Err is recorded in last_error, truncated to 4000 bytes on a UTF-8
 	// boundary (NUL bytes and invalid UTF-8 are replaced). May be nil.
@@ -356,9 +418,9 @@ func TruncateError(msg string) string {
 
 // Recovered is one event whose expired lease was recovered.
 type Recovered struct {
-	EventID  uuid.UUID
-	LockedBy string // the owner whose lease expired
-	Status   Status // StatusRetry, or StatusDead when its attempts ran out
+	EventID  uuid.UUID // the event whose lease expired
+	LockedBy string    // the owner whose lease expired
+	Status   Status    // StatusRetry, or StatusDead when its attempts ran out
 }
 
 // RecoverExpired returns up to limit events whose lease (locked_at) is

@@ -209,7 +209,7 @@ func TestReleaseKeepsAttempts(t *testing.T) {
 	b := setup(t, outbox.Config{})
 	id := b.enqueue(t, event(1))[0].EventID
 	c := b.claim(t, "r", 1)
-	res, err := b.store.Release(b.ctx, b.pool, c.Lease, c.IDs())
+	res, err := b.store.ReleaseLease(b.ctx, b.pool, c.Lease, c.IDs())
 	if err != nil || res.Marked != 1 {
 		t.Fatalf("Release = %+v, %v", res, err)
 	}
@@ -267,7 +267,7 @@ func TestLeaseRecoveryIsCompareAndSet(t *testing.T) {
 	if _, err := b.store.MarkFailed(b.ctx, b.pool, old.Lease, []outbox.Failure{{EventID: id}}); !errors.Is(err, outbox.ErrLeaseLost) {
 		t.Fatalf("old lease MarkFailed = %v", err)
 	}
-	if _, err := b.store.Release(b.ctx, b.pool, old.Lease, []uuid.UUID{id}); !errors.Is(err, outbox.ErrLeaseLost) {
+	if _, err := b.store.ReleaseLease(b.ctx, b.pool, old.Lease, []uuid.UUID{id}); !errors.Is(err, outbox.ErrLeaseLost) {
 		t.Fatalf("old lease Release = %v", err)
 	}
 	if st, _, _ := b.status(t, id); st != outbox.StatusSending {

@@ -14,13 +14,14 @@
 //
 // # Table
 //
-// event_outbox (migration 001, applied by [Migrate] or with the other
-// packages' components through migrate.Apply). Status codes are
+// event_outbox (migrations 001 to 003, applied by [Migrate] or with the
+// other packages' components through migrate.Apply). Status codes are
 // SMALLINT + CHECK, mirrored by [Status]: 0 PENDING, 10 SENDING, 20 SENT,
 // 30 RETRY, 40 DEAD. dedup_key is unique. Indexes: the partial ready index
 // idx_outbox_ready (PENDING/RETRY only, so the claim's cost follows the
 // backlog, not the SENT history), idx_outbox_stale_sending for lease
-// recovery, and idx_outbox_ordering for ordered mode. fillfactor 80 and
+// recovery, idx_outbox_ordering for ordered mode, and idx_outbox_dead
+// (DEAD only, for [Store.Stats] and review). fillfactor 80 and
 // aggressive per-table autovacuum settings (seed §10.6). Added to the seed:
 // seq (identity, the enqueue order), ordering_key, and CHECKs tying
 // locked_by/locked_at to SENDING, sent_at to SENT and last_error to 4000
@@ -34,7 +35,7 @@
 //     per event in [Enqueued].New — a duplicate is not an error and writes
 //     nothing. Event ids are UUIDv7 (time-ordered).
 //   - [Store.ClaimOutboxBatch], [Store.MarkSent], [Store.MarkFailed],
-//     [Store.Release], [Store.RecoverExpired], [Store.RecoverLease],
+//     [Store.ReleaseLease], [Store.RecoverExpired], [Store.RecoverLease],
 //     [Store.PurgeSent] are stand-alone writes: pass a pool (each runs as
 //     its own implicit transaction), or a transaction when you know why.
 //     Never hold a transaction open across Publish.
@@ -93,14 +94,14 @@
 // path's commits per second; without NOTIFY relays poll (PollInterval). A
 // relay LISTENs on a dedicated connection taken out of its pool; behind a
 // transaction-mode pooler (PgBouncer) set [RelayConfig].DisableListen —
-// polling still delivers everything. Logs go to a *slog.Logger, counters
-// to a [Metrics] hook.
+// polling still delivers everything. Logs go to a *slog.Logger; batches
+// and recoveries, once committed, to an [Observer].
 //
 // # Pipelining
 //
 // Every statement-level helper has a Queue form — [Store.QueueEnqueue],
 // [Store.QueueEnqueueMany], [Store.QueueClaimOutboxBatch],
-// [Store.QueueMarkSent], [Store.QueueMarkFailed], [Store.QueueRelease] —
+// [Store.QueueMarkSent], [Store.QueueMarkFailed], [Store.QueueReleaseLease] —
 // that appends the statement to the caller's *pgx.Batch and fills a
 // caller-provided result when the batch's results are read. Errors from
 // the database (and a lost lease) come back from BatchResults.Close; the

@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
 	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/textcheck"
 )
 
 // Event is one event to enqueue.
@@ -28,7 +27,7 @@ type Event struct {
 	// AggregateType and AggregateID name the entity the event is about, e.g.
 	// "ORDER" and the order id. Required, at most 64 and 128 characters.
 	AggregateType string
-	AggregateID   string
+	AggregateID   string // see AggregateType
 	// SchemaVersion of the payload. 0 means 1; negative is invalid.
 	SchemaVersion int
 	// Payload is the event body: valid JSON (an object, array, string, …),
@@ -160,8 +159,6 @@ func (s *Store) validateEvent(f string, ev *Event) error {
 		return invalid(f+".Payload", "%d bytes, more than the limit of %d", len(ev.Payload), s.cfg.MaxPayloadBytes)
 	case !json.Valid(ev.Payload):
 		return invalid(f+".Payload", "not valid JSON")
-	case hasNULEscape(ev.Payload):
-		return invalid(f+".Payload", `contains \u0000, which jsonb cannot store`)
 	}
 	if err := jsonb.Check(ev.Payload); err != nil {
 		return invalid(f+".Payload", "%v", err)
@@ -187,32 +184,10 @@ func (s *Store) validateEvent(f string, ev *Event) error {
 // them), empty required values and values longer than max characters (0: no
 // limit).
 func checkText(field, v string, max int, required bool) error {
-	switch {
-	case v == "" && required:
-		return invalid(field, "empty")
-	case !utf8.ValidString(v):
-		return invalid(field, "not valid UTF-8")
-	case strings.IndexByte(v, 0) >= 0:
-		return invalid(field, "contains a NUL byte")
-	case max > 0 && utf8.RuneCountInString(v) > max:
-		return invalid(field, "%d characters, more than the column limit of %d", utf8.RuneCountInString(v), max)
+	if r := textcheck.Reason(v, max, required); r != "" {
+		return invalid(field, "%s", r)
 	}
 	return nil
-}
-
-// hasNULEscape reports whether the JSON text contains the escape \u0000
-// (not preceded by an escaping backslash).
-func hasNULEscape(b []byte) bool {
-	for i := 0; i+5 < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		if b[i+1] == 'u' && string(b[i+2:i+6]) == "0000" {
-			return true
-		}
-		i++ // skip the escaped character
-	}
-	return false
 }
 
 // uuidTexts renders ids for a $n::text[]::uuid[] parameter: pgx cannot

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/seckillkit/seckill/internal/textcheck"
 )
 
 // ErrInvalidArgument is matched by every error that rejects caller input
@@ -14,7 +16,7 @@ import (
 var ErrInvalidArgument = errors.New("outbox: invalid argument")
 
 // ErrLeaseLost is matched by the error of [Store.MarkSent],
-// [Store.MarkFailed] and [Store.Release] when some of the events were no
+// [Store.MarkFailed] and [Store.ReleaseLease] when some of the events were no
 // longer held under the given lease: the lease expired and was recovered,
 // another relay claimed them since, or they were already finished. Those
 // rows were not touched. The concrete type is *LeaseLostError.
@@ -27,12 +29,12 @@ var ErrRelayRunning = errors.New("outbox: relay already running")
 // ValidationError rejects one argument and says why. Nothing was written.
 type ValidationError struct {
 	Field  string // the argument or field, e.g. "events[3].Payload"
-	Reason string
+	Reason string // why it was rejected, e.g. "longer than 128 characters"
 }
 
 // Error names the field and the reason.
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("outbox: invalid %s: %s", e.Field, e.Reason)
+	return textcheck.Message("outbox", e.Field, e.Reason)
 }
 
 // Is reports whether target is [ErrInvalidArgument].
@@ -47,20 +49,21 @@ func invalid(field, format string, args ...any) *ValidationError {
 // for the writer that took the lease away (a mark that waited behind a
 // lease recovery reports RETRY without owner, not its own lost lease).
 type LostEvent struct {
+	// EventID is the id the caller passed.
 	EventID uuid.UUID
 	// Exists is false when no row has this id (never enqueued, or purged).
 	Exists bool
 	// Status, LockedBy are the row's current state; LockedBy is "" when the
 	// row is not SENDING.
-	Status   Status
-	LockedBy string
+	Status   Status // the current status; 0 (StatusPending) when !Exists
+	LockedBy string // the current owner's id; "" unless Status is StatusSending
 }
 
 // LeaseLostError lists the events of a lease-checked update that were not
 // held under the caller's lease. It matches [ErrLeaseLost].
 type LeaseLostError struct {
-	Lease Lease
-	Lost  []LostEvent
+	Lease Lease       // the lease the caller passed
+	Lost  []LostEvent // one per event not updated, never empty
 }
 
 // Error summarises the lost events (the first three in detail).

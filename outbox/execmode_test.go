@@ -97,7 +97,7 @@ func TestQueryExecModes(t *testing.T) {
 			if err := b.store.QueueMarkSent(batch, c.Lease, ids[1:2], &sent); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.store.QueueRelease(batch, c.Lease, ids[2:3], &released); err != nil {
+			if err := b.store.QueueReleaseLease(batch, c.Lease, ids[2:3], &released); err != nil {
 				t.Fatal(err)
 			}
 			fails := []outbox.Failure{{EventID: ids[3], Err: errors.New("broker 'down' ü"), Backoff: time.Hour}}
@@ -115,7 +115,7 @@ func TestQueryExecModes(t *testing.T) {
 			}
 			// Lease checks compare the claim time: a stale lease loses.
 			stale := outbox.Lease{Owner: c.Owner, LockedAt: c.LockedAt.Add(-time.Microsecond)}
-			if _, err := b.store.Release(b.ctx, b.pool, stale, ids[4:5]); !errors.Is(err, outbox.ErrLeaseLost) {
+			if _, err := b.store.ReleaseLease(b.ctx, b.pool, stale, ids[4:5]); !errors.Is(err, outbox.ErrLeaseLost) {
 				t.Fatalf("Release under a stale lease = %v, want ErrLeaseLost", err)
 			}
 			if r, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: ids[4]}}); err != nil || r.Marked != 1 {

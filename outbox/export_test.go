@@ -16,3 +16,12 @@ var MigrationFiles = migrationFiles
 
 // StatsSQL returns the stats statement (for EXPLAIN in tests).
 func StatsSQL(s *Store) string { return s.statsSQL }
+
+// DisableClaimCursor makes every claim of r start from the head of
+// idx_outbox_ready (the claim before the cursor), for side-by-side
+// benchmarks. Call before Run.
+func DisableClaimCursor(r *Relay) { r.noCursor = true }
+
+// ClaimAfterSQL returns the claim statement that starts after a cursor
+// (for EXPLAIN in tests).
+func ClaimAfterSQL(s *Store) string { return s.claimAfterSQL }

@@ -26,7 +26,7 @@ func TestLostReportShowsTheCurrentRow(t *testing.T) {
 			return b.store.MarkFailed(b.ctx, b.pool, l, []outbox.Failure{{EventID: id, Err: errors.New("x")}})
 		},
 		"Release": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.Release(b.ctx, b.pool, l, []uuid.UUID{id})
+			return b.store.ReleaseLease(b.ctx, b.pool, l, []uuid.UUID{id})
 		},
 	}
 	for name, op := range ops {

@@ -22,7 +22,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 	calls := map[string]func() error{
 		"ClaimOutboxBatch": func() error { _, err := s.ClaimOutboxBatch(ctx, nil, "r", 1); return err },
 		"MarkSent":         func() error { _, err := s.MarkSent(ctx, nil, l, nil); return err },
-		"Release":          func() error { _, err := s.Release(ctx, nil, l, nil); return err },
+		"Release":          func() error { _, err := s.ReleaseLease(ctx, nil, l, nil); return err },
 		"MarkFailed":       func() error { _, err := s.MarkFailed(ctx, nil, l, nil); return err },
 		"RecoverExpired":   func() error { _, err := s.RecoverExpired(ctx, nil, time.Second, 1); return err },
 		"RecoverLease":     func() error { _, err := s.RecoverLease(ctx, nil, l, time.Second); return err },

@@ -59,7 +59,8 @@ func (r *recorder) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	return errs
 }
 
-// counters is a Metrics that closes done once cond holds.
+// counters is an Observer that adds up what the relays report and closes
+// done once cond holds.
 type counters struct {
 	claimed, published, failed, dead, recovered, batches atomic.Int64
 	cond                                                 func(c *counters) bool
@@ -76,12 +77,25 @@ func (c *counters) check() {
 		c.once.Do(func() { close(c.done) })
 	}
 }
-func (c *counters) Claimed(n int)                { c.claimed.Add(int64(n)); c.check() }
-func (c *counters) Published(n int)              { c.published.Add(int64(n)); c.check() }
-func (c *counters) Failed(n int)                 { c.failed.Add(int64(n)); c.check() }
-func (c *counters) Dead(n int)                   { c.dead.Add(int64(n)); c.check() }
-func (c *counters) LeaseRecovered(n int)         { c.recovered.Add(int64(n)); c.check() }
-func (c *counters) BatchLatency(d time.Duration) { c.batches.Add(1) }
+func (c *counters) BatchStart(ctx context.Context, e outbox.BatchStartEvent) context.Context {
+	c.claimed.Add(int64(len(e.Messages)))
+	c.check()
+	return ctx
+}
+
+func (c *counters) BatchEnd(_ context.Context, e outbox.BatchEndEvent) {
+	c.published.Add(int64(e.Published))
+	c.failed.Add(int64(e.Failed))
+	c.dead.Add(int64(e.Dead))
+	c.batches.Add(1)
+	c.check()
+}
+
+func (c *counters) RecoverEnd(_ context.Context, e outbox.RecoverEvent) {
+	c.recovered.Add(int64(e.Recovered))
+	c.dead.Add(int64(e.Dead))
+	c.check()
+}
 
 func (c *counters) wait(t testing.TB, ctx context.Context) {
 	t.Helper()
@@ -147,7 +161,7 @@ func TestRelayFourRelaysNoLoss(t *testing.T) {
 	enq := b.enqueue(t, manyEvents(n, nil)...)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
-	stop := b.startRelays(t, 4, outbox.RelayConfig{Publisher: rec, Metrics: m, BatchSize: 200}, nil)
+	stop := b.startRelays(t, 4, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 200}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -187,7 +201,7 @@ func TestRelayRepublishesAfterCrash(t *testing.T) {
 	b.exec(t, `UPDATE `+b.table()+` SET locked_at = locked_at - interval '1 hour' WHERE locked_by = 'crashed-relay'`)
 
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Metrics: m}, nil)
+	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -257,7 +271,7 @@ func TestRelayGracefulStopReleases(t *testing.T) {
 	}
 	// Another relay picks the released events up at once.
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 10 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Metrics: m}, nil)
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if len(rec.ok) != 20 {
@@ -290,7 +304,7 @@ func TestRelayRetryBackoffDead(t *testing.T) {
 	var mu sync.Mutex
 	backoffs := map[int]int{}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n/2 && c.dead.Load() >= n/2 })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Metrics: m, BatchSize: 7,
+	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 7,
 		Backoff: func(attempt int) time.Duration {
 			mu.Lock()
 			backoffs[attempt]++
@@ -374,7 +388,7 @@ func TestRelayOrderedUnderFailures(t *testing.T) {
 	}
 	const total = keys * perKey
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= total })
-	stop := b.startRelays(t, 4, outbox.RelayConfig{Publisher: rec, Metrics: m, BatchSize: 25,
+	stop := b.startRelays(t, 4, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 25,
 		Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
@@ -448,7 +462,7 @@ func TestRelayBlockedKeyDoesNotBlockOthers(t *testing.T) {
 		return nil
 	}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 50 && c.failed.Load() >= 3 })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Metrics: m, Backoff: func(int) time.Duration { return 0 }}, nil)
+	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m, Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -479,7 +493,7 @@ func TestRelayListenWakesUp(t *testing.T) {
 	idle := make(chan bool, 100)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 1 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Metrics: m,
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m,
 		PollInterval: time.Hour, RecoverInterval: time.Hour},
 		func(r *outbox.Relay) {
 			outbox.SetIdleHook(r, func(listening bool) {
@@ -511,7 +525,7 @@ func TestRelayPollingWithoutListen(t *testing.T) {
 	idle := make(chan bool, 100)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 3 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Metrics: m, DisableListen: true,
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m, DisableListen: true,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond},
 		func(r *outbox.Relay) {
 			outbox.SetIdleHook(r, func(listening bool) {
@@ -589,7 +603,7 @@ func TestRelayConfigAndLifecycle(t *testing.T) {
 		}
 		return []error{nil, nil}
 	})
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: bad, Metrics: m, Backoff: func(int) time.Duration { return 0 }}, nil)
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: bad, Observer: m, Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if st, retries, le := b.status(t, id); st == outbox.StatusSent || retries < 2 || le == "" {
@@ -605,7 +619,7 @@ func TestRelayStopLeavesNoGoroutines(t *testing.T) {
 	b.enqueue(t, manyEvents(500, nil)...)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 500 })
-	stop := b.startRelays(t, 3, outbox.RelayConfig{Publisher: rec, Metrics: m, BatchSize: 50}, nil)
+	stop := b.startRelays(t, 3, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 50}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if err := leakcheck.Wait("outbox", 5*time.Second); err != nil {

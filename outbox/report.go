@@ -12,8 +12,8 @@ import (
 // TagStatusCount is one line of [Store.EventsByStatus].
 type TagStatusCount struct {
 	Topic, Tag string // Tag is "" for events without one
-	Status     Status
-	Events     int64
+	Status     Status // one of the five statuses
+	Events     int64  // the number of events with this topic, tag and status (never 0)
 }
 
 const eventsByStatusSQL = `

@@ -114,11 +114,17 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 // unfinished ({blocking} statuses), so only the head of each key is ever
 // claimed and a failing head blocks its own key only. The probe is an index
 // (only) scan of idx_outbox_ordering; the outer scan is idx_outbox_ready.
+//
+// {after} is empty for a claim from the head of the index, or
+// claimAfterCond for a claim that starts after the key ($3, $4, $5) of a
+// relay's earlier claims: a range scan that skips the head, where every
+// claimed event leaves a dead entry in idx_outbox_ready until VACUUM (see
+// claimCursor).
 const claimSQL = `WITH candidates AS (
 	SELECT o.event_id
 	FROM {schema}.event_outbox AS o
 	WHERE o.status IN (0, 30)
-	  AND o.available_at <= statement_timestamp()
+	  AND o.available_at <= statement_timestamp(){after}
 	  AND (o.ordering_key IS NULL OR NOT EXISTS (
 		SELECT 1 FROM {schema}.event_outbox AS p
 		WHERE p.ordering_key = o.ordering_key
@@ -137,7 +143,13 @@ WHERE o.event_id = ANY(ARRAY(SELECT event_id FROM candidates))
   AND o.status IN (0, 30)
 RETURNING o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggregate_type,
           o.aggregate_id, coalesce(o.ordering_key, ''), o.schema_version, o.payload, o.headers,
-          o.retry_count, o.max_retry, o.created_at, o.locked_at`
+          o.retry_count, o.max_retry, o.created_at, o.locked_at, o.available_at`
+
+// claimAfterCond bounds the claim's scan of idx_outbox_ready to the keys
+// after a cursor: a row comparison, which the planner turns into the
+// index scan's start key.
+const claimAfterCond = `
+	  AND (o.available_at, o.created_at, o.event_id) > ($3::timestamptz, $4::timestamptz, $5::uuid)`
 
 // leaseUpdateSQL finishes events held under one lease: $1 ids, $2 owner,
 // $3 locked_at of the claim. The WHERE is the compare-and-set: a row that is

@@ -19,7 +19,7 @@ type Stats struct {
 	// [StatsExactSentPages] pages) and otherwise an estimate from the
 	// planner's statistics (see [Store.Stats]); SentEstimated says which.
 	Sent          int64
-	SentEstimated bool
+	SentEstimated bool // true when Sent is the planner's estimate, false when it is exact
 	// OldestWaiting is the age of the oldest PENDING or RETRY event (0 when
 	// there is none): how far publishing lags behind.
 	OldestWaiting time.Duration

@@ -1,6 +1,6 @@
 package outbox
 
-import "strconv"
+import "github.com/seckillkit/seckill/internal/enum"
 
 // Status is the state of an event_outbox row. The values mirror the CHECK
 // constraint ck_outbox_status one to one (seed 000 §8.1).
@@ -26,33 +26,16 @@ const (
 
 // Statuses returns every status in ascending order, in a new slice the
 // caller may change.
-func Statuses() []Status {
-	return []Status{StatusPending, StatusSending, StatusSent, StatusRetry, StatusDead}
-}
+func Statuses() []Status { return statusSet.Values() }
 
 // String returns the status name used by the seed ("PENDING", "SENDING", …)
 // or "Status(n)" for an unknown value.
-func (s Status) String() string {
-	switch s {
-	case StatusPending:
-		return "PENDING"
-	case StatusSending:
-		return "SENDING"
-	case StatusSent:
-		return "SENT"
-	case StatusRetry:
-		return "RETRY"
-	case StatusDead:
-		return "DEAD"
-	}
-	return "Status(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Status) String() string { return statusSet.Name(s) }
 
 // Valid reports whether s is one of the statuses the table accepts.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusPending, StatusSending, StatusSent, StatusRetry, StatusDead:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return statusSet.Valid(s) }
+
+var statusSet = enum.New("Status", map[Status]string{
+	StatusPending: "PENDING", StatusSending: "SENDING", StatusSent: "SENT",
+	StatusRetry: "RETRY", StatusDead: "DEAD",
+})

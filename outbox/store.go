@@ -91,16 +91,18 @@ type Store struct {
 	schema  string // unquoted
 	channel string
 
-	enqueueSQL  string
-	enqueueOne  string
-	claimSQL    string
-	sentSQL     string
-	releaseSQL  string
-	failSQL     string
-	recoverSQL  string
-	recoverSpec string
-	statsSQL    string
-	purgeSQL    string
+	enqueueSQL string
+	enqueueOne string
+	claimSQL   string
+	// claimAfterSQL is claimSQL from a cursor on (relays only).
+	claimAfterSQL string
+	sentSQL       string
+	releaseSQL    string
+	failSQL       string
+	recoverSQL    string
+	recoverSpec   string
+	statsSQL      string
+	purgeSQL      string
 
 	eventsByStatusSQL string
 }
@@ -130,7 +132,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.DeadBlocksKey {
 		blocking = "0, 10, 30, 40"
 	}
-	s.claimSQL = strings.ReplaceAll(r.Replace(claimSQL), "{blocking}", blocking)
+	claim := strings.ReplaceAll(r.Replace(claimSQL), "{blocking}", blocking)
+	s.claimSQL = strings.ReplaceAll(claim, "{after}", "")
+	s.claimAfterSQL = strings.ReplaceAll(claim, "{after}", claimAfterCond)
 	s.sentSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setSent))
 	s.releaseSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setRelease))
 	s.failSQL = r.Replace(failSQL)

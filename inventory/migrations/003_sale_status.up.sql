@@ -12,9 +12,15 @@ ALTER TABLE inventory_sku
     ADD COLUMN sale_status    SMALLINT    NOT NULL DEFAULT 10,
     ADD COLUMN sale_starts_at TIMESTAMPTZ,
     ADD COLUMN sale_ends_at   TIMESTAMPTZ,
-    ADD COLUMN sale_version   BIGINT      NOT NULL DEFAULT 0,
+    ADD COLUMN sale_version   BIGINT      NOT NULL DEFAULT 0;
+
+-- One constraint per ALTER TABLE: Citus runs ADD CONSTRAINT only as the
+-- statement's sole subcommand.
+ALTER TABLE inventory_sku
     ADD CONSTRAINT ck_inventory_sku_sale_status
-        CHECK (sale_status IN (10, 20, 30)),
+        CHECK (sale_status IN (10, 20, 30));
+
+ALTER TABLE inventory_sku
     ADD CONSTRAINT ck_inventory_sku_sale_window
         CHECK (sale_starts_at IS NULL OR sale_ends_at IS NULL OR sale_starts_at < sale_ends_at);
 

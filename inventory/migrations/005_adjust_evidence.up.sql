@@ -7,7 +7,11 @@
 -- they are, and Audit reports them as adjust_without_evidence.
 ALTER TABLE inventory_ledger
     ADD COLUMN operator     VARCHAR(128),
-    ADD COLUMN approval_ref VARCHAR(128),
+    ADD COLUMN approval_ref VARCHAR(128);
+
+-- A statement of its own: Citus runs ADD CONSTRAINT only as the
+-- statement's sole subcommand.
+ALTER TABLE inventory_ledger
     ADD CONSTRAINT ck_ledger_adjust_evidence
         CHECK (ledger_type <> 30
                OR (coalesce(operator, '') <> '' AND coalesce(approval_ref, '') <> ''))

@@ -1,0 +1,83 @@
+package inventory
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// Observer receives the classified result of every allocation and
+// release, for metrics such as the per-bucket success rate and the
+// partial sell-out rate (seed §10.2). It follows the shape of every
+// observer of this module (see pgtx.Observer): the context first, one
+// event struct per hook, [NopObserver] to embed.
+//
+// Both hooks fire once per execution of the statement — per attempt, not
+// per commit. They run on the caller's goroutine while the caller's
+// transaction is still open, right after the statement's result was
+// classified (for the Queue forms: inside the batch's result callback):
+// an allocation reported as a success can still be rolled back, and a
+// transaction that pgtx.RunInTx retries reports its allocation again. Use
+// them for what happens at the bucket (contention, sold-out and duplicate
+// rates); count stock actually sold after your transaction committed
+// (pgtx.Observer's TxEnd, your own code after RunInTx returned nil) or
+// from the ledger. There is no start hook: the statement is one round
+// trip (or part of the caller's batch), which pgx's own tracer times.
+//
+// The direct forms ([Store.AllocateBucket], [Store.ReleaseStock]) pass their
+// ctx. The Queue forms pass context.Background(): pgx runs a batch's
+// result callbacks without the context given to SendBatch. Errors of the
+// connection or the server (no classified result) are not reported.
+//
+// The hooks must be fast and safe for concurrent use.
+type Observer interface {
+	// AllocateEnd reports one classified [Store.AllocateBucket] or
+	// [Store.QueueAllocateBucket] result. Per attempt.
+	AllocateEnd(ctx context.Context, e AllocateEvent)
+	// ReleaseEnd reports one classified [Store.ReleaseStock] or
+	// [Store.QueueReleaseStock] result. Per attempt.
+	ReleaseEnd(ctx context.Context, e ReleaseEvent)
+}
+
+// NopObserver implements [Observer] and does nothing. Embed it in an
+// observer that implements only some hooks: hooks added to Observer later
+// are added to NopObserver too.
+type NopObserver struct{}
+
+// AllocateEnd does nothing.
+func (NopObserver) AllocateEnd(context.Context, AllocateEvent) {}
+
+// ReleaseEnd does nothing.
+func (NopObserver) ReleaseEnd(context.Context, ReleaseEvent) {}
+
+// AllocateEvent describes one classified allocation.
+type AllocateEvent struct {
+	ReservationID uuid.UUID // the reservation the stock is allocated to
+	ActivityID    int64     // the bucket's activity
+	SKUID         int64     // the bucket's SKU
+	Bucket        int16     // the bucket asked for
+	Quantity      int16     // the units asked for
+	Batch         bool      // the Queue form
+	// Err is nil when the stock was taken (in the still open
+	// transaction), otherwise the classified error: test it with
+	// errors.Is against [ErrSoldOut], [ErrAlreadyApplied],
+	// [ErrNotOnSale], …
+	Err error
+}
+
+// ReleaseEvent describes one classified release.
+type ReleaseEvent struct {
+	ReservationID uuid.UUID // the reservation whose allocation is released
+	// ActivityID, SKUID, Bucket and Quantity are those of the released
+	// allocation; zero (Bucket -1) when Err is set (the release found
+	// nothing it could read them from).
+	ActivityID int64
+	SKUID      int64 // the released allocation's SKU; 0 when Err is set
+	Bucket     int16 // the released allocation's bucket; -1 when Err is set
+	Quantity   int16 // the units given back; 0 when Err is set
+	Batch      bool  // the Queue form
+	// Err is nil when the stock was given back (in the still open
+	// transaction), otherwise the classified error ([ErrNotAllocated],
+	// [ErrAlreadyApplied], [ErrInconsistent]).
+	Err error
+}

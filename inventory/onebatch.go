@@ -1,0 +1,206 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// The statements of a transaction sent as one batch (pgtx.RunBatch): every
+// condition that must stop the transaction raises an error, which makes the
+// server skip the rest of the batch, COMMIT included. Each is a plain
+// statement, or an UPDATE in a CTE read by a SELECT: none is a write fed
+// by another write's RETURNING, the chain Citus splits into subplans.
+
+// insertReservationOrAbortSQL is acquireSQL's insert without its ON
+// CONFLICT: an existing reservation, request id or order id raises
+// unique_violation. Parameters as acquireSQL.
+const insertReservationOrAbortSQL = `
+INSERT INTO {schema}.inventory_reservation (
+	reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
+	inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
+        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)`
+
+// AllocationRefused is the text of the error a refused
+// [Store.QueueAllocateBucketOrAbort] raises: PostgreSQL reports it as
+// invalid_text_representation (SQLSTATE 22P02) with this text quoted in
+// the message. [IsAllocationRefused] recognises it.
+const AllocationRefused = "SECKILL_ALLOCATION_REFUSED"
+
+// decrementOrAbortSQL is the decrement of allocateSQL with the same
+// guards (stock, no ALLOCATE row yet, the reservation binding, the sale on
+// and inside its window), returning the bucket's new version. When the
+// UPDATE takes nothing, the outer SELECT casts AllocationRefused to a
+// number, which raises 22P02 and aborts the transaction. (The cast's
+// argument depends on the UPDATE's result, so the planner cannot fold it
+// into a constant and raise on every execution.)
+//
+// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
+// $6 reservation, $7 user.
+const decrementOrAbortSQL = `
+WITH upd AS (
+	UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock - $4::int,
+	       allocated_stock = allocated_stock + $4::int,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND available_stock >= $4::int
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $7
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	RETURNING version
+)
+SELECT coalesce((SELECT version::text FROM upd), '` + AllocationRefused + `')::int8`
+
+// ledgerAfterDecrementSQL writes the ALLOCATE ledger row of the decrement
+// decrementOrAbortSQL just made, with the counters read from the bucket
+// row: this transaction holds that row's lock since the decrement, so they
+// are the counters the decrement left. A ledger row with the same key
+// (a concurrent duplicate that committed) raises unique_violation.
+// Parameters as allocateSQL. (Citus runs this INSERT … SELECT "pull to
+// coordinator", not as one pushed-down task: ledger_id is an identity
+// column.)
+const ledgerAfterDecrementSQL = `
+INSERT INTO {schema}.inventory_ledger (
+	idempotency_key, reservation_id, order_id, source_message_id,
+	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+	total_delta, available_delta, allocated_delta,
+	before_available, after_available, before_allocated, after_allocated, reason)
+SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
+       0, -$4::int, $4::int,
+       b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
+  FROM {schema}.sku_inventory AS b
+ WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
+RETURNING ledger_id, created_at, before_available, after_available, before_allocated, after_allocated`
+
+// QueueInsertReservationOrAbort queues the insert of the new reservation r
+// into b, for a transaction sent as one batch ([pgtx.RunBatch]) that
+// commits only when the reservation is new. It records r as
+// [Store.AcquireReservation] does for a new row (PENDING_DB, or ORDERED
+// with r.OrderID), and holds the row's lock as the inserter; but a
+// reservation that exists is not returned for inspection: the insert
+// raises unique_violation (SQLSTATE 23505; [pgtx.UniqueViolationOf] names
+// the constraint: the primary key for the same reservation,
+// uq_reservation_request for its request id, uq_reservation_order for
+// r.OrderID), which aborts the whole transaction, COMMIT included. A
+// concurrent insert of the same reservation makes it wait, then raise if
+// that transaction commits. Run the general path (AcquireReservation, in a
+// new transaction) after an abort to learn what the reservation became.
+//
+// Invalid input returns a *ValidationError and queues nothing.
+func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	b.Queue(s.sql.insertReservationOrAbort, acquireArgs(r)...)
+	return nil
+}
+
+// QueueAllocateBucketOrAbort queues the allocation a into b, for a
+// transaction sent as one batch ([pgtx.RunBatch]) that commits only when
+// the stock was taken. It is [Store.AllocateBucket] in two statements —
+// the conditional decrement of the bucket, then the ALLOCATE ledger row
+// with the counters around it — whose every refusal raises instead of
+// returning a classification:
+//
+//   - sold out, the sale not on (status or window), the reservation not
+//     recorded with exactly a's activity, SKU, bucket, quantity and buyer
+//     in PENDING_DB or ORDERED, the ALLOCATE row already there, or the
+//     bucket not provisioned: the decrement raises
+//     invalid_text_representation (SQLSTATE 22P02) carrying
+//     [AllocationRefused] ([IsAllocationRefused] reports it);
+//   - a concurrent duplicate of the allocation that committed first: the
+//     ledger insert raises unique_violation on
+//     uq_inventory_ledger_idempotency.
+//
+// Either aborts the whole transaction, COMMIT included; nothing is written.
+// Run the general path (AllocateBucket, in a new transaction) to learn
+// which refusal it was. Queue it last, as AllocateBucket is called last
+// (seed §11.6): the bucket row stays locked from the decrement to COMMIT.
+//
+// When the batch runs, a non-nil dst receives the ledger row's id and
+// counters and the bucket's new version. The [Observer] hears of it like
+// of [Store.QueueAllocateBucket], per attempt and before the COMMIT: Err
+// nil when both statements succeeded, an error for which
+// [IsAllocationRefused] is true when the decrement refused, one wrapping
+// [ErrAlreadyApplied] when the ledger insert met the concurrent duplicate.
+// Invalid input returns a *ValidationError and queues nothing.
+func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	args := allocateArgs(a)
+	q := b.Queue(s.sql.decrementOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
+		AllocateKey(a.ReservationID), pgval.UUID(a.ReservationID), a.UserID)
+	l := b.Queue(s.sql.ledgerAfterDecrement, args...)
+	if dst == nil && s.observer == nil {
+		return nil
+	}
+	key := AllocateKey(a.ReservationID)
+	var version int64
+	q.QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&version); err != nil {
+			if IsAllocationRefused(err) {
+				s.reportOrAbort(a, err)
+			}
+			return fmt.Errorf("inventory: allocate %s: %w", key, err)
+		}
+		return nil
+	})
+	l.QueryRow(func(row pgx.Row) error {
+		got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Version: version}
+		if err := row.Scan(&got.LedgerID, &got.CreatedAt, &got.BeforeAvailable, &got.AfterAvailable,
+			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
+			if _, ok := pgtx.UniqueViolationOf(err); ok {
+				s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+			}
+			return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
+		}
+		s.reportOrAbort(a, nil)
+		if dst != nil {
+			*dst = got
+		}
+		return nil
+	})
+	return nil
+}
+
+// reportOrAbort reports a classified result of
+// [Store.QueueAllocateBucketOrAbort] to the observer, if any.
+func (s *Store) reportOrAbort(a Allocation, err error) {
+	if s.observer == nil {
+		return
+	}
+	s.observer.AllocateEnd(context.Background(), AllocateEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
+		SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: true, Err: err})
+}
+
+// IsAllocationRefused reports whether err (or an error it wraps) is the
+// refusal [Store.QueueAllocateBucketOrAbort]'s decrement raises.
+func IsAllocationRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidTextRepresentation &&
+		strings.Contains(pgErr.Message, AllocationRefused)
+}

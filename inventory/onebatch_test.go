@@ -1,0 +1,230 @@
+package inventory_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// buyOrAbort sends, as one batch, the insert of r as ORDERED for orderID
+// and the allocation a.
+func (tb testBundle) buyOrAbort(t *testing.T, r inventory.NewReservation, orderID int64, a inventory.Allocation, dst *inventory.Allocated) error {
+	t.Helper()
+	r.OrderID = orderID
+	var b pgx.Batch
+	if err := tb.store.QueueInsertReservationOrAbort(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.store.QueueAllocateBucketOrAbort(&b, a, dst); err != nil {
+		t.Fatal(err)
+	}
+	return pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
+}
+
+func allocationOf(r inventory.NewReservation, orderID int64) inventory.Allocation {
+	return inventory.Allocation{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID,
+		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
+}
+
+// abortedAt checks that err is statement i's abort and that nothing
+// committed.
+func abortedAt(t *testing.T, what string, err error, i int) {
+	t.Helper()
+	var se *pgtx.StatementError
+	if !errors.As(err, &se) || se.Index != i || !pgtx.IsNotCommitted(err) {
+		t.Fatalf("%s: err = %v, want statement %d to abort the batch", what, err, i)
+	}
+}
+
+func TestQueueOrAbortFreshPath(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 10, 2, 1)
+	r := tb.newReservation(1, 10, 0)
+
+	var got inventory.Allocated
+	if err := tb.buyOrAbort(t, r, 500, allocationOf(r, 500), &got); err != nil {
+		t.Fatalf("fresh: %v", err)
+	}
+	res, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
+	if err != nil || res.Status != inventory.StatusOrdered || res.OrderID != 500 {
+		t.Fatalf("reservation = %+v, %v; want ORDERED for 500", res, err)
+	}
+	bk, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LedgerID == 0 || got.BeforeAvailable != 2 || got.AfterAvailable != 1 || got.BeforeAllocated != 0 ||
+		got.AfterAllocated != 1 || got.Version != bk.Version || bk.Available != 1 || bk.Allocated != 1 {
+		t.Fatalf("allocated %+v, bucket %+v; want 2→1 available, 0→1 allocated", got, bk)
+	}
+	ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
+	if err != nil || len(ledger) != 1 || ledger[0].LedgerID != got.LedgerID || ledger[0].BeforeAvailable != 2 || ledger[0].AfterAvailable != 1 {
+		t.Fatalf("ledger = %+v, %v", ledger, err)
+	}
+
+	// The same reservation again, its request id, its order id: the insert
+	// raises (statement 0), nothing is written.
+	again := r
+	again.FirstMessageID = uuid.Must(uuid.NewV7())
+	sameRequest := tb.newReservation(1, 10, 0)
+	sameRequest.RequestID = r.RequestID
+	sameOrder := tb.newReservation(1, 10, 0)
+	for name, c := range map[string]struct {
+		r          inventory.NewReservation
+		constraint string
+	}{
+		"same reservation": {again, "inventory_reservation_pkey"},
+		"same request":     {sameRequest, "uq_reservation_request"},
+		"same order id":    {sameOrder, "uq_reservation_order"},
+	} {
+		err := tb.buyOrAbort(t, c.r, 500, allocationOf(c.r, 500), nil)
+		abortedAt(t, name, err, 0)
+		if got, ok := pgtx.UniqueViolationOf(err); !ok || got != c.constraint {
+			t.Fatalf("%s: violated %q, want %q", name, got, c.constraint)
+		}
+	}
+
+	// Sold out: the decrement raises (statement 1).
+	last := tb.newReservation(1, 10, 0)
+	if err := tb.buyOrAbort(t, last, 501, allocationOf(last, 501), nil); err != nil {
+		t.Fatalf("last unit: %v", err)
+	}
+	soldOut := tb.newReservation(1, 10, 0)
+	err = tb.buyOrAbort(t, soldOut, 502, allocationOf(soldOut, 502), nil)
+	abortedAt(t, "sold out", err, 1)
+	if !inventory.IsAllocationRefused(err) {
+		t.Fatalf("sold out: %v, want the allocation refusal", err)
+	}
+	if _, err := tb.store.GetReservation(tb.ctx, tb.pool, soldOut.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
+		t.Fatalf("sold out reservation: %v, want none (rolled back)", err)
+	}
+	bk, err = tb.store.GetBucket(tb.ctx, tb.pool, 1, 10, 0)
+	if err != nil || bk.Available != 0 || bk.Allocated != 2 {
+		t.Fatalf("bucket after the refusal = %+v, %v; want 0 available, 2 allocated", bk, err)
+	}
+}
+
+func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 2, 20, 10, 2)
+	refused := func(name string, r inventory.NewReservation, a inventory.Allocation) {
+		t.Helper()
+		err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
+		abortedAt(t, name, err, 1)
+		if !inventory.IsAllocationRefused(err) {
+			t.Fatalf("%s: %v, want the allocation refusal", name, err)
+		}
+	}
+	r := tb.newReservation(2, 20, 0)
+	other := r
+	other.Bucket = 1
+	refused("another bucket than the reservation's", r, allocationOf(other, 1))
+	r = tb.newReservation(2, 20, 0)
+	a := allocationOf(r, 1)
+	a.UserID++
+	refused("another buyer", r, a)
+	r = tb.newReservation(2, 20, 0)
+	a = allocationOf(r, 1)
+	a.ReservationID = uuid.Must(uuid.NewV7())
+	refused("no such reservation", r, a)
+	r = tb.newReservation(2, 20, 1)
+	a = allocationOf(r, 1)
+	a.SKUID = 21
+	refused("unknown SKU", r, a)
+
+	// Already allocated: a second allocation of a committed reservation.
+	done := tb.newReservation(2, 20, 0)
+	if err := tb.buyOrAbort(t, done, 700, allocationOf(done, 700), nil); err != nil {
+		t.Fatal(err)
+	}
+	var b pgx.Batch
+	if err := tb.store.QueueAllocateBucketOrAbort(&b, allocationOf(done, 700), nil); err != nil {
+		t.Fatal(err)
+	}
+	err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
+	abortedAt(t, "allocated twice", err, 0)
+	if !inventory.IsAllocationRefused(err) {
+		t.Fatalf("allocated twice: %v", err)
+	}
+
+	// The sale paused.
+	err = pgx.BeginFunc(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.SetSaleStatus(tb.ctx, tx, inventory.SaleChange{ActivityID: 2, SKUID: 20, To: inventory.SalePaused, Operator: "test", Reason: "pause"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = tb.newReservation(2, 20, 0)
+	refused("sale paused", r, allocationOf(r, 1))
+
+	tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, 2, 20)
+	if err != nil || tot.Allocated != 1 {
+		t.Fatalf("totals = %+v, %v; want 1 allocated (the refusals wrote nothing)", tot, err)
+	}
+
+	// Bad input queues nothing.
+	b = pgx.Batch{}
+	bad := allocationOf(r, 1)
+	bad.Quantity = 0
+	if err := tb.store.QueueAllocateBucketOrAbort(&b, bad, nil); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+		t.Fatalf("bad allocation: %v, %d queued", err, b.Len())
+	}
+	badR := tb.newReservation(2, 20, 0)
+	badR.Bucket = -1
+	if err := tb.store.QueueInsertReservationOrAbort(&b, badR); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+		t.Fatalf("bad reservation: %v, %d queued", err, b.Len())
+	}
+	if err := tb.store.QueueInsertReservationOrAbort(nil, tb.newReservation(2, 20, 0)); !errors.Is(err, inventory.ErrInvalidArgument) {
+		t.Fatalf("nil batch: %v", err)
+	}
+}
+
+// TestQueueOrAbortObserved: the one-batch allocation reports to the
+// Observer like the Queue form — a success, a refusal the decrement
+// raised — with or without a destination, and reports nothing when an
+// earlier statement of the batch aborted it.
+func TestQueueOrAbortObserved(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	rec := &recorder{}
+	var err error
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
+		t.Fatal(err)
+	}
+	tb.provision(t, 3, 30, 1, 1)
+
+	first := tb.newReservation(3, 30, 0)
+	if err := tb.buyOrAbort(t, first, 700, allocationOf(first, 700), nil); err != nil {
+		t.Fatalf("fresh: %v", err)
+	}
+	again := first
+	again.FirstMessageID = uuid.Must(uuid.NewV7())
+	abortedAt(t, "same reservation", tb.buyOrAbort(t, again, 701, allocationOf(again, 701), nil), 0)
+	soldOut := tb.newReservation(3, 30, 0)
+	var got inventory.Allocated
+	abortedAt(t, "sold out", tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got), 1)
+	if got != (inventory.Allocated{}) {
+		t.Fatalf("refused allocation filled dst: %+v", got)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != 2 {
+		t.Fatalf("observed %+v, want the success and the refusal", rec.events)
+	}
+	ok, refused := rec.events[0], rec.events[1]
+	if ok.Op != "allocate" || ok.Err != nil || !ok.Batch || ok.ActivityID != 3 || ok.SKUID != 30 || ok.Quantity != 1 {
+		t.Fatalf("success observed as %+v", ok)
+	}
+	if refused.Op != "allocate" || !inventory.IsAllocationRefused(refused.Err) || !refused.Batch {
+		t.Fatalf("refusal observed as %+v", refused)
+	}
+}
