@@ -229,7 +229,11 @@ func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr
 // the stream's duplicate window absorbs them. Publishing an id the stream
 // already holds stores nothing and counts as deduplicated.
 func (j *jsStack) Publish(ctx context.Context, m message) error {
-	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor)
+	var hdr nats.Header
+	if m.TraceParent != "" {
+		hdr = nats.Header{traceHeader: []string{m.TraceParent}}
+	}
+	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, hdr, m.Body, j.cfg.PublishFor)
 	switch {
 	case isStreamFull(err):
 		return errBusy
@@ -250,7 +254,7 @@ func (j *jsStack) Publish(ctx context.Context, m message) error {
 	}
 	j.ids.Store(m.ID, struct{}{})
 	if j.cfg.DupRate > 0 && rand.Float64() < j.cfg.DupRate {
-		if ack, _, err := j.publish(ctx, j.orderSubject, m.ID, nil, m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
+		if ack, _, err := j.publish(ctx, j.orderSubject, m.ID, hdr, m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
 			j.deduplicated.Add(1)
 		}
 	}
@@ -318,7 +322,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 	if err != nil {
 		id = uuid.Nil // handled as poison below: the message has no usable id
 	}
-	m := message{ID: id, Body: msg.Data()}
+	m := message{ID: id, Body: msg.Data(), TraceParent: msg.Headers().Get(traceHeader)}
 
 	// InProgress while the transaction runs, so a slow one is not
 	// redelivered to another consumer meanwhile.
@@ -433,6 +437,9 @@ func (j *jsStack) eventPublisher(published func(outbox.Message)) outbox.Publishe
 		failed := false
 		for i, m := range msgs {
 			hdr := nats.Header{}
+			for k, v := range m.Headers { // the event's headers (the trace among them) travel as NATS headers
+				hdr[k] = []string{v}
+			}
 			hdr.Set("Seckill-Event-Tag", m.Tag)
 			ack, _, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
 			if err == nil && j.dropPubAck != nil && j.dropPubAck(m) {

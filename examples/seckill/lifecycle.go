@@ -28,6 +28,12 @@ func (s *service) publisher() outbox.Publisher {
 	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
 		errs := make([]error, 0, len(msgs))
 		for _, m := range msgs {
+			// The event's consumers run here: the trace continues from the
+			// event's headers, as from a NATS message's on the real stack.
+			mctx := continueTrace(ctx, m.Headers[traceHeader])
+			if m.Tag == flow.TagOrderCreated {
+				s.log.DebugContext(mctx, "event consumed", "tag", m.Tag, "message_id", m.EventID, "in_process", true)
+			}
 			if m.Tag == flow.TagOrderCreated && s.onOrderCreated != nil {
 				if id, err := orderIDOf(m.Payload); err == nil {
 					s.onOrderCreated(id)
@@ -36,7 +42,7 @@ func (s *service) publisher() outbox.Publisher {
 			if m.Tag == flow.TagFrontDoorRelease {
 				// The real stack's consumer, run here: a failed release is
 				// not published, and the relay tries it again.
-				if err := s.releaseConsumer()(ctx, message{ID: m.EventID, Body: m.Payload}); err != nil {
+				if err := s.releaseConsumer()(ctx, message{ID: m.EventID, Body: m.Payload, TraceParent: m.Headers[traceHeader]}); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -97,8 +103,10 @@ func reservationIDOf(payload []byte) (uuid.UUID, error) {
 // before COMMIT, and a transaction that fails after it is retried.
 func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, message) error {
 	return func(ctx context.Context, m message) error {
+		ctx = continueTrace(ctx, m.TraceParent)
 		key := inbox.Key{Group: group, MessageID: m.ID}
-		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group}, func(tx pgx.Tx) error {
+		var code string
+		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group, Observer: s.txObs}, func(tx pgx.Tx) error {
 			claim, err := s.Inbox.ClaimMessage(ctx, tx, inbox.Message{Group: group, MessageID: m.ID, Topic: flow.EventTopic, Tag: tag,
 				PayloadHash: inbox.HashPayload(m.Body)})
 			if err != nil {
@@ -107,14 +115,16 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 			if !claim.Fresh {
 				return flow.ErrDuplicate
 			}
-			code, err := apply(ctx, tx, m.Body)
-			if err != nil {
+			if code, err = apply(ctx, tx, m.Body); err != nil {
 				return err
 			}
 			return s.Inbox.Complete(ctx, tx, key, inbox.Result{Code: code})
 		})
 		switch {
+		case err == nil:
+			s.log.DebugContext(ctx, "event consumed", "group", group, "tag", tag, "message_id", m.ID, "code", code)
 		case errors.Is(err, flow.ErrDuplicate):
+			s.log.DebugContext(ctx, "event consumed", "group", group, "tag", tag, "message_id", m.ID, "duplicate", true)
 			s.stats.eventDuplicates.Add(1)
 			return nil
 		case s.js != nil && (errors.Is(err, flow.ErrPoison) || errors.Is(err, inbox.ErrPayloadMismatch)):

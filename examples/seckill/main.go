@@ -23,7 +23,7 @@
 //	POST /orders            {"user_id": 42}            → 202 {"request_id": …, "status": "queued"}
 //	GET  /orders/{request}                             → the order's status
 //	POST /payments/callback {"order_id": …, "provider_trade_no": …, "amount": …, "currency": "CNY"}
-//	GET  /audit                                        → every invariant, checked now
+//	GET  /audit                                        → every invariant, checked now in one snapshot (live; ?at_rest=true: strict)
 //	GET  /stats                                        → counters and outbox figures
 //	GET  /reconcile                                    → the three-way reconciliation, now
 package main
@@ -76,21 +76,26 @@ func main() {
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
 	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none)`)
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
+	trace := flag.Bool("trace-log", false, "with -v: also log every processed order message and consumed event, with its trace_id")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
-	if err := run(ctx, cfg, *serve, *page, *verbose); err != nil {
+	level := slog.LevelWarn
+	if *trace {
+		level = slog.LevelDebug
+	}
+	if err := run(ctx, cfg, *serve, *page, *verbose, level); err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg config, serve, page string, verbose bool) error {
+func run(ctx context.Context, cfg config, serve, page string, verbose bool, level slog.Level) error {
 	log := slog.New(slog.DiscardHandler)
 	if verbose {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	srv, err := pgharness.Start(ctx, pgharness.Options{})
 	if err != nil {

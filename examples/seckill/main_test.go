@@ -283,8 +283,18 @@ func testHTTPAPI(t *testing.T, stack string) {
 		}
 		time.Sleep(50 * time.Millisecond) // the relays may still be publishing
 	}
-	if code != http.StatusOK || out["passed"] != true {
+	if code != http.StatusOK || out["passed"] != true || out["mode"] != "live" {
 		t.Fatalf("GET /audit = %d %v", code, out)
+	}
+	for {
+		code, out = do(t, "GET", base+"/audit?at_rest=true", nil)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the relays may still be publishing
+	}
+	if code != http.StatusOK || out["passed"] != true || out["mode"] != "at_rest" || out["skipped"] != float64(0) {
+		t.Fatalf("GET /audit?at_rest=true = %d %v", code, out)
 	}
 	for {
 		code, out = do(t, "GET", base+"/reconcile", nil)

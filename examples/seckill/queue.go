@@ -54,6 +54,10 @@ var errBusy = errors.New("busy: queue full, try again")
 type message struct {
 	ID   uuid.UUID
 	Body []byte
+	// TraceParent is the W3C traceparent of the hop that sent the message
+	// ("" when none): a NATS header on the real stack, carried as it is by
+	// the in-memory queue.
+	TraceParent string
 }
 
 type delivery struct {

@@ -97,9 +97,12 @@ func (r *reconciliation) add(where, class string, n int64, explained bool) {
 	}
 }
 
-// reconcile reads the three stores and classifies every difference. Exact
-// when the service is quiet; during a sale, in-flight work shows as
-// explained differences.
+// reconcile reads the three stores and classifies every difference. All
+// that PostgreSQL holds is read in one snapshot (one read-only Repeatable
+// Read transaction); the broker is read before it and the front door
+// after it, so what moves between the reads moves forward. Exact when the
+// service is quiet; during a sale, in-flight work shows as explained
+// differences.
 func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	rec := &reconciliation{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}
 	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{s.Schema}.Sanitize()) }
@@ -123,8 +126,17 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	}
 	orderQueued := s.q.Pending(ctx)
 
-	// PostgreSQL: buckets, ledger, live orders per bucket.
-	rows, err := s.Pool.Query(ctx, q(`SELECT b.bucket_no, b.total_stock, b.available_stock, b.allocated_stock,
+	// PostgreSQL: everything it holds is read in one snapshot (one
+	// read-only Repeatable Read transaction, taken by its first query),
+	// the flow's three reports included.
+	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	// Buckets, ledger, live orders per bucket.
+	rows, err := tx.Query(ctx, q(`SELECT b.bucket_no, b.total_stock, b.available_stock, b.allocated_stock,
 			coalesce(l.allocated, 0), coalesce(o.live, 0)
 		FROM {s}.sku_inventory b
 		LEFT JOIN (SELECT inventory_bucket, sum(allocated_delta) AS allocated FROM {s}.inventory_ledger
@@ -152,7 +164,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 		eventStatus *int16
 	}
 	pg := map[uuid.UUID]resvState{}
-	rows, err = s.Pool.Query(ctx, q(`SELECT r.reservation_id, r.inventory_bucket, r.status,
+	rows, err = tx.Query(ctx, q(`SELECT r.reservation_id, r.inventory_bucket, r.status,
 			coalesce(o.status IN (10, 20, 30, 60), false), e.status
 		FROM {s}.inventory_reservation r
 		LEFT JOIN {s}.orders o ON o.reservation_id = r.reservation_id
@@ -176,7 +188,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	}
 	poisoned := map[uuid.UUID]bool{}
 	poisonByStream := map[string]int64{}
-	rows, err = s.Pool.Query(ctx, q(`SELECT stream, body FROM {s}.poison_message`))
+	rows, err = tx.Query(ctx, q(`SELECT stream, body FROM {s}.poison_message`))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: poison messages: %w", err)
 	}
@@ -197,8 +209,8 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 		return nil, err
 	}
 
-	// The three reports, in one snapshot of their own.
-	reports, err := s.Service.Reconcile(ctx)
+	// The three reports, in the same snapshot.
+	reports, err := s.ReconcileTx(ctx, tx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: reports: %w", err)
 	}
@@ -206,7 +218,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	// A RELEASE_PENDING reservation is explained while a release is in
 	// flight: its event waits in the outbox, or in the consumer.
 	var waitingReleases int64
-	if err := s.Pool.QueryRow(ctx, q(`SELECT count(*) FROM {s}.event_outbox WHERE tag = 'FRONTDOOR_RELEASE' AND status IN (0, 10, 30)`)).
+	if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {s}.event_outbox WHERE tag = 'FRONTDOOR_RELEASE' AND status IN (0, 10, 30)`)).
 		Scan(&waitingReleases); err != nil {
 		return nil, fmt.Errorf("reconcile: outbox: %w", err)
 	}
@@ -233,7 +245,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 			sum(abs(allocated_delta) + CASE WHEN ledger_type IN (30, 40) THEN abs(available_delta) ELSE 0 END)
 			FROM {s}.inventory_ledger GROUP BY 1`, rec.LedgerByType},
 	} {
-		rows, err := s.Pool.Query(ctx, q(x.sql))
+		rows, err := tx.Query(ctx, q(x.sql))
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: %w", err)
 		}
@@ -332,7 +344,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	}
 
 	// Events: outbox by status, the stream, the consumers.
-	rows, err = s.Pool.Query(ctx, q(`SELECT coalesce(tag, ''), count(*) FILTER (WHERE status IN (0, 10, 30)),
+	rows, err = tx.Query(ctx, q(`SELECT coalesce(tag, ''), count(*) FILTER (WHERE status IN (0, 10, 30)),
 		count(*) FILTER (WHERE status = 20), count(*) FILTER (WHERE status = 40) FROM {s}.event_outbox GROUP BY 1 ORDER BY 1`))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: outbox: %w", err)
@@ -375,12 +387,12 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 			e.Consumed = -1
 			continue
 		}
-		if err := s.Pool.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), group).Scan(&e.Consumed); err != nil {
+		if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), group).Scan(&e.Consumed); err != nil {
 			return nil, fmt.Errorf("reconcile: inbox: %w", err)
 		}
 		c := consumerOf(durables[e.Tag])
 		e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
-		e.Poison = poisonPerTag(ctx, s, e.Tag)
+		e.Poison = poisonPerTag(ctx, tx, s.Schema, e.Tag)
 		rec.add(where, "poison message (recorded for review)", e.Poison, true)
 		missing := e.Stream - e.Consumed - e.Poison
 		switch {
@@ -394,7 +406,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 
 	// Order messages: stored by the broker = consumed (inbox rows) + poison + queued.
 	om := &rec.OrderMessages
-	if err := s.Pool.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), flow.ConsumerGroup).Scan(&om.Consumed); err != nil {
+	if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), flow.ConsumerGroup).Scan(&om.Consumed); err != nil {
 		return nil, fmt.Errorf("reconcile: inbox: %w", err)
 	}
 	om.Poison = poisonByStream["orders"]
@@ -412,10 +424,10 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 }
 
 // poisonPerTag counts the poison messages recorded for events of tag.
-func poisonPerTag(ctx context.Context, s *service, tag string) int64 {
+func poisonPerTag(ctx context.Context, tx pgx.Tx, schema, tag string) int64 {
 	var n int64
-	_ = s.Pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{s.Schema, "poison_message"}.Sanitize()+` p
-		JOIN `+pgx.Identifier{s.Schema, "event_outbox"}.Sanitize()+` e ON e.event_id = p.message_id AND e.tag = $1`, tag).Scan(&n)
+	_ = tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "poison_message"}.Sanitize()+` p
+		JOIN `+pgx.Identifier{schema, "event_outbox"}.Sanitize()+` e ON e.event_id = p.message_id AND e.tag = $1`, tag).Scan(&n)
 	return n
 }
 

@@ -16,10 +16,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 )
+
+// orderTxName names the order transaction in the observers' events.
+const orderTxName = "place_order"
 
 // counters are the program's figures for the report and /stats.
 type counters struct {
@@ -58,7 +62,7 @@ type service struct {
 	rfront *redisFront // the real stack's front door; nil with -stack memory
 	js     *jsStack    // the real stack's broker; nil with -stack memory
 	rdb    redis.UniversalClient
-	ids    order.IDGenerator
+	ids    orderid.Generator
 
 	orderTTL       time.Duration
 	reservationTTL time.Duration
@@ -70,9 +74,11 @@ type service struct {
 	// event (at least once each): the buyer learns of the order and pays.
 	onOrderCreated func(orderID int64)
 
-	stats counters
-	lat   latencies // the consumer's order transaction
-	e2e   latencies // click (front-door reservation) → order committed, visible to GET /orders
+	stats   counters
+	metrics *serviceMetrics // GET /metrics
+	txObs   pgtx.Observer   // every transaction of the service
+	lat     latencies       // the consumer's order transaction
+	e2e     latencies       // click (front-door reservation) → order committed, visible to GET /orders
 
 	inFlight   atomic.Int64 // clicks between Reserve and Publish
 	rebuilding atomic.Bool
@@ -90,6 +96,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler) // nil means discard, as everywhere
 	}
+	log = withTraceIDs(log) // records of a traced context carry trace_id and span_id
 	if cfg.ReleaseFailures == 0 {
 		cfg.ReleaseFailures = flow.DefaultMaxReleaseFailures
 	}
@@ -99,17 +106,14 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	item := cfg.item()
-	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, TxOptions: pgtx.Options{
-		Name: "place_order",
-		Observer: pgtx.ObserverFunc(func(_ context.Context, e pgtx.Event) {
-			switch e.Kind {
-			case pgtx.EventRetry:
-				s.stats.retries.Add(1)
-			case pgtx.EventCommitUnknown:
-				s.stats.unknownCmts.Add(1)
-			}
-		}),
-	}})
+	s.metrics = newServiceMetrics()
+	s.serviceFigures(s.metrics)
+	s.txObs = txObserver{m: s.metrics, stats: &s.stats}
+	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log,
+		TxOptions:  pgtx.Options{Name: orderTxName},
+		TxObserver: s.txObs, InventoryObserver: stockObserver{m: s.metrics},
+		EventHeaders: eventHeaders, // the trace continues in the events' headers
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +288,9 @@ func (s *service) closeNow() {
 // click is one buyer pressing "buy": the front door reserves or refuses,
 // and a reservation becomes an order message. It is what POST /orders does.
 func (s *service) click(ctx context.Context, user int64) (reservation, error) {
+	if _, ok := traceFrom(ctx); !ok {
+		ctx = continueTrace(ctx, "") // a click that did not come over HTTP starts its trace here
+	}
 	s.stats.clicks.Add(1)
 	if s.rebuilding.Load() {
 		s.stats.frontDown.Add(1)
@@ -341,14 +348,19 @@ func (s *service) publish(ctx context.Context, r reservation, messageID uuid.UUI
 	if err != nil {
 		return err
 	}
-	return s.q.Publish(ctx, message{ID: messageID, Body: body})
+	return s.q.Publish(ctx, message{ID: messageID, Body: body, TraceParent: traceparentOf(ctx)})
 }
 
 // consume handles one delivery: nil acknowledges it, an error leaves it
 // unacknowledged, to be delivered again.
 func (s *service) consume(ctx context.Context, m message) error {
+	ctx = continueTrace(ctx, m.TraceParent)
 	start := time.Now()
 	out, err := s.PlaceOrder(ctx, m.ID, m.Body)
+	if err == nil {
+		s.log.DebugContext(ctx, "order message processed", "message_id", m.ID, "code", out.Code, "order_id", out.OrderID,
+			"duplicate", out.Duplicate)
+	}
 	switch {
 	case errors.Is(err, flow.ErrPoison):
 		if perr := s.recordPoison(ctx, "orders", m, 0, err); perr != nil {
@@ -360,7 +372,7 @@ func (s *service) consume(ctx context.Context, m message) error {
 		// Includes ErrCommitOutcomeUnknown: never retried here; the
 		// redelivery finds the answer through the inbox and unique keys.
 		s.stats.txErrors.Add(1)
-		s.log.Debug("order transaction failed; the message will be redelivered", "message_id", m.ID, "error", err)
+		s.log.DebugContext(ctx, "order transaction failed; the message will be redelivered", "message_id", m.ID, "error", err)
 		return err
 	case out.Duplicate:
 		s.stats.duplicates.Add(1)

@@ -29,12 +29,15 @@
 // # The drills
 //
 //   - TestFaultCutConnections: every consumer connection runs through
-//     internal/faultproxy, which cuts 200 connections, 50 of each kind:
-//     before COMMIT, after the server executed COMMIT, before a Bind in the
-//     middle of the fresh path's pipelined batch, and after a batch ran
-//     (waves of buyers come until every kind is done). Unknown commits
-//     happen and are resolved by redelivery through the inbox, or in place
-//     with pgtx.Options.ResolveCommit (100 cuts more).
+//     internal/faultproxy, which cuts 170 connections: 50 each in the fresh
+//     path's one batch at its COMMIT, before a Bind in its middle, and after
+//     a batch or statement ran (for the fresh batch: after the server
+//     committed it), and 10 each before and after the general
+//     transaction's COMMIT (waves of buyers come until every kind is done).
+//     Unknown commits happen and are resolved by redelivery through the
+//     inbox, or with pgtx.Options.ResolveCommit (85 cuts more) in place
+//     when the transaction id reached the client (the general transaction)
+//     and by redelivery when it did not (a cut one-batch transaction).
 //   - TestCrashImmediateShutdown: a throwaway cluster of its own is shut
 //     down immediately (pg_ctl stop -m immediate, i.e. SIGQUIT) in the
 //     middle of the load, with three orders held in flight (batch run,

@@ -24,9 +24,9 @@ import (
 // decrement and COMMIT (seed §7.7) while other consumers run. In the
 // general transaction (PlaceOrderTx): half by closing the socket (the
 // process died), half by cancelling the ctx before COMMIT (the consumer
-// was stopped). In the fresh pipelined path (PlaceOrder's one batch): the
-// connection dies as COMMIT leaves, the bucket row still locked by the
-// batch. Each time the transaction rolls back —
+// was stopped). In the fresh pipelined path (PlaceOrder's one batch, BEGIN
+// to COMMIT): the connection dies as the batch's COMMIT leaves, the bucket
+// row locked by the statements before it. Each time the transaction rolls back —
 // no order, no inbox row, no ledger row, no reservation, the bucket as it
 // was and its row lock released — and the redelivery creates the order
 // exactly once.
@@ -86,7 +86,7 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 				return nil
 			})
 			cancel()
-			if !pgtx.NotCommitted(err) || !errors.Is(err, context.Canceled) {
+			if !pgtx.IsNotCommitted(err) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("victim %d: RunInTx = %v; want a known non-commit caused by the cancellation", i, err)
 			}
 		}
@@ -96,14 +96,15 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 	}
 
 	// The fresh pipelined path: PlaceOrder itself, on a connection through
-	// a fault proxy. Its one batch runs (the bucket decremented and
-	// locked); the consumer dies as its COMMIT leaves, which never reaches
-	// the server.
+	// a fault proxy. Its one batch (BEGIN to COMMIT) runs up to the
+	// decrement (the bucket decremented and locked); the consumer dies as
+	// the batch's COMMIT leaves, which never reaches the server.
 	const freshVictims = 8
 	fpool, fpx := proxiedPool(t, pgtest.URL(t), 1)
 	fsvc := *r.svc
 	fsvc.Pool = fpool
 	fresh := r.messages(plan{Users: freshVictims, FirstUser: 20_000, Buckets: []int16{4}})
+	stmts := map[string]string{} // prepared statement name → SQL, from Parse messages
 	for i, v := range fresh {
 		before := r.bucket(4)
 		var mu sync.Mutex
@@ -111,13 +112,30 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 		fpx.SetRule(func(m faultproxy.Message) faultproxy.Action {
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case m.Type == 'P' && strings.Contains(strings.ToUpper(m.Query()), "SAVEPOINT"):
-				savepoint = true
-			case m.Type == 'Q' && strings.EqualFold(m.Query(), "commit"):
-				_, err := r.admin.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 4 FOR UPDATE NOWAIT`),
-					r.svc.Item.ActivityID, r.svc.Item.SKUID)
-				locked, cut = pgtx.IsLockTimeout(err), true
+			switch m.Type {
+			case 'P', 'Q':
+				if strings.Contains(strings.ToUpper(m.Query()), "SAVEPOINT") {
+					savepoint = true
+				}
+				if m.Type == 'P' {
+					name, sql := twoCStrings(m.Body)
+					stmts[name] = sql
+				}
+			case 'B':
+				if _, name := twoCStrings(m.Body); !strings.EqualFold(strings.TrimSpace(stmts[name]), "commit") {
+					return faultproxy.Forward
+				}
+				// The batch's COMMIT: the statements before it were
+				// forwarded; cut once the server holds the bucket row.
+				for deadline := time.Now().Add(time.Minute); r.ctx.Err() == nil && time.Now().Before(deadline); {
+					_, err := r.admin.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 4 FOR UPDATE NOWAIT`),
+						r.svc.Item.ActivityID, r.svc.Item.SKUID)
+					if locked = pgtx.IsLockTimeout(err); locked {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				cut = true
 				return faultproxy.CutBefore
 			}
 			return faultproxy.Forward
@@ -129,7 +147,7 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 			t.Fatalf("fresh victim %d: cut at COMMIT %v, general path's savepoint seen %v, bucket locked at the cut %v; want a cut of the fresh path holding the lock", i, cut, savepoint, locked)
 		}
 		mu.Unlock()
-		if err == nil || (!pgtx.IsCommitOutcomeUnknown(err) && !pgtx.NotCommitted(err)) {
+		if err == nil || (!pgtx.IsCommitOutcomeUnknown(err) && !pgtx.IsNotCommitted(err)) {
 			t.Fatalf("fresh victim %d: PlaceOrder = %v, want an error (the consumer died at COMMIT)", i, err)
 		}
 		r.waitBucketUnlocked(4)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/faultproxy"
@@ -29,7 +30,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // orderIDs hands out order ids to every drill of the process.
-var orderIDs order.IDGenerator
+var orderIDs orderid.Generator
 
 // ---------------------------------------------------------------------------
 // pgtx events
@@ -43,19 +44,45 @@ type txEvents struct {
 
 func newTxEvents() *txEvents { return &txEvents{n: map[string]int64{}} }
 
-func (c *txEvents) ObserveTx(_ context.Context, e pgtx.Event) {
+func (c *txEvents) TxStart(ctx context.Context, _ pgtx.TxStartEvent) context.Context { return ctx }
+
+func (c *txEvents) AttemptStart(ctx context.Context, _ pgtx.AttemptStartEvent) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := e.Kind.String()
-	c.n[k]++
-	switch {
-	case e.Kind == pgtx.EventRetry && pgtx.IsDeadlock(e.Err):
-		c.n["retry_deadlock"]++
-	case e.Kind == pgtx.EventResolved && e.Committed:
-		c.n["resolved_committed"]++
-	case e.Kind == pgtx.EventResolved:
-		c.n["resolved_aborted"]++
+	c.n["attempt"]++
+	return ctx
+}
+
+// AttemptEnd counts retries (by cause), lost COMMIT answers and what their
+// resolution found.
+func (c *txEvents) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Retry {
+		c.n["retry"]++
+		if pgtx.IsDeadlock(e.Err) {
+			c.n["retry_deadlock"]++
+		}
 	}
+	if e.CommitLost {
+		c.n["commit_unknown"]++
+		switch e.Outcome {
+		case pgtx.TxCommitted:
+			c.n["resolved"]++
+			c.n["resolved_committed"]++
+		case pgtx.TxNotCommitted:
+			c.n["resolved"]++
+			c.n["resolved_aborted"]++
+		}
+	}
+}
+
+// TxEnd counts the calls' outcomes ("committed", "not_committed",
+// "unknown").
+func (c *txEvents) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[e.Outcome.String()]++
 }
 
 func (c *txEvents) get(k string) int64 {
@@ -439,7 +466,7 @@ func (q *queue) wait() {
 // given, and signals every change (publish, mark, lease recovery) so that
 // drain can wait without polling blindly.
 type recorder struct {
-	outbox.NopMetrics
+	outbox.NopObserver
 	mu        sync.Mutex
 	seen      map[uuid.UUID]int
 	tags      map[string]int
@@ -476,9 +503,14 @@ func (p *recorder) signal() {
 	}
 }
 
-func (p *recorder) Published(int)        { p.signal() }
-func (p *recorder) Failed(int)           { p.signal() }
-func (p *recorder) LeaseRecovered(n int) { p.recovered.Add(int64(n)); p.signal() }
+// BatchEnd signals after every batch's marks.
+func (p *recorder) BatchEnd(context.Context, outbox.BatchEndEvent) { p.signal() }
+
+// RecoverEnd counts the recovered leases.
+func (p *recorder) RecoverEnd(_ context.Context, e outbox.RecoverEvent) {
+	p.recovered.Add(int64(e.Recovered))
+	p.signal()
+}
 
 func (p *recorder) count(id uuid.UUID) int {
 	p.mu.Lock()
@@ -486,7 +518,7 @@ func (p *recorder) count(id uuid.UUID) int {
 	return p.seen[id]
 }
 
-// startRelays runs n relays on pool with cfg (Store, Publisher, Metrics
+// startRelays runs n relays on pool with cfg (Store, Publisher, Observer
 // and Owner filled in). stop ends them and waits; it may be called twice.
 func (r *rig) startRelays(pool *pgxpool.Pool, n int, cfg outbox.RelayConfig) (stop func()) {
 	r.t.Helper()
@@ -494,7 +526,7 @@ func (r *rig) startRelays(pool *pgxpool.Pool, n int, cfg outbox.RelayConfig) (st
 	var wg sync.WaitGroup
 	cfg.Store = r.svc.Outbox
 	cfg.Publisher = r.pub
-	cfg.Metrics = r.pub
+	cfg.Observer = r.pub
 	cfg.BatchSize = cmpOr(cfg.BatchSize, 50)
 	cfg.PollInterval = cmpOr(cfg.PollInterval, 10*time.Millisecond)
 	cfg.MaxPollInterval = cmpOr(cfg.MaxPollInterval, 100*time.Millisecond)

@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
-	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config) ([]Sample, error) {
 	}
 	start := time.Now()
 	var samples []Sample
-	var ids order.IDGenerator
+	var ids orderid.Generator
 	for round := 1; ; round++ {
 		if cfg.Rounds > 0 && round > cfg.Rounds || cfg.Rounds <= 0 && time.Since(start) >= cfg.Duration {
 			return samples, nil
@@ -135,7 +135,7 @@ func newFlow(ctx context.Context, cfg Config) (*flow.Service, error) {
 	}})
 }
 
-func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids *order.IDGenerator) (Sample, error) {
+func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids *orderid.Generator) (Sample, error) {
 	s := Sample{Round: round, Flow: svc}
 	// The relay runs through the round and stops before the measurements.
 	rctx, stopRelay := context.WithCancel(ctx)

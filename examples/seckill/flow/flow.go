@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
@@ -93,9 +94,8 @@ type Outcome struct {
 // PlaceOrder turns it into the stored Outcome with Duplicate set.
 var ErrDuplicate = errors.New("flow: duplicate delivery")
 
-// duplicateError is ErrDuplicate with the inbox row the claim found, when
-// the claiming statement could see it (nil when the first processing
-// committed while the claim waited, and only a new statement can read it).
+// duplicateError is ErrDuplicate with the inbox row the claim found (nil:
+// storedOutcome reads it again).
 type duplicateError struct{ rec *inbox.Record }
 
 func (e *duplicateError) Error() string        { return ErrDuplicate.Error() }
@@ -130,16 +130,33 @@ type Config struct {
 	Schema string
 	// Item is the SKU on sale; Provision runs for it in New.
 	Item SKU
-	// TxOptions run the order transaction. Defaults to Read Committed with
-	// a 2s lock timeout, and DeferBegin unless EagerBegin is set.
+	// TxOptions run the flow's transactions: the fresh order's batch
+	// (pgtx.RunBatch) and every RunInTx transaction. Defaults to Read
+	// Committed with a 2s lock timeout, and DeferBegin unless EagerBegin
+	// is set.
 	TxOptions pgtx.Options
-	// EagerBegin sends BEGIN in a round trip of its own. By default the
-	// flow sets TxOptions.DeferBegin: every transaction of the flow starts
-	// with a batch, which then carries BEGIN, so the fresh order takes two
-	// round trips instead of three.
+	// TxObserver observes every transaction the flow runs (the order
+	// transaction, named by TxOptions.Name, unless TxOptions.Observer is
+	// set; "payment", "cancel_expired", "expire_reservations"). Defaults to
+	// none.
+	TxObserver pgtx.Observer
+	// InventoryObserver observes the inventory store's allocations and
+	// releases (inventory.Config.Observer). Defaults to none.
+	InventoryObserver inventory.Observer
+	// EagerBegin sends BEGIN in a round trip of its own in the flow's
+	// RunInTx transactions (PlaceOrderTx, payments, cancels). By default
+	// the flow sets TxOptions.DeferBegin: BEGIN travels with the first
+	// statement. The fresh order's batch always carries BEGIN (one round
+	// trip in all), whatever EagerBegin says.
 	EagerBegin bool
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// EventHeaders, when set, gives the headers of the outbox events the
+	// flow writes for a delivery or a payment, from the ctx of the call
+	// (the example service puts the W3C traceparent of the request that
+	// caused the event there, so the trace continues at the event's
+	// consumers). Defaults to none.
+	EventHeaders func(ctx context.Context) map[string]string
 	// Notify makes the flow's outbox writes NOTIFY listening relays.
 	// Defaults to false: relays poll. PostgreSQL serialises the commits of
 	// all transactions that sent a NOTIFY on one database-wide lock, held
@@ -171,9 +188,11 @@ type Service struct {
 	Inventory *inventory.Store
 	Orders    *order.Store
 
-	txOpts pgtx.Options
-	log    *slog.Logger
-	gates  []chan struct{} // per bucket; nil: no bound
+	txOpts  pgtx.Options
+	log     *slog.Logger
+	gates   []chan struct{} // per bucket; nil: no bound
+	headers func(context.Context) map[string]string
+	txObs   pgtx.Observer
 
 	// horizon is PurgeHistory's newest olderThan in Unix nanoseconds (0:
 	// never purged), shared by copies of the Service that differ only in
@@ -237,7 +256,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if !cfg.EagerBegin {
 		cfg.TxOptions.DeferBegin = true
 	}
-	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger, horizon: new(atomic.Int64)}
+	if cfg.TxOptions.Observer == nil {
+		cfg.TxOptions.Observer = cfg.TxObserver
+	}
+	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger, horizon: new(atomic.Int64),
+		headers: cfg.EventHeaders, txObs: cfg.TxObserver}
 	if cfg.BucketConcurrency == 0 {
 		cfg.BucketConcurrency = DefaultBucketConcurrency
 	}
@@ -257,7 +280,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema, Notify: cfg.Notify}); err != nil {
 		return nil, err
 	}
-	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger}); err != nil {
+	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger, Observer: cfg.InventoryObserver}); err != nil {
 		return nil, err
 	}
 	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency}); err != nil {
@@ -271,12 +294,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 }
 
 // PlaceOrder processes one delivery of an order message and tells the
-// caller what to do with it. A fresh order or a duplicate takes one
-// transaction of two round trips (BEGIN and one batch, COMMIT or
-// ROLLBACK; three with Config.EagerBegin);
-// the rarer branches (sold out, user already ordered, same reservation
-// under a new message id) roll that one back and run PlaceOrderTx in a
-// second transaction. The outcome:
+// caller what to do with it. It is the pipelined form of the order
+// transaction: it first sends the fresh order as ONE batch (BEGIN, every
+// write of a new order and COMMIT: one round trip, see freshOrderBatch),
+// in which every condition that makes the message something else than a
+// plain fresh order raises an error, so the server skips the rest of the
+// batch and commits nothing. Only then does it run PlaceOrderTx, the
+// step-by-step transaction that handles every branch, in a new
+// transaction. Both end the same way for every message: the test
+// TestPipelinedAndStepByStepAgree runs PlaceOrder and PlaceOrderStepByStep
+// on the same messages and compares outcomes and database state.
+//
+// The outcome:
 //
 //   - nil error: acknowledge; Outcome says what happened. A duplicate
 //     delivery gets the Outcome its first processing stored in the inbox
@@ -286,36 +315,89 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 //     acknowledge. The redelivery is safe: the inbox, the reservation and
 //     the unique keys recognise whatever did commit.
 func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []byte) (Outcome, error) {
+	m, hash, err := decode(body)
+	if err != nil {
+		return Outcome{}, err
+	}
+	release, err := s.enterBucket(ctx, m.Bucket)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer release()
+
+	// The fresh order: one round trip.
+	b, err := s.freshOrderBatch(ctx, messageID, hash, m)
+	if err != nil {
+		return Outcome{}, &poisonError{err} // invalid input: it will never pass
+	}
+	err = pgtx.RunBatch(ctx, s.Pool, s.txOpts, b)
+	var aborted *pgtx.StatementError
+	switch {
+	case err == nil:
+		return Outcome{Code: CodeOrderCreated, OrderID: m.OrderID}, nil
+	case !errors.As(err, &aborted):
+		// Not an abort by one of the statements: e.g. the pool had no
+		// connection, or the COMMIT's outcome is unknown. Redeliver.
+		return Outcome{}, err
+	}
+
+	// A statement raised: not a plain fresh order, nothing committed.
+	// The general transaction finds out what the message is.
+	return s.runGeneral(ctx, messageID, hash, m)
+}
+
+// PlaceOrderStepByStep is PlaceOrder without the one-batch attempt: it
+// runs PlaceOrderTx, the step-by-step transaction, for every message. It
+// returns what PlaceOrder returns and writes what PlaceOrder writes; a
+// fresh order takes a round trip per step instead of one in all. Start
+// from this one when you adapt the flow; PlaceOrder is the same
+// transaction, made fast.
+func (s *Service) PlaceOrderStepByStep(ctx context.Context, messageID uuid.UUID, body []byte) (Outcome, error) {
+	m, hash, err := decode(body)
+	if err != nil {
+		return Outcome{}, err
+	}
+	release, err := s.enterBucket(ctx, m.Bucket)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer release()
+	return s.runGeneral(ctx, messageID, hash, m)
+}
+
+// decode reads an order message body; an undecodable one is poison.
+func decode(body []byte) (OrderMessage, []byte, error) {
 	var m OrderMessage
 	if err := json.Unmarshal(body, &m); err != nil {
-		return Outcome{}, &poisonError{fmt.Errorf("decode: %w", err)}
+		return OrderMessage{}, nil, &poisonError{fmt.Errorf("decode: %w", err)}
 	}
-	hash := inbox.HashPayload(body)
-	if s.gates != nil && m.Bucket >= 0 && int(m.Bucket) < len(s.gates) {
-		g := s.gates[m.Bucket]
-		select {
-		case g <- struct{}{}:
-		case <-ctx.Done():
-			return Outcome{}, ctx.Err()
-		}
-		defer func() { <-g }()
+	return m, inbox.HashPayload(body), nil
+}
+
+// enterBucket waits for a place among the transactions of bucket (see
+// Config.BucketConcurrency) and returns the function that gives it back.
+func (s *Service) enterBucket(ctx context.Context, bucket int16) (func(), error) {
+	if s.gates == nil || bucket < 0 || int(bucket) >= len(s.gates) {
+		return func() {}, nil
 	}
+	g := s.gates[bucket]
+	select {
+	case g <- struct{}{}:
+		return func() { <-g }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// runGeneral runs PlaceOrderTx in its own transaction and answers a
+// duplicate from the inbox.
+func (s *Service) runGeneral(ctx context.Context, messageID uuid.UUID, hash []byte, m OrderMessage) (Outcome, error) {
 	var out Outcome
-	// The fresh path first: one batch that takes the message to its most
-	// likely end. Anything else rolls it back and takes the general
-	// transaction, which handles every branch.
 	err := pgtx.RunInTx(ctx, s.Pool, s.txOpts, func(tx pgx.Tx) error {
 		var err error
-		out, err = s.placeFresh(ctx, tx, messageID, hash, m)
+		out, err = s.PlaceOrderTx(ctx, tx, messageID, hash, m)
 		return err
 	})
-	if errors.Is(err, errNotFresh) {
-		err = pgtx.RunInTx(ctx, s.Pool, s.txOpts, func(tx pgx.Tx) error {
-			var err error
-			out, err = s.PlaceOrderTx(ctx, tx, messageID, hash, m)
-			return err
-		})
-	}
 	if errors.Is(err, ErrDuplicate) {
 		return s.storedOutcome(ctx, messageID, err)
 	}
@@ -325,9 +407,7 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 // storedOutcome answers a duplicate delivery with what its first
 // processing stored in the inbox: the same Outcome, with Duplicate set. The
 // row comes from the claim when the claiming statement saw it (no extra
-// round trip); when the first processing was still in flight and committed
-// while the claim waited for it, the inbox is read again (Lookup, a new
-// statement that sees the commit).
+// round trip); otherwise the inbox is read again (Lookup).
 func (s *Service) storedOutcome(ctx context.Context, messageID uuid.UUID, err error) (Outcome, error) {
 	var rec inbox.Record
 	var dup *duplicateError
@@ -349,177 +429,193 @@ func (s *Service) storedOutcome(ctx context.Context, messageID uuid.UUID, err er
 	return out, nil
 }
 
-// PlaceOrderTx is the consumer transaction of seed §9.11 with every branch,
-// pipelined: the fresh path sends ONE batch, then COMMIT; in a transaction
-// run with pgtx.Options.DeferBegin (as PlaceOrder's are) the batch carries
-// BEGIN too, two round trips in all. The batch claims the message, inserts
-// and locks the reservation, sets a savepoint, and then writes the whole fresh
-// outcome — order and item, ORDER_CREATED event, reservation ORDERED, inbox
-// result — ending with the conditional bucket decrement, so the hot bucket
-// row is locked for the rest of the batch and COMMIT only. When the batch
-// shows that the message is not a plain fresh order, the transaction rolls
-// back to the savepoint (or entirely) and takes the branch that applies.
+// freshOrderBatch is the fresh order as one batch, for pgtx.RunBatch: the
+// writes of PlaceOrderTx's fresh path, each with the "or abort" helper
+// that raises where PlaceOrderTx's helper would return a condition to
+// branch on. So the batch commits exactly when the message is a new
+// order that gets its stock, and otherwise commits nothing:
+//
+//  1. the inbox row, stored at once with its result (ORDER_CREATED):
+//     a duplicate message raises (unique key of the inbox);
+//  2. the reservation, inserted at once as ORDERED: the same reservation
+//     under a new message id raises (its primary key);
+//  3. the order and its item: a buyer who already ordered raises (one
+//     order per activity, SKU and buyer), as does the same request;
+//  4. the ORDER_CREATED event;
+//  5. last, the bucket decrement and its ALLOCATE ledger row: sold out,
+//     the sale not on, or the reservation not binding raise. The hot
+//     bucket row is locked only from here to COMMIT, within the server.
+//
+// The returned error reports invalid input only (nothing queued).
+func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []byte, m OrderMessage) (*pgx.Batch, error) {
+	result, err := resultOf(Outcome{Code: CodeOrderCreated, OrderID: m.OrderID})
+	if err != nil {
+		return nil, err
+	}
+	ordered := s.newReservation(msgID, m)
+	ordered.OrderID = m.OrderID // inserted as ORDERED: the batch commits only with the order and the stock
+	var (
+		b   pgx.Batch
+		enq outbox.Enqueued
+	)
+	if err := s.Inbox.QueueClaimMessageOrAbort(&b, s.inboxMessage(msgID, hash, m), result); err != nil {
+		return nil, err
+	}
+	if err := s.Inventory.QueueInsertReservationOrAbort(&b, ordered); err != nil {
+		return nil, err
+	}
+	if err := s.Orders.QueueCreateOrAbort(&b, s.newOrder(msgID, m)); err != nil {
+		return nil, err
+	}
+	if err := s.Outbox.QueueEnqueue(&b, s.orderCreatedEvent(ctx, m), &enq); err != nil {
+		return nil, err
+	}
+	if err := s.Inventory.QueueAllocateBucketOrAbort(&b, s.allocation(msgID, m), nil); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// PlaceOrderTx is the consumer transaction of seed §9.11 with every
+// branch, one helper call per step, in the caller's transaction tx (Read
+// Committed). It returns the message's Outcome; ErrDuplicate (answer from
+// the inbox, roll back), an error matching ErrPoison (roll back, ack and
+// alert) or another error (roll back, redeliver).
+//
+// The steps:
+//
+//  1. claim the message in the inbox; a duplicate ends here;
+//  2. record the reservation and lock it; one that an earlier message
+//     already decided (the same reservation under a new message id, seed
+//     §7.3) is answered with that decision;
+//  3. a savepoint, so that a refusal at step 4 or 8 undoes steps 4–7;
+//  4. create the order and its item; a buyer who already ordered is
+//     rejected, an existing order of this very request is answered;
+//  5. enqueue ORDER_CREATED;
+//  6. move the reservation to ORDERED;
+//  7. record the result in the inbox, for duplicates;
+//  8. last, take the stock (the bucket decrement and its ledger row), so
+//     the hot bucket row stays locked only until COMMIT; sold out or the
+//     sale not on rejects the reservation.
+//
+// A rejection (seed §7.4) moves the reservation to REJECTED and enqueues
+// the compensation event that gives the front-door reservation back, in
+// the same transaction.
 func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, hash []byte, m OrderMessage) (Outcome, error) {
-	return s.placeOrderTx(ctx, tx, msgID, hash, m, false)
-}
-
-// errNotFresh ends the fresh-path transaction of PlaceOrder when the
-// message turned out to be something else than a plain fresh order: roll
-// back, run PlaceOrderTx.
-var errNotFresh = errors.New("flow: not a plain fresh order")
-
-// placeFresh is the transaction PlaceOrder tries first: the batch of
-// PlaceOrderTx without its three costs that only the other branches need.
-// The message is claimed with its result (ORDER_CREATED) in the same
-// INSERT, instead of a claim and a later UPDATE of the inbox row; the
-// reservation is inserted as ORDERED, instead of PENDING_DB and a later
-// UPDATE; and there is no savepoint (a subtransaction). A duplicate or a poison
-// message is answered from this batch as in PlaceOrderTx; any other
-// branch returns errNotFresh, and the caller rolls back and runs
-// PlaceOrderTx, which records the branch's own result.
-func (s *Service) placeFresh(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, hash []byte, m OrderMessage) (Outcome, error) {
-	return s.placeOrderTx(ctx, tx, msgID, hash, m, true)
-}
-
-func (s *Service) placeOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, hash []byte, m OrderMessage, fresh bool) (Outcome, error) {
 	key := inbox.Key{Group: ConsumerGroup, MessageID: msgID}
-	resv := inventory.NewReservation{
-		ReservationID: m.ReservationID, RequestID: m.RequestID, FirstMessageID: msgID,
-		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
-		ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo,
-	}
-	if fresh {
-		// Inserted as ORDERED at once: the fresh batch creates the order
-		// and allocates the stock too, and the transaction rolls back
-		// unless all of it succeeded.
-		resv.OrderID = m.OrderID
-	}
-	newOrder := order.NewOrder{
-		OrderID: m.OrderID, RequestID: m.RequestID, ReservationID: m.ReservationID, SourceMessageID: msgID,
-		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
-		UnitPrice: m.UnitPrice, Currency: m.Currency, ExpireAt: m.OrderExpireAt, SKUTitle: m.SKUTitle,
-	}
-	created := Outcome{Code: CodeOrderCreated, OrderID: m.OrderID}
-	result, err := resultOf(created)
+	result, err := resultOf(Outcome{Code: CodeOrderCreated, OrderID: m.OrderID})
 	if err != nil {
 		return Outcome{}, err
 	}
 
-	var (
-		claim inbox.Claim
-		acq   inventory.Acquired
-		ord   order.CreateResult
-		enq   outbox.Enqueued
-		moved inventory.Reservation
-		alloc inventory.Allocated
-		b     pgx.Batch
-	)
-	msg := inbox.Message{
+	// 1. Claim the message.
+	claim, err := s.Inbox.ClaimMessage(ctx, tx, s.inboxMessage(msgID, hash, m))
+	if err != nil {
+		return Outcome{}, poisonIf(err, inbox.ErrPayloadMismatch, inbox.ErrInvalidArgument)
+	}
+	if !claim.Fresh {
+		rec := claim.Record
+		return Outcome{}, &duplicateError{rec: &rec} // processed before: answer with its stored result
+	}
+
+	// 2. Record the reservation and lock it.
+	acq, err := s.Inventory.AcquireReservation(ctx, tx, s.newReservation(msgID, m))
+	if err != nil {
+		return Outcome{}, poisonIf(err, inventory.ErrReservationConflict, inventory.ErrInvalidArgument)
+	}
+	if !acq.Created && acq.Reservation.Status != inventory.StatusPendingDB {
+		return s.finishKnownReservation(ctx, tx, key, acq.Reservation)
+	}
+
+	// 3. A savepoint to come back to if the order or the stock is refused.
+	if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+		return Outcome{}, err
+	}
+
+	// 4. The order and its item.
+	created, err := s.Orders.Create(ctx, tx, s.newOrder(msgID, m))
+	var already *order.UserAlreadyOrderedError
+	switch {
+	case errors.As(err, &already):
+		return s.rollBackAndReject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
+	case err != nil:
+		return Outcome{}, poisonIf(err, order.ErrInvalidArgument)
+	case created.Existing:
+		// An earlier attempt of this request created it (nothing written now).
+		return s.finish(ctx, tx, key, m.ReservationID, Outcome{Code: CodeOrderAlready, OrderID: created.Order.OrderID}, true)
+	}
+
+	// 5. The ORDER_CREATED event.
+	if _, err := s.Outbox.Enqueue(ctx, tx, s.orderCreatedEvent(ctx, m)); err != nil {
+		return Outcome{}, poisonIf(err, outbox.ErrInvalidArgument)
+	}
+
+	// 6. The reservation is ORDERED.
+	if _, err := s.Inventory.TransitionReservation(ctx, tx, inventory.Transition{
+		ReservationID: m.ReservationID, To: inventory.StatusOrdered, OrderID: m.OrderID,
+	}); err != nil {
+		return Outcome{}, err
+	}
+
+	// 7. The result, for duplicates.
+	if err := s.Inbox.Complete(ctx, tx, key, result); err != nil {
+		return Outcome{}, err
+	}
+
+	// 8. Last, the stock.
+	_, err = s.Inventory.AllocateBucket(ctx, tx, s.allocation(msgID, m))
+	switch {
+	case err == nil:
+		return Outcome{Code: CodeOrderCreated, OrderID: m.OrderID}, nil
+	case errors.Is(err, inventory.ErrSoldOut):
+		return s.rollBackAndReject(ctx, tx, key, m, CodeSoldOut, 0)
+	case errors.Is(err, inventory.ErrNotOnSale):
+		return s.rollBackAndReject(ctx, tx, key, m, CodeNotOnSale, 0)
+	}
+	// Not provisioned: no redelivery will pass.
+	return Outcome{}, poisonIf(err, inventory.ErrUnknownBucket, inventory.ErrUnknownSKU, inventory.ErrInvalidArgument)
+}
+
+// poisonIf marks err as poison when it matches one of kinds.
+func poisonIf(err error, kinds ...error) error {
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return &poisonError{err}
+		}
+	}
+	return err
+}
+
+// The inputs of the helpers, built from the message.
+
+func (s *Service) inboxMessage(msgID uuid.UUID, hash []byte, m OrderMessage) inbox.Message {
+	return inbox.Message{
 		Group: ConsumerGroup, MessageID: msgID, Topic: OrderTopic, Tag: OrderTag,
 		MessageKey: m.ReservationID.String(), Ref: m.ReservationID.String(), PayloadHash: hash,
 	}
-	unlessFresh := func(f func() error) func() error {
-		if fresh {
-			return func() error { return nil }
-		}
-		return f
-	}
-	queue := []func() error{
-		func() error {
-			if fresh {
-				return s.Inbox.QueueClaimMessageWithResult(&b, msg, result, &claim)
-			}
-			return s.Inbox.QueueClaimMessage(&b, msg, &claim)
-		},
-		func() error { return s.Inventory.QueueAcquireReservation(&b, resv, &acq) },
-		unlessFresh(func() error { b.Queue("SAVEPOINT " + savepoint); return nil }),
-		func() error { return s.Orders.QueueCreate(&b, newOrder, &ord) },
-		func() error { return s.Outbox.QueueEnqueue(&b, s.orderCreatedEvent(m), &enq) },
-		unlessFresh(func() error {
-			return s.Inventory.QueueTransitionReservation(&b, inventory.Transition{
-				ReservationID: m.ReservationID, To: inventory.StatusOrdered, OrderID: m.OrderID,
-			}, &moved)
-		}),
-		unlessFresh(func() error { return s.Inbox.QueueComplete(&b, key, result) }),
-		func() error {
-			return s.Inventory.QueueAllocateBucket(&b, inventory.Allocation{
-				ReservationID: m.ReservationID, ActivityID: m.ActivityID, SKUID: m.SKUID, Bucket: m.Bucket,
-				Quantity: 1, UserID: m.UserID, OrderID: m.OrderID, SourceMessageID: msgID,
-			}, &alloc)
-		},
-	}
-	for _, q := range queue {
-		if err := q(); err != nil {
-			return Outcome{}, &poisonError{err} // invalid input: it will never pass
-		}
-	}
-	err = tx.SendBatch(ctx, &b).Close()
-	if err == nil && claim.Fresh && acq.Created {
-		return created, nil // the fresh order: commit
-	}
+}
 
-	// Not the plain fresh path. pgx runs the result callbacks in order and
-	// stops at the first error, so what is filled in tells how far the
-	// classification got.
-	claimed := claim.Record.Key.MessageID != uuid.Nil
-	switch {
-	case errors.Is(err, inbox.ErrConcurrentClaim):
-		return Outcome{}, &duplicateError{} // the message committed meanwhile: look it up
-	case errors.Is(err, inbox.ErrPayloadMismatch):
-		return Outcome{}, &poisonError{err}
-	case claimed && !claim.Fresh:
-		rec := claim.Record
-		return Outcome{}, &duplicateError{rec: &rec} // processed before: answer with its stored result
-	case errors.Is(err, inventory.ErrReservationConflict):
-		return Outcome{}, &poisonError{err}
-	case errors.Is(err, inventory.ErrUnknownBucket), errors.Is(err, inventory.ErrUnknownSKU):
-		return Outcome{}, &poisonError{err} // not provisioned: no redelivery will pass
+func (s *Service) newReservation(msgID uuid.UUID, m OrderMessage) inventory.NewReservation {
+	return inventory.NewReservation{
+		ReservationID: m.ReservationID, RequestID: m.RequestID, FirstMessageID: msgID,
+		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
+		ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo,
 	}
-	if fresh {
-		return Outcome{}, errNotFresh
+}
+
+func (s *Service) newOrder(msgID uuid.UUID, m OrderMessage) order.NewOrder {
+	return order.NewOrder{
+		OrderID: m.OrderID, OrderNo: orderid.FormatNo(m.OrderID), RequestID: m.RequestID, ReservationID: m.ReservationID, SourceMessageID: msgID,
+		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
+		UnitPrice: m.UnitPrice, Currency: m.Currency, ExpireAt: m.OrderExpireAt, SKUTitle: m.SKUTitle,
 	}
-	if !claimed || acq.Reservation.ReservationID == uuid.Nil {
-		if err == nil {
-			err = errors.New("batch ended without a claim or a reservation")
-		}
-		return Outcome{}, err
+}
+
+func (s *Service) allocation(msgID uuid.UUID, m OrderMessage) inventory.Allocation {
+	return inventory.Allocation{
+		ReservationID: m.ReservationID, ActivityID: m.ActivityID, SKUID: m.SKUID, Bucket: m.Bucket,
+		Quantity: 1, UserID: m.UserID, OrderID: m.OrderID, SourceMessageID: msgID,
 	}
-	if _, rbErr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rbErr != nil {
-		return Outcome{}, errors.Join(err, rbErr)
-	}
-	if !acq.Created && acq.Reservation.Status != inventory.StatusPendingDB {
-		// Same reservation under a new message id (seed §7.3): answer with
-		// what happened to the reservation.
-		return s.finishKnownReservation(ctx, tx, key, acq.Reservation)
-	}
-	switch {
-	case errors.Is(err, order.ErrConflict):
-		res, cerr := s.Orders.ClassifyConflict(ctx, tx, newOrder)
-		var already *order.UserAlreadyOrderedError
-		switch {
-		case errors.As(cerr, &already):
-			return s.reject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
-		case cerr != nil:
-			return Outcome{}, cerr
-		case res.Existing:
-			return s.finish(ctx, tx, key, m.ReservationID, Outcome{Code: CodeOrderAlready, OrderID: res.Order.OrderID}, true)
-		}
-		return Outcome{}, fmt.Errorf("order conflict classified as neither existing nor already ordered: %w", err)
-	case errors.Is(err, order.ErrUserAlreadyOrdered):
-		var already *order.UserAlreadyOrderedError
-		errors.As(err, &already)
-		return s.reject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
-	case errors.Is(err, inventory.ErrSoldOut):
-		return s.reject(ctx, tx, key, m, CodeSoldOut, 0)
-	case errors.Is(err, inventory.ErrNotOnSale):
-		return s.reject(ctx, tx, key, m, CodeNotOnSale, 0)
-	case err != nil:
-		return Outcome{}, err
-	}
-	if ord.Existing {
-		return s.finish(ctx, tx, key, m.ReservationID, Outcome{Code: CodeOrderAlready, OrderID: ord.Order.OrderID}, true)
-	}
-	return Outcome{}, fmt.Errorf("unexpected batch outcome (claim fresh %v, reservation created %v)", claim.Fresh, acq.Created)
 }
 
 // finishKnownReservation answers a message whose reservation was already
@@ -537,27 +633,31 @@ func (s *Service) finishKnownReservation(ctx context.Context, tx pgx.Tx, key inb
 }
 
 // finish records out as the message's result (and, when markOrdered, moves
-// a still-pending reservation to ORDERED) after the savepoint was rolled
-// back.
+// a still-pending reservation to ORDERED).
 func (s *Service) finish(ctx context.Context, tx pgx.Tx, key inbox.Key, reservationID uuid.UUID, out Outcome, markOrdered bool) (Outcome, error) {
 	result, err := resultOf(out)
 	if err != nil {
 		return Outcome{}, err
 	}
-	var b pgx.Batch
-	var moved inventory.Reservation
 	if markOrdered {
-		if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: reservationID, To: inventory.StatusOrdered, OrderID: out.OrderID}, &moved); err != nil {
+		_, err := s.Inventory.TransitionReservation(ctx, tx, inventory.Transition{ReservationID: reservationID, To: inventory.StatusOrdered, OrderID: out.OrderID})
+		if err != nil && !errors.Is(err, inventory.ErrAlreadyInState) {
 			return Outcome{}, err
 		}
 	}
-	if err := s.Inbox.QueueComplete(&b, key, result); err != nil {
-		return Outcome{}, err
-	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil && !errors.Is(err, inventory.ErrAlreadyInState) {
+	if err := s.Inbox.Complete(ctx, tx, key, result); err != nil {
 		return Outcome{}, err
 	}
 	return out, nil
+}
+
+// rollBackAndReject undoes the writes made since the savepoint and
+// rejects the reservation.
+func (s *Service) rollBackAndReject(ctx context.Context, tx pgx.Tx, key inbox.Key, m OrderMessage, code string, orderID int64) (Outcome, error) {
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
+		return Outcome{}, err
+	}
+	return s.reject(ctx, tx, key, m, code, orderID)
 }
 
 // reject is the seed §7.4 branch: the reservation is REJECTED and a
@@ -569,21 +669,15 @@ func (s *Service) reject(ctx context.Context, tx pgx.Tx, key inbox.Key, m OrderM
 	if err != nil {
 		return Outcome{}, err
 	}
-	var (
-		b     pgx.Batch
-		moved inventory.Reservation
-		enq   outbox.Enqueued
-	)
-	if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: m.ReservationID, To: inventory.StatusRejected, FailureCode: code}, &moved); err != nil {
+	if _, err := s.Inventory.TransitionReservation(ctx, tx, inventory.Transition{ReservationID: m.ReservationID, To: inventory.StatusRejected, FailureCode: code}); err != nil {
 		return Outcome{}, err
 	}
-	if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(m.ReservationID, code), &enq); err != nil {
+	release := s.FrontDoorReleaseEvent(m.ReservationID, code)
+	release.Headers = s.eventHeaders(ctx)
+	if _, err := s.Outbox.Enqueue(ctx, tx, release); err != nil {
 		return Outcome{}, err
 	}
-	if err := s.Inbox.QueueComplete(&b, key, result); err != nil {
-		return Outcome{}, err
-	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+	if err := s.Inbox.Complete(ctx, tx, key, result); err != nil {
 		return Outcome{}, err
 	}
 	return out, nil
@@ -597,7 +691,15 @@ func resultOf(out Outcome) (inbox.Result, error) {
 	return inbox.Result{Code: out.Code, Payload: payload}, nil
 }
 
-func (s *Service) orderCreatedEvent(m OrderMessage) outbox.Event {
+// eventHeaders returns Config.EventHeaders(ctx), nil without it.
+func (s *Service) eventHeaders(ctx context.Context) map[string]string {
+	if s.headers == nil {
+		return nil
+	}
+	return s.headers(ctx)
+}
+
+func (s *Service) orderCreatedEvent(ctx context.Context, m OrderMessage) outbox.Event {
 	id := strconv.FormatInt(m.OrderID, 10)
 	payload, _ := json.Marshal(map[string]any{
 		"order_id": m.OrderID, "reservation_id": m.ReservationID, "user_id": m.UserID,
@@ -605,7 +707,7 @@ func (s *Service) orderCreatedEvent(m OrderMessage) outbox.Event {
 	})
 	return outbox.Event{
 		Topic: EventTopic, Tag: TagOrderCreated, AggregateType: "ORDER", AggregateID: id,
-		Payload: payload, DedupKey: TagOrderCreated + ":" + id,
+		Payload: payload, DedupKey: TagOrderCreated + ":" + id, Headers: s.eventHeaders(ctx),
 	}
 }
 

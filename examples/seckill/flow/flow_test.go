@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgtest"
@@ -28,7 +29,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var ids order.IDGenerator
+var ids orderid.Generator
 
 type bundle struct {
 	ctx  context.Context
@@ -294,10 +295,11 @@ func TestConcurrentDuplicateDeliveries(t *testing.T) {
 	b.auditClean(t)
 }
 
-// TestFreshOrderTakesTwoRoundTrips: the batch that carries BEGIN, then
-// COMMIT; a duplicate delivery knows its answer from that first batch. With
-// Config.EagerBegin, BEGIN takes a round trip of its own.
-func TestFreshOrderTakesTwoRoundTrips(t *testing.T) {
+// TestFreshOrderTakesOneRoundTrip: a fresh order is one batch (BEGIN, its
+// statements, COMMIT). A duplicate aborts that batch (one round trip), rolls
+// it back (one) and is answered by the general transaction: its first
+// statement, with BEGIN unless Config.EagerBegin, then ROLLBACK.
+func TestFreshOrderTakesOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
 		for _, eager := range []bool{false, true} {
@@ -315,13 +317,16 @@ func TestFreshOrderTakesTwoRoundTrips(t *testing.T) {
 					t.Fatal(err)
 				}
 				b.s = s
-				want := int64(2)
+				wantDup := int64(4)
 				if eager {
-					want = 3
+					wantDup = 5
 				}
-				// Warm up the statement cache.
-				if _, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(99, 0))); err != nil {
-					t.Fatal(err)
+				// Warm up the statement cache: a fresh order and a duplicate.
+				warm, warmID := b.msg(99, 0), uuid.Must(uuid.NewV7())
+				for range 2 {
+					if _, err := b.s.PlaceOrder(b.ctx, warmID, body(t, warm)); err != nil {
+						t.Fatal(err)
+					}
 				}
 				for i := range 5 {
 					m := b.msg(int64(i+1), int16(i%4))
@@ -330,16 +335,15 @@ func TestFreshOrderTakesTwoRoundTrips(t *testing.T) {
 					if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || out.Code != flow.CodeOrderCreated {
 						t.Fatalf("PlaceOrder: %+v %v", out, err)
 					}
-					if got := rt.Load(); got != want {
-						t.Errorf("fresh order took %d round trips, want %d", got, want)
+					if got := rt.Load(); got != 1 {
+						t.Errorf("fresh order took %d round trips, want 1", got)
 					}
 					rt.Store(0)
 					if out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); err != nil || !out.Duplicate {
 						t.Fatalf("redelivery: %+v %v", out, err)
 					}
-					// The batch that finds the duplicate, ROLLBACK.
-					if got := rt.Load(); got != want {
-						t.Errorf("duplicate took %d round trips, want %d", got, want)
+					if got := rt.Load(); got != wantDup {
+						t.Errorf("duplicate took %d round trips, want %d", got, wantDup)
 					}
 				}
 				b.auditClean(t)
@@ -411,14 +415,22 @@ func TestCommitOutcomeUnknownResolvedByRedelivery(t *testing.T) {
 		c.ConnConfig.Host, c.ConnConfig.Port = "127.0.0.1", uint16(px.Port())
 		c.ConnConfig.TLSConfig, c.ConnConfig.Fallbacks = nil, nil
 	})
-	b := setup(t, pool, 5, 1)
-	var once atomic.Bool
+	b := setup(t, pool, 10, 1)
+	// Warm the connections' statement caches, so the measured order is
+	// one batch ended by one Sync.
+	for i := range 3 {
+		if _, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(int64(100+i), 0))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var armed atomic.Bool
 	px.SetRule(func(m faultproxy.Message) faultproxy.Action {
-		if strings.EqualFold(m.Query(), "commit") && once.CompareAndSwap(false, true) {
-			return faultproxy.CutAfter
+		if m.Type == 'S' && armed.CompareAndSwap(true, false) {
+			return faultproxy.CutAfter // the server runs the whole batch, COMMIT included
 		}
 		return faultproxy.Forward
 	})
+	armed.Store(true)
 	m := b.msg(1, 0)
 	id := uuid.Must(uuid.NewV7())
 	_, err = b.s.PlaceOrder(b.ctx, id, body(t, m))
@@ -429,8 +441,8 @@ func TestCommitOutcomeUnknownResolvedByRedelivery(t *testing.T) {
 	if err != nil || !out.Duplicate {
 		t.Fatalf("redelivery = %+v, %v; want a duplicate: the first attempt committed", out, err)
 	}
-	if got := b.allocated(t); got != 1 {
-		t.Errorf("allocated = %d, want 1", got)
+	if got := b.allocated(t); got != 4 {
+		t.Errorf("allocated = %d, want 4 (three warm-up orders and this one, once)", got)
 	}
 	b.auditClean(t)
 }

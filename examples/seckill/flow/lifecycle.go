@@ -46,7 +46,7 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 		OrderID: p.OrderID, Provider: Provider, ProviderTradeNo: p.ProviderTradeNo, CallbackID: p.CallbackID,
 		Amount: p.Amount, Currency: p.Currency, RawPayload: raw,
 	}
-	err = pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "payment"}, func(tx pgx.Tx) error {
+	err = pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "payment", Observer: s.txObs}, func(tx pgx.Tx) error {
 		var err error
 		res, err = s.Orders.RecordPayment(ctx, tx, payment)
 		if err != nil {
@@ -65,13 +65,13 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 			payload, _ := json.Marshal(res.Refund)
 			_, err = s.Outbox.Enqueue(ctx, tx, outbox.Event{
 				Topic: EventTopic, Tag: TagRefundRequested, AggregateType: "PAYMENT", AggregateID: res.Refund.PaymentID.String(),
-				Payload: payload, DedupKey: TagRefundRequested + ":" + res.Refund.PaymentID.String(),
+				Payload: payload, DedupKey: TagRefundRequested + ":" + res.Refund.PaymentID.String(), Headers: s.eventHeaders(ctx),
 			})
 		case res.Kind == order.PaymentPaid:
 			payload, _ := json.Marshal(map[string]any{"order_id": p.OrderID, "payment_id": res.PaymentID})
 			_, err = s.Outbox.Enqueue(ctx, tx, outbox.Event{
 				Topic: EventTopic, Tag: TagOrderPaid, AggregateType: "ORDER", AggregateID: id,
-				Payload: payload, DedupKey: TagOrderPaid + ":" + id,
+				Payload: payload, DedupKey: TagOrderPaid + ":" + id, Headers: s.eventHeaders(ctx),
 			})
 		}
 		return err
@@ -95,7 +95,7 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 // ([Service.FrontDoorReleased], [Service.FrontDoorReleaseFailed]).
 func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 	n := 0
-	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "cancel_expired", LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "cancel_expired", LockTimeout: 2 * time.Second, Observer: s.txObs}, func(tx pgx.Tx) error {
 		n = 0
 		cancelled, err := s.Orders.CancelExpired(ctx, tx, limit)
 		if err != nil || len(cancelled) == 0 {
@@ -110,7 +110,7 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 				continue
 			}
 			o := c.Order
-			if err := s.Inventory.QueueRelease(&b, inventory.Release{ReservationID: o.ReservationID, OrderID: o.OrderID, Reason: order.CancelReasonPayTimeout}, &released[i]); err != nil {
+			if err := s.Inventory.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: o.ReservationID, OrderID: o.OrderID, Reason: order.CancelReasonPayTimeout}, &released[i]); err != nil {
 				return err
 			}
 			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
@@ -140,7 +140,7 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 // late message for an expired one is answered RESERVATION_EXPIRED.
 func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error) {
 	n := 0
-	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "expire_reservations", LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: "expire_reservations", LockTimeout: 2 * time.Second, Observer: s.txObs}, func(tx pgx.Tx) error {
 		expired, err := s.Inventory.ExpireReservations(ctx, tx, limit)
 		if err != nil || len(expired) == 0 {
 			n = 0

@@ -51,49 +51,67 @@ const (
 )
 
 // Reconcile reads the three reports (orders by status, ledger by type,
-// events by status) and classifies the differences: allocated stock
+// events by status) in one read-only Repeatable Read transaction (one
+// snapshot) and classifies the differences: allocated stock
 // (ALLOCATE - RELEASE) against live orders, releases against
 // cancellations, and each event tag against the state changes that imply
 // it; reservations whose front-door release is in flight (RELEASE_PENDING)
 // or needs a human (MANUAL_REQUIRED) are named too. A difference is named,
-// never repaired.
+// never repaired. Every comparison holds in any committed snapshot (each
+// state change commits with its ledger row and its event; a release the
+// front door has yet to apply is RELEASE_PENDING, named as in flight), so
+// it is as exact during a sale as at rest.
 func (s *Service) Reconcile(ctx context.Context) (Reconciliation, error) {
 	var rec Reconciliation
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		if rec.Orders, err = s.Orders.QuantitiesByStatus(ctx, tx, s.Item.ActivityID, s.Item.SKUID); err != nil {
-			return err
-		}
-		if rec.Ledger, err = s.Inventory.LedgerByType(ctx, tx, s.Item.ActivityID, s.Item.SKUID); err != nil {
-			return err
-		}
-		if rec.Events, err = s.Outbox.EventsByStatus(ctx, tx, EventTopic); err != nil {
-			return err
-		}
-		implied := map[string]int64{}
-		q := strings.NewReplacer("{s}", pgx.Identifier{s.Schema}.Sanitize())
-		for tag, sql := range map[string]string{
-			TagOrderCreated:     `SELECT count(*) FROM {s}.orders`,
-			TagOrderPaid:        `SELECT count(*) FROM {s}.orders WHERE paid_at IS NOT NULL`,
-			TagFrontDoorRelease: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 30, 40, 50, 60)`,
-			TagRefundRequested: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o USING (order_id)
-				WHERE o.status = 40 AND p.status IN (40, 50)`,
-		} {
-			var n int64
-			if err := tx.QueryRow(ctx, q.Replace(sql)).Scan(&n); err != nil {
-				return fmt.Errorf("flow: reconcile %s: %w", tag, err)
-			}
-			implied[tag] = n
-		}
-		if err := tx.QueryRow(ctx, q.Replace(`SELECT count(*) FILTER (WHERE status = 30), count(*) FILTER (WHERE status = 60)
-			FROM {s}.inventory_reservation WHERE activity_id = $1 AND sku_id = $2`), s.Item.ActivityID, s.Item.SKUID).
-			Scan(&rec.ReleasePending, &rec.ManualRequired); err != nil {
-			return fmt.Errorf("flow: reconcile reservations: %w", err)
-		}
-		rec.Differences = classify(rec, implied)
-		return nil
+		rec, err = s.ReconcileTx(ctx, tx)
+		return err
 	})
 	return rec, err
+}
+
+// ReconcileTx is [Service.Reconcile] in tx, the caller's transaction, so
+// that the reports and the caller's own reads see one snapshot: tx must be
+// Repeatable Read or Serializable (ErrAuditSnapshot otherwise) and should
+// be read-only.
+func (s *Service) ReconcileTx(ctx context.Context, tx pgx.Tx) (Reconciliation, error) {
+	var rec Reconciliation
+	if err := oneSnapshot(ctx, tx); err != nil {
+		return rec, err
+	}
+	var err error
+	if rec.Orders, err = s.Orders.QuantitiesByStatus(ctx, tx, s.Item.ActivityID, s.Item.SKUID); err != nil {
+		return rec, err
+	}
+	if rec.Ledger, err = s.Inventory.LedgerByType(ctx, tx, s.Item.ActivityID, s.Item.SKUID); err != nil {
+		return rec, err
+	}
+	if rec.Events, err = s.Outbox.EventsByStatus(ctx, tx, EventTopic); err != nil {
+		return rec, err
+	}
+	implied := map[string]int64{}
+	q := strings.NewReplacer("{s}", pgx.Identifier{s.Schema}.Sanitize())
+	for tag, sql := range map[string]string{
+		TagOrderCreated:     `SELECT count(*) FROM {s}.orders`,
+		TagOrderPaid:        `SELECT count(*) FROM {s}.orders WHERE paid_at IS NOT NULL`,
+		TagFrontDoorRelease: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 30, 40, 50, 60)`,
+		TagRefundRequested: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o USING (order_id)
+			WHERE o.status = 40 AND p.status IN (40, 50)`,
+	} {
+		var n int64
+		if err := tx.QueryRow(ctx, q.Replace(sql)).Scan(&n); err != nil {
+			return rec, fmt.Errorf("flow: reconcile %s: %w", tag, err)
+		}
+		implied[tag] = n
+	}
+	if err := tx.QueryRow(ctx, q.Replace(`SELECT count(*) FILTER (WHERE status = 30), count(*) FILTER (WHERE status = 60)
+		FROM {s}.inventory_reservation WHERE activity_id = $1 AND sku_id = $2`), s.Item.ActivityID, s.Item.SKUID).
+		Scan(&rec.ReleasePending, &rec.ManualRequired); err != nil {
+		return rec, fmt.Errorf("flow: reconcile reservations: %w", err)
+	}
+	rec.Differences = classify(rec, implied)
+	return rec, nil
 }
 
 func classify(rec Reconciliation, implied map[string]int64) []Difference {
