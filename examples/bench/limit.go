@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inbox"
-	"github.com/seckillkit/seckill/order"
 )
 
 // The limits the kit is measured against: statements sent alone, so that
@@ -76,7 +76,7 @@ RETURNING order_id`
 func placeLimitMin(ctx context.Context, svc *flow.Service, o orderMsg) error {
 	m := o.m
 	var id int64
-	if err := svc.Pool.QueryRow(ctx, sqlFor(svc.Schema, limitMinSQL), m.OrderID, order.FormatOrderNo(m.OrderID), m.RequestID,
+	if err := svc.Pool.QueryRow(ctx, sqlFor(svc.Schema, limitMinSQL), m.OrderID, orderid.FormatNo(m.OrderID), m.RequestID,
 		m.ReservationID, o.id, m.ActivityID, m.SKUID, m.UserID, m.Bucket, m.UnitPrice, m.Currency, m.OrderExpireAt).Scan(&id); err != nil {
 		return fmt.Errorf("limit-min: %w", err)
 	}
@@ -95,7 +95,7 @@ func placeLimitFull(ctx context.Context, svc *flow.Service, o orderMsg) error {
 	payload, _ := json.Marshal(map[string]any{"order_id": m.OrderID, "reservation_id": m.ReservationID, "user_id": m.UserID,
 		"activity_id": m.ActivityID, "sku_id": m.SKUID, "amount": m.UnitPrice, "currency": m.Currency})
 	var id int64
-	if err := svc.Pool.QueryRow(ctx, sqlFor(svc.Schema, limitFullSQL), m.OrderID, order.FormatOrderNo(m.OrderID), m.RequestID,
+	if err := svc.Pool.QueryRow(ctx, sqlFor(svc.Schema, limitFullSQL), m.OrderID, orderid.FormatNo(m.OrderID), m.RequestID,
 		m.ReservationID, o.id, m.ActivityID, m.SKUID, m.UserID, m.Bucket, m.UnitPrice, m.Currency, m.OrderExpireAt,
 		flow.ConsumerGroup, flow.OrderTopic, flow.OrderTag, inbox.HashPayload(o.raw), result,
 		m.ReservedAt, m.ReservationTo, m.SKUTitle, uuid.Must(uuid.NewV7()), payload).Scan(&id); err != nil {

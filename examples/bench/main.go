@@ -98,7 +98,7 @@ func main() {
 	flag.BoolVar(&o.waits, "waits", false, "print the wait events sampled per variant")
 	flag.BoolVar(&o.statements, "statements", false, "load pg_stat_statements (throwaway server) and print each variant's costliest statements (64 buckets, 32 consumers, first round)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the order runs to this file")
-	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound), kit-eager (BEGIN in a round trip of its own)")
+	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound)")
 	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
 	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
 	flag.Parse()

@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/roundtrip"
-	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -53,7 +53,6 @@ func allVariants() []variant {
 		{name: "kit", place: placeKit},
 		{name: "kit-notify", place: placeKit, cfg: func(c *flow.Config) { c.Notify = true }},
 		{name: "kit-ungated", place: placeKit, cfg: func(c *flow.Config) { c.BucketConcurrency = -1 }},
-		{name: "kit-eager", place: placeKit, cfg: func(c *flow.Config) { c.EagerBegin = true }},
 	}
 }
 
@@ -105,7 +104,7 @@ func placeRaw(ctx context.Context, svc *flow.Service, o orderMsg) error {
 			return fmt.Errorf("raw allocate: %w", err)
 		}
 		var id int64
-		if err := tx.QueryRow(ctx, sqlFor(svc.Schema, rawOrderSQL), m.OrderID, order.FormatOrderNo(m.OrderID), m.RequestID, m.ReservationID, o.id,
+		if err := tx.QueryRow(ctx, sqlFor(svc.Schema, rawOrderSQL), m.OrderID, orderid.FormatNo(m.OrderID), m.RequestID, m.ReservationID, o.id,
 			m.ActivityID, m.SKUID, m.UserID, m.Bucket, m.UnitPrice, m.Currency, m.OrderExpireAt).Scan(&id); err != nil {
 			return fmt.Errorf("raw order: %w", err)
 		}
@@ -183,7 +182,7 @@ func placeSeed(ctx context.Context, svc *flow.Service, o orderMsg) error {
 			return errSeedBranch
 		}
 		var id int64
-		if err := tx.QueryRow(ctx, sqlFor(s, rawOrderSQL), m.OrderID, order.FormatOrderNo(m.OrderID), m.RequestID, m.ReservationID, o.id,
+		if err := tx.QueryRow(ctx, sqlFor(s, rawOrderSQL), m.OrderID, orderid.FormatNo(m.OrderID), m.RequestID, m.ReservationID, o.id,
 			m.ActivityID, m.SKUID, m.UserID, m.Bucket, m.UnitPrice, m.Currency, m.OrderExpireAt).Scan(&id); err != nil {
 			return fmt.Errorf("seed order: %w", err)
 		}
@@ -223,7 +222,7 @@ type cellResult struct {
 
 // runCell runs one variant for d with c consumers against a freshly
 // provisioned SKU of svc.
-func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Duration, ids *order.IDGenerator,
+func runCell(ctx context.Context, svc *flow.Service, v variant, c int, d time.Duration, ids *orderid.Generator,
 	users *atomic.Int64, rt *roundtrip.Counter, sampler *waitSampler) (cellResult, error) {
 	item := svc.Item
 	mk := func() (orderMsg, error) {

@@ -31,10 +31,14 @@ var riverWorkers = []int{1000, 4000}
 const smallBacklog = 10_000
 
 // fillSQL inserts $2 PENDING events (status 20 and sent when $3) with
-// ORDER_CREATED-sized payloads; $1 makes the dedup keys unique.
+// ORDER_CREATED-sized payloads; $1 makes the dedup keys unique. The event
+// ids ascend in insertion order, as Enqueue's UUIDv7 ids do ($4 numbers
+// the fill), so the claim reads the heap in the order it was written, as
+// it does for enqueued events.
 const fillSQL = `INSERT INTO {s}.event_outbox (event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
     schema_version, payload, status, sent_at)
-SELECT gen_random_uuid(), 'BENCH:' || $1::text || ':' || g, 'ORDER', g::text, 'ORDER_EVENT', 'ORDER_CREATED', g::text, 1,
+SELECT format('%s-0000-7000-8000-%s', lpad(to_hex($4::int), 8, '0'), lpad(to_hex(g), 12, '0'))::uuid,
+       'BENCH:' || $1::text || ':' || g, 'ORDER', g::text, 'ORDER_EVENT', 'ORDER_CREATED', g::text, 1,
        jsonb_build_object('order_id', g, 'reservation_id', gen_random_uuid(), 'user_id', g, 'activity_id', 1,
                           'sku_id', 1, 'amount', 9900, 'currency', 'CNY'),
        CASE WHEN $3 THEN 20 ELSE 0 END, CASE WHEN $3 THEN statement_timestamp() END
@@ -72,8 +76,10 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 		}
 		return outbox.New(outbox.Config{Schema: schema})
 	}
+	fills := 0
 	fill := func(schema string, n int, sent bool) error {
-		_, err := pool.Exec(ctx, sqlFor(schema, fillSQL), uuid.NewString(), n, sent)
+		fills++
+		_, err := pool.Exec(ctx, sqlFor(schema, fillSQL), uuid.NewString(), n, sent, fills)
 		return err
 	}
 

@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgharness"
 	"github.com/seckillkit/seckill/internal/roundtrip"
-	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -131,7 +131,7 @@ func run(ctx context.Context, o options) error {
 	results := map[cellKey]*agg{}
 	audits := map[string][]string{} // variant → failures
 	auditRuns := map[string]int{}
-	var ids order.IDGenerator
+	var ids orderid.Generator
 	var users atomic.Int64
 	// One untimed run of every variant first: a fresh server pays once for
 	// what every later run finds ready (WAL segments created and
@@ -311,7 +311,7 @@ func verdict(fails []string) string {
 // buckets: a warm-up (every connection prepares its statements), the timed
 // run, then the audit, and drops the schema.
 func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v variant, b, c int, o options,
-	ids *order.IDGenerator, users *atomic.Int64, rt *roundtrip.Counter, sampler *waitSampler) (cellResult, []string, error) {
+	ids *orderid.Generator, users *atomic.Int64, rt *roundtrip.Counter, sampler *waitSampler) (cellResult, []string, error) {
 	drop := func() error {
 		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		return err
