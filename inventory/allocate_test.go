@@ -491,17 +491,11 @@ func (r *recorder) count(op string, ok bool) int {
 
 func TestQueueAllocateAndRelease(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	rec := &recorder{}
-	var err error
-	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
-		t.Fatal(err)
-	}
-	tb.provision(t, 5, 6, 2, 1)
+	tb, rec := observed(t, 5, 6, 2, 1)
 
 	rs := []inventory.NewReservation{tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1)}
 	got := make([]inventory.Allocated, len(rs))
-	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
 		for i, r := range rs {
 			if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i]); err != nil {

@@ -32,6 +32,21 @@ func (o *txOutcomes) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
 	}
 }
 
+// observed returns a test bundle whose store reports to a new recorder,
+// and the recorder, after provisioning activity/sku with stock units in
+// buckets buckets.
+func observed(t *testing.T, activity, sku int64, stock int32, buckets int16) (testBundle, *recorder) {
+	t.Helper()
+	tb := setup(t)
+	rec := &recorder{}
+	var err error
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
+		t.Fatal(err)
+	}
+	tb.provision(t, activity, sku, stock, buckets)
+	return tb, rec
+}
+
 // TestObserverPerAttempt: the allocation hook fires once per execution —
 // inside the open transaction, so a transaction that fails with a real
 // serialization failure after its allocation and is retried reports two
@@ -40,13 +55,7 @@ func (o *txOutcomes) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
 // per commit in pgtx's TxEnd.
 func TestObserverPerAttempt(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	rec := &recorder{}
-	var err error
-	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
-		t.Fatal(err)
-	}
-	tb.provision(t, 7, 8, 5, 1)
+	tb, rec := observed(t, 7, 8, 5, 1)
 	probe := pgx.Identifier{tb.schema, "probe"}.Sanitize()
 	if _, err := tb.pool.Exec(tb.ctx, `CREATE TABLE `+probe+` (id int PRIMARY KEY, v int NOT NULL); INSERT INTO `+probe+` VALUES (1, 0)`); err != nil {
 		t.Fatal(err)
@@ -54,7 +63,7 @@ func TestObserverPerAttempt(t *testing.T) {
 	r := tb.newReservation(7, 8, 0)
 	txo := &txOutcomes{}
 	runs := 0
-	err = pgtx.RunInTx(tb.ctx, tb.pool, pgtx.Options{Name: "buy", IsoLevel: pgx.RepeatableRead, Observer: txo}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(tb.ctx, tb.pool, pgtx.Options{Name: "buy", IsoLevel: pgx.RepeatableRead, Observer: txo}, func(tx pgx.Tx) error {
 		runs++
 		acq, err := tb.store.AcquireReservation(tb.ctx, tx, r)
 		if err != nil {

@@ -193,13 +193,7 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 // earlier statement of the batch aborted it.
 func TestQueueOrAbortObserved(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	rec := &recorder{}
-	var err error
-	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
-		t.Fatal(err)
-	}
-	tb.provision(t, 3, 30, 1, 1)
+	tb, rec := observed(t, 3, 30, 1, 1)
 
 	first := tb.newReservation(3, 30, 0)
 	if err := tb.buyOrAbort(t, first, 700, allocationOf(first, 700), nil); err != nil {
