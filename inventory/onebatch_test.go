@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -220,5 +221,68 @@ func TestQueueOrAbortObserved(t *testing.T) {
 	}
 	if refused.Op != "allocate" || !inventory.IsAllocationRefused(refused.Err) || !refused.Batch {
 		t.Fatalf("refusal observed as %+v", refused)
+	}
+}
+
+// TestQueueOrAbortConcurrentDuplicateObserved: two transactions send the
+// same one-batch allocation at once. The second waits for the bucket row
+// the first decremented; once the first commits, the second's decrement
+// goes ahead (its snapshot predates the first's ledger row, so the
+// NOT EXISTS guard does not see it) and its ledger insert meets the
+// committed row: unique_violation, which the Observer hears as
+// ErrAlreadyApplied. The stock is taken once, the ledger has one row.
+func TestQueueOrAbortConcurrentDuplicateObserved(t *testing.T) {
+	t.Parallel()
+	tb, rec := observed(t, 4, 40, 2, 1)
+	r := tb.reserved(t, 4, 40, 0, 1)
+	a := allocationOf(r, 800)
+	batch := func() *pgx.Batch {
+		var b pgx.Batch
+		if err := tb.store.QueueAllocateBucketOrAbort(&b, a, nil); err != nil {
+			t.Fatal(err)
+		}
+		return &b
+	}
+
+	first, err := tb.pool.BeginTx(tb.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback(context.WithoutCancel(tb.ctx))
+	if err := first.SendBatch(tb.ctx, batch()).Close(); err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{IsoLevel: pgx.ReadCommitted}, batch())
+	}()
+	tb.waitLockWaiters(t, 1)
+	if err := first.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-second
+	abortedAt(t, "concurrent duplicate", err, 1) // the ledger insert, after the decrement
+	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
+		t.Fatalf("concurrent duplicate: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != 2 {
+		t.Fatalf("observed %+v, want the success and the duplicate", rec.events)
+	}
+	ok, dup := rec.events[0], rec.events[1]
+	if ok.Op != "allocate" || ok.Err != nil || !ok.Batch || ok.ActivityID != 4 || ok.SKUID != 40 || ok.Quantity != 1 {
+		t.Fatalf("success observed as %+v", ok)
+	}
+	if dup.Op != "allocate" || !errors.Is(dup.Err, inventory.ErrAlreadyApplied) || !dup.Batch ||
+		dup.ActivityID != 4 || dup.SKUID != 40 || dup.Quantity != 1 {
+		t.Fatalf("duplicate observed as %+v, want an error matching ErrAlreadyApplied", dup)
+	}
+	if tot := tb.totals(t, 4, 40); tot.Allocated != 1 || tot.Available != 1 {
+		t.Errorf("totals %+v, want 1 allocated and 1 available", tot)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 1 {
+		t.Errorf("%d ALLOCATE ledger rows, want 1", n)
 	}
 }
