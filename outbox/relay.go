@@ -31,8 +31,9 @@ type Publisher interface {
 	// delivery is at least once, consumers must be idempotent.
 	//
 	// A relay calls it from its Run goroutine, one batch at a time, with
-	// no transaction open (the claim has committed); relays sharing a
-	// Publisher call it concurrently. It may block until ctx ends; a
+	// no transaction open (the claim has committed), or, in
+	// [RelayConfig].InTx mode, inside the open transaction that holds the
+	// batch locked; relays sharing a Publisher call it concurrently. It may block until ctx ends; a
 	// panic is recovered and counts as every message failed.
 	Publish(ctx context.Context, msgs []Message) []error
 }
@@ -99,6 +100,25 @@ type RelayConfig struct {
 	// lease recovery, after the statement committed (see [Observer]).
 	// Defaults to [NopObserver].
 	Observer Observer
+	// InTx publishes each batch inside the transaction that claims it:
+	// the batch is locked (SELECT … FOR UPDATE SKIP LOCKED, nothing
+	// written), published, marked SENT or failed, and committed. Each
+	// event is then written once instead of twice (no SENDING version and
+	// no lease), which drains a backlog faster, and a relay that dies or
+	// loses its connection mid-batch leaves its events ready at once (the
+	// locks go with the transaction) instead of after the Lease. When the
+	// COMMIT fails, nothing is marked and the batch is published again:
+	// delivery stays at least once.
+	//
+	// The price is a transaction open for the length of Publish: it holds
+	// a pool connection and holds back VACUUM's horizon meanwhile. Use it
+	// with a publisher that answers in milliseconds (an in-process
+	// channel, a broker with asynchronous acknowledgements), not one that
+	// may take seconds. Lease stays Publish's deadline. BatchStart fires
+	// before anything is committed; BatchEnd after the COMMIT (Released
+	// counts the events left untouched by a stopping relay). Relays in
+	// both modes can share one outbox. Defaults to false.
+	InTx bool
 }
 
 // DefaultBackoff is exponential: 1s after the first failed attempt, doubling
@@ -316,6 +336,9 @@ func (r *Relay) recoverExpired(ctx context.Context) {
 // runBatch claims, publishes and marks one batch. It returns the number of
 // events claimed.
 func (r *Relay) runBatch(ctx context.Context) (int, error) {
+	if r.cfg.InTx {
+		return r.runBatchInTx(ctx)
+	}
 	start := time.Now()
 	// The claim is not interrupted by ctx: a claim cut off after the server
 	// ran it would leave its events SENDING until the lease expires.

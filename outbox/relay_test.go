@@ -141,6 +141,18 @@ func (b *bundle) startRelays(t testing.TB, n int, cfg outbox.RelayConfig, config
 	return stop
 }
 
+// bothModes runs test in parallel subtests, for a relay in lease mode and
+// in InTx mode.
+func bothModes(t *testing.T, test func(t *testing.T, inTx bool)) {
+	t.Parallel()
+	for _, inTx := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lease", true: "intx"}[inTx], func(t *testing.T) {
+			t.Parallel()
+			test(t, inTx)
+		})
+	}
+}
+
 func manyEvents(n int, mod func(i int, e *outbox.Event)) []outbox.Event {
 	evs := make([]outbox.Event, n)
 	for i := range evs {
@@ -154,14 +166,15 @@ func manyEvents(n int, mod func(i int, e *outbox.Event)) []outbox.Event {
 
 // 4 relays, 10,000 events: every event published at least once, none lost,
 // each marked SENT exactly once.
-func TestRelayFourRelaysNoLoss(t *testing.T) {
-	t.Parallel()
+func TestRelayFourRelaysNoLoss(t *testing.T) { bothModes(t, testRelayFourRelaysNoLoss) }
+
+func testRelayFourRelaysNoLoss(t *testing.T, inTx bool) {
 	b := setup(t, outbox.Config{})
 	const n = 10000
 	enq := b.enqueue(t, manyEvents(n, nil)...)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
-	stop := b.startRelays(t, 4, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 200}, nil)
+	stop := b.startRelays(t, 4, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, BatchSize: 200}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -237,15 +250,16 @@ func TestRelayRepublishesAfterCrash(t *testing.T) {
 
 // Stopping mid-batch: what was published is marked SENT, the rest goes back
 // to RETRY at once without counting an attempt; nothing stays SENDING.
-func TestRelayGracefulStopReleases(t *testing.T) {
-	t.Parallel()
+func TestRelayGracefulStopReleases(t *testing.T) { bothModes(t, testRelayGracefulStopReleases) }
+
+func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 	b := setup(t, outbox.Config{})
 	b.enqueue(t, manyEvents(20, nil)...)
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	rec := newRecorder()
 	var calls atomic.Int32
-	r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Store: b.store, BatchSize: 20, DisableListen: true,
+	r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{InTx: inTx, Store: b.store, BatchSize: 20, DisableListen: true,
 		Publisher: outbox.PublisherFunc(func(pctx context.Context, msgs []outbox.Message) []error {
 			calls.Add(1)
 			errs := rec.Publish(pctx, msgs[:10]) // the first half goes out
@@ -265,13 +279,15 @@ func TestRelayGracefulStopReleases(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("publisher called %d times", calls.Load())
 	}
-	if s, rt, sd := b.count(t, "status = 20"), b.count(t, "status = 30 AND retry_count = 0 AND available_at <= statement_timestamp()"),
+	// Released: RETRY under a lease; in InTx mode never touched (PENDING).
+	released := map[bool]string{false: "status = 30", true: "status = 0"}[inTx] + " AND retry_count = 0 AND available_at <= statement_timestamp()"
+	if s, rt, sd := b.count(t, "status = 20"), b.count(t, released),
 		b.count(t, "status = 10"); s != 10 || rt != 10 || sd != 0 {
 		t.Fatalf("SENT %d, released %d, SENDING %d; want 10, 10, 0", s, rt, sd)
 	}
 	// Another relay picks the released events up at once.
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 10 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m}, nil)
+	stop := b.startRelays(t, 1, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if len(rec.ok) != 20 {
@@ -282,8 +298,9 @@ func TestRelayGracefulStopReleases(t *testing.T) {
 // A failing publisher: retries with the configured backoff, DEAD after
 // MaxRetries attempts, last_error bounded; partial failure handled per
 // message.
-func TestRelayRetryBackoffDead(t *testing.T) {
-	t.Parallel()
+func TestRelayRetryBackoffDead(t *testing.T) { bothModes(t, testRelayRetryBackoffDead) }
+
+func testRelayRetryBackoffDead(t *testing.T, inTx bool) {
 	b := setup(t, outbox.Config{})
 	const n = 20
 	enq := b.enqueue(t, manyEvents(n, func(i int, e *outbox.Event) { e.MaxRetries = 3 })...)
@@ -304,7 +321,7 @@ func TestRelayRetryBackoffDead(t *testing.T) {
 	var mu sync.Mutex
 	backoffs := map[int]int{}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n/2 && c.dead.Load() >= n/2 })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 7,
+	stop := b.startRelays(t, 2, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, BatchSize: 7,
 		Backoff: func(attempt int) time.Duration {
 			mu.Lock()
 			backoffs[attempt]++
@@ -335,8 +352,9 @@ func TestRelayRetryBackoffDead(t *testing.T) {
 // Ordered mode under 4 relays with 10% random publish failures: per ordering
 // key, events are published (successfully) in enqueue order, and no event is
 // attempted before every earlier event of its key was published.
-func TestRelayOrderedUnderFailures(t *testing.T) {
-	t.Parallel()
+func TestRelayOrderedUnderFailures(t *testing.T) { bothModes(t, testRelayOrderedUnderFailures) }
+
+func testRelayOrderedUnderFailures(t *testing.T, inTx bool) {
 	b := setup(t, outbox.Config{})
 	const keys, perKey, producers = 50, 40, 4
 	// 4 producers enqueue concurrently; each owns perKey/producers events of
@@ -388,7 +406,7 @@ func TestRelayOrderedUnderFailures(t *testing.T) {
 	}
 	const total = keys * perKey
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= total })
-	stop := b.startRelays(t, 4, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 25,
+	stop := b.startRelays(t, 4, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, BatchSize: 25,
 		Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
@@ -441,7 +459,10 @@ func TestRelayOrderedUnderFailures(t *testing.T) {
 
 // A key whose head keeps failing blocks only itself.
 func TestRelayBlockedKeyDoesNotBlockOthers(t *testing.T) {
-	t.Parallel()
+	bothModes(t, testRelayBlockedKeyDoesNotBlockOthers)
+}
+
+func testRelayBlockedKeyDoesNotBlockOthers(t *testing.T, inTx bool) {
 	b := setup(t, outbox.Config{})
 	var evs []outbox.Event
 	for k := range 6 {
@@ -462,7 +483,7 @@ func TestRelayBlockedKeyDoesNotBlockOthers(t *testing.T) {
 		return nil
 	}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 50 && c.failed.Load() >= 3 })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m, Backoff: func(int) time.Duration { return 0 }}, nil)
+	stop := b.startRelays(t, 2, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
 

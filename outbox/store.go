@@ -96,13 +96,18 @@ type Store struct {
 	claimSQL   string
 	// claimAfterSQL is claimSQL from a cursor on (relays only).
 	claimAfterSQL string
-	sentSQL       string
-	releaseSQL    string
-	failSQL       string
-	recoverSQL    string
-	recoverSpec   string
-	statsSQL      string
-	purgeSQL      string
+	// lockSQL and lockAfterSQL are the claim of a relay in InTx mode:
+	// the same candidates, locked, not updated.
+	lockSQL, lockAfterSQL string
+	// sentTxSQL and failTxSQL mark events the transaction holds locked.
+	sentTxSQL, failTxSQL string
+	sentSQL              string
+	releaseSQL           string
+	failSQL              string
+	recoverSQL           string
+	recoverSpec          string
+	statsSQL             string
+	purgeSQL             string
 
 	eventsByStatusSQL string
 }
@@ -135,6 +140,11 @@ func New(cfg Config) (*Store, error) {
 	claim := strings.ReplaceAll(r.Replace(claimSQL), "{blocking}", blocking)
 	s.claimSQL = strings.ReplaceAll(claim, "{after}", "")
 	s.claimAfterSQL = strings.ReplaceAll(claim, "{after}", claimAfterCond)
+	lock := strings.ReplaceAll(r.Replace(lockSQL), "{blocking}", blocking)
+	s.lockSQL = strings.ReplaceAll(lock, "{after}", "")
+	s.lockAfterSQL = strings.ReplaceAll(lock, "{after}", lockAfterCond)
+	s.sentTxSQL = r.Replace(sentTxSQL)
+	s.failTxSQL = r.Replace(failTxSQL)
 	s.sentSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setSent))
 	s.releaseSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setRelease))
 	s.failSQL = r.Replace(failSQL)

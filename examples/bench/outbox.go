@@ -17,6 +17,7 @@ import (
 
 type outboxResult struct {
 	relayRate, rawRate   float64 // events/s
+	relayTxRate          float64 // events/s, the relay in InTx mode
 	riverRate            float64 // jobs/s, the best of riverWorkers
 	riverRates           map[int]float64
 	drainSmall           float64 // relay events/s draining smallBacklog pending events
@@ -94,8 +95,8 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 		return res, fmt.Errorf("river: %w", err)
 	}
 	riverN, riverT := map[int]int64{}, map[int]time.Duration{}
-	var relayN, rawN int64
-	var relayT, rawT time.Duration
+	var relayN, relayTxN, rawN int64
+	var relayT, relayTxT, rawT time.Duration
 	for r := range o.rounds {
 		for _, w := range riverWorkers {
 			d, err := drainRiver(ctx, pool, o.events, w)
@@ -105,8 +106,10 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 			riverN[w], riverT[w] = riverN[w]+int64(o.events), riverT[w]+d
 			fmt.Fprintf(stderr, "bench: outbox round %d/%d  river %d workers %7.0f jobs/s\n", r+1, o.rounds, w, float64(o.events)/d.Seconds())
 		}
-		for i := range 2 {
-			relay := (r+i)%2 == 0
+		// The relay in lease mode, the relay in InTx mode and the raw
+		// loop, in an order that rotates with the round.
+		for i := range 3 {
+			kind := (r + i) % 3
 			if _, err := pool.Exec(ctx, sqlFor(tput, "TRUNCATE {s}.event_outbox")); err != nil {
 				return res, err
 			}
@@ -117,21 +120,26 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 				return res, err
 			}
 			var d time.Duration
-			if relay {
-				d, err = drainWithRelays(ctx, pool, st, o, o.events)
+			switch kind {
+			case 0:
+				d, err = drainWithRelays(ctx, pool, st, o, o.events, false)
 				relayN, relayT = relayN+int64(o.events), relayT+d
-			} else {
+			case 1:
+				d, err = drainWithRelays(ctx, pool, st, o, o.events, true)
+				relayTxN, relayTxT = relayTxN+int64(o.events), relayTxT+d
+			default:
 				d, err = drainWithLoop(ctx, pool, tput, o)
 				rawN, rawT = rawN+int64(o.events), rawT+d
 			}
 			if err != nil {
 				return res, err
 			}
-			name := map[bool]string{true: "relay", false: "raw loop"}[relay]
-			fmt.Fprintf(stderr, "bench: outbox round %d/%d  %-8s %7.0f events/s\n", r+1, o.rounds, name, float64(o.events)/d.Seconds())
+			name := []string{"relay", "relay InTx", "raw loop"}[kind]
+			fmt.Fprintf(stderr, "bench: outbox round %d/%d  %-10s %7.0f events/s\n", r+1, o.rounds, name, float64(o.events)/d.Seconds())
 		}
 	}
 	res.relayRate = float64(relayN) / relayT.Seconds()
+	res.relayTxRate = float64(relayTxN) / relayTxT.Seconds()
 	res.rawRate = float64(rawN) / rawT.Seconds()
 	res.riverRates = map[int]float64{}
 	for _, w := range riverWorkers {
@@ -156,7 +164,7 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 		if _, err := pool.Exec(ctx, sqlFor(tput, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
 			return 0, err
 		}
-		d, err := drainWithRelays(ctx, pool, st, o, n)
+		d, err := drainWithRelays(ctx, pool, st, o, n, false)
 		return float64(n) / d.Seconds(), err
 	}
 	var small []float64
@@ -253,10 +261,11 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// drainWithRelays runs o.relays outbox relays until events events are
+// drainWithRelays runs o.relays outbox relays (in InTx mode when inTx)
+// until events events are
 // published, then checks that every one of them was published and that the
 // table holds nothing but SENT events.
-func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, o options, events int) (time.Duration, error) {
+func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, o options, events int, inTx bool) (time.Duration, error) {
 	var n atomic.Int64
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -284,7 +293,7 @@ func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, 
 	for i := range o.relays {
 		r, err := outbox.NewRelay(pool, outbox.RelayConfig{
 			Store: st, Publisher: pub, Owner: fmt.Sprintf("bench-relay-%d", i), BatchSize: o.batch,
-			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true,
+			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true, InTx: inTx,
 		})
 		if err != nil {
 			return 0, err

@@ -232,6 +232,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintln(out, "| measure | value |")
 	fmt.Fprintln(out, "|---|---:|")
 	fmt.Fprintf(out, "| relay (outbox.Relay, no-op publisher), events/s | %.0f |\n", ob.relayRate)
+	fmt.Fprintf(out, "| relay in InTx mode (claim, publish, mark in one transaction), events/s | %.0f |\n", ob.relayTxRate)
 	fmt.Fprintf(out, "| hand-written claim + mark-sent loop, events/s | %.0f |\n", ob.rawRate)
 	for _, w := range riverWorkers {
 		fmt.Fprintf(out, "| River (no-op worker, MaxWorkers %d), jobs/s | %.0f |\n", w, ob.riverRates[w])
@@ -276,12 +277,13 @@ func run(ctx context.Context, o options) error {
 	if a := results[cellKey{"kit", 64, 32}]; a != nil {
 		cpuKit = a.cpuPerOrder()
 	}
-	fmt.Fprintf(out, "RESULT flow_vs_seed_min=%.2f flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_limit_b1=%.2f flow_vs_limit_b64=%.2f limit_full_vs_min_b1=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f cpu_us_per_order=%.0f outbox_events_per_s=%.0f outbox_vs_raw=%.2f outbox_vs_river=%s drain_backlog_ratio=%s claim_history_ratio=%.2f\n",
+	fmt.Fprintf(out, "RESULT flow_vs_seed_min=%.2f flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_limit_b1=%.2f flow_vs_limit_b64=%.2f limit_full_vs_min_b1=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f cpu_us_per_order=%.0f outbox_events_per_s=%.0f outbox_vs_raw=%.2f outbox_vs_river=%s outbox_intx_events_per_s=%.0f outbox_intx_vs_river=%s drain_backlog_ratio=%s claim_history_ratio=%.2f\n",
 		flowVsSeedMin, ratio(rate("kit", 1, 32), rate("seed", 1, 32)), ratio(rate("kit", 64, 32), rate("seed", 64, 32)),
 		ratio(rate("kit", 1, 32), rate("limit-full", 1, 32)), ratio(rate("kit", 64, 32), rate("limit-full", 64, 32)),
 		ratio(rate("limit-full", 1, 32), rate("limit-min", 1, 32)),
 		ratio(rate("kit", 64, 32), rate("raw", 64, 32)), ratio(float64(krt), float64(kn)), cpuKit,
 		ob.relayRate, ratio(ob.relayRate, ob.rawRate), optRatio(ob.relayRate, ob.riverRate),
+		ob.relayTxRate, optRatio(ob.relayTxRate, ob.riverRate),
 		optRatio(ob.drainLarge, ob.drainSmall), ratio(float64(ob.claimHist), float64(ob.claimNone)))
 	for _, v := range vs {
 		if len(audits[v.name]) > 0 {

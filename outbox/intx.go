@@ -1,0 +1,214 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seckillkit/seckill/internal/pgval"
+)
+
+// A relay in InTx mode (RelayConfig.InTx) publishes each batch inside the
+// transaction that claims it. The claim locks the candidates of claimSQL
+// (FOR UPDATE SKIP LOCKED, the same order and the same ordering rule) and
+// writes nothing; the marks update the locked rows; COMMIT makes them SENT
+// (or RETRY/DEAD) and drops the locks. Each event is written once, not
+// twice (no SENDING version, no lease), and a relay that dies mid-batch
+// leaves its events ready at once: the rollback drops the locks, and the
+// rows never left PENDING or RETRY.
+//
+// The ordering rule holds as in lease mode: an ordered event's predecessor
+// that another relay holds locked is still PENDING or RETRY, which blocks
+// it, and a locked row that another relay marked and committed meanwhile is
+// re-checked against the claim's conditions before it is taken.
+
+// lockSQL is claimSQL's candidate query returning claimSQL's columns:
+// locked_at is the statement's time (no lease is written).
+const lockSQL = `SELECT o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggregate_type,
+       o.aggregate_id, coalesce(o.ordering_key, ''), o.schema_version, o.payload, o.headers,
+       o.retry_count, o.max_retry, o.created_at, statement_timestamp(), o.available_at
+FROM {schema}.event_outbox AS o
+WHERE o.status IN (0, 30)
+  AND o.available_at <= statement_timestamp(){after}
+  AND (o.ordering_key IS NULL OR NOT EXISTS (
+	SELECT 1 FROM {schema}.event_outbox AS p
+	WHERE p.ordering_key = o.ordering_key
+	  AND p.seq < o.seq
+	  AND p.status IN ({blocking})))
+ORDER BY o.available_at, o.created_at, o.event_id
+LIMIT $1
+FOR UPDATE OF o SKIP LOCKED`
+
+// lockAfterCond is claimAfterCond with the lock query's parameters.
+const lockAfterCond = `
+	  AND (o.available_at, o.created_at, o.event_id) > ($2::timestamptz, $3::timestamptz, $4::uuid)`
+
+// sentTxSQL marks SENT the events ($1) that the transaction holds locked.
+const sentTxSQL = `UPDATE {schema}.event_outbox
+SET ` + setSent + `
+WHERE event_id = ANY((SELECT $1::text[]::uuid[])::uuid[])
+  AND status IN (0, 30)`
+
+// failTxSQL records failed publishes of events the transaction holds
+// locked, as failSQL does under a lease: $1 ids, $2 errors, $3 backoffs
+// (µs). Returns the new status of each.
+const failTxSQL = `WITH f AS (
+	SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
+)
+UPDATE {schema}.event_outbox AS o
+SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,
+    retry_count = o.retry_count + 1,
+    available_at = statement_timestamp() + f.backoff_us * interval '1 microsecond',
+    locked_by = NULL,
+    locked_at = NULL,
+    last_error = f.err,
+    updated_at = statement_timestamp()
+FROM f
+WHERE o.event_id = f.id
+  AND o.status IN (0, 30)
+RETURNING o.status`
+
+// errMarkInTx reports locked events that a mark did not find ready: it
+// cannot happen while the transaction holds their locks.
+var errMarkInTx = errors.New("outbox: an event locked by this transaction was not ready to mark")
+
+// runBatchInTx is runBatch in InTx mode: lock, publish, mark and commit
+// one batch in one transaction. It returns the number of events locked.
+func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
+	start := time.Now()
+	// The transaction is not interrupted by ctx: what was published must
+	// be marked. It is bounded by the publish deadline (Lease) plus
+	// ShutdownTimeout for the statements; each statement by
+	// ShutdownTimeout.
+	base := context.WithoutCancel(ctx)
+	tctx, cancelTx := context.WithTimeout(base, r.cfg.Lease+r.cfg.ShutdownTimeout)
+	defer cancelTx()
+	stmt := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(tctx, r.cfg.ShutdownTimeout)
+	}
+
+	sctx, cancel := stmt()
+	tx, err := r.pool.Begin(sctx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(base, r.cfg.ShutdownTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx) // no-op after COMMIT
+	}()
+
+	r.cursor.fromHead(start)
+	var claim Claim
+	b := &pgx.Batch{}
+	var q *pgx.QueuedQuery
+	if r.cursor.set {
+		q = b.Queue(r.store.lockAfterSQL, r.cfg.BatchSize, r.cursor.availableAt, r.cursor.createdAt, pgval.UUID(r.cursor.eventID))
+	} else {
+		q = b.Queue(r.store.lockSQL, r.cfg.BatchSize)
+	}
+	r.store.queueClaim(b, r.cfg.Owner, &r.cursor, q, &claim)
+	sctx, cancel = stmt()
+	err = tx.SendBatch(sctx, b).Close()
+	cancel()
+	if err != nil {
+		r.cursor.set = false
+		return 0, err
+	}
+	n := len(claim.Messages)
+	r.cursor.next(n, r.cfg.BatchSize, start)
+	if r.noCursor {
+		r.cursor.set = false
+	}
+	if n == 0 {
+		sctx, cancel = stmt()
+		defer cancel()
+		return 0, tx.Commit(sctx)
+	}
+	octx := r.obs.BatchStart(ctx, BatchStartEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
+	end := BatchEndEvent{Owner: r.cfg.Owner, Claimed: n}
+
+	var errs []error
+	if ctx.Err() == nil {
+		errs = r.publish(ctx, start, claim.Messages)
+	} else {
+		errs = make([]error, n)
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+	stopping := ctx.Err() != nil
+	var sent []uuid.UUID
+	var fids []string
+	var msgs []string
+	var backoffs []int64
+	for i, m := range claim.Messages {
+		switch {
+		case errs[i] == nil:
+			sent = append(sent, m.EventID)
+		case stopping:
+			end.Released++ // left as it was: the COMMIT drops the lock
+		default:
+			fids = append(fids, m.EventID.String())
+			msgs = append(msgs, TruncateError(errs[i].Error()))
+			backoffs = append(backoffs, r.cfg.Backoff(m.Attempt).Microseconds())
+		}
+	}
+	var published, failed, dead int
+	mb := &pgx.Batch{}
+	if len(sent) > 0 {
+		mb.Queue(r.store.sentTxSQL, uuidTexts(sent)).Exec(func(ct pgconn.CommandTag) error {
+			published = int(ct.RowsAffected())
+			return nil
+		})
+	}
+	if len(fids) > 0 {
+		mb.Queue(r.store.failTxSQL, fids, msgs, backoffs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var st int16
+				if err := rows.Scan(&st); err != nil {
+					return err
+				}
+				failed++
+				if Status(st) == StatusDead {
+					dead++
+				}
+			}
+			return rows.Err()
+		})
+	}
+	if mb.Len() > 0 {
+		sctx, cancel = stmt()
+		err = tx.SendBatch(sctx, mb).Close()
+		cancel()
+		if err == nil && (published != len(sent) || failed != len(fids)) {
+			err = fmt.Errorf("%w: %d of %d sent, %d of %d failed", errMarkInTx, published, len(sent), failed, len(fids))
+		}
+	}
+	if err == nil {
+		sctx, cancel = stmt()
+		err = tx.Commit(sctx)
+		cancel()
+	}
+	if err != nil {
+		// Nothing was marked: the events are ready again once the
+		// rollback (or the server, for a lost connection) drops the
+		// locks, and the published ones will be published again.
+		end.Released = 0
+		err = fmt.Errorf("mark in transaction: %w", err)
+	} else {
+		end.Published, end.Failed, end.Dead = published, failed, dead
+		if dead > 0 {
+			r.log.WarnContext(ctx, "outbox relay: events dead after their last attempt", "count", dead)
+		}
+	}
+	end.Err, end.Elapsed = err, time.Since(start)
+	r.obs.BatchEnd(octx, end)
+	return n, err
+}
