@@ -42,6 +42,7 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 			BatchSize: 200, PollInterval: 20 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 			// The order path sends no NOTIFY (see flow.Config.Notify): relays poll.
 			DisableListen: true, Logger: s.log, Backoff: backoff, Observer: relayObserver{m: s.metrics},
+			InTx: s.relayInTx,
 		})
 		if err != nil {
 			return fail(err)

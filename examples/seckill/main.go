@@ -57,6 +57,7 @@ func main() {
 	flag.IntVar(&cfg.Clickers, "clickers", cfg.Clickers, "goroutines the buyers click from")
 	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size (order and event consumers, relays, payers and the canceller share it)")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
+	flag.BoolVar(&cfg.RelayInTx, "relay-in-tx", cfg.RelayInTx, "relays publish each batch inside the transaction that claims it (outbox.RelayConfig.InTx)")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "share of messages the queue delivers twice")
 	flag.Float64Var(&cfg.ResendRate, "resend-rate", cfg.ResendRate, "share of reservations re-sent under a new message id")

@@ -92,6 +92,24 @@ func TestSaleAuditPasses(t *testing.T) {
 	}
 }
 
+// TestSaleAuditPassesRelayInTx runs the whole flow on the real stack
+// with the relays in InTx mode (each batch published to JetStream inside
+// the transaction that claims it): the audit and the reconciliation pass,
+// every event was published, the consumers saw every order.
+func TestSaleAuditPassesRelayInTx(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 4*time.Minute)
+	cfg := smallConfig(t)
+	cfg.RelayInTx = true
+	useStack(t, &cfg, stackReal, false)
+	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSale(t, cfg, rep)
+	checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
+}
+
 // checkSale checks a run's report: audit and reconciliation pass, the
 // counts add up, every branch ran.
 func checkSale(t *testing.T, cfg config, rep report) {

@@ -36,6 +36,9 @@ type config struct {
 	Clickers  int // goroutines the buyers click from
 	PoolSize  int
 	Relays    int
+	// RelayInTx runs the outbox relays in outbox.RelayConfig.InTx mode:
+	// each batch published inside the transaction that claims it.
+	RelayInTx bool
 
 	QueueDepth  int
 	DupRate     float64 // deliveries duplicated on purpose

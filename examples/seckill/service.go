@@ -66,6 +66,7 @@ type service struct {
 
 	orderTTL       time.Duration
 	reservationTTL time.Duration
+	relayInTx      bool // relays publish inside the claiming transaction (outbox.RelayConfig.InTx)
 	// releaseFailures: failed front-door releases after which a
 	// reservation is MANUAL_REQUIRED.
 	releaseFailures int
@@ -103,7 +104,8 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	if cfg.ReleaseFailures < 1 || cfg.ReleaseFailures > 1000 {
 		return nil, fmt.Errorf("release failures %d: must be between 1 and 1000", cfg.ReleaseFailures)
 	}
-	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures}
+	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
+		relayInTx: cfg.RelayInTx}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	item := cfg.item()
 	s.metrics = newServiceMetrics()
