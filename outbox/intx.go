@@ -201,6 +201,7 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 		// rollback (or the server, for a lost connection) drops the
 		// locks, and the published ones will be published again.
 		end.Released = 0
+		r.cursor.set = false // they sort before the cursor: claim from the head
 		err = fmt.Errorf("mark in transaction: %w", err)
 	} else {
 		end.Published, end.Failed, end.Dead = published, failed, dead
