@@ -54,8 +54,8 @@
 //
 // where every condition that is not a plain fresh order raises instead of
 // returning (the "…OrAbort" helpers: a duplicate message, the same
-// reservation under a new message id, a buyer who already ordered, sold
-// out, the sale not on), so the server skips the rest of the batch and
+// reservation under a new message id, a buyer who already ordered, an
+// event already enqueued, sold out, the sale not on), so the server skips the rest of the batch and
 // commits nothing; PlaceOrder then runs PlaceOrderTx, which finds out what
 // the message is. In both forms the bucket decrement comes last, so the
 // hot bucket row is locked only until COMMIT — in the one-batch form,

@@ -79,7 +79,7 @@ type statements struct {
 	setSale, saleLog, expire, recordCompensation        string
 	adjust, adjustments, ledgerByType                   string
 
-	insertReservationOrAbort, decrementOrAbort, ledgerAfterDecrement string
+	insertReservationOrAbort, decrementOrAbort, ledgerAfterDecrement, ledgerAfterDecrementNoRows string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -106,8 +106,9 @@ func buildStatements(quotedSchema string) statements {
 		adjustments:         r.Replace(adjustmentsSQL),
 		ledgerByType:        r.Replace(ledgerByTypeSQL),
 
-		insertReservationOrAbort: r.Replace(insertReservationOrAbortSQL),
-		decrementOrAbort:         r.Replace(decrementOrAbortSQL),
-		ledgerAfterDecrement:     r.Replace(ledgerAfterDecrementSQL),
+		insertReservationOrAbort:   r.Replace(insertReservationOrAbortSQL),
+		decrementOrAbort:           r.Replace(decrementOrAbortSQL),
+		ledgerAfterDecrement:       r.Replace(ledgerAfterDecrementSQL),
+		ledgerAfterDecrementNoRows: r.Replace(ledgerAfterDecrementSQL[:strings.LastIndex(ledgerAfterDecrementSQL, "\nRETURNING")]),
 	}
 }

@@ -73,9 +73,15 @@ SELECT coalesce((SELECT version::text FROM upd), '` + AllocationRefused + `')::i
 // row: this transaction holds that row's lock since the decrement, so they
 // are the counters the decrement left. A ledger row with the same key
 // (a concurrent duplicate that committed) raises unique_violation.
-// Parameters as allocateSQL. (Citus runs this INSERT … SELECT "pull to
-// coordinator", not as one pushed-down task: ledger_id is an identity
-// column.)
+// Parameters as allocateSQL.
+//
+// When the caller wants no result back, the statement is sent without its
+// RETURNING clause (less to send back). On Citus, an INSERT … SELECT into a
+// table with an identity column (ledger_id) runs "pull to coordinator":
+// with RETURNING the rows travel through an intermediate result and a
+// second INSERT on the worker, without it they are copied into the shard
+// directly; either way Citus commits a transaction that wrote through such
+// a COPY with two phases.
 const ledgerAfterDecrementSQL = `
 INSERT INTO {schema}.inventory_ledger (
 	idempotency_key, reservation_id, order_id, source_message_id,
@@ -154,11 +160,36 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 	args := allocateArgs(a)
 	q := b.Queue(s.sql.decrementOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
 		AllocateKey(a.ReservationID), pgval.UUID(a.ReservationID), a.UserID)
-	l := b.Queue(s.sql.ledgerAfterDecrement, args...)
-	if dst == nil && s.observer == nil {
+	key := AllocateKey(a.ReservationID)
+	if dst == nil {
+		// Nothing to return: the ledger row is inserted without RETURNING.
+		l := b.Queue(s.sql.ledgerAfterDecrementNoRows, args...)
+		if s.observer == nil {
+			return nil
+		}
+		q.QueryRow(func(row pgx.Row) error {
+			var version int64
+			if err := row.Scan(&version); err != nil {
+				if IsAllocationRefused(err) {
+					s.reportOrAbort(a, err)
+				}
+				return fmt.Errorf("inventory: allocate %s: %w", key, err)
+			}
+			return nil
+		})
+		l.Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				if _, ok := pgtx.UniqueViolationOf(err); ok {
+					s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+				}
+				return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
+			}
+			s.reportOrAbort(a, nil)
+			return nil
+		}
 		return nil
 	}
-	key := AllocateKey(a.ReservationID)
+	l := b.Queue(s.sql.ledgerAfterDecrement, args...)
 	var version int64
 	q.QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&version); err != nil {
@@ -179,9 +210,7 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 			return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
 		}
 		s.reportOrAbort(a, nil)
-		if dst != nil {
-			*dst = got
-		}
+		*dst = got
 		return nil
 	})
 	return nil

@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -231,14 +232,34 @@ func TestQueueOrAbortObserved(t *testing.T) {
 // NOT EXISTS guard does not see it) and its ledger insert meets the
 // committed row: unique_violation, which the Observer hears as
 // ErrAlreadyApplied. The stock is taken once, the ledger has one row.
+// It runs with and without a destination for the result (the ledger insert
+// is sent with and without RETURNING).
 func TestQueueOrAbortConcurrentDuplicateObserved(t *testing.T) {
 	t.Parallel()
-	tb, rec := observed(t, 4, 40, 2, 1)
-	r := tb.reserved(t, 4, 40, 0, 1)
+	for _, withDst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dst=%v", withDst), func(t *testing.T) {
+			t.Parallel()
+			activity, sku := int64(4), int64(40)
+			if withDst {
+				activity, sku = 5, 50
+			}
+			concurrentDuplicateObserved(t, activity, sku, withDst)
+		})
+	}
+}
+
+func concurrentDuplicateObserved(t *testing.T, activity, sku int64, withDst bool) {
+	tb, rec := observed(t, activity, sku, 2, 1)
+	r := tb.reserved(t, activity, sku, 0, 1)
 	a := allocationOf(r, 800)
+	var got inventory.Allocated
 	batch := func() *pgx.Batch {
 		var b pgx.Batch
-		if err := tb.store.QueueAllocateBucketOrAbort(&b, a, nil); err != nil {
+		var dst *inventory.Allocated
+		if withDst {
+			dst = &got
+		}
+		if err := tb.store.QueueAllocateBucketOrAbort(&b, a, dst); err != nil {
 			t.Fatal(err)
 		}
 		return &b
@@ -272,17 +293,20 @@ func TestQueueOrAbortConcurrentDuplicateObserved(t *testing.T) {
 		t.Fatalf("observed %+v, want the success and the duplicate", rec.events)
 	}
 	ok, dup := rec.events[0], rec.events[1]
-	if ok.Op != "allocate" || ok.Err != nil || !ok.Batch || ok.ActivityID != 4 || ok.SKUID != 40 || ok.Quantity != 1 {
+	if ok.Op != "allocate" || ok.Err != nil || !ok.Batch || ok.ActivityID != activity || ok.SKUID != sku || ok.Quantity != 1 {
 		t.Fatalf("success observed as %+v", ok)
 	}
 	if dup.Op != "allocate" || !errors.Is(dup.Err, inventory.ErrAlreadyApplied) || !dup.Batch ||
-		dup.ActivityID != 4 || dup.SKUID != 40 || dup.Quantity != 1 {
+		dup.ActivityID != activity || dup.SKUID != sku || dup.Quantity != 1 {
 		t.Fatalf("duplicate observed as %+v, want an error matching ErrAlreadyApplied", dup)
 	}
-	if tot := tb.totals(t, 4, 40); tot.Allocated != 1 || tot.Available != 1 {
+	if tot := tb.totals(t, activity, sku); tot.Allocated != 1 || tot.Available != 1 {
 		t.Errorf("totals %+v, want 1 allocated and 1 available", tot)
 	}
 	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 1 {
 		t.Errorf("%d ALLOCATE ledger rows, want 1", n)
+	}
+	if withDst && (got.LedgerID == 0 || got.AfterAllocated != 1 || got.BeforeAvailable != 2 || got.AfterAvailable != 1) {
+		t.Errorf("the first transaction's result %+v, want its ledger row (2 → 1 available, 1 allocated)", got)
 	}
 }

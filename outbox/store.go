@@ -91,9 +91,10 @@ type Store struct {
 	schema  string // unquoted
 	channel string
 
-	enqueueSQL string
-	enqueueOne string
-	claimSQL   string
+	enqueueSQL     string
+	enqueueOne     string
+	enqueueOrAbort string // QueueEnqueueOrAbort
+	claimSQL       string
 	// claimAfterSQL is claimSQL from a cursor on (relays only).
 	claimAfterSQL string
 	// lockSQL and lockAfterSQL are the claim of a relay in InTx mode:
@@ -133,6 +134,7 @@ func New(cfg Config) (*Store, error) {
 	r := strings.NewReplacer("{schema}", quoted)
 	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
 	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
+	s.enqueueOrAbort = r.Replace(enqueueOrAbortSQL)
 	blocking := "0, 10, 30"
 	if cfg.DeadBlocksKey {
 		blocking = "0, 10, 30, 40"

@@ -441,7 +441,8 @@ func (s *Service) storedOutcome(ctx context.Context, messageID uuid.UUID, err er
 //     under a new message id raises (its primary key);
 //  3. the order and its item: a buyer who already ordered raises (one
 //     order per activity, SKU and buyer), as does the same request;
-//  4. the ORDER_CREATED event;
+//  4. the ORDER_CREATED event (its dedup key, the order's, raises if it
+//     exists);
 //  5. last, the bucket decrement and its ALLOCATE ledger row: sold out,
 //     the sale not on, or the reservation not binding raise. The hot
 //     bucket row is locked only from here to COMMIT, within the server.
@@ -467,7 +468,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	if err := s.Orders.QueueCreateOrAbort(&b, s.newOrder(msgID, m)); err != nil {
 		return nil, err
 	}
-	if err := s.Outbox.QueueEnqueue(&b, s.orderCreatedEvent(ctx, m), &enq); err != nil {
+	if err := s.Outbox.QueueEnqueueOrAbort(&b, s.orderCreatedEvent(ctx, m), &enq); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueAllocateBucketOrAbort(&b, s.allocation(msgID, m), nil); err != nil {
