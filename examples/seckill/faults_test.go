@@ -58,8 +58,8 @@ func TestFaultRedisKilledRestartedEmpty(t *testing.T) {
 	}
 }
 
-// TestFaultNATSKilledRestarted: nats-server is killed a third into the
-// sale and restarted on the same store. Publishes without a PubAck are
+// TestFaultNATSKilledRestarted: nats-server is killed early in the sale
+// and restarted on the same store once a publish has gone unanswered. Publishes without a PubAck are
 // sent again with the same Nats-Msg-Id, consumers and relays resume: no
 // order lost (every accepted reservation became an order or a
 // rejection), duplicates absorbed.
@@ -80,7 +80,13 @@ func TestFaultNATSKilledRestarted(t *testing.T) {
 		}
 		killed.Store(true)
 		go func() {
-			time.Sleep(500 * time.Millisecond)
+			// Down until a publish has failed and is being sent again (at
+			// most 10s): a restart within a publish's PubAck wait would
+			// let the client's reconnect buffer deliver it unnoticed.
+			for deadline := time.Now().Add(10 * time.Second); svc.js.resends.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond)
 			restarted <- srv.nats.Restart(ctx)
 		}()
 	}}
