@@ -134,16 +134,7 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 	octx := r.obs.BatchStart(ctx, BatchStartEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
 	end := BatchEndEvent{Owner: r.cfg.Owner, Claimed: n}
 
-	var errs []error
-	if ctx.Err() == nil {
-		errs = r.publish(ctx, start, claim.Messages)
-	} else {
-		errs = make([]error, n)
-		for i := range errs {
-			errs[i] = ctx.Err()
-		}
-	}
-	stopping := ctx.Err() != nil
+	errs, stopping := r.publishUnlessStopping(ctx, start, claim.Messages)
 	var sent []uuid.UUID
 	var fids []string
 	var msgs []string

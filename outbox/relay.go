@@ -362,20 +362,11 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	octx := r.obs.BatchStart(ctx, BatchStartEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
 	end := BatchEndEvent{Owner: r.cfg.Owner, Claimed: n}
 
-	var errs []error
-	if ctx.Err() == nil {
-		errs = r.publish(ctx, start, claim.Messages)
-	} else {
-		errs = make([]error, n)
-		for i := range errs {
-			errs[i] = ctx.Err()
-		}
-	}
+	errs, stopping := r.publishUnlessStopping(ctx, start, claim.Messages)
 
 	// Mark even when ctx has ended, within ShutdownTimeout.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
 	defer cancel()
-	stopping := ctx.Err() != nil
 	var sent, release []Message
 	var failures []Failure
 	for i, m := range claim.Messages {
@@ -433,6 +424,22 @@ func ids(ms []Message) []uuid.UUID {
 		out[i] = m.EventID
 	}
 	return out
+}
+
+// publishUnlessStopping publishes msgs, or, when ctx has ended, fails each
+// with ctx's error without publishing. stopping reports whether ctx had
+// ended by the time Publish returned: the failed messages are then to be
+// handed back unattempted, not marked failed.
+func (r *Relay) publishUnlessStopping(ctx context.Context, claimed time.Time, msgs []Message) (errs []error, stopping bool) {
+	if ctx.Err() == nil {
+		errs = r.publish(ctx, claimed, msgs)
+	} else {
+		errs = make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+	return errs, ctx.Err() != nil
 }
 
 // publish calls the publisher with the lease as deadline and turns a panic or a
