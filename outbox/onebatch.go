@@ -15,12 +15,8 @@ import (
 // one worker as one task; for enqueueOneSQL's data-modifying CTE under a
 // SELECT, Citus runs the CTE first and copies its result back to the
 // worker as an intermediate result for the outer SELECT.
-const enqueueOrAbortSQL = `INSERT INTO {schema}.event_outbox (
-	event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
-	schema_version, payload, headers, available_at, max_retry)
-VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
-        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4)
-RETURNING event_id`
+const enqueueOrAbortSQL = insertOneSQL + `
+RETURNING o.event_id`
 
 // QueueEnqueueOrAbort queues the insert of ev into b, for a transaction
 // sent as one batch (pgtx.RunBatch) that commits only when the event is

@@ -65,6 +65,16 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 	return q + tail
 }
 
+// insertOneSQL inserts one event from scalar parameters: $1 event id, $2
+// dedup key, $3 aggregate type, $4 aggregate id, $5 topic, $6 tag (NULL
+// for none), $7 message key, $8 schema version, $9 payload, $10 headers,
+// $11 delay (µs), $12 max retries.
+const insertOneSQL = `INSERT INTO {schema}.event_outbox AS o (
+		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
+		schema_version, payload, headers, available_at, max_retry)
+	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
+	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4)`
+
 // enqueueOneSQL is enqueueSQL for the common case of ONE event without an
 // ordering key, with scalar parameters: no unnest of thirteen arrays, no
 // materialised input, no advisory-lock InitPlan, no sort. It returns the
@@ -81,11 +91,7 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 // channel].
 func enqueueOneSQL(notify bool) string {
 	q := `WITH ins AS (
-	INSERT INTO {schema}.event_outbox AS o (
-		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
-		schema_version, payload, headers, available_at, max_retry)
-	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
-	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4)
+	` + insertOneSQL + `
 	ON CONFLICT (dedup_key) DO NOTHING
 	RETURNING o.event_id
 )`
