@@ -32,17 +32,7 @@ import (
 const lockSQL = `SELECT o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggregate_type,
        o.aggregate_id, coalesce(o.ordering_key, ''), o.schema_version, o.payload, o.headers,
        o.retry_count, o.max_retry, o.created_at, statement_timestamp(), o.available_at
-FROM {schema}.event_outbox AS o
-WHERE o.status IN (0, 30)
-  AND o.available_at <= statement_timestamp(){after}
-  AND (o.ordering_key IS NULL OR NOT EXISTS (
-	SELECT 1 FROM {schema}.event_outbox AS p
-	WHERE p.ordering_key = o.ordering_key
-	  AND p.seq < o.seq
-	  AND p.status IN ({blocking})))
-ORDER BY o.available_at, o.created_at, o.event_id
-LIMIT $1
-FOR UPDATE OF o SKIP LOCKED`
+` + readySQL
 
 // lockAfterCond is claimAfterCond with the lock query's parameters.
 const lockAfterCond = `
@@ -117,15 +107,11 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 	sctx, cancel = stmt()
 	err = tx.SendBatch(sctx, b).Close()
 	cancel()
+	r.claimed(len(claim.Messages), start, err)
 	if err != nil {
-		r.cursor.set = false
 		return 0, err
 	}
 	n := len(claim.Messages)
-	r.cursor.next(n, r.cfg.BatchSize, start)
-	if r.noCursor {
-		r.cursor.set = false
-	}
 	if n == 0 {
 		sctx, cancel = stmt()
 		defer cancel()

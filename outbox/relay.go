@@ -347,15 +347,11 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	r.cursor.fromHead(start)
 	claim, err := r.store.claimAfter(cctx, r.pool, r.cfg.Owner, r.cfg.BatchSize, &r.cursor)
 	cancel()
+	r.claimed(len(claim.Messages), start, err)
 	if err != nil {
-		r.cursor.set = false
 		return 0, err
 	}
 	n := len(claim.Messages)
-	r.cursor.next(n, r.cfg.BatchSize, start)
-	if r.noCursor {
-		r.cursor.set = false
-	}
 	if n == 0 {
 		return 0, nil
 	}
@@ -401,6 +397,16 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	end.Err, end.Elapsed = errOut, time.Since(start)
 	r.obs.BatchEnd(octx, end)
 	return n, errOut
+}
+
+// claimed sets where the next claim starts, after a claim that started at
+// start and returned n events or failed with err.
+func (r *Relay) claimed(n int, start time.Time, err error) {
+	if err != nil || r.noCursor {
+		r.cursor.set = false
+		return
+	}
+	r.cursor.next(n, r.cfg.BatchSize, start)
 }
 
 // markErr logs a lost lease (the events stay published-at-least-once: a

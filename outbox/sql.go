@@ -114,6 +114,23 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 	return q + tail
 }
 
+// readySQL picks and locks up to $1 ready events (PENDING or RETRY whose
+// available_at has passed), oldest first, skipping rows other relays hold;
+// an event with an ordering key only when no earlier event of its key is
+// unfinished ({blocking}). The claim (claimSQL) and the InTx relay's lock
+// (lockSQL) select from it.
+const readySQL = `FROM {schema}.event_outbox AS o
+	WHERE o.status IN (0, 30)
+	  AND o.available_at <= statement_timestamp(){after}
+	  AND (o.ordering_key IS NULL OR NOT EXISTS (
+		SELECT 1 FROM {schema}.event_outbox AS p
+		WHERE p.ordering_key = o.ordering_key
+		  AND p.seq < o.seq
+		  AND p.status IN ({blocking})))
+	ORDER BY o.available_at, o.created_at, o.event_id
+	LIMIT $1
+	FOR UPDATE OF o SKIP LOCKED`
+
 // claimSQL claims up to $1 ready events for owner $2 (seed §9.8), oldest
 // first, skipping rows other relays hold. An event with an ordering key is
 // claimable only when no earlier event (lower seq) of the same key is still
@@ -128,17 +145,7 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 // claimCursor).
 const claimSQL = `WITH candidates AS (
 	SELECT o.event_id
-	FROM {schema}.event_outbox AS o
-	WHERE o.status IN (0, 30)
-	  AND o.available_at <= statement_timestamp(){after}
-	  AND (o.ordering_key IS NULL OR NOT EXISTS (
-		SELECT 1 FROM {schema}.event_outbox AS p
-		WHERE p.ordering_key = o.ordering_key
-		  AND p.seq < o.seq
-		  AND p.status IN ({blocking})))
-	ORDER BY o.available_at, o.created_at, o.event_id
-	LIMIT $1
-	FOR UPDATE OF o SKIP LOCKED
+	` + readySQL + `
 )
 UPDATE {schema}.event_outbox AS o
 SET status = 10,
