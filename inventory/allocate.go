@@ -92,6 +92,19 @@ type Allocated struct {
 	CreatedAt time.Time
 }
 
+// decrementSQL is the conditional decrement of one bucket that
+// allocateSQL and decrementOrAbortSQL share: $1 activity, $2 SKU, $3
+// bucket, $4 quantity taken, $5 the ALLOCATE ledger key, which must not
+// exist yet. Each adds its guards on the reservation and the sale.
+const decrementSQL = `UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock - $4::int,
+	       allocated_stock = allocated_stock + $4::int,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND available_stock >= $4::int
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)`
+
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
 // reservation; the ledger INSERT runs only for the updated row. When nothing
@@ -135,14 +148,7 @@ WITH r AS (
 	  FROM {schema}.inventory_sku
 	 WHERE activity_id = $1 AND sku_id = $2
 ), upd AS (
-	UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock - $4::int,
-	       allocated_stock = allocated_stock + $4::int,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND available_stock >= $4::int
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	` + decrementSQL + `
 	   AND EXISTS (SELECT 1 FROM r
 	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
 	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))

@@ -48,14 +48,7 @@ const AllocationRefused = "SECKILL_ALLOCATION_REFUSED"
 // $6 reservation, $7 user.
 const decrementOrAbortSQL = `
 WITH upd AS (
-	UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock - $4::int,
-	       allocated_stock = allocated_stock + $4::int,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND available_stock >= $4::int
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	` + decrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2
 	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $7
