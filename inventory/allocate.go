@@ -94,16 +94,15 @@ type Allocated struct {
 
 // decrementSQL is the conditional decrement of one bucket that
 // allocateSQL and decrementOrAbortSQL share: $1 activity, $2 SKU, $3
-// bucket, $4 quantity taken, $5 the ALLOCATE ledger key, which must not
-// exist yet. Each adds its guards on the reservation and the sale.
+// bucket, $4 quantity taken. Each adds its guards on the reservation, the
+// sale and the ALLOCATE ledger row.
 const decrementSQL = `UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock - $4::int,
 	       allocated_stock = allocated_stock + $4::int,
 	       version = version + 1,
 	       updated_at = statement_timestamp()
 	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND available_stock >= $4::int
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)`
+	   AND available_stock >= $4::int`
 
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
@@ -149,6 +148,7 @@ WITH r AS (
 	 WHERE activity_id = $1 AND sku_id = $2
 ), upd AS (
 	` + decrementSQL + `
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
 	   AND EXISTS (SELECT 1 FROM r
 	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
 	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))

@@ -79,7 +79,8 @@ type statements struct {
 	setSale, saleLog, expire, recordCompensation        string
 	adjust, adjustments, ledgerByType                   string
 
-	insertReservationOrAbort, decrementOrAbort, ledgerAfterDecrement, ledgerAfterDecrementNoRows string
+	insertReservationOrAbort, decrementOrAbort, allocationLedger, allocationLedgerReturning string
+	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -106,9 +107,12 @@ func buildStatements(quotedSchema string) statements {
 		adjustments:         r.Replace(adjustmentsSQL),
 		ledgerByType:        r.Replace(ledgerByTypeSQL),
 
-		insertReservationOrAbort:   r.Replace(insertReservationOrAbortSQL),
-		decrementOrAbort:           r.Replace(decrementOrAbortSQL),
-		ledgerAfterDecrement:       r.Replace(ledgerAfterDecrementSQL),
-		ledgerAfterDecrementNoRows: r.Replace(ledgerAfterDecrementSQL[:strings.LastIndex(ledgerAfterDecrementSQL, "\nRETURNING")]),
+		insertReservationOrAbort:  r.Replace(insertReservationOrAbortSQL),
+		decrementOrAbort:          r.Replace(decrementOrAbortSQL),
+		allocationLedger:          r.Replace(allocationLedgerSQL),
+		allocationLedgerReturning: r.Replace(allocationLedgerSQL + "\nRETURNING ledger_id, created_at"),
+		releaseLedger:             r.Replace(releaseLedgerSQL),
+		releaseLedgerReturning:    r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
+		releaseOrAbort:            r.Replace(releaseOrAbortSQL),
 	}
 }

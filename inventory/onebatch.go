@@ -17,8 +17,10 @@ import (
 // The statements of a transaction sent as one batch (pgtx.RunBatch): every
 // condition that must stop the transaction raises an error, which makes the
 // server skip the rest of the batch, COMMIT included. Each is a plain
-// statement, or an UPDATE in a CTE read by a SELECT: none is a write fed
-// by another write's RETURNING, the chain Citus splits into subplans.
+// INSERT … VALUES, or UPDATEs in CTEs read by a SELECT: shapes Citus routes
+// whole to the one node that holds the schema. None is an INSERT fed by a
+// query or by another write's RETURNING, which Citus splits into subplans
+// or pulls through the coordinator, and then commits with two phases.
 
 // insertReservationOrAbortSQL is acquireSQL's insert without its ON
 // CONFLICT: an existing reservation, request id or order id raises
@@ -36,13 +38,49 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 E
 // the message. [IsAllocationRefused] recognises it.
 const AllocationRefused = "SECKILL_ALLOCATION_REFUSED"
 
-// decrementOrAbortSQL is the decrement of allocateSQL with the same
-// guards (stock, no ALLOCATE row yet, the reservation binding, the sale on
-// and inside its window), returning the bucket's new version. When the
-// UPDATE takes nothing, the outer SELECT casts AllocationRefused to a
-// number, which raises 22P02 and aborts the transaction. (The cast's
-// argument depends on the UPDATE's result, so the planner cannot fold it
-// into a constant and raise on every execution.)
+// allocationLedgerSQL inserts the ALLOCATE ledger row of
+// [Store.QueueAllocateBucketOrAbort] before the bucket is touched, as a
+// plain INSERT … VALUES: a ledger row with the same key (a duplicate that
+// committed, or a concurrent one that commits while this insert waits for
+// it) raises unique_violation on uq_inventory_ledger_idempotency. The
+// counters it writes are placeholders that satisfy the table's checks
+// (before_available = quantity, after_available = 0, before_allocated = 0,
+// after_allocated = quantity); decrementOrAbortSQL, the next statement,
+// overwrites them with the bucket's counters around the decrement in the
+// same transaction, so no other transaction ever sees them.
+//
+// Why not INSERT … SELECT from the bucket row after the decrement: on Citus
+// an INSERT … SELECT into a table with an identity column (ledger_id) is
+// not pushed down to the worker ("pull to coordinator": nextval is
+// volatile); the row travels back as a COPY, and a transaction that wrote
+// through such a COPY commits with two phases. INSERT … VALUES is routed
+// to the one node as it is, here and on plain PostgreSQL.
+//
+// Parameters as allocateSQL. With dst, the statement returns ledger_id and
+// created_at.
+const allocationLedgerSQL = `
+INSERT INTO {schema}.inventory_ledger (
+	idempotency_key, reservation_id, order_id, source_message_id,
+	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+	total_delta, available_delta, allocated_delta,
+	before_available, after_available, before_allocated, after_allocated, reason)
+VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
+        0, -$4::int, $4::int,
+        $4::int, 0, 0, $4::int, $10)`
+
+// decrementOrAbortSQL is the decrement of allocateSQL with the same guards
+// on the reservation and the sale (status and window), after
+// allocationLedgerSQL inserted the ledger row: the uniqueness of that row
+// stands for allocateSQL's NOT EXISTS guard on the ledger. The second CTE
+// writes the counters around the decrement into that ledger row (only
+// when the decrement took the stock). When the UPDATE takes nothing, the
+// outer SELECT casts AllocationRefused to a number, which raises 22P02 and
+// aborts the transaction. (The cast's argument depends on the UPDATE's
+// result, so the planner cannot fold it into a constant and raise on every
+// execution.) It returns the bucket's new version and the counters.
+//
+// Both CTEs are UPDATEs of tables in the same schema, read by a SELECT: one
+// statement that Citus routes to one node whole.
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 // $6 reservation, $7 user.
@@ -57,36 +95,18 @@ WITH upd AS (
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
-	RETURNING version
+	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), led AS (
+	UPDATE {schema}.inventory_ledger AS l
+	   SET before_available = u.before_available, after_available = u.after_available,
+	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
+	  FROM upd AS u
+	 WHERE l.idempotency_key = $5
 )
-SELECT coalesce((SELECT version::text FROM upd), '` + AllocationRefused + `')::int8`
-
-// ledgerAfterDecrementSQL writes the ALLOCATE ledger row of the decrement
-// decrementOrAbortSQL just made, with the counters read from the bucket
-// row: this transaction holds that row's lock since the decrement, so they
-// are the counters the decrement left. A ledger row with the same key
-// (a concurrent duplicate that committed) raises unique_violation.
-// Parameters as allocateSQL.
-//
-// When the caller wants no result back, the statement is sent without its
-// RETURNING clause (less to send back). On Citus, an INSERT … SELECT into a
-// table with an identity column (ledger_id) runs "pull to coordinator":
-// with RETURNING the rows travel through an intermediate result and a
-// second INSERT on the worker, without it they are copied into the shard
-// directly; either way Citus commits a transaction that wrote through such
-// a COPY with two phases.
-const ledgerAfterDecrementSQL = `
-INSERT INTO {schema}.inventory_ledger (
-	idempotency_key, reservation_id, order_id, source_message_id,
-	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
-	total_delta, available_delta, allocated_delta,
-	before_available, after_available, before_allocated, after_allocated, reason)
-SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
-       0, -$4::int, $4::int,
-       b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
-  FROM {schema}.sku_inventory AS b
- WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
-RETURNING ledger_id, created_at, before_available, after_available, before_allocated, after_allocated`
+SELECT coalesce((SELECT version::text FROM upd), '` + AllocationRefused + `')::int8,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated
+  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
 
 // QueueInsertReservationOrAbort queues the insert of the new reservation r
 // into b, for a transaction sent as one batch ([pgtx.RunBatch]) that
@@ -117,19 +137,22 @@ func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) er
 // QueueAllocateBucketOrAbort queues the allocation a into b, for a
 // transaction sent as one batch ([pgtx.RunBatch]) that commits only when
 // the stock was taken. It is [Store.AllocateBucket] in two statements —
-// the conditional decrement of the bucket, then the ALLOCATE ledger row
-// with the counters around it — whose every refusal raises instead of
-// returning a classification:
+// the ALLOCATE ledger row, then the conditional decrement of the bucket,
+// which writes the counters around it into that row — whose every refusal
+// raises instead of returning a classification:
 //
+//   - the ALLOCATE row already there (a duplicate that committed, or a
+//     concurrent one that commits while this insert waits for it): the
+//     ledger insert raises unique_violation on
+//     uq_inventory_ledger_idempotency;
 //   - sold out, the sale not on (status or window), the reservation not
 //     recorded with exactly a's activity, SKU, bucket, quantity and buyer
-//     in PENDING_DB or ORDERED, the ALLOCATE row already there, or the
-//     bucket not provisioned: the decrement raises
-//     invalid_text_representation (SQLSTATE 22P02) carrying
-//     [AllocationRefused] ([IsAllocationRefused] reports it);
-//   - a concurrent duplicate of the allocation that committed first: the
-//     ledger insert raises unique_violation on
-//     uq_inventory_ledger_idempotency.
+//     in PENDING_DB or ORDERED, or the bucket not provisioned: the
+//     decrement raises invalid_text_representation (SQLSTATE 22P02)
+//     carrying [AllocationRefused] ([IsAllocationRefused] reports it).
+//
+// Both statements are routed whole to one node on Citus (schema-based
+// sharding), so the transaction commits there with one phase.
 //
 // Either aborts the whole transaction, COMMIT included; nothing is written.
 // Run the general path (AllocateBucket, in a new transaction) to learn
@@ -141,7 +164,7 @@ func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) er
 // of [Store.QueueAllocateBucket], per attempt and before the COMMIT: Err
 // nil when both statements succeeded, an error for which
 // [IsAllocationRefused] is true when the decrement refused, one wrapping
-// [ErrAlreadyApplied] when the ledger insert met the concurrent duplicate.
+// [ErrAlreadyApplied] when the ledger insert met the duplicate.
 // Invalid input returns a *ValidationError and queues nothing.
 func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
 	if err := a.validate(); err != nil {
@@ -151,59 +174,51 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 		return invalid("batch", "must not be nil")
 	}
 	args := allocateArgs(a)
-	q := b.Queue(s.sql.decrementOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
-		AllocateKey(a.ReservationID), pgval.UUID(a.ReservationID), a.UserID)
 	key := AllocateKey(a.ReservationID)
+	ledger := s.sql.allocationLedger
+	if dst != nil {
+		ledger = s.sql.allocationLedgerReturning
+	}
+	l := b.Queue(ledger, args...)
+	d := b.Queue(s.sql.decrementOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
+		key, pgval.UUID(a.ReservationID), a.UserID)
+	if dst == nil && s.observer == nil {
+		return nil // nothing to read back: the batch's own error handling suffices
+	}
+	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
+	ledgerErr := func(err error) error {
+		if _, ok := pgtx.UniqueViolationOf(err); ok {
+			s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+		}
+		return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
+	}
 	if dst == nil {
-		// Nothing to return: the ledger row is inserted without RETURNING.
-		l := b.Queue(s.sql.ledgerAfterDecrementNoRows, args...)
-		if s.observer == nil {
+		l.Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return ledgerErr(err)
+			}
 			return nil
 		}
-		q.QueryRow(func(row pgx.Row) error {
-			var version int64
-			if err := row.Scan(&version); err != nil {
-				if IsAllocationRefused(err) {
-					s.reportOrAbort(a, err)
-				}
-				return fmt.Errorf("inventory: allocate %s: %w", key, err)
+	} else {
+		l.QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&got.LedgerID, &got.CreatedAt); err != nil {
+				return ledgerErr(err)
 			}
 			return nil
 		})
-		l.Fn = func(br pgx.BatchResults) error {
-			if _, err := br.Exec(); err != nil {
-				if _, ok := pgtx.UniqueViolationOf(err); ok {
-					s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
-				}
-				return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
-			}
-			s.reportOrAbort(a, nil)
-			return nil
-		}
-		return nil
 	}
-	l := b.Queue(s.sql.ledgerAfterDecrement, args...)
-	var version int64
-	q.QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&version); err != nil {
+	d.QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&got.Version, &got.BeforeAvailable, &got.AfterAvailable,
+			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
 			if IsAllocationRefused(err) {
 				s.reportOrAbort(a, err)
 			}
 			return fmt.Errorf("inventory: allocate %s: %w", key, err)
 		}
-		return nil
-	})
-	l.QueryRow(func(row pgx.Row) error {
-		got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Version: version}
-		if err := row.Scan(&got.LedgerID, &got.CreatedAt, &got.BeforeAvailable, &got.AfterAvailable,
-			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
-			if _, ok := pgtx.UniqueViolationOf(err); ok {
-				s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
-			}
-			return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
-		}
 		s.reportOrAbort(a, nil)
-		*dst = got
+		if dst != nil {
+			*dst = got
+		}
 		return nil
 	})
 	return nil

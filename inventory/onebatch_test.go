@@ -66,7 +66,8 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		t.Fatalf("allocated %+v, bucket %+v; want 2→1 available, 0→1 allocated", got, bk)
 	}
 	ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
-	if err != nil || len(ledger) != 1 || ledger[0].LedgerID != got.LedgerID || ledger[0].BeforeAvailable != 2 || ledger[0].AfterAvailable != 1 {
+	if err != nil || len(ledger) != 1 || ledger[0].LedgerID != got.LedgerID || ledger[0].BeforeAvailable != 2 || ledger[0].AfterAvailable != 1 ||
+		ledger[0].BeforeAllocated != 0 || ledger[0].AfterAllocated != 1 {
 		t.Fatalf("ledger = %+v, %v", ledger, err)
 	}
 
@@ -92,14 +93,15 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		}
 	}
 
-	// Sold out: the decrement raises (statement 1).
+	// Sold out: the decrement raises (statement 2, after the reservation
+	// and the ledger row).
 	last := tb.newReservation(1, 10, 0)
 	if err := tb.buyOrAbort(t, last, 501, allocationOf(last, 501), nil); err != nil {
 		t.Fatalf("last unit: %v", err)
 	}
 	soldOut := tb.newReservation(1, 10, 0)
 	err = tb.buyOrAbort(t, soldOut, 502, allocationOf(soldOut, 502), nil)
-	abortedAt(t, "sold out", err, 1)
+	abortedAt(t, "sold out", err, 2)
 	if !inventory.IsAllocationRefused(err) {
 		t.Fatalf("sold out: %v, want the allocation refusal", err)
 	}
@@ -119,7 +121,7 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 	refused := func(name string, r inventory.NewReservation, a inventory.Allocation) {
 		t.Helper()
 		err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
-		abortedAt(t, name, err, 1)
+		abortedAt(t, name, err, 2) // the decrement, after the reservation and the ledger row
 		if !inventory.IsAllocationRefused(err) {
 			t.Fatalf("%s: %v, want the allocation refusal", name, err)
 		}
@@ -151,9 +153,9 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
-	abortedAt(t, "allocated twice", err, 0)
-	if !inventory.IsAllocationRefused(err) {
-		t.Fatalf("allocated twice: %v", err)
+	abortedAt(t, "allocated twice", err, 0) // the ledger row, before the decrement
+	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
+		t.Fatalf("allocated twice: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
 	}
 
 	// The sale paused.
@@ -206,7 +208,7 @@ func TestQueueOrAbortObserved(t *testing.T) {
 	abortedAt(t, "same reservation", tb.buyOrAbort(t, again, 701, allocationOf(again, 701), nil), 0)
 	soldOut := tb.newReservation(3, 30, 0)
 	var got inventory.Allocated
-	abortedAt(t, "sold out", tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got), 1)
+	abortedAt(t, "sold out", tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got), 2)
 	if got != (inventory.Allocated{}) {
 		t.Fatalf("refused allocation filled dst: %+v", got)
 	}
@@ -226,12 +228,11 @@ func TestQueueOrAbortObserved(t *testing.T) {
 }
 
 // TestQueueOrAbortConcurrentDuplicateObserved: two transactions send the
-// same one-batch allocation at once. The second waits for the bucket row
-// the first decremented; once the first commits, the second's decrement
-// goes ahead (its snapshot predates the first's ledger row, so the
-// NOT EXISTS guard does not see it) and its ledger insert meets the
-// committed row: unique_violation, which the Observer hears as
-// ErrAlreadyApplied. The stock is taken once, the ledger has one row.
+// same one-batch allocation at once. The second's ledger insert waits for
+// the first's uncommitted row with the same key; once the first commits,
+// it raises unique_violation, which the Observer hears as
+// ErrAlreadyApplied, and the second never reaches the bucket. The stock is
+// taken once, the ledger has one row.
 // It runs with and without a destination for the result (the ledger insert
 // is sent with and without RETURNING).
 func TestQueueOrAbortConcurrentDuplicateObserved(t *testing.T) {
@@ -282,7 +283,7 @@ func concurrentDuplicateObserved(t *testing.T, activity, sku int64, withDst bool
 		t.Fatal(err)
 	}
 	err = <-second
-	abortedAt(t, "concurrent duplicate", err, 1) // the ledger insert, after the decrement
+	abortedAt(t, "concurrent duplicate", err, 0) // the ledger insert, before the decrement
 	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 		t.Fatalf("concurrent duplicate: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
 	}
