@@ -1,0 +1,186 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// ReleaseRefused is the text of the error a refused
+// [Store.QueueReleaseStockOrAbort] raises: PostgreSQL reports it as
+// invalid_text_representation (SQLSTATE 22P02) with this text quoted in
+// the message. [IsReleaseRefused] recognises it.
+const ReleaseRefused = "SECKILL_RELEASE_REFUSED"
+
+// IsReleaseRefused reports whether err (or an error it wraps) is the
+// refusal [Store.QueueReleaseStockOrAbort]'s increment raises.
+func IsReleaseRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidTextRepresentation &&
+		strings.Contains(pgErr.Message, ReleaseRefused)
+}
+
+// releaseLedgerSQL inserts the RELEASE ledger row of
+// [Store.QueueReleaseStockOrAbort] before the bucket is touched, as a plain
+// INSERT … VALUES (see allocationLedgerSQL for why), with placeholder
+// counters that satisfy the table's checks (before_available = 0,
+// after_available = quantity, before_allocated = quantity,
+// after_allocated = 0); releaseOrAbortSQL overwrites them in the same
+// transaction. A RELEASE row with the same key raises unique_violation.
+// Parameters as allocateSQL, with $5 the RELEASE key.
+const releaseLedgerSQL = `
+INSERT INTO {schema}.inventory_ledger (
+	idempotency_key, reservation_id, order_id, source_message_id,
+	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+	total_delta, available_delta, allocated_delta,
+	before_available, after_available, before_allocated, after_allocated, reason)
+VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
+        0, $4::int, -$4::int,
+        0, $4::int, $4::int, 0, $10)`
+
+// releaseOrAbortSQL gives the quantity back to the bucket only when the
+// reservation's ALLOCATE row is there with exactly this activity, SKU,
+// bucket, quantity and buyer and the bucket's allocated stock covers it,
+// then writes the counters around the increment into the RELEASE row the
+// previous statement inserted. When the UPDATE takes nothing, the cast of
+// ReleaseRefused raises 22P02 (see decrementOrAbortSQL). UPDATEs in CTEs
+// read by a SELECT: routed whole to one node on Citus.
+//
+// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
+// key, $6 the RELEASE key, $7 user.
+const releaseOrAbortSQL = `
+WITH upd AS (
+	UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock + $4::int,
+	       allocated_stock = allocated_stock - $4::int,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND allocated_stock >= $4::int
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger AS l
+	                WHERE l.idempotency_key = $5 AND l.activity_id = $1 AND l.sku_id = $2
+	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
+	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), led AS (
+	UPDATE {schema}.inventory_ledger AS l
+	   SET before_available = u.before_available, after_available = u.after_available,
+	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
+	  FROM upd AS u
+	 WHERE l.idempotency_key = $6
+)
+SELECT coalesce((SELECT version::text FROM upd), '` + ReleaseRefused + `')::int8,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated
+  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
+
+// QueueReleaseStockOrAbort queues the release of allocation a into b, for
+// a transaction sent as one batch ([pgtx.RunBatch], or several releases in
+// one batch, as a timeout sweep sends them) that commits only when the
+// stock was given back. a is the allocation as it was made (the order's
+// activity, SKU, bucket, quantity, buyer, order id and source message id;
+// [Reservation.Allocation] builds it from the reservation), and a.Reason
+// the RELEASE reason ([DefaultReleaseReason] when empty). It is
+// [Store.ReleaseStock] in two statements — the RELEASE ledger row, then
+// the increment of the bucket, which writes the counters around it into
+// that row — whose every refusal raises instead of returning a
+// classification:
+//
+//   - the RELEASE row already there (a committed or concurrent duplicate):
+//     the ledger insert raises unique_violation on
+//     uq_inventory_ledger_idempotency;
+//   - no ALLOCATE row with exactly a's activity, SKU, bucket, quantity and
+//     buyer, or a bucket whose allocated stock is below a.Quantity (an
+//     invariant broken): the increment raises invalid_text_representation
+//     (SQLSTATE 22P02) carrying [ReleaseRefused] ([IsReleaseRefused]).
+//
+// Either aborts the whole transaction; nothing is written. ReleaseStock
+// in a new transaction classifies the refusal. Unlike ReleaseStock's one
+// statement (a chain of data-modifying CTEs ending in an INSERT … SELECT),
+// both statements are routed whole to one node on Citus (schema-based
+// sharding), so the transaction commits there with one phase.
+//
+// When the batch runs, a non-nil dst receives the ledger row's counters,
+// the bucket's new version, and the allocation's activity, SKU, bucket and
+// quantity (with the ledger id and time when dst is non-nil). The
+// [Observer] hears of it like of [Store.QueueReleaseStock]: Err nil, one
+// wrapping [ErrAlreadyApplied] for the duplicate, or the refusal. Invalid
+// input returns a *ValidationError and queues nothing.
+func (s *Store) QueueReleaseStockOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	if a.Reason == "" {
+		a.Reason = DefaultReleaseReason
+	}
+	key := ReleaseKey(a.ReservationID)
+	args := allocateArgs(a)
+	args[4] = key
+	ledger := s.sql.releaseLedger
+	if dst != nil {
+		ledger = s.sql.releaseLedgerReturning
+	}
+	l := b.Queue(ledger, args...)
+	inc := b.Queue(s.sql.releaseOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
+		AllocateKey(a.ReservationID), key, a.UserID)
+	if dst == nil && s.observer == nil {
+		return nil
+	}
+	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
+	report := func(err error) {
+		if s.observer == nil {
+			return
+		}
+		e := ReleaseEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
+			Quantity: a.Quantity, Batch: true, Err: err}
+		if err != nil {
+			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
+		}
+		s.observer.ReleaseEnd(context.Background(), e)
+	}
+	ledgerErr := func(err error) error {
+		if _, ok := pgtx.UniqueViolationOf(err); ok {
+			report(fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+		}
+		return fmt.Errorf("inventory: release %s: ledger: %w", key, err)
+	}
+	if dst == nil {
+		l.Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return ledgerErr(err)
+			}
+			return nil
+		}
+	} else {
+		l.QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&got.LedgerID, &got.CreatedAt); err != nil {
+				return ledgerErr(err)
+			}
+			return nil
+		})
+	}
+	inc.QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&got.Version, &got.BeforeAvailable, &got.AfterAvailable,
+			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
+			if IsReleaseRefused(err) {
+				report(err)
+			}
+			return fmt.Errorf("inventory: release %s: %w", key, err)
+		}
+		report(nil)
+		if dst != nil {
+			*dst = got
+		}
+		return nil
+	})
+	return nil
+}
