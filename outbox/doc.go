@@ -30,7 +30,10 @@
 // # Contract
 //
 //   - [Store.Enqueue], [Store.EnqueueMany] run in the caller's transaction
-//     (pgx.Tx). EnqueueMany is ONE statement whatever the number of events.
+//     (pgx.Tx). EnqueueMany is ONE insert whatever the number of events,
+//     followed in the same round trip by a read of the events holding their
+//     dedup keys (so a duplicate that a concurrent transaction committed
+//     while the insert waited for it is reported with that event's id).
 //     Idempotent by dedup key: ON CONFLICT (dedup_key) DO NOTHING, reported
 //     per event in [Enqueued].New — a duplicate is not an error and writes
 //     nothing. Event ids are UUIDv7 (time-ordered).

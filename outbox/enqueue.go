@@ -221,7 +221,9 @@ func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
 	return args
 }
 
-// QueueEnqueueMany queues the insert of evs into b as ONE statement and
+// QueueEnqueueMany queues the insert of evs into b as ONE statement, then a
+// read of the events that hold their dedup keys (a new snapshot, which sees
+// a duplicate committed while the insert waited for it), and
 // arranges for *dst to receive one [Enqueued] per event, in order, when the
 // batch's results are read (errors surface from BatchResults.Close). Send b
 // on the transaction that writes the business data the events describe.
@@ -235,7 +237,10 @@ func (s *Store) QueueEnqueueMany(b *pgx.Batch, evs []Event, dst *[]Enqueued) err
 }
 
 // QueueEnqueue is [Store.QueueEnqueueMany] for one event; *dst receives its
-// outcome.
+// outcome. An event without an ordering key, from a Store without
+// [Config].Notify, is inserted by a plain INSERT: the shape Citus routes
+// whole to one node (the general statement, a data-modifying CTE, makes a
+// Citus transaction commit with two phases).
 func (s *Store) QueueEnqueue(b *pgx.Batch, ev Event, dst *Enqueued) error {
 	if dst == nil {
 		return invalid("dst", "nil")
@@ -253,42 +258,56 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 	}
 	sql, args := s.enqueueSQL, s.enqueueArgs(a)
 	if len(a.ids) == 1 && a.ordKey[0] == nil {
-		sql, args = s.enqueueOne, s.enqueueOneArgs(a)
+		sql, args = s.enqueueInsert, s.enqueueOneArgs(a)
+		if s.cfg.notify() {
+			sql = s.enqueueOne
+		}
 	}
+	inserted := make(map[uuid.UUID]bool, len(a.ids))
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-		inserted := make(map[uuid.UUID]bool, len(a.ids))
-		existing := map[uuid.UUID]uuid.UUID{}
 		for rows.Next() {
 			var kind int32
 			var id, other *uuid.UUID
 			if err := rows.Scan(&kind, &id, &other); err != nil {
 				return fmt.Errorf("outbox: enqueue: %w", err)
 			}
-			switch kind {
-			case 1:
+			if kind == 1 {
 				inserted[*id] = true
-			case 2:
-				existing[*id] = *other
 			}
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("outbox: enqueue: %w", err)
 		}
+		return nil
+	})
+	// The holders of the dedup keys, read with a new snapshot: the rows
+	// just inserted, rows that existed, and rows a concurrent transaction
+	// committed while the insert waited for them (which the insert's own
+	// snapshot cannot see).
+	b.Queue(s.enqueueHolders, a.dedup).Query(func(rows pgx.Rows) error {
+		holder := make(map[string]uuid.UUID, len(a.ids))
+		for rows.Next() {
+			var key string
+			var id uuid.UUID
+			if err := rows.Scan(&key, &id); err != nil {
+				return fmt.Errorf("outbox: enqueue: %w", err)
+			}
+			holder[key] = id
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("outbox: enqueue: %w", err)
+		}
 		out := make([]Enqueued, len(a.ids))
-		first := make(map[string]int, len(a.ids)) // dedup key → index of its first event
 		for i, id := range a.ids {
+			h, held := holder[a.dedup[i]]
 			switch {
 			case inserted[id]:
 				out[i] = Enqueued{New: true, EventID: id}
-			case existing[id] != uuid.Nil:
-				out[i] = Enqueued{EventID: existing[id]}
+			case held:
+				out[i] = Enqueued{EventID: h}
 			default:
-				if j, ok := first[a.dedup[i]]; ok {
-					out[i] = Enqueued{EventID: out[j].EventID} // a duplicate within this call
-				}
-			}
-			if _, ok := first[a.dedup[i]]; !ok {
-				first[a.dedup[i]] = i
+				// Only a purge between the two statements can do this.
+				return fmt.Errorf("outbox: enqueue: no event holds dedup key %q after the insert", a.dedup[i])
 			}
 		}
 		done(out)
@@ -298,7 +317,8 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 }
 
 // EnqueueMany inserts evs in the caller's transaction with ONE statement
-// (arrays through unnest) and reports, per event in order, whether it was
+// (arrays through unnest), plus the read of the events holding their dedup
+// keys in the same round trip, and reports, per event in order, whether it was
 // new or a duplicate of an existing dedup key (ON CONFLICT DO NOTHING: a
 // duplicate writes nothing and is not an error). Events with an ordering key
 // take a transaction advisory lock per key, held until tx ends. Invalid

@@ -410,3 +410,89 @@ func TestColumnLimitsMatchTable(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueDuplicateWhileFirstCommits: a transaction enqueues an event
+// and has not committed; a second enqueues the same dedup key (alone, with
+// NOTIFY on and off, and among other events) and waits for it. When the
+// first commits, the second reports the duplicate with the first's event
+// id (its insert's snapshot cannot see that row: the read that follows
+// the insert can), writes nothing for that key and commits.
+func TestEnqueueDuplicateWhileFirstCommits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		notify bool
+		many   bool
+	}{{"one", false, false}, {"one notify", true, false}, {"many", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{Notify: c.notify})
+			first, err := b.pool.Begin(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Rollback(b.ctx) //nolint:errcheck // a no-op after the commit
+			ev := event(1)
+			firstRes, err := b.store.Enqueue(b.ctx, first, ev)
+			if err != nil || !firstRes.New {
+				t.Fatalf("first: %+v, %v", firstRes, err)
+			}
+			dup := event(1)
+			evs := []outbox.Event{dup}
+			if c.many {
+				evs = []outbox.Event{event(2), dup, event(3)}
+			}
+			type result struct {
+				out []outbox.Enqueued
+				err error
+			}
+			second := make(chan result, 1)
+			go func() {
+				var out []outbox.Enqueued
+				err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+					var err error
+					if c.many {
+						out, err = b.store.EnqueueMany(b.ctx, tx, evs)
+						return err
+					}
+					one, err := b.store.Enqueue(b.ctx, tx, dup)
+					out = []outbox.Enqueued{one}
+					return err
+				})
+				second <- result{out, err}
+			}()
+			// The second waits for the first's uncommitted row.
+			for {
+				var waiting int
+				if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND query LIKE '%event_outbox%'`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting > 0 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := first.Commit(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-second
+			if r.err != nil {
+				t.Fatalf("second: %v", r.err)
+			}
+			at := 0
+			if c.many {
+				at = 1
+				if !r.out[0].New || !r.out[2].New {
+					t.Fatalf("the other events: %+v", r.out)
+				}
+			}
+			if got := r.out[at]; got.New || got.EventID != firstRes.EventID {
+				t.Fatalf("duplicate reported as %+v, want the first's event %s", got, firstRes.EventID)
+			}
+			if n := b.count(t, "dedup_key = $1", ev.DedupKey); n != 1 {
+				t.Fatalf("%d rows hold the key, want 1", n)
+			}
+		})
+	}
+}

@@ -62,8 +62,8 @@ func FuzzEnqueueEvent(f *testing.F) {
 			}
 			return
 		}
-		if qb.Len() != 1 {
-			t.Fatalf("accepted event queued %d statements", qb.Len())
+		if qb.Len() == 0 {
+			t.Fatal("accepted event queued nothing")
 		}
 		tx, err := b.pool.Begin(b.ctx)
 		if err != nil {

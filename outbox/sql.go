@@ -75,6 +75,24 @@ const insertOneSQL = `INSERT INTO {schema}.event_outbox AS o (
 	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
 	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4)`
 
+// enqueueInsertSQL is the common case of ONE event without an ordering key
+// and without NOTIFY: a plain INSERT (nothing when the dedup key exists),
+// returning the rows of enqueueSQL's kind 1. A plain statement is what
+// Citus routes whole to the one node that holds the schema; a
+// data-modifying CTE under a SELECT (enqueueOneSQL) is split there into a
+// subplan whose result Citus ships between nodes, and the transaction then
+// commits with two phases. Parameters as enqueueOneSQL, without the
+// channel.
+const enqueueInsertSQL = insertOneSQL + `
+	ON CONFLICT (dedup_key) DO NOTHING
+	RETURNING 1, o.event_id, NULL::uuid`
+
+// enqueueHoldersSQL follows every enqueue statement in the same batch: the
+// event holding each dedup key in $1, read with the statement's own (new)
+// snapshot, so that it also finds a row a concurrent transaction committed
+// while the insert waited for it, which the insert's snapshot misses.
+const enqueueHoldersSQL = `SELECT dedup_key, event_id FROM {schema}.event_outbox WHERE dedup_key = ANY($1::text[])`
+
 // enqueueOneSQL is enqueueSQL for the common case of ONE event without an
 // ordering key, with scalar parameters: no unnest of thirteen arrays, no
 // materialised input, no advisory-lock InitPlan, no sort. It returns the

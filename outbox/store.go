@@ -93,6 +93,8 @@ type Store struct {
 
 	enqueueSQL     string
 	enqueueOne     string
+	enqueueInsert  string
+	enqueueHolders string
 	enqueueOrAbort string // QueueEnqueueOrAbort
 	claimSQL       string
 	// claimAfterSQL is claimSQL from a cursor on (relays only).
@@ -134,6 +136,8 @@ func New(cfg Config) (*Store, error) {
 	r := strings.NewReplacer("{schema}", quoted)
 	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
 	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
+	s.enqueueInsert = r.Replace(enqueueInsertSQL)
+	s.enqueueHolders = r.Replace(enqueueHoldersSQL)
 	s.enqueueOrAbort = r.Replace(enqueueOrAbortSQL)
 	blocking := "0, 10, 30"
 	if cfg.DeadBlocksKey {
