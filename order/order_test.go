@@ -30,12 +30,20 @@ func setup(t testing.TB) testBundle {
 
 func setupWith(t testing.TB, pool *pgxpool.Pool) testBundle {
 	t.Helper()
+	return setupCfg(t, pool, order.Config{})
+}
+
+// setupCfg is setupWith with a Store built from cfg (its Schema is set
+// here).
+func setupCfg(t testing.TB, pool *pgxpool.Pool, cfg order.Config) testBundle {
+	t.Helper()
 	schema := pgtest.Schema(t)
 	ctx := pgtest.Context(t, 2*time.Minute)
 	if err := order.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	st, err := order.New(order.Config{Schema: schema})
+	cfg.Schema = schema
+	st, err := order.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,6 +232,9 @@ func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (Paymen
 	if err != nil {
 		return PaymentResult{}, err
 	}
+	if s.citus {
+		return s.recordPaymentRouted(ctx, tx, p)
+	}
 	res, err := s.paymentRow(p).Run(ctx, tx)
 	if errors.Is(err, ErrConflict) {
 		return s.classifyPayment(ctx, tx, p, res.Order)
@@ -311,12 +314,21 @@ func scanPayment(row pgx.Row, p Payment, dst *PaymentResult) error {
 	case payID == nil:
 		return &ConflictError{Op: "payment", OrderID: p.OrderID}
 	}
-	dst.PaymentID, dst.PaymentStatus = *payID, *payStatus
+	return decidePayment(p, dst, changed, prev, *payID, *payStatus)
+}
+
+// decidePayment fills dst's Kind, payment and refund from what the
+// payment statements did: the payment payID inserted with payStatus, the
+// order moved to PAID (changed) from status prev. dst.Order holds the
+// order after the statements.
+func decidePayment(p Payment, dst *PaymentResult, changed bool, prev Status, payID uuid.UUID, payStatus PaymentStatus) error {
+	o := dst.Order
+	dst.PaymentID, dst.PaymentStatus = payID, payStatus
 	switch {
 	case changed:
 		dst.Kind = PaymentPaid
 		return nil
-	case *payStatus == PaymentRefundPending:
+	case payStatus == PaymentRefundPending:
 		dst.Kind = PaymentOnPaidOrder
 		if prev == StatusCancelled || prev == StatusClosed && o.PaidAt == nil {
 			dst.Kind = PaymentAfterCancel
@@ -326,7 +338,7 @@ func scanPayment(row pgx.Row, p Payment, dst *PaymentResult) error {
 		return nil
 	}
 	return &ModelError{OrderID: p.OrderID, Reason: fmt.Sprintf(
-		"payment %s recorded as %s but order %s not moved to PAID", *payID, *payStatus, prev)}
+		"payment %s recorded as %s but order %s not moved to PAID", payID, payStatus, prev)}
 }
 
 func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, o Order) (PaymentResult, error) {

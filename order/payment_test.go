@@ -46,7 +46,11 @@ func (b testBundle) pay(p order.Payment) (order.PaymentResult, error) {
 
 func TestRecordPayment(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	bothPaymentModes(t, recordpayment)
+}
+
+func recordpayment(t *testing.T, citus bool) {
+	b := setupCfg(t, pgtest.Pool(t), order.Config{Citus: citus})
 
 	o := b.create(t, newOrder(1))
 	first := newPayment(o)
@@ -173,7 +177,11 @@ func TestRecordPayment(t *testing.T) {
 
 func TestRecordPaymentConflictOnOtherOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	bothPaymentModes(t, recordpaymentconflictonotherorder)
+}
+
+func recordpaymentconflictonotherorder(t *testing.T, citus bool) {
+	b := setupCfg(t, pgtest.Pool(t), order.Config{Citus: citus})
 	o1, o2 := b.create(t, newOrder(1)), b.create(t, newOrder(2))
 	p1 := newPayment(o1)
 	if _, err := b.pay(p1); err != nil {
@@ -265,8 +273,12 @@ func (b testBundle) createExpired(t *testing.T, n int) []order.Order {
 // exactly once each, so stock would be released exactly once; Audit clean.
 func TestPaymentRacesTimeoutCancel(t *testing.T) {
 	t.Parallel()
+	bothPaymentModes(t, paymentracestimeoutcancel)
+}
+
+func paymentracestimeoutcancel(t *testing.T, citus bool) {
 	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 24 })
-	b := setupWith(t, pool)
+	b := setupCfg(t, pool, order.Config{Citus: citus})
 	const n = 500
 	orders := b.createExpired(t, n)
 
@@ -339,8 +351,12 @@ func TestPaymentRacesTimeoutCancel(t *testing.T) {
 // late payment is REFUND_PENDING.
 func TestSweepersRacePayments(t *testing.T) {
 	t.Parallel()
+	bothPaymentModes(t, sweepersracepayments)
+}
+
+func sweepersracepayments(t *testing.T, citus bool) {
 	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
-	b := setupWith(t, pool)
+	b := setupCfg(t, pool, order.Config{Citus: citus})
 	const n = 300
 	orders := b.createExpired(t, n)
 
@@ -437,5 +453,17 @@ func TestSweepersRacePayments(t *testing.T) {
 	}
 	if f, err := b.store.Audit(b.ctx, b.pool); err != nil || len(f) != 0 {
 		t.Fatalf("Audit = %v, %v", f, err)
+	}
+}
+
+// bothPaymentModes runs a payment test with RecordPayment's one statement
+// and with its Citus form (Config.Citus: two round trips of statements
+// Citus routes whole): both must give the same results.
+func bothPaymentModes(t *testing.T, test func(t *testing.T, citus bool)) {
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one statement", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			test(t, citus)
+		})
 	}
 }

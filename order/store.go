@@ -35,6 +35,16 @@ type Config struct {
 	// (the default) means no default: every NewOrder and Payment names its
 	// currency. The library never picks a currency for a service.
 	DefaultCurrency string
+	// Citus makes [Store.RecordPayment] send statements that Citus routes
+	// whole to the one node holding the schema (schema-based sharding), in
+	// two round trips: the order locked and read, then the payment and the
+	// PAID update. Without it RecordPayment is one statement, one round
+	// trip, which Citus splits into subplans that touch every worker, so
+	// the transaction commits with two phases. Results and errors are the
+	// same either way. Leave it off on plain PostgreSQL. (Every other
+	// order-path statement of the kit is routed whole either way;
+	// [Store.QueueRecordPayment] always queues the one statement.)
+	Citus bool
 }
 
 // Store runs the order package's SQL against one schema. All SQL is built
@@ -42,6 +52,7 @@ type Config struct {
 type Store struct {
 	schema   string
 	currency string
+	citus    bool
 	sql      statements
 }
 
@@ -59,6 +70,7 @@ func New(cfg Config) (*Store, error) {
 	return &Store{
 		schema:   cmp.Or(cfg.Schema, migrate.DefaultSchema),
 		currency: cur,
+		citus:    cfg.Citus,
 		sql:      buildStatements(quoted),
 	}, nil
 }
@@ -92,6 +104,8 @@ type statements struct {
 	resolveReview               string
 
 	insertOrderOrAbort, insertItemOrAbort string
+
+	lockForPayment, insertPayment, paidByPayment string
 }
 
 func buildStatements(quoted string) statements {
@@ -118,5 +132,9 @@ func buildStatements(quoted string) statements {
 
 		insertOrderOrAbort: r.Replace(insertOrderOrAbortSQL),
 		insertItemOrAbort:  r.Replace(insertItemOrAbortSQL),
+
+		lockForPayment: r.Replace(lockForPaymentSQL),
+		insertPayment:  r.Replace(insertPaymentSQL),
+		paidByPayment:  r.Replace(paidByPaymentSQL),
 	}
 }
