@@ -73,17 +73,23 @@ WHERE consumer_group = $1 AND message_id = $2`
 // are not yet assigned) is asked only about older ones. (A CLAIMED row left
 // without result for more than two billion transactions would be read as
 // ours; purge such rows long before.)
+//
+// The transaction's own xid and snapshot are read in a LATERAL subquery of
+// the row's query, not in a CTE of their own: on Citus (schema-based
+// sharding) the statement is then routed whole to the node that holds the
+// row, and the functions run there, in the transaction that inserted it.
+// (A table-less CTE is run on the coordinator, with the coordinator's xid,
+// and its result shipped to every worker.)
 const completeSQL = `
-WITH me AS (
-	SELECT pg_current_xact_id()::text::int8 AS top,
-	       pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS nxt
-), cur AS (
+WITH cur AS (
 	SELECT i.status,
 	       CASE WHEN i.xmin::text::int8 < 3 THEN false ELSE (
 	         SELECT x.full >= me.nxt OR pg_xact_status(x.full::text::xid8) = 'in progress'
 	           FROM (SELECT me.top + (((i.xmin::text::int8 - me.top % 4294967296) % 4294967296
 	                                   + 6442450944) % 4294967296 - 2147483648) AS full) AS x) END AS mine
-	FROM {schema}.consumer_inbox AS i, me
+	FROM {schema}.consumer_inbox AS i,
+	     LATERAL (SELECT pg_current_xact_id()::text::int8 AS top,
+	                     pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS nxt) AS me
 	WHERE i.consumer_group = $1 AND i.message_id = $2
 ), upd AS (
 	UPDATE {schema}.consumer_inbox
