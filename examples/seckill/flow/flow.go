@@ -166,6 +166,12 @@ type Config struct {
 	// throughput without it). Relays that keep polling every few tens of
 	// milliseconds deliver within that interval instead.
 	Notify bool
+	// Citus is set when the database is a Citus coordinator and Schema a
+	// distributed schema (schema-based sharding): it sets order.Config.Citus,
+	// so that every transaction of the flow stays on the one node that
+	// holds the schema and commits with one phase. Leave Notify off there:
+	// relays poll.
+	Citus bool
 	// BucketConcurrency bounds the order transactions of this Service that
 	// run at once for one bucket. Defaults to 4; negative means no bound.
 	// All transactions of a bucket queue on its row lock anyway (the
@@ -283,7 +289,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger, Observer: cfg.InventoryObserver}); err != nil {
 		return nil, err
 	}
-	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency}); err != nil {
+	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
 	it := cfg.Item

@@ -110,7 +110,13 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 				continue
 			}
 			o := c.Order
-			if err := s.Inventory.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: o.ReservationID, OrderID: o.OrderID, Reason: order.CancelReasonPayTimeout}, &released[i]); err != nil {
+			// The allocation as the order took it; the release checks it
+			// against the ALLOCATE ledger row and raises on any difference.
+			if err := s.Inventory.QueueReleaseStockOrAbort(&b, inventory.Allocation{
+				ReservationID: o.ReservationID, ActivityID: o.ActivityID, SKUID: o.SKUID, Bucket: o.Bucket,
+				Quantity: o.Quantity, UserID: o.UserID, OrderID: o.OrderID, SourceMessageID: o.SourceMessageID,
+				Reason: order.CancelReasonPayTimeout,
+			}, &released[i]); err != nil {
 				return err
 			}
 			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
@@ -122,7 +128,10 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			n++
 		}
 		// An error here (a release already applied would mean stock coming
-		// back twice) rolls the whole sweep back: nothing is half-cancelled.
+		// back twice; a release that does not match its allocation, a
+		// broken invariant) rolls the whole sweep back: nothing is
+		// half-cancelled. Every statement is routed whole to one node on
+		// Citus.
 		return tx.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
