@@ -58,6 +58,8 @@ func main() {
 	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size (order and event consumers, relays, payers and the canceller share it)")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
 	flag.BoolVar(&cfg.RelayInTx, "relay-in-tx", cfg.RelayInTx, "relays publish each batch inside the transaction that claims it (outbox.RelayConfig.InTx)")
+	flag.BoolVar(&cfg.Citus, "citus", cfg.Citus, "the database is a Citus coordinator with schema-based sharding: use the statement shapes Citus routes whole to one node (order.Config.Citus)")
+	flag.IntVar(&cfg.Activities, "activities", cfg.Activities, "activities on sale at once, each in its own schema <schema>_a<i> (on Citus: a distributed schema, on one worker)")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "share of messages the queue delivers twice")
 	flag.Float64Var(&cfg.ResendRate, "resend-rate", cfg.ResendRate, "share of reservations re-sent under a new message id")
@@ -107,7 +109,12 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 	if err != nil {
 		return err
 	}
-	pcfg.MaxConns = int32(cfg.PoolSize)
+	pcfg.MaxConns = int32(cfg.PoolSize * max(cfg.Activities, 1))
+	if cfg.Citus {
+		// Every schema the run creates is a distributed schema, whole on
+		// one worker.
+		pcfg.ConnConfig.RuntimeParams["citus.enable_schema_based_sharding"] = "on"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err
@@ -154,6 +161,18 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 	defer stopPage()
 	if pageURL != "" {
 		fmt.Fprintln(os.Stderr, "seckill: operator view on", pageURL)
+	}
+	if cfg.Activities > 1 || cfg.Citus {
+		res, err := runMany(ctx, pool, cfg, log, hooks)
+		if err != nil {
+			return err
+		}
+		res.print(os.Stdout)
+		fmt.Printf("finished in %.1fs\n", time.Since(start).Seconds())
+		if !res.Passed() {
+			return errors.New("audit, reconciliation or the two-phase commit count failed")
+		}
+		return nil
 	}
 	rep, err := runSaleHooked(ctx, pool, cfg, log, progress, hooks)
 	if progress != nil {

@@ -39,6 +39,15 @@ type config struct {
 	// RelayInTx runs the outbox relays in outbox.RelayConfig.InTx mode:
 	// each batch published inside the transaction that claims it.
 	RelayInTx bool
+	// Citus selects the statement shapes that Citus routes whole to the
+	// node holding the schema where the default one would be split (see
+	// flow.Config.Citus).
+	Citus bool
+	// Activities is the number of activities on sale at once, each in its
+	// own schema (activitySchema); 0 or 1 means one, in Schema.
+	Activities int
+	// Activity is the activity id on sale (0 means 1).
+	Activity int64
 
 	QueueDepth  int
 	DupRate     float64 // deliveries duplicated on purpose
@@ -61,7 +70,7 @@ type config struct {
 
 // item is the SKU on sale.
 func (c config) item() flow.SKU {
-	return flow.SKU{ActivityID: 1, SKUID: 1001, Title: "Flash-sale phone", UnitPrice: 99900, Currency: "CNY",
+	return flow.SKU{ActivityID: max(c.Activity, 1), SKUID: 1001, Title: "Flash-sale phone", UnitPrice: 99900, Currency: "CNY",
 		Stock: int32(c.Stock), Buckets: int16(c.Buckets)}
 }
 

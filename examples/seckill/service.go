@@ -111,7 +111,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	s.metrics = newServiceMetrics()
 	s.serviceFigures(s.metrics)
 	s.txObs = txObserver{m: s.metrics, stats: &s.stats}
-	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log,
+	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, Citus: cfg.Citus,
 		TxOptions:  pgtx.Options{Name: orderTxName},
 		TxObserver: s.txObs, InventoryObserver: stockObserver{m: s.metrics},
 		EventHeaders: eventHeaders, // the trace continues in the events' headers
