@@ -143,12 +143,32 @@ func IsDeadlock(err error) bool {
 
 // UniqueViolationOf reports whether err is a unique_violation (23505) and, if
 // so, the name of the violated constraint (or unique index).
+//
+// A violation that a Citus coordinator relays from a worker (its context
+// says "while executing command on") carries no constraint field, and its
+// message names the shard's constraint: the schema's name with
+// "_<shard id>" appended. The name is then read from the message (the
+// first double-quoted name, as PostgreSQL's English messages put it) and
+// the suffix removed, so that it is the one in the schema, as on plain
+// PostgreSQL.
 func UniqueViolationOf(err error) (constraint string, ok bool) {
 	code, pgErr := sqlState(err)
 	if code != pgerrcode.UniqueViolation {
 		return "", false
 	}
-	return pgErr.ConstraintName, true
+	name := pgErr.ConstraintName
+	if strings.Contains(pgErr.Where, "while executing command on ") {
+		if name == "" {
+			if _, rest, found := strings.Cut(pgErr.Message, `"`); found {
+				name, _, _ = strings.Cut(rest, `"`)
+			}
+		}
+		if i := strings.LastIndexByte(name, '_'); i > 0 && i < len(name)-1 &&
+			strings.Trim(name[i+1:], "0123456789") == "" {
+			name = name[:i]
+		}
+	}
+	return name, true
 }
 
 // IsLockTimeout reports whether err is lock_not_available (55P03): the

@@ -859,3 +859,36 @@ func TestObserverHooks(t *testing.T) {
 		t.Fatalf("after a panic: hooks %v, attempt %+v, tx %+v", p.hooks, p.attempt, p.tx)
 	}
 }
+
+// TestUniqueViolationOfCitusShard: a unique violation relayed by a Citus
+// coordinator has no constraint field and its message names the shard's
+// constraint (the table's constraint with "_<shard id>" appended; the
+// context says where the command ran); UniqueViolationOf names the
+// table's constraint. The error is the one
+// Citus 13.2 returned for a duplicate buyer in a distributed schema. A
+// constraint of plain PostgreSQL whose name ends in digits keeps them.
+func TestUniqueViolationOfCitusShard(t *testing.T) {
+	t.Parallel()
+	// As pgx receives it from the coordinator: no constraint field.
+	citus := &pgconn.PgError{Code: "23505",
+		Message: `duplicate key value violates unique constraint "uq_orders_user_sku_102402"`,
+		Where:   "while executing command on 127.0.0.1:57102"}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{citus, "uq_orders_user_sku"},
+		{fmt.Errorf("batch: %w", citus), "uq_orders_user_sku"},
+		{&pgconn.PgError{Code: "23505", ConstraintName: "uq_part_2024"}, "uq_part_2024"},
+		{&pgconn.PgError{Code: "23505", ConstraintName: "pk_7", Where: "while executing command on h:1"}, "pk"},
+		{&pgconn.PgError{Code: "23505", ConstraintName: "plain", Where: "while executing command on h:1"}, "plain"},
+	} {
+		got, ok := pgtx.UniqueViolationOf(c.err)
+		if !ok || got != c.want {
+			t.Errorf("UniqueViolationOf(%v) = %q, %v; want %q", c.err, got, ok, c.want)
+		}
+	}
+	if _, ok := pgtx.UniqueViolationOf(&pgconn.PgError{Code: "23503", ConstraintName: "fk_1"}); ok {
+		t.Error("a foreign key violation reported as unique")
+	}
+}
