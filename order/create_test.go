@@ -40,6 +40,15 @@ func TestCreate(t *testing.T) {
 	if _, err := b.store.Get(b.ctx, b.pool, 12345); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("Get missing: %v", err)
 	}
+	if by, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID); err != nil || by.OrderID != in.OrderID {
+		t.Fatalf("GetByBuyer = %+v, %v", by, err)
+	}
+	if _, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID+1000); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("GetByBuyer missing: %v", err)
+	}
+	if _, err := b.store.GetByBuyer(b.ctx, b.pool, 0, in.SKUID, in.UserID); !errors.Is(err, order.ErrInvalidArgument) {
+		t.Fatalf("GetByBuyer bad input: %v", err)
+	}
 	if _, err := b.store.GetByRequest(b.ctx, b.pool, uuid.New()); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("GetByRequest missing: %v", err)
 	}

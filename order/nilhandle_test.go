@@ -29,6 +29,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"ClassifyPayment":  func() error { _, err := s.ClassifyPaymentConflict(ctx, nil, order.Payment{}); return err },
 		"Get":              func() error { _, err := s.Get(ctx, nil, 1); return err },
 		"GetByRequest":     func() error { _, err := s.GetByRequest(ctx, nil, uuid.New()); return err },
+		"GetByBuyer":       func() error { _, err := s.GetByBuyer(ctx, nil, 1, 1, 1); return err },
 		"Items":            func() error { _, err := s.Items(ctx, nil, 1); return err },
 		"Payments":         func() error { _, err := s.Payments(ctx, nil, 1); return err },
 		"RecordPaymentReview": func() error {

@@ -14,6 +14,7 @@ import (
 const (
 	getByIDSQL      = `SELECT {cols} FROM {schema}.orders WHERE order_id = $1`
 	getByRequestSQL = `SELECT {cols} FROM {schema}.orders WHERE request_id = $1`
+	getByBuyerSQL   = `SELECT {cols} FROM {schema}.orders WHERE activity_id = $1 AND sku_id = $2 AND user_id = $3`
 	itemsSQL        = `SELECT order_id, line_no, activity_id, sku_id, sku_title, quantity, unit_price, line_amount, created_at
 FROM {schema}.order_items WHERE order_id = $1 ORDER BY line_no`
 	paymentsSQL = `SELECT payment_id, payment_request_id, order_id, provider, coalesce(provider_trade_no, ''),
@@ -37,6 +38,28 @@ func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (Order, 
 	}
 	if err != nil {
 		return Order{}, fmt.Errorf("order: get %d: %w", orderID, err)
+	}
+	return o, nil
+}
+
+// GetByBuyer returns the buyer's order of a SKU in an activity (unique:
+// uq_orders_user_sku, one order per buyer, whatever its status), or an
+// error matching [ErrNotFound]. It reads without locking. Use it to name
+// the order that made a new one raise uq_orders_user_sku.
+func (s *Store) GetByBuyer(ctx context.Context, q pgtx.Querier, activityID, skuID, userID int64) (Order, error) {
+	if q == nil {
+		return Order{}, nilHandle("q")
+	}
+	if activityID <= 0 || skuID <= 0 || userID <= 0 {
+		return Order{}, invalid("GetByBuyer", "activity, SKU and user ids must be > 0")
+	}
+	var o Order
+	err := scanOrder(q.QueryRow(ctx, s.sql.getByBuyer, activityID, skuID, userID), &o)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, fmt.Errorf("%w: no order of user %d for activity %d, SKU %d", ErrNotFound, userID, activityID, skuID)
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("order: get by buyer %d/%d/%d: %w", activityID, skuID, userID, err)
 	}
 	return o, nil
 }

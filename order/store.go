@@ -97,6 +97,7 @@ type statements struct {
 	payment, classifyPayment    string
 	dueForExpiry, cancelExpired string
 	getByID, getByRequest       string
+	getByBuyer                  string
 	items, payments             string
 	audit                       string
 	quantitiesByStatus          string
@@ -121,6 +122,7 @@ func buildStatements(quoted string) statements {
 		cancelExpired:   r.Replace(cancelExpiredSQL),
 		getByID:         r.Replace(getByIDSQL),
 		getByRequest:    r.Replace(getByRequestSQL),
+		getByBuyer:      r.Replace(getByBuyerSQL),
 		items:           r.Replace(itemsSQL),
 		payments:        r.Replace(paymentsSQL),
 		audit:           r.Replace(auditSQL),
