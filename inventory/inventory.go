@@ -80,6 +80,7 @@ type statements struct {
 	adjust, adjustments, ledgerByType                   string
 
 	insertReservationOrAbort, decrementOrAbort, allocationLedger, allocationLedgerReturning string
+	insertRejectedOrAbort, soldOutOrAbort                                                   string
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 }
 
@@ -111,6 +112,8 @@ func buildStatements(quotedSchema string) statements {
 		decrementOrAbort:          r.Replace(decrementOrAbortSQL),
 		allocationLedger:          r.Replace(allocationLedgerSQL),
 		allocationLedgerReturning: r.Replace(allocationLedgerSQL + "\nRETURNING ledger_id, created_at"),
+		insertRejectedOrAbort:     r.Replace(insertRejectedOrAbortSQL),
+		soldOutOrAbort:            r.Replace(soldOutOrAbortSQL),
 		releaseLedger:             r.Replace(releaseLedgerSQL),
 		releaseLedgerReturning:    r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
 		releaseOrAbort:            r.Replace(releaseOrAbortSQL),
