@@ -348,8 +348,74 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 	}
 
 	// A statement raised: not a plain fresh order, nothing committed.
+	// The two common refusals are recorded in one more batch, while they
+	// still hold: sold out (the allocation refused), and a buyer who
+	// already ordered (the order's one-per-buyer key).
+	var reject *pgx.Batch
+	var out Outcome
+	if inventory.IsAllocationRefused(err) {
+		out = Outcome{Code: CodeSoldOut}
+		if reject, err = s.rejectBatch(ctx, messageID, hash, m, out, true); err != nil {
+			return Outcome{}, &poisonError{err}
+		}
+	} else if c, _ := pgtx.UniqueViolationOf(err); c == "uq_orders_user_sku" {
+		if existing, gerr := s.Orders.GetByBuyer(ctx, s.Pool, m.ActivityID, m.SKUID, m.UserID); gerr == nil {
+			out = Outcome{Code: CodeUserAlreadyOrdered, OrderID: existing.OrderID}
+			if reject, err = s.rejectBatch(ctx, messageID, hash, m, out, false); err != nil {
+				return Outcome{}, &poisonError{err}
+			}
+		}
+	}
+	if reject != nil {
+		err = pgtx.RunBatch(ctx, s.Pool, s.txOpts, reject)
+		switch {
+		case err == nil:
+			return out, nil
+		case !errors.As(err, &aborted):
+			return Outcome{}, err
+		}
+	}
 	// The general transaction finds out what the message is.
 	return s.runGeneral(ctx, messageID, hash, m)
+}
+
+// rejectBatch is PlaceOrderTx's rejection of m with out (SOLD_OUT, or
+// USER_ALREADY_ORDERED naming the buyer's order) as one batch, for a
+// message whose fresh batch was refused for that reason: the inbox row
+// with its result, the reservation inserted as REJECTED, and the
+// compensation event that gives the front-door reservation back; with
+// soldOut, first a read that raises unless the bucket is still sold out
+// with the sale on. Every statement raises where PlaceOrderTx would branch
+// elsewhere (a duplicate message or reservation, the stock back, the sale
+// not on), and then the general transaction decides. It writes what
+// PlaceOrderTx writes for such a message, and never waits for the bucket's
+// lock.
+func (s *Service) rejectBatch(ctx context.Context, msgID uuid.UUID, hash []byte, m OrderMessage, out Outcome, soldOut bool) (*pgx.Batch, error) {
+	result, err := resultOf(out)
+	if err != nil {
+		return nil, err
+	}
+	release := s.FrontDoorReleaseEvent(m.ReservationID, out.Code)
+	release.Headers = s.eventHeaders(ctx)
+	var (
+		b   pgx.Batch
+		enq outbox.Enqueued
+	)
+	if soldOut {
+		if err := s.Inventory.QueueSoldOutOrAbort(&b, s.allocation(msgID, m)); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.Inbox.QueueClaimMessageOrAbort(&b, s.inboxMessage(msgID, hash, m), result); err != nil {
+		return nil, err
+	}
+	if err := s.Inventory.QueueInsertRejectedReservationOrAbort(&b, s.newReservation(msgID, m), out.Code); err != nil {
+		return nil, err
+	}
+	if err := s.Outbox.QueueEnqueueOrAbort(&b, release, &enq); err != nil {
+		return nil, err
+	}
+	return &b, nil
 }
 
 // PlaceOrderStepByStep is PlaceOrder without the one-batch attempt: it

@@ -352,6 +352,66 @@ func TestFreshOrderTakesOneRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRejectionsTakeFewRoundTrips: a message for a sold-out bucket aborts
+// the fresh batch (one round trip), rolls it back (one) and records the
+// rejection as one more batch (one): the reservation REJECTED with
+// SOLD_OUT, the inbox result, the front-door release event. A redelivery
+// is answered from the inbox. A buyer's second order takes one more round
+// trip (the read of the buyer's order, which the result names).
+func TestRejectionsTakeFewRoundTrips(t *testing.T) {
+	t.Parallel()
+	var rt roundtrip.Counter
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = &rt
+	})
+	b := setup(t, pool, 1, 1)
+	first := b.msg(1, 0)
+	if out, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, first)); err != nil || out.Code != flow.CodeOrderCreated {
+		t.Fatalf("the last unit: %+v %v", out, err)
+	}
+	m, id := b.msg(2, 0), uuid.Must(uuid.NewV7())
+	rt.Store(0)
+	out, err := b.s.PlaceOrder(b.ctx, id, body(t, m))
+	if err != nil || out.Code != flow.CodeSoldOut {
+		t.Fatalf("sold out: %+v %v", out, err)
+	}
+	if got := rt.Load(); got != 3 {
+		t.Errorf("sold out took %d round trips, want 3", got)
+	}
+	r, err := b.s.Inventory.GetReservation(b.ctx, pool, m.ReservationID)
+	if err != nil || r.Status != inventory.StatusRejected || r.FailureCode != flow.CodeSoldOut {
+		t.Fatalf("reservation = %+v, %v; want REJECTED with SOLD_OUT", r, err)
+	}
+	if n := b.count(t, "event_outbox", "tag = 'FRONTDOOR_RELEASE'"); n != 1 {
+		t.Errorf("%d front-door release events, want 1", n)
+	}
+	again, err := b.s.PlaceOrder(b.ctx, id, body(t, m))
+	if err != nil || !again.Duplicate || again.Code != flow.CodeSoldOut {
+		t.Fatalf("redelivery: %+v %v", again, err)
+	}
+
+	// The first buyer again, with a new request and reservation (twice:
+	// the first prepares the buyer's read).
+	if out, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(1, 0))); err != nil || out.Code != flow.CodeUserAlreadyOrdered {
+		t.Fatalf("second order of a buyer: %+v %v", out, err)
+	}
+	second := b.msg(1, 0)
+	rt.Store(0)
+	out, err = b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, second))
+	if err != nil || out.Code != flow.CodeUserAlreadyOrdered || out.OrderID != first.OrderID {
+		t.Fatalf("second order of a buyer: %+v %v; want USER_ALREADY_ORDERED naming order %d", out, err, first.OrderID)
+	}
+	if got := rt.Load(); got != 4 {
+		t.Errorf("second order of a buyer took %d round trips, want 4", got)
+	}
+	r, err = b.s.Inventory.GetReservation(b.ctx, pool, second.ReservationID)
+	if err != nil || r.Status != inventory.StatusRejected || r.FailureCode != flow.CodeUserAlreadyOrdered {
+		t.Fatalf("reservation = %+v, %v; want REJECTED with USER_ALREADY_ORDERED", r, err)
+	}
+	b.auditClean(t)
+}
+
 func TestPaymentCancelAndRefund(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, 10, 2)
