@@ -1,6 +1,7 @@
 package drills
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -172,7 +173,8 @@ func (c *cutter) counts() map[string]int {
 // 50 each in the fresh path's one batch at its COMMIT, before a Bind in its
 // middle, and after a batch or statement ran (for the fresh batch: after
 // the server committed it); 10 each before and after the general
-// transaction's COMMIT (rejections and re-sent reservations). Waves of buyers keep coming until every kind has been
+// transaction's COMMIT (a fifth of the messages run it: fresh orders,
+// rejections). Waves of buyers keep coming until every kind has been
 // cut as often as planned, then a last wave sells out. Messages are
 // redelivered until acknowledged. Afterwards every message is processed
 // exactly once, every unknown commit was resolved (by redelivery and the
@@ -204,6 +206,15 @@ func cutDrill(t *testing.T, resolve bool) {
 	r := newRig(t, rigConfig{Pool: pool, Stock: int32(5 * perBucket), Buckets: 5, Tx: pgtx.Options{ResolveCommit: resolve}})
 	stopRelays := r.startRelays(r.admin, 2, outbox.RelayConfig{})
 
+	// A fifth of the messages (by id) run the step-by-step transaction,
+	// whose COMMIT the commit cuts aim at; the rest PlaceOrder, whose
+	// fresh orders and common rejections are one batch each.
+	mixed := func(ctx context.Context, m *msg) (flow.Outcome, error) {
+		if m.ID[15]%5 == 0 {
+			return r.svc.PlaceOrderStepByStep(ctx, m.ID, m.Body)
+		}
+		return r.svc.PlaceOrder(ctx, m.ID, m.Body)
+	}
 	cuts := newCutter(rand.Uint64(), perKind)
 	px.SetRule(cuts.rule)
 	var msgs []*msg
@@ -217,7 +228,7 @@ func cutDrill(t *testing.T, resolve bool) {
 		ms := r.messages(p)
 		users += p.Users
 		msgs = append(msgs, ms...)
-		r.consume(ms, deliverConfig{Workers: 8}).wait()
+		r.consume(ms, deliverConfig{Workers: 8, Handle: mixed}).wait()
 		if last {
 			waves++
 			break
