@@ -84,7 +84,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 // $6 reservation, $7 user.
-const decrementOrAbortSQL = `
+var decrementOrAbortSQL = `
 WITH upd AS (
 	` + decrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
@@ -97,16 +97,28 @@ WITH upd AS (
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-), led AS (
+)` + countersIntoLedger("$5", AllocationRefused)
+
+// countersIntoLedger ends a one-batch stock change whose CTE upd updated
+// the bucket and returned the counters around the change and the new
+// version: the second CTE writes those counters into the ledger row with
+// key param (inserted by the batch's previous statement with
+// placeholders), and the SELECT returns the version and the counters, or,
+// when upd took nothing, casts refusal to a number, which raises 22P02.
+// (The cast's argument depends on the UPDATE's result, so the planner
+// cannot fold it into a constant and raise on every execution.)
+func countersIntoLedger(param, refusal string) string {
+	return `, led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
 	  FROM upd AS u
-	 WHERE l.idempotency_key = $5
+	 WHERE l.idempotency_key = ` + param + `
 )
-SELECT coalesce((SELECT version::text FROM upd), '` + AllocationRefused + `')::int8,
+SELECT coalesce((SELECT version::text FROM upd), '` + refusal + `')::int8,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
   FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
+}
 
 // QueueInsertReservationOrAbort queues the insert of the new reservation r
 // into b, for a transaction sent as one batch ([pgtx.RunBatch]) that
@@ -173,24 +185,57 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 	if b == nil {
 		return invalid("batch", "must not be nil")
 	}
-	args := allocateArgs(a)
 	key := AllocateKey(a.ReservationID)
-	ledger := s.sql.allocationLedger
+	s.queueLedgerThenCounters(b, ledgerThenCounters{
+		ledger: s.sql.allocationLedger, ledgerReturning: s.sql.allocationLedgerReturning, ledgerArgs: allocateArgs(a),
+		counters: s.sql.decrementOrAbort, counterArgs: []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
+			key, pgval.UUID(a.ReservationID), a.UserID},
+		what: "allocate " + key, refused: IsAllocationRefused,
+		report: func(err error) { s.reportOrAbort(a, err) },
+	}, a, dst)
+	return nil
+}
+
+// ledgerThenCounters is a one-batch stock change: a ledger row inserted
+// with placeholder counters, then the guarded UPDATE of the bucket that
+// writes the real counters into it and returns the bucket's version and
+// the counters (decrementOrAbortSQL, releaseOrAbortSQL).
+type ledgerThenCounters struct {
+	ledger, ledgerReturning string // the insert, without and with RETURNING ledger_id, created_at
+	ledgerArgs              []any
+	counters                string
+	counterArgs             []any
+	what                    string           // for errors: "allocate <key>", "release <key>"
+	refused                 func(error) bool // the counters statement's refusal
+	report                  func(error)      // to the observer; called only when it is set
+}
+
+// queueLedgerThenCounters queues q into b. When dst is non-nil or the
+// Store has an observer, the results are read back: dst receives a's
+// activity, SKU, bucket and quantity with the ledger row's id and time and
+// the counters, and q.report hears of a success, of the duplicate the
+// ledger insert met (wrapping [ErrAlreadyApplied]) or of the refusal.
+func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Allocation, dst *Allocated) {
+	ledger := q.ledger
 	if dst != nil {
-		ledger = s.sql.allocationLedgerReturning
+		ledger = q.ledgerReturning
 	}
-	l := b.Queue(ledger, args...)
-	d := b.Queue(s.sql.decrementOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
-		key, pgval.UUID(a.ReservationID), a.UserID)
+	l := b.Queue(ledger, q.ledgerArgs...)
+	c := b.Queue(q.counters, q.counterArgs...)
 	if dst == nil && s.observer == nil {
-		return nil // nothing to read back: the batch's own error handling suffices
+		return // nothing to read back: the batch's own error handling suffices
+	}
+	report := func(err error) {
+		if s.observer != nil {
+			q.report(err)
+		}
 	}
 	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
 	ledgerErr := func(err error) error {
 		if _, ok := pgtx.UniqueViolationOf(err); ok {
-			s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+			report(fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
 		}
-		return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
+		return fmt.Errorf("inventory: %s: ledger: %w", q.what, err)
 	}
 	if dst == nil {
 		l.Fn = func(br pgx.BatchResults) error {
@@ -207,21 +252,20 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 			return nil
 		})
 	}
-	d.QueryRow(func(row pgx.Row) error {
+	c.QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&got.Version, &got.BeforeAvailable, &got.AfterAvailable,
 			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
-			if IsAllocationRefused(err) {
-				s.reportOrAbort(a, err)
+			if q.refused(err) {
+				report(err)
 			}
-			return fmt.Errorf("inventory: allocate %s: %w", key, err)
+			return fmt.Errorf("inventory: %s: %w", q.what, err)
 		}
-		s.reportOrAbort(a, nil)
+		report(nil)
 		if dst != nil {
 			*dst = got
 		}
 		return nil
 	})
-	return nil
 }
 
 // reportOrAbort reports a classified result of
@@ -236,8 +280,13 @@ func (s *Store) reportOrAbort(a Allocation, err error) {
 
 // IsAllocationRefused reports whether err (or an error it wraps) is the
 // refusal [Store.QueueAllocateBucketOrAbort]'s decrement raises.
-func IsAllocationRefused(err error) bool {
+func IsAllocationRefused(err error) bool { return raised(err, AllocationRefused) }
+
+// raised reports whether err (or an error it wraps) is the
+// invalid_text_representation (22P02) that casting text to a number
+// raises, with text in its message: how the one-batch statements refuse.
+func raised(err error, text string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidTextRepresentation &&
-		strings.Contains(pgErr.Message, AllocationRefused)
+		strings.Contains(pgErr.Message, text)
 }

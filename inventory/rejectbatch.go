@@ -1,12 +1,7 @@
 package inventory
 
 import (
-	"errors"
-	"strings"
-
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // insertRejectedOrAbortSQL is insertReservationOrAbortSQL for a
@@ -28,11 +23,7 @@ const NotSoldOut = "SECKILL_NOT_SOLD_OUT"
 
 // IsNotSoldOut reports whether err (or an error it wraps) is the refusal
 // [Store.QueueSoldOutOrAbort] raises.
-func IsNotSoldOut(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidTextRepresentation &&
-		strings.Contains(pgErr.Message, NotSoldOut)
-}
+func IsNotSoldOut(err error) bool { return raised(err, NotSoldOut) }
 
 // soldOutOrAbortSQL raises unless the sale of $1/$2 is on (status and
 // window) and bucket $3 holds fewer than $4 available units: exactly when

@@ -2,15 +2,8 @@ package inventory
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/seckillkit/seckill/pgtx"
 )
 
 // ReleaseRefused is the text of the error a refused
@@ -21,11 +14,7 @@ const ReleaseRefused = "SECKILL_RELEASE_REFUSED"
 
 // IsReleaseRefused reports whether err (or an error it wraps) is the
 // refusal [Store.QueueReleaseStockOrAbort]'s increment raises.
-func IsReleaseRefused(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidTextRepresentation &&
-		strings.Contains(pgErr.Message, ReleaseRefused)
-}
+func IsReleaseRefused(err error) bool { return raised(err, ReleaseRefused) }
 
 // releaseLedgerSQL inserts the RELEASE ledger row of
 // [Store.QueueReleaseStockOrAbort] before the bucket is touched, as a plain
@@ -55,7 +44,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
 // key, $6 the RELEASE key, $7 user.
-const releaseOrAbortSQL = `
+var releaseOrAbortSQL = `
 WITH upd AS (
 	UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock + $4::int,
@@ -69,16 +58,7 @@ WITH upd AS (
 	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
-), led AS (
-	UPDATE {schema}.inventory_ledger AS l
-	   SET before_available = u.before_available, after_available = u.after_available,
-	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
-	  FROM upd AS u
-	 WHERE l.idempotency_key = $6
-)
-SELECT coalesce((SELECT version::text FROM upd), '` + ReleaseRefused + `')::int8,
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
+)` + countersIntoLedger("$6", ReleaseRefused)
 
 // QueueReleaseStockOrAbort queues the release of allocation a into b, for
 // a transaction sent as one batch ([pgtx.RunBatch], or several releases in
@@ -106,9 +86,9 @@ SELECT coalesce((SELECT version::text FROM upd), '` + ReleaseRefused + `')::int8
 // both statements are routed whole to one node on Citus (schema-based
 // sharding), so the transaction commits there with one phase.
 //
-// When the batch runs, a non-nil dst receives the ledger row's counters,
-// the bucket's new version, and the allocation's activity, SKU, bucket and
-// quantity (with the ledger id and time when dst is non-nil). The
+// When the batch runs, a non-nil dst receives the RELEASE row's id, time
+// and counters, the bucket's new version, and the allocation's activity,
+// SKU, bucket and quantity. The
 // [Observer] hears of it like of [Store.QueueReleaseStock]: Err nil, one
 // wrapping [ErrAlreadyApplied] for the duplicate, or the refusal. Invalid
 // input returns a *ValidationError and queues nothing.
@@ -125,62 +105,19 @@ func (s *Store) QueueReleaseStockOrAbort(b *pgx.Batch, a Allocation, dst *Alloca
 	key := ReleaseKey(a.ReservationID)
 	args := allocateArgs(a)
 	args[4] = key
-	ledger := s.sql.releaseLedger
-	if dst != nil {
-		ledger = s.sql.releaseLedgerReturning
-	}
-	l := b.Queue(ledger, args...)
-	inc := b.Queue(s.sql.releaseOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
-		AllocateKey(a.ReservationID), key, a.UserID)
-	if dst == nil && s.observer == nil {
-		return nil
-	}
-	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
-	report := func(err error) {
-		if s.observer == nil {
-			return
-		}
-		e := ReleaseEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
-			Quantity: a.Quantity, Batch: true, Err: err}
-		if err != nil {
-			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
-		}
-		s.observer.ReleaseEnd(context.Background(), e)
-	}
-	ledgerErr := func(err error) error {
-		if _, ok := pgtx.UniqueViolationOf(err); ok {
-			report(fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
-		}
-		return fmt.Errorf("inventory: release %s: ledger: %w", key, err)
-	}
-	if dst == nil {
-		l.Fn = func(br pgx.BatchResults) error {
-			if _, err := br.Exec(); err != nil {
-				return ledgerErr(err)
+	s.queueLedgerThenCounters(b, ledgerThenCounters{
+		ledger: s.sql.releaseLedger, ledgerReturning: s.sql.releaseLedgerReturning, ledgerArgs: args,
+		counters: s.sql.releaseOrAbort, counterArgs: []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
+			AllocateKey(a.ReservationID), key, a.UserID},
+		what: "release " + key, refused: IsReleaseRefused,
+		report: func(err error) {
+			e := ReleaseEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
+				Quantity: a.Quantity, Batch: true, Err: err}
+			if err != nil {
+				e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
 			}
-			return nil
-		}
-	} else {
-		l.QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&got.LedgerID, &got.CreatedAt); err != nil {
-				return ledgerErr(err)
-			}
-			return nil
-		})
-	}
-	inc.QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&got.Version, &got.BeforeAvailable, &got.AfterAvailable,
-			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
-			if IsReleaseRefused(err) {
-				report(err)
-			}
-			return fmt.Errorf("inventory: release %s: %w", key, err)
-		}
-		report(nil)
-		if dst != nil {
-			*dst = got
-		}
-		return nil
-	})
+			s.observer.ReleaseEnd(context.Background(), e)
+		},
+	}, a, dst)
 	return nil
 }
