@@ -84,7 +84,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 // $6 reservation, $7 user.
-var decrementOrAbortSQL = `
+const decrementOrAbortSQL = `
 WITH upd AS (
 	` + decrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
@@ -97,28 +97,32 @@ WITH upd AS (
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-)` + countersIntoLedger("$5", AllocationRefused)
+)` + countersLedCTE + `$5` + countersSelect + AllocationRefused + countersEnd
 
-// countersIntoLedger ends a one-batch stock change whose CTE upd updated
-// the bucket and returned the counters around the change and the new
-// version: the second CTE writes those counters into the ledger row with
-// key param (inserted by the batch's previous statement with
-// placeholders), and the SELECT returns the version and the counters, or,
-// when upd took nothing, casts refusal to a number, which raises 22P02.
-// (The cast's argument depends on the UPDATE's result, so the planner
-// cannot fold it into a constant and raise on every execution.)
-func countersIntoLedger(param, refusal string) string {
-	return `, led AS (
+// countersLedCTE, countersSelect and countersEnd end a one-batch stock
+// change whose CTE upd updated the bucket and returned the counters around
+// the change and the new version: the CTE led writes those counters into
+// the ledger row with the key parameter written between countersLedCTE
+// and countersSelect (the row the batch's previous statement inserted
+// with placeholders), and the SELECT returns the version and the counters,
+// or, when upd took nothing, casts the refusal text written between
+// countersSelect and countersEnd to a number, which raises 22P02. (The
+// cast's argument depends on the UPDATE's result, so the planner cannot
+// fold it into a constant and raise on every execution.)
+const (
+	countersLedCTE = `, led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
 	  FROM upd AS u
-	 WHERE l.idempotency_key = ` + param + `
+	 WHERE l.idempotency_key = `
+	countersSelect = `
 )
-SELECT coalesce((SELECT version::text FROM upd), '` + refusal + `')::int8,
+SELECT coalesce((SELECT version::text FROM upd), '`
+	countersEnd = `')::int8,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
   FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
-}
+)
 
 // QueueInsertReservationOrAbort queues the insert of the new reservation r
 // into b, for a transaction sent as one batch ([pgtx.RunBatch]) that

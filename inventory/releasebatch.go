@@ -44,7 +44,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
 // key, $6 the RELEASE key, $7 user.
-var releaseOrAbortSQL = `
+const releaseOrAbortSQL = `
 WITH upd AS (
 	UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock + $4::int,
@@ -58,7 +58,7 @@ WITH upd AS (
 	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
-)` + countersIntoLedger("$6", ReleaseRefused)
+)` + countersLedCTE + `$6` + countersSelect + ReleaseRefused + countersEnd
 
 // QueueReleaseStockOrAbort queues the release of allocation a into b, for
 // a transaction sent as one batch ([pgtx.RunBatch], or several releases in
