@@ -351,22 +351,20 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 	// The two common refusals are recorded in one more batch, while they
 	// still hold: sold out (the allocation refused), and a buyer who
 	// already ordered (the order's one-per-buyer key).
-	var reject *pgx.Batch
 	var out Outcome
-	if inventory.IsAllocationRefused(err) {
+	soldOut := inventory.IsAllocationRefused(err)
+	if soldOut {
 		out = Outcome{Code: CodeSoldOut}
-		if reject, err = s.rejectBatch(ctx, messageID, hash, m, out, true); err != nil {
-			return Outcome{}, &poisonError{err}
-		}
 	} else if c, _ := pgtx.UniqueViolationOf(err); c == "uq_orders_user_sku" {
 		if existing, gerr := s.Orders.GetByBuyer(ctx, s.Pool, m.ActivityID, m.SKUID, m.UserID); gerr == nil {
 			out = Outcome{Code: CodeUserAlreadyOrdered, OrderID: existing.OrderID}
-			if reject, err = s.rejectBatch(ctx, messageID, hash, m, out, false); err != nil {
-				return Outcome{}, &poisonError{err}
-			}
 		}
 	}
-	if reject != nil {
+	if out.Code != "" {
+		reject, berr := s.rejectBatch(ctx, messageID, hash, m, out, soldOut)
+		if berr != nil {
+			return Outcome{}, &poisonError{berr}
+		}
 		err = pgtx.RunBatch(ctx, s.Pool, s.txOpts, reject)
 		switch {
 		case err == nil:
