@@ -32,6 +32,17 @@ INSERT INTO {schema}.inventory_reservation (
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
         nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)`
 
+// insertLedgerRow starts the one-batch ledger inserts
+// (allocationLedgerSQL, releaseLedgerSQL): the columns that VALUES lists as
+// $5 key, $6 reservation, $7 order, $8 source message, $1 activity, $2
+// SKU, $9 user, $3 bucket, then the type, the deltas, the placeholder
+// counters and $10 the reason.
+const insertLedgerRow = `INSERT INTO {schema}.inventory_ledger (
+	idempotency_key, reservation_id, order_id, source_message_id,
+	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+	total_delta, available_delta, allocated_delta,
+	before_available, after_available, before_allocated, after_allocated, reason)`
+
 // AllocationRefused is the text of the error a refused
 // [Store.QueueAllocateBucketOrAbort] raises: PostgreSQL reports it as
 // invalid_text_representation (SQLSTATE 22P02) with this text quoted in
@@ -59,11 +70,7 @@ const AllocationRefused = "SECKILL_ALLOCATION_REFUSED"
 // Parameters as allocateSQL. With dst, the statement returns ledger_id and
 // created_at.
 const allocationLedgerSQL = `
-INSERT INTO {schema}.inventory_ledger (
-	idempotency_key, reservation_id, order_id, source_message_id,
-	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
-	total_delta, available_delta, allocated_delta,
-	before_available, after_available, before_allocated, after_allocated, reason)
+` + insertLedgerRow + `
 VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
         0, -$4::int, $4::int,
         $4::int, 0, 0, $4::int, $10)`

@@ -25,11 +25,7 @@ func IsReleaseRefused(err error) bool { return raised(err, ReleaseRefused) }
 // transaction. A RELEASE row with the same key raises unique_violation.
 // Parameters as allocateSQL, with $5 the RELEASE key.
 const releaseLedgerSQL = `
-INSERT INTO {schema}.inventory_ledger (
-	idempotency_key, reservation_id, order_id, source_message_id,
-	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
-	total_delta, available_delta, allocated_delta,
-	before_available, after_available, before_allocated, after_allocated, reason)
+` + insertLedgerRow + `
 VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
         0, $4::int, -$4::int,
         0, $4::int, $4::int, 0, $10)`
