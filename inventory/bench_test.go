@@ -20,19 +20,8 @@ import (
 // buckets buckets (buckets=1: every transaction queues on one row lock).
 // Stock is large enough never to run out.
 func benchAllocate(b *testing.B, buckets int16) {
-	pool := pgtest.Pool(b)
-	schema := pgtest.Schema(b)
 	ctx := context.Background()
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
-		b.Fatal(err)
-	}
-	store, err := inventory.New(inventory.Config{Schema: schema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1 << 30, Buckets: buckets}); err != nil {
-		b.Fatal(err)
-	}
+	pool, schema, store := benchStore(b, buckets)
 	rs := benchReservations(b, pool, schema, b.N, buckets)
 	var next atomic.Int64
 	b.SetParallelism(4)
@@ -52,6 +41,26 @@ func benchAllocate(b *testing.B, buckets int16) {
 	})
 }
 
+// benchStore migrates a new schema and provisions SKU 1 of activity 1 in
+// buckets buckets with stock that never runs out.
+func benchStore(b *testing.B, buckets int16) (*pgxpool.Pool, string, *inventory.Store) {
+	b.Helper()
+	pool := pgtest.Pool(b)
+	schema := pgtest.Schema(b)
+	ctx := context.Background()
+	if err := inventory.Migrate(ctx, pool, schema); err != nil {
+		b.Fatal(err)
+	}
+	store, err := inventory.New(inventory.Config{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1 << 30, Buckets: buckets}); err != nil {
+		b.Fatal(err)
+	}
+	return pool, schema, store
+}
+
 func BenchmarkAllocateBucket(b *testing.B) {
 	b.Run("buckets=1", func(b *testing.B) { benchAllocate(b, 1) })
 	b.Run("buckets=64", func(b *testing.B) { benchAllocate(b, 64) })
@@ -60,16 +69,8 @@ func BenchmarkAllocateBucket(b *testing.B) {
 // BenchmarkRelease measures BEGIN, Release, COMMIT of allocations made
 // before the timer starts.
 func BenchmarkRelease(b *testing.B) {
-	pool := pgtest.Pool(b)
-	schema := pgtest.Schema(b)
 	ctx := context.Background()
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
-		b.Fatal(err)
-	}
-	store, _ := inventory.New(inventory.Config{Schema: schema})
-	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1 << 30, Buckets: 64}); err != nil {
-		b.Fatal(err)
-	}
+	pool, schema, store := benchStore(b, 64)
 	rs := benchReservations(b, pool, schema, b.N, 64)
 	ids := make([]uuid.UUID, b.N)
 	for i := range ids {

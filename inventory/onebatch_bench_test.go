@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -68,19 +67,8 @@ func BenchmarkOneBatchAllocation(b *testing.B) {
 }
 
 func benchOneBatch(b *testing.B, buckets int16, baseline bool) {
-	pool := pgtest.Pool(b)
-	schema := pgtest.Schema(b)
 	ctx := context.Background()
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
-		b.Fatal(err)
-	}
-	store, err := inventory.New(inventory.Config{Schema: schema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1 << 30, Buckets: buckets}); err != nil {
-		b.Fatal(err)
-	}
+	pool, schema, store := benchStore(b, buckets)
 	r := strings.NewReplacer("{schema}", pgx.Identifier{schema}.Sanitize())
 	decrement, ledger := r.Replace(insertSelectDecrementSQL), r.Replace(insertSelectLedgerSQL)
 	var next atomic.Int64
