@@ -50,6 +50,18 @@ SELECT false, status, result_code, result_payload, payload_hash, created_at, pro
 FROM {schema}.consumer_inbox
 WHERE consumer_group = $1 AND message_id = $2 AND NOT EXISTS (SELECT FROM ins)`
 
+// claimInsertSQL is the claim of Config.Citus: claimSQL's insert alone,
+// returning the new row, or nothing for a duplicate. lookupSQL, sent after
+// it in the same batch, reads the stored row: a new statement, whose
+// snapshot (Read Committed) also sees a concurrent first processing that
+// committed while the insert waited for it.
+const claimInsertSQL = `
+INSERT INTO {schema}.consumer_inbox
+	(consumer_group, message_id, topic, tag, message_key, ref, payload_hash, status, result_code, result_payload)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (consumer_group, message_id) DO NOTHING
+RETURNING true, status, result_code, result_payload, payload_hash, created_at, processed_at`
+
 const lookupSQL = `
 SELECT false, status, result_code, result_payload, payload_hash, created_at, processed_at
 FROM {schema}.consumer_inbox
@@ -129,7 +141,9 @@ func HashPayload(body []byte) []byte {
 // ClaimMessage blocks until it ends: after its commit the call returns the
 // committed row as a duplicate, after its rollback this call becomes the
 // owner. Fresh claims and duplicates of committed messages cost one
-// statement; a duplicate that waited costs two.
+// statement; a duplicate that waited costs two. With Config.Citus every
+// claim is two statements (the insert and a look-up) sent as one batch:
+// one round trip whatever the case.
 //
 // A duplicate whose payload hash differs from the stored one returns a
 // *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
@@ -159,6 +173,9 @@ func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Mess
 func (in *Inbox) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
 	if err := msg.validate(); err != nil {
 		return Claim{}, err
+	}
+	if in.citus {
+		return in.claimRouted(ctx, tx, msg, res)
 	}
 	args := claimArgs(msg, res)
 	for attempt := 1; ; attempt++ {
@@ -240,7 +257,9 @@ func checkHash(msg Message, c Claim) error {
 // *PayloadMismatchError, [ErrConcurrentClaim] when the claim waited for a
 // concurrent transaction that then committed the same key (a duplicate
 // whose row this statement cannot see; see the error's doc), or the
-// driver's error. Statements queued after the claim run whatever it
+// driver's error. With Config.Citus it queues two statements, the insert
+// and a look-up, and the look-up answers that duplicate like any other.
+// Statements queued after the claim run whatever it
 // returns, so a caller that queues the message's work with it must roll
 // back when !dst.Fresh. The returned error reports invalid input only;
 // then nothing was queued.
@@ -264,6 +283,10 @@ func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 	if err := msg.validate(); err != nil {
 		return err
 	}
+	if in.citus {
+		in.queueClaimRouted(b, msg, res, dst)
+		return nil
+	}
 	b.Queue(in.sql.claim, claimArgs(msg, res)...).QueryRow(func(row pgx.Row) error {
 		c, err := scanClaim(row, msg.Key())
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -277,6 +300,59 @@ func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 		return checkHash(msg, c)
 	})
 	return nil
+}
+
+// claimRouted is the claim of Config.Citus: claimInsertSQL and lookupSQL
+// in one batch, sent again (at most maxClaimAttempts times in all) in the
+// practically impossible case that the row the insert conflicted with was
+// purged before the look-up.
+func (in *Inbox) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
+	for attempt := 1; ; attempt++ {
+		var (
+			b pgx.Batch
+			c Claim
+		)
+		in.queueClaimRouted(&b, msg, res, &c)
+		err := tx.SendBatch(ctx, &b).Close()
+		if !errors.Is(err, ErrConcurrentClaim) || attempt == maxClaimAttempts {
+			return c, err
+		}
+	}
+}
+
+// queueClaimRouted queues claimInsertSQL and lookupSQL into b. The
+// look-up's row answers only when the insert inserted nothing; when it
+// finds no row either (the conflicting row was purged in between), the
+// callback returns ErrConcurrentClaim: nothing was written, claim again.
+func (in *Inbox) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *Claim) {
+	key := msg.Key()
+	fresh := false
+	b.Queue(in.sql.claimInsert, claimArgs(msg, res)...).QueryRow(func(row pgx.Row) error {
+		c, err := scanClaim(row, key)
+		switch {
+		case err == nil:
+			*dst, fresh = c, true
+			return nil
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil // a duplicate: the look-up answers
+		default:
+			return fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, err)
+		}
+	})
+	b.Queue(in.sql.lookup, msg.Group, pgval.UUID(msg.MessageID)).QueryRow(func(row pgx.Row) error {
+		c, err := scanClaim(row, key)
+		switch {
+		case fresh:
+			return err // the row this transaction just inserted
+		case errors.Is(err, pgx.ErrNoRows):
+			*dst = Claim{Record: Record{Key: key}}
+			return fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, ErrConcurrentClaim)
+		case err != nil:
+			return fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, err)
+		}
+		*dst = c
+		return checkHash(msg, c)
+	})
 }
 
 // Lookup returns the inbox row of key as db sees it: a committed row, or

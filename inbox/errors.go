@@ -43,7 +43,11 @@ var ErrNotClaimer = errors.New("inbox: message claimed by another transaction")
 // visible to the claiming statement's snapshot and a batch callback cannot
 // send a second statement. Treat it as a duplicate: roll back the work
 // queued with it, and call [Inbox.Lookup] (a new statement sees the row)
-// for the stored result. [Inbox.ClaimMessage] resolves this case itself.
+// for the stored result. [Inbox.ClaimMessage] resolves this case itself,
+// and so do the batch forms of an Inbox with Config.Citus, which queue the
+// look-up with the insert: for them it means only that the row the insert
+// conflicted with was deleted (purged) before the look-up; nothing was
+// written, claim again.
 var ErrConcurrentClaim = errors.New("inbox: message committed by a concurrent transaction while claiming")
 
 // ValidationError rejects one argument and says why. It matches

@@ -36,6 +36,16 @@ type Config struct {
 	// Schema is the schema that holds consumer_inbox. Defaults to
 	// "seckill". It is validated with [migrate.QuoteSchema].
 	Schema string
+	// Citus makes the claim ([Inbox.ClaimMessage] and its variants) send
+	// statements that Citus (schema-based sharding) routes whole to the
+	// node holding the schema: a plain INSERT … ON CONFLICT DO NOTHING,
+	// and the look-up of the stored row, sent together as one batch (one
+	// round trip). The default claim is one statement whose INSERT sits in
+	// a CTE, which Citus does not route: it runs the CTE as a subplan and
+	// ships its result to every worker, so the transaction commits with
+	// two phases. On plain PostgreSQL both work; the default saves the
+	// look-up statement.
+	Citus bool
 }
 
 // Inbox runs the statements on consumer_inbox in one schema. It holds no
@@ -43,6 +53,7 @@ type Config struct {
 // to keep for the life of the process.
 type Inbox struct {
 	schema string
+	citus  bool
 	sql    statements
 }
 
@@ -57,7 +68,7 @@ func New(cfg Config) (*Inbox, error) {
 	if schema == "" {
 		schema = migrate.DefaultSchema
 	}
-	return &Inbox{schema: schema, sql: buildStatements(quoted)}, nil
+	return &Inbox{schema: schema, citus: cfg.Citus, sql: buildStatements(quoted)}, nil
 }
 
 // Schema returns the (unquoted) schema the Inbox works in.
@@ -169,7 +180,7 @@ type Claim struct {
 // statements holds the SQL of one schema, built once by New.
 type statements struct {
 	claim, lookup, complete, purge string
-	claimOrAbort                   string
+	claimOrAbort, claimInsert      string
 }
 
 func buildStatements(quoted string) statements {
@@ -181,5 +192,6 @@ func buildStatements(quoted string) statements {
 		purge:    r.Replace(purgeSQL),
 
 		claimOrAbort: r.Replace(claimOrAbortSQL),
+		claimInsert:  r.Replace(claimInsertSQL),
 	}
 }

@@ -23,9 +23,13 @@ type testBundle struct {
 	pool   *pgxpool.Pool
 	schema string
 	in     *inbox.Inbox
+	citus  bool // in.Config.Citus
 }
 
-func setup(t testing.TB) *testBundle {
+func setup(t testing.TB) *testBundle { return setupMode(t, false) }
+
+// setupMode is setup with Config.Citus set to citus.
+func setupMode(t testing.TB, citus bool) *testBundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
@@ -33,11 +37,30 @@ func setup(t testing.TB) *testBundle {
 	if err := inbox.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(inbox.Config{Schema: schema})
+	in, err := inbox.New(inbox.Config{Schema: schema, Citus: citus})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &testBundle{ctx: ctx, pool: pool, schema: schema, in: in}
+}
+
+// bothClaimModes runs fn as two parallel subtests, each on a schema of
+// its own: "default", with the one-statement claim, and "citus", with the
+// claim of Config.Citus (an insert and a look-up in one batch).
+func bothClaimModes(t *testing.T, fn func(t *testing.T, b *testBundle)) {
+	t.Helper()
+	for _, citus := range []bool{false, true} {
+		name := "default"
+		if citus {
+			name = "citus"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupMode(t, citus)
+			b.citus = citus
+			fn(t, b)
+		})
+	}
 }
 
 func newMessage(group string) inbox.Message {
