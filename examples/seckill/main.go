@@ -58,6 +58,7 @@ func main() {
 	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size (order and event consumers, relays, payers and the canceller share it)")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
 	flag.BoolVar(&cfg.RelayInTx, "relay-in-tx", cfg.RelayInTx, "relays publish each batch inside the transaction that claims it (outbox.RelayConfig.InTx)")
+	flag.BoolVar(&cfg.StepByStep, "step-by-step", cfg.StepByStep, "the consumer runs every order message as the step-by-step transaction (flow.Service.PlaceOrderStepByStep), not the one-batch PlaceOrder")
 	flag.BoolVar(&cfg.Citus, "citus", cfg.Citus, "the database is a Citus coordinator with schema-based sharding: use the statement shapes Citus routes whole to one node (order.Config.Citus)")
 	flag.IntVar(&cfg.Activities, "activities", cfg.Activities, "activities on sale at once, each in its own schema <schema>_a<i> (on Citus: a distributed schema, on one worker)")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")

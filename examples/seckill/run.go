@@ -39,6 +39,10 @@ type config struct {
 	// RelayInTx runs the outbox relays in outbox.RelayConfig.InTx mode:
 	// each batch published inside the transaction that claims it.
 	RelayInTx bool
+	// StepByStep makes the consumer run every order message through
+	// flow.Service.PlaceOrderStepByStep (a round trip per step) instead of
+	// PlaceOrder (one batch for a fresh order).
+	StepByStep bool
 	// Citus selects the statement shapes that Citus routes whole to the
 	// node holding the schema where the default one would be split (see
 	// flow.Config.Citus).

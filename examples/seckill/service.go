@@ -67,6 +67,7 @@ type service struct {
 	orderTTL       time.Duration
 	reservationTTL time.Duration
 	relayInTx      bool // relays publish inside the claiming transaction (outbox.RelayConfig.InTx)
+	stepByStep     bool // the consumer runs PlaceOrderStepByStep
 	// releaseFailures: failed front-door releases after which a
 	// reservation is MANUAL_REQUIRED.
 	releaseFailures int
@@ -105,7 +106,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, fmt.Errorf("release failures %d: must be between 1 and 1000", cfg.ReleaseFailures)
 	}
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
-		relayInTx: cfg.RelayInTx}
+		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	item := cfg.item()
 	s.metrics = newServiceMetrics()
@@ -358,7 +359,11 @@ func (s *service) publish(ctx context.Context, r reservation, messageID uuid.UUI
 func (s *service) consume(ctx context.Context, m message) error {
 	ctx = continueTrace(ctx, m.TraceParent)
 	start := time.Now()
-	out, err := s.PlaceOrder(ctx, m.ID, m.Body)
+	place := s.PlaceOrder
+	if s.stepByStep {
+		place = s.PlaceOrderStepByStep
+	}
+	out, err := place(ctx, m.ID, m.Body)
 	if err == nil {
 		s.log.DebugContext(ctx, "order message processed", "message_id", m.ID, "code", out.Code, "order_id", out.OrderID,
 			"duplicate", out.Duplicate)
