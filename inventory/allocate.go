@@ -210,6 +210,9 @@ SELECT l.ledger_id, l.created_at,
 //   - *AppliedError ([ErrAlreadyApplied]): the reservation's ALLOCATE row
 //     exists; nothing was decremented again. With TxAborted set the
 //     duplicate was concurrent and tx is aborted (see [AppliedError]).
+//     With Config.Citus a concurrent duplicate never aborts tx: the
+//     ledger row is inserted first, with ON CONFLICT DO NOTHING, which
+//     waits for the other transaction and then inserts nothing.
 //   - *ValidationError ([ErrInvalidArgument]): bad input, nothing sent.
 //
 // Concurrent duplicates of one reservation are classified as already
@@ -218,6 +221,11 @@ SELECT l.ledger_id, l.created_at,
 // it, re-reads the ledger key after the wait instead of calling itself sold
 // out. The reservation row lock ([Store.AcquireReservation]) still
 // serialises them first in a real order transaction.
+//
+// With Config.Citus the allocation is two statements sent as one batch
+// (one round trip): the ALLOCATE row with placeholder counters, then the
+// decrement, which writes the counters into that row or, refused, deletes
+// it. The outcomes are the same.
 //
 // Lock order (seed §11.6): the bucket row is the hottest lock of the order
 // transaction; call AllocateBucket as late as correctness allows (after the
@@ -229,6 +237,9 @@ func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Al
 	}
 	if err := a.validate(); err != nil {
 		return Allocated{}, err
+	}
+	if s.citus {
+		return s.allocateRouted(a).Run(ctx, tx)
 	}
 	return s.allocateRow(a).Run(ctx, tx)
 }
@@ -245,7 +256,11 @@ func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) 
 	if b == nil || dst == nil {
 		return invalid("batch/dst", "must not be nil")
 	}
-	s.allocateRow(a).Queue(b, dst)
+	if s.citus {
+		s.allocateRouted(a).Queue(b, dst)
+	} else {
+		s.allocateRow(a).Queue(b, dst)
+	}
 	return nil
 }
 

@@ -22,56 +22,57 @@ import (
 // ORDERED or REJECTED, commit): exactly one gets it.
 func TestAllocateStockOneThousandBuyers(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 1, 1)
-	// A pool of its own: 1,000 goroutines queue for its 32 connections
-	// instead of starving the other tests of the shared pool.
-	tb.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 32 })
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 1, 1)
+		// A pool of its own: 1,000 goroutines queue for its 32 connections
+		// instead of starving the other tests of the shared pool.
+		tb.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 32 })
 
-	const buyers = 1000
-	var (
-		wg              sync.WaitGroup
-		ok, soldOut     atomic.Int64
-		otherMu         sync.Mutex
-		other           []error
-		reservationsIDs = make([]inventory.NewReservation, buyers)
-	)
-	for i := range buyers {
-		reservationsIDs[i] = tb.newReservation(1, 1, 0)
-	}
-	for i := range buyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			switch err := tb.buyPipelined(reservationsIDs[i]); {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, inventory.ErrSoldOut):
-				soldOut.Add(1)
-			default:
-				otherMu.Lock()
-				other = append(other, err)
-				otherMu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(other) > 0 {
-		t.Fatalf("%d unexpected errors, first: %v", len(other), other[0])
-	}
-	if ok.Load() != 1 || soldOut.Load() != buyers-1 {
-		t.Fatalf("ok %d, sold out %d; want 1 and %d", ok.Load(), soldOut.Load(), buyers-1)
-	}
-	if n := tb.count(t, `SELECT sum(allocated_stock) FROM `+tb.table("sku_inventory")+` WHERE activity_id = 1 AND sku_id = 1`); n != 1 {
-		t.Fatalf("allocated sum %d, want 1", n)
-	}
-	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 1 {
-		t.Fatalf("%d ALLOCATE rows, want 1", n)
-	}
-	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation")+` WHERE status = 20 AND failure_code = 'POSTGRES_SOLD_OUT'`); n != buyers-1 {
-		t.Fatalf("%d rejected reservations, want %d", n, buyers-1)
-	}
-	tb.auditClean(t, 1, 1)
+		const buyers = 1000
+		var (
+			wg              sync.WaitGroup
+			ok, soldOut     atomic.Int64
+			otherMu         sync.Mutex
+			other           []error
+			reservationsIDs = make([]inventory.NewReservation, buyers)
+		)
+		for i := range buyers {
+			reservationsIDs[i] = tb.newReservation(1, 1, 0)
+		}
+		for i := range buyers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch err := tb.buyPipelined(reservationsIDs[i]); {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, inventory.ErrSoldOut):
+					soldOut.Add(1)
+				default:
+					otherMu.Lock()
+					other = append(other, err)
+					otherMu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(other) > 0 {
+			t.Fatalf("%d unexpected errors, first: %v", len(other), other[0])
+		}
+		if ok.Load() != 1 || soldOut.Load() != buyers-1 {
+			t.Fatalf("ok %d, sold out %d; want 1 and %d", ok.Load(), soldOut.Load(), buyers-1)
+		}
+		if n := tb.count(t, `SELECT sum(allocated_stock) FROM `+tb.table("sku_inventory")+` WHERE activity_id = 1 AND sku_id = 1`); n != 1 {
+			t.Fatalf("allocated sum %d, want 1", n)
+		}
+		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 1 {
+			t.Fatalf("%d ALLOCATE rows, want 1", n)
+		}
+		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation")+` WHERE status = 20 AND failure_code = 'POSTGRES_SOLD_OUT'`); n != buyers-1 {
+			t.Fatalf("%d rejected reservations, want %d", n, buyers-1)
+		}
+		tb.auditClean(t, 1, 1)
+	})
 }
 
 // Seed §6.3/§13.2 numbers: 64 buckets, 10,000 stock, 20,000 buyers through
@@ -246,84 +247,97 @@ func (tb testBundle) buyPipelined(r inventory.NewReservation) (err error) {
 
 func TestAllocateOutcomes(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 3, 2) // bucket 0: 2, bucket 1: 1
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 3, 2) // bucket 0: 2, bucket 1: 1
 
-	alloc := func(a inventory.Allocation) (inventory.Allocated, error) {
-		var out inventory.Allocated
-		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			var err error
-			out, err = tb.store.AllocateBucket(tb.ctx, tx, a)
+		alloc := func(a inventory.Allocation) (inventory.Allocated, error) {
+			var out inventory.Allocated
+			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				var err error
+				out, err = tb.store.AllocateBucket(tb.ctx, tx, a)
+				return err
+			})
+			return out, err
+		}
+		r := tb.reserved(t, 1, 1, 0, 2)
+		a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 2,
+			UserID: r.UserID, OrderID: 99, SourceMessageID: r.FirstMessageID}
+		got, err := alloc(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LedgerID == 0 || got.BeforeAvailable != 2 || got.AfterAvailable != 0 || got.BeforeAllocated != 0 ||
+			got.AfterAllocated != 2 || got.Quantity != 2 || got.Version != 1 {
+			t.Fatalf("allocated %+v", got)
+		}
+		ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
+		if err != nil || len(ledger) != 1 {
+			t.Fatalf("ledger %+v, %v", ledger, err)
+		}
+		if e := ledger[0]; e.LedgerID != got.LedgerID || e.Type != inventory.LedgerAllocate || e.IdempotencyKey != inventory.AllocateKey(r.ReservationID) ||
+			e.AvailableDelta != -2 || e.AllocatedDelta != 2 || e.OrderID != 99 || e.UserID != r.UserID || e.Reason != inventory.DefaultAllocateReason {
+			t.Fatalf("ledger row %+v", e)
+		}
+
+		// Replay: already applied, nothing decremented.
+		_, err = alloc(a)
+		var ae *inventory.AppliedError
+		if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &ae) || ae.LedgerID != got.LedgerID || ae.TxAborted {
+			t.Fatalf("replay: %v", err)
+		}
+		// Replay on another bucket with stock: still already applied.
+		a2 := a
+		a2.Bucket, a2.Quantity = 1, 1
+		if _, err := alloc(a2); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Fatalf("replay on bucket 1: %v", err)
+		}
+
+		// Sold out: bucket 0 is empty although bucket 1 has stock.
+		r2 := tb.reserved(t, 1, 1, 0, 1)
+		_, err = alloc(r2ToAlloc(r2))
+		var so *inventory.SoldOutError
+		if !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &so) || so.Available != 0 || so.Requested != 1 || so.Bucket != 0 {
+			t.Fatalf("sold out: %v", err)
+		}
+		// Asking for more than a bucket holds.
+		big := r2ToAlloc(tb.reserved(t, 1, 1, 1, 2))
+		if _, err := alloc(big); !errors.As(err, &so) || so.Available != 1 || so.Requested != 2 {
+			t.Fatalf("too many: %v", err)
+		}
+		// Unknown bucket and unknown SKU.
+		for _, a := range []inventory.Allocation{r2ToAlloc(tb.reserved(t, 1, 1, 2, 1)), r2ToAlloc(tb.reserved(t, 1, 42, 0, 1)), r2ToAlloc(tb.reserved(t, 42, 1, 0, 1))} {
+			if _, err := alloc(a); !errors.Is(err, inventory.ErrUnknownBucket) {
+				t.Fatalf("bucket %d/%d/%d: %v", a.ActivityID, a.SKUID, a.Bucket, err)
+			}
+		}
+		// Sold out leaves the transaction usable: the next statement works.
+		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.reserved(t, 1, 1, 0, 1))); !errors.Is(err, inventory.ErrSoldOut) {
+				t.Errorf("want sold out, got %v", err)
+			}
+			_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.reserved(t, 1, 1, 1, 1)))
 			return err
 		})
-		return out, err
-	}
-	r := tb.reserved(t, 1, 1, 0, 2)
-	a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 2,
-		UserID: r.UserID, OrderID: 99, SourceMessageID: r.FirstMessageID}
-	got, err := alloc(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.LedgerID == 0 || got.BeforeAvailable != 2 || got.AfterAvailable != 0 || got.BeforeAllocated != 0 ||
-		got.AfterAllocated != 2 || got.Quantity != 2 || got.Version != 1 {
-		t.Fatalf("allocated %+v", got)
-	}
-	ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
-	if err != nil || len(ledger) != 1 {
-		t.Fatalf("ledger %+v, %v", ledger, err)
-	}
-	if e := ledger[0]; e.LedgerID != got.LedgerID || e.Type != inventory.LedgerAllocate || e.IdempotencyKey != inventory.AllocateKey(r.ReservationID) ||
-		e.AvailableDelta != -2 || e.AllocatedDelta != 2 || e.OrderID != 99 || e.UserID != r.UserID || e.Reason != inventory.DefaultAllocateReason {
-		t.Fatalf("ledger row %+v", e)
-	}
-
-	// Replay: already applied, nothing decremented.
-	_, err = alloc(a)
-	var ae *inventory.AppliedError
-	if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &ae) || ae.LedgerID != got.LedgerID || ae.TxAborted {
-		t.Fatalf("replay: %v", err)
-	}
-	// Replay on another bucket with stock: still already applied.
-	a2 := a
-	a2.Bucket, a2.Quantity = 1, 1
-	if _, err := alloc(a2); !errors.Is(err, inventory.ErrAlreadyApplied) {
-		t.Fatalf("replay on bucket 1: %v", err)
-	}
-
-	// Sold out: bucket 0 is empty although bucket 1 has stock.
-	r2 := tb.reserved(t, 1, 1, 0, 1)
-	_, err = alloc(r2ToAlloc(r2))
-	var so *inventory.SoldOutError
-	if !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &so) || so.Available != 0 || so.Requested != 1 || so.Bucket != 0 {
-		t.Fatalf("sold out: %v", err)
-	}
-	// Asking for more than a bucket holds.
-	big := r2ToAlloc(tb.reserved(t, 1, 1, 1, 2))
-	if _, err := alloc(big); !errors.As(err, &so) || so.Available != 1 || so.Requested != 2 {
-		t.Fatalf("too many: %v", err)
-	}
-	// Unknown bucket and unknown SKU.
-	for _, a := range []inventory.Allocation{r2ToAlloc(tb.reserved(t, 1, 1, 2, 1)), r2ToAlloc(tb.reserved(t, 1, 42, 0, 1)), r2ToAlloc(tb.reserved(t, 42, 1, 0, 1))} {
-		if _, err := alloc(a); !errors.Is(err, inventory.ErrUnknownBucket) {
-			t.Fatalf("bucket %d/%d/%d: %v", a.ActivityID, a.SKUID, a.Bucket, err)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// Sold out leaves the transaction usable: the next statement works.
-	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.reserved(t, 1, 1, 0, 1))); !errors.Is(err, inventory.ErrSoldOut) {
-			t.Errorf("want sold out, got %v", err)
+		tot := tb.totals(t, 1, 1)
+		if tot.Allocated != 3 || tot.Available != 0 || tot.SoldOutBuckets != 2 {
+			t.Fatalf("totals %+v", tot)
 		}
-		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(tb.reserved(t, 1, 1, 1, 1)))
-		return err
+		// Every refusal wrote nothing: two ALLOCATE rows, no placeholder
+		// (Config.Citus inserts one before the decrement and deletes it
+		// when the decrement is refused).
+		var allocs, placeholders int
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT count(*) FILTER (WHERE ledger_type = 10),
+			count(*) FILTER (WHERE reason LIKE 'SECKILL_PLACEHOLDER%')
+			FROM `+pgx.Identifier{tb.schema, "inventory_ledger"}.Sanitize()).Scan(&allocs, &placeholders); err != nil {
+			t.Fatal(err)
+		}
+		if allocs != 2 || placeholders != 0 {
+			t.Fatalf("%d ALLOCATE rows and %d placeholders, want 2 and 0", allocs, placeholders)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tot := tb.totals(t, 1, 1)
-	if tot.Allocated != 3 || tot.Available != 0 || tot.SoldOutBuckets != 2 {
-		t.Fatalf("totals %+v", tot)
-	}
 }
 
 func r2ToAlloc(r inventory.NewReservation) inventory.Allocation {
@@ -337,118 +351,119 @@ func r2ToAlloc(r inventory.NewReservation) inventory.Allocation {
 // bucket and the ledger's unique key.
 func TestRedeliveryAppliesOnce(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 100, 4)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 100, 4)
 
-	r := tb.reserved(t, 1, 1, 3, 1)
-	a := r2ToAlloc(r)
-	run := func(fn func(tx pgx.Tx) error) error { return inTx(tb.ctx, tb.pool, fn) }
+		r := tb.reserved(t, 1, 1, 3, 1)
+		a := r2ToAlloc(r)
+		run := func(fn func(tx pgx.Tx) error) error { return inTx(tb.ctx, tb.pool, fn) }
 
-	// Sequential, separate transactions and within one transaction.
-	if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
-		t.Fatalf("second allocation: %v", err)
-	}
-	r2 := tb.reserved(t, 1, 1, 3, 1)
-	err := run(func(tx pgx.Tx) error {
-		if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2)); err != nil {
-			return err
+		// Sequential, separate transactions and within one transaction.
+		if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); err != nil {
+			t.Fatal(err)
 		}
-		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2))
-		if !errors.Is(err, inventory.ErrAlreadyApplied) {
-			t.Errorf("same-tx replay: %v", err)
+		if err := run(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, a); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Fatalf("second allocation: %v", err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkBucket := func(wantAllocated int32) {
-		t.Helper()
-		b, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 3)
+		r2 := tb.reserved(t, 1, 1, 3, 1)
+		err := run(func(tx pgx.Tx) error {
+			if _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2)); err != nil {
+				return err
+			}
+			_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2))
+			if !errors.Is(err, inventory.ErrAlreadyApplied) {
+				t.Errorf("same-tx replay: %v", err)
+			}
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Allocated != wantAllocated || b.Available != 25-wantAllocated {
-			t.Fatalf("bucket 3 %+v, want allocated %d", b, wantAllocated)
+		checkBucket := func(wantAllocated int32) {
+			t.Helper()
+			b, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Allocated != wantAllocated || b.Available != 25-wantAllocated {
+				t.Fatalf("bucket 3 %+v, want allocated %d", b, wantAllocated)
+			}
 		}
-	}
-	checkBucket(2)
+		checkBucket(2)
 
-	// Release, sequentially: once.
-	rel := inventory.StockRelease{ReservationID: r.ReservationID}
-	var released inventory.Allocated
-	if err := run(func(tx pgx.Tx) error {
-		var err error
-		released, err = tb.store.ReleaseStock(tb.ctx, tx, rel)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if released.Bucket != 3 || released.Quantity != 1 || released.BeforeAllocated != 2 || released.AfterAllocated != 1 {
-		t.Fatalf("released %+v", released)
-	}
-	if err := run(func(tx pgx.Tx) error { _, err := tb.store.ReleaseStock(tb.ctx, tx, rel); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
-		t.Fatalf("second release: %v", err)
-	}
-	checkBucket(1)
-	// Release without allocation.
-	if err := run(func(tx pgx.Tx) error {
-		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: uuid.Must(uuid.NewV7())})
-		return err
-	}); !errors.Is(err, inventory.ErrNotAllocated) {
-		t.Fatalf("release of nothing: %v", err)
-	}
+		// Release, sequentially: once.
+		rel := inventory.StockRelease{ReservationID: r.ReservationID}
+		var released inventory.Allocated
+		if err := run(func(tx pgx.Tx) error {
+			var err error
+			released, err = tb.store.ReleaseStock(tb.ctx, tx, rel)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if released.Bucket != 3 || released.Quantity != 1 || released.BeforeAllocated != 2 || released.AfterAllocated != 1 {
+			t.Fatalf("released %+v", released)
+		}
+		if err := run(func(tx pgx.Tx) error { _, err := tb.store.ReleaseStock(tb.ctx, tx, rel); return err }); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Fatalf("second release: %v", err)
+		}
+		checkBucket(1)
+		// Release without allocation.
+		if err := run(func(tx pgx.Tx) error {
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: uuid.Must(uuid.NewV7())})
+			return err
+		}); !errors.Is(err, inventory.ErrNotAllocated) {
+			t.Fatalf("release of nothing: %v", err)
+		}
 
-	// Concurrent: 16 deliveries of one allocation, then of its release.
-	const deliveries = 16
-	r3 := tb.reserved(t, 1, 1, 3, 1)
-	concurrently := func(fn func(tx pgx.Tx) error) (applied, duplicates int) {
-		var (
-			wg sync.WaitGroup
-			mu sync.Mutex
-		)
-		for range deliveries {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				err := run(fn)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					applied++
-				case errors.Is(err, inventory.ErrAlreadyApplied):
-					duplicates++
-				default:
-					t.Errorf("delivery: %v", err)
-				}
-			}()
+		// Concurrent: 16 deliveries of one allocation, then of its release.
+		const deliveries = 16
+		r3 := tb.reserved(t, 1, 1, 3, 1)
+		concurrently := func(fn func(tx pgx.Tx) error) (applied, duplicates int) {
+			var (
+				wg sync.WaitGroup
+				mu sync.Mutex
+			)
+			for range deliveries {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := run(fn)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						applied++
+					case errors.Is(err, inventory.ErrAlreadyApplied):
+						duplicates++
+					default:
+						t.Errorf("delivery: %v", err)
+					}
+				}()
+			}
+			wg.Wait()
+			return applied, duplicates
 		}
-		wg.Wait()
-		return applied, duplicates
-	}
-	if ok, dup := concurrently(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r3)); return err }); ok != 1 || dup != deliveries-1 {
-		t.Fatalf("concurrent allocations: %d applied, %d duplicates", ok, dup)
-	}
-	checkBucket(2)
-	if ok, dup := concurrently(func(tx pgx.Tx) error {
-		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r3.ReservationID, Reason: "PAY_TIMEOUT"})
-		return err
-	}); ok != 1 || dup != deliveries-1 {
-		t.Fatalf("concurrent releases: %d applied, %d duplicates", ok, dup)
-	}
-	checkBucket(1)
-	for _, id := range []uuid.UUID{r.ReservationID, r3.ReservationID} {
-		ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, id)
-		if err != nil || len(ledger) != 2 || ledger[0].Type != inventory.LedgerAllocate || ledger[1].Type != inventory.LedgerRelease {
-			t.Fatalf("ledger of %s: %+v, %v", id, ledger, err)
+		if ok, dup := concurrently(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r3)); return err }); ok != 1 || dup != deliveries-1 {
+			t.Fatalf("concurrent allocations: %d applied, %d duplicates", ok, dup)
 		}
-	}
-	tb.orderAllocated(t)
-	tb.auditClean(t, 1, 1)
+		checkBucket(2)
+		if ok, dup := concurrently(func(tx pgx.Tx) error {
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r3.ReservationID, Reason: "PAY_TIMEOUT"})
+			return err
+		}); ok != 1 || dup != deliveries-1 {
+			t.Fatalf("concurrent releases: %d applied, %d duplicates", ok, dup)
+		}
+		checkBucket(1)
+		for _, id := range []uuid.UUID{r.ReservationID, r3.ReservationID} {
+			ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, id)
+			if err != nil || len(ledger) != 2 || ledger[0].Type != inventory.LedgerAllocate || ledger[1].Type != inventory.LedgerRelease {
+				t.Fatalf("ledger of %s: %+v, %v", id, ledger, err)
+			}
+		}
+		tb.orderAllocated(t)
+		tb.auditClean(t, 1, 1)
+	})
 }
 
 // stockEvent is what recorder keeps of either hook.
@@ -491,64 +506,69 @@ func (r *recorder) count(op string, ok bool) int {
 
 func TestQueueAllocateAndRelease(t *testing.T) {
 	t.Parallel()
-	tb, rec := observed(t, 5, 6, 2, 1)
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			tb, rec := observedMode(t, citus, 5, 6, 2, 1)
 
-	rs := []inventory.NewReservation{tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1)}
-	got := make([]inventory.Allocated, len(rs))
-	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		var b pgx.Batch
-		for i, r := range rs {
-			if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i]); err != nil {
-				return err
+			rs := []inventory.NewReservation{tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1), tb.reserved(t, 5, 6, 0, 1)}
+			got := make([]inventory.Allocated, len(rs))
+			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				var b pgx.Batch
+				for i, r := range rs {
+					if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i]); err != nil {
+						return err
+					}
+				}
+				err := tx.SendBatch(tb.ctx, &b).Close()
+				if !errors.Is(err, inventory.ErrSoldOut) {
+					t.Errorf("third allocation: %v, want sold out", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		err := tx.SendBatch(tb.ctx, &b).Close()
-		if !errors.Is(err, inventory.ErrSoldOut) {
-			t.Errorf("third allocation: %v, want sold out", err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0].AfterAvailable != 1 || got[1].AfterAvailable != 0 || got[2].LedgerID != 0 {
-		t.Fatalf("batch results %+v", got)
-	}
-	var rel [2]inventory.Allocated
-	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		var b pgx.Batch
-		for i := range 2 {
-			if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: rs[i].ReservationID}, &rel[i]); err != nil {
-				return err
+			if got[0].AfterAvailable != 1 || got[1].AfterAvailable != 0 || got[2].LedgerID != 0 {
+				t.Fatalf("batch results %+v", got)
 			}
-		}
-		return tx.SendBatch(tb.ctx, &b).Close()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rel[0].AfterAvailable != 1 || rel[1].AfterAvailable != 2 || rel[1].AfterAllocated != 0 {
-		t.Fatalf("release results %+v", rel)
-	}
-	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type IN (10, 20)`); n != 4 {
-		t.Fatalf("%d ledger rows, want 4", n)
-	}
-	tb.auditClean(t, 5, 6)
+			var rel [2]inventory.Allocated
+			err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				var b pgx.Batch
+				for i := range 2 {
+					if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: rs[i].ReservationID}, &rel[i]); err != nil {
+						return err
+					}
+				}
+				return tx.SendBatch(tb.ctx, &b).Close()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel[0].AfterAvailable != 1 || rel[1].AfterAvailable != 2 || rel[1].AfterAllocated != 0 {
+				t.Fatalf("release results %+v", rel)
+			}
+			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type IN (10, 20)`); n != 4 {
+				t.Fatalf("%d ledger rows, want 4", n)
+			}
+			tb.auditClean(t, 5, 6)
 
-	var summary []string
-	for _, e := range rec.events {
-		outcome := "ok"
-		if errors.Is(e.Err, inventory.ErrSoldOut) {
-			outcome = "sold out"
-		} else if e.Err != nil {
-			outcome = e.Err.Error()
-		}
-		if e.ActivityID != 5 || e.SKUID != 6 || e.Bucket != 0 || e.Quantity != 1 || !e.Batch {
-			t.Errorf("event %+v", e)
-		}
-		summary = append(summary, e.Op+" "+outcome)
-	}
-	if want := []string{"allocate ok", "allocate ok", "allocate sold out", "release ok", "release ok"}; !slices.Equal(summary, want) {
-		t.Fatalf("observed %v, want %v", summary, want)
+			var summary []string
+			for _, e := range rec.events {
+				outcome := "ok"
+				if errors.Is(e.Err, inventory.ErrSoldOut) {
+					outcome = "sold out"
+				} else if e.Err != nil {
+					outcome = e.Err.Error()
+				}
+				if e.ActivityID != 5 || e.SKUID != 6 || e.Bucket != 0 || e.Quantity != 1 || !e.Batch {
+					t.Errorf("event %+v", e)
+				}
+				summary = append(summary, e.Op+" "+outcome)
+			}
+			if want := []string{"allocate ok", "allocate ok", "allocate sold out", "release ok", "release ok"}; !slices.Equal(summary, want) {
+				t.Fatalf("observed %v, want %v", summary, want)
+			}
+		})
 	}
 }

@@ -16,87 +16,88 @@ import (
 // written, and the transaction stays usable (direct and batch forms).
 func TestAllocationBoundToReservation(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 10, 2)
-	tb.provision(t, 1, 2, 10, 2)
-	tb.provision(t, 2, 1, 10, 2)
-	r := tb.reserved(t, 1, 1, 0, 1)
-	good := r2ToAlloc(r)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 10, 2)
+		tb.provision(t, 1, 2, 10, 2)
+		tb.provision(t, 2, 1, 10, 2)
+		r := tb.reserved(t, 1, 1, 0, 1)
+		good := r2ToAlloc(r)
 
-	cases := map[string]func(a *inventory.Allocation){
-		"inventory_bucket": func(a *inventory.Allocation) { a.Bucket = 1 },
-		"quantity":         func(a *inventory.Allocation) { a.Quantity = 2 },
-		"user_id":          func(a *inventory.Allocation) { a.UserID++ },
-		"sku_id":           func(a *inventory.Allocation) { a.SKUID = 2 },
-		"activity_id":      func(a *inventory.Allocation) { a.ActivityID = 2 },
-	}
-	check := func(name string, a inventory.Allocation, want func(error) bool) {
-		t.Helper()
-		for _, batch := range []bool{false, true} {
-			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-				var err error
-				if batch {
-					var b pgx.Batch
-					if err := tb.store.QueueAllocateBucket(&b, a, new(inventory.Allocated)); err != nil {
-						return err
+		cases := map[string]func(a *inventory.Allocation){
+			"inventory_bucket": func(a *inventory.Allocation) { a.Bucket = 1 },
+			"quantity":         func(a *inventory.Allocation) { a.Quantity = 2 },
+			"user_id":          func(a *inventory.Allocation) { a.UserID++ },
+			"sku_id":           func(a *inventory.Allocation) { a.SKUID = 2 },
+			"activity_id":      func(a *inventory.Allocation) { a.ActivityID = 2 },
+		}
+		check := func(name string, a inventory.Allocation, want func(error) bool) {
+			t.Helper()
+			for _, batch := range []bool{false, true} {
+				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					var err error
+					if batch {
+						var b pgx.Batch
+						if err := tb.store.QueueAllocateBucket(&b, a, new(inventory.Allocated)); err != nil {
+							return err
+						}
+						err = tx.SendBatch(tb.ctx, &b).Close()
+					} else {
+						_, err = tb.store.AllocateBucket(tb.ctx, tx, a)
 					}
-					err = tx.SendBatch(tb.ctx, &b).Close()
-				} else {
-					_, err = tb.store.AllocateBucket(tb.ctx, tx, a)
+					if !want(err) {
+						t.Errorf("%s (batch %v): %v", name, batch, err)
+					}
+					// The transaction is usable.
+					_, err = tx.Exec(tb.ctx, "SELECT 1")
+					return err
+				})
+				if err != nil {
+					t.Fatalf("%s (batch %v): %v", name, batch, err)
 				}
-				if !want(err) {
-					t.Errorf("%s (batch %v): %v", name, batch, err)
-				}
-				// The transaction is usable.
-				_, err = tx.Exec(tb.ctx, "SELECT 1")
-				return err
-			})
-			if err != nil {
-				t.Fatalf("%s (batch %v): %v", name, batch, err)
 			}
 		}
-	}
-	for field, change := range cases {
-		a := good
-		change(&a)
-		check(field, a, func(err error) bool {
-			var me *inventory.AllocationMismatchError
-			return errors.Is(err, inventory.ErrAllocationMismatch) && errors.As(err, &me) &&
-				me.Field == field && me.ReservationID == r.ReservationID
-		})
-	}
-	unknown := good
-	unknown.ReservationID = uuid.Must(uuid.NewV7())
-	check("unknown reservation", unknown, func(err error) bool { return errors.Is(err, inventory.ErrReservationNotFound) })
-
-	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 0 {
-		t.Fatalf("%d ALLOCATE rows after refused allocations", n)
-	}
-	for _, sku := range []struct{ a, s int64 }{{1, 1}, {1, 2}, {2, 1}} {
-		if tot := tb.totals(t, sku.a, sku.s); tot.Allocated != 0 {
-			t.Fatalf("activity %d sku %d: %+v", sku.a, sku.s, tot)
+		for field, change := range cases {
+			a := good
+			change(&a)
+			check(field, a, func(err error) bool {
+				var me *inventory.AllocationMismatchError
+				return errors.Is(err, inventory.ErrAllocationMismatch) && errors.As(err, &me) &&
+					me.Field == field && me.ReservationID == r.ReservationID
+			})
 		}
-	}
+		unknown := good
+		unknown.ReservationID = uuid.Must(uuid.NewV7())
+		check("unknown reservation", unknown, func(err error) bool { return errors.Is(err, inventory.ErrReservationNotFound) })
 
-	// A rejected (or expired, released) reservation takes no stock.
-	if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{
-		ReservationID: r.ReservationID, To: inventory.StatusRejected, FailureCode: "TEST"}); err != nil {
-		t.Fatal(err)
-	}
-	check("rejected", good, func(err error) bool {
-		var me *inventory.AllocationMismatchError
-		return errors.As(err, &me) && me.Field == "status" && me.Reservation == "REJECTED"
+		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 0 {
+			t.Fatalf("%d ALLOCATE rows after refused allocations", n)
+		}
+		for _, sku := range []struct{ a, s int64 }{{1, 1}, {1, 2}, {2, 1}} {
+			if tot := tb.totals(t, sku.a, sku.s); tot.Allocated != 0 {
+				t.Fatalf("activity %d sku %d: %+v", sku.a, sku.s, tot)
+			}
+		}
+
+		// A rejected (or expired, released) reservation takes no stock.
+		if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{
+			ReservationID: r.ReservationID, To: inventory.StatusRejected, FailureCode: "TEST"}); err != nil {
+			t.Fatal(err)
+		}
+		check("rejected", good, func(err error) bool {
+			var me *inventory.AllocationMismatchError
+			return errors.As(err, &me) && me.Field == "status" && me.Reservation == "REJECTED"
+		})
+
+		// The matching allocation of a live reservation goes through.
+		r2 := tb.reserved(t, 1, 1, 1, 2)
+		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if tot := tb.totals(t, 1, 1); tot.Allocated != 2 {
+			t.Fatalf("after the matching allocation: %+v", tot)
+		}
 	})
-
-	// The matching allocation of a live reservation goes through.
-	r2 := tb.reserved(t, 1, 1, 1, 2)
-	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r2))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if tot := tb.totals(t, 1, 1); tot.Allocated != 2 {
-		t.Fatalf("after the matching allocation: %+v", tot)
-	}
 }

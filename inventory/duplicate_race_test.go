@@ -129,43 +129,44 @@ func allAlreadyApplied(t *testing.T, what string, errs []error) {
 // one release, eleven already applied, none "inconsistent".
 func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 1, 1)
-	r := tb.newReservation(1, 1, 0)
-	acq, err := tb.acquire(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := acq.Reservation.Allocation(7, r.FirstMessageID)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 1, 1)
+		r := tb.newReservation(1, 1, 0)
+		acq, err := tb.acquire(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := acq.Reservation.Allocation(7, r.FirstMessageID)
 
-	errs := tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
-		_, err := tb.store.AllocateBucket(tb.ctx, tx, a)
-		return err
+		errs := tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
+			_, err := tb.store.AllocateBucket(tb.ctx, tx, a)
+			return err
+		})
+		allAlreadyApplied(t, "allocate", errs)
+		if tot := tb.totals(t, 1, 1); tot.Allocated != 1 || tot.Available != 0 {
+			t.Fatalf("after allocations: %+v", tot)
+		}
+
+		// The batch form classifies the same way.
+		var b pgx.Batch
+		var got inventory.Allocated
+		if err := tb.store.QueueAllocateBucket(&b, a, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error { return tx.SendBatch(tb.ctx, &b).Close() }); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Fatalf("batch duplicate: %v", err)
+		}
+
+		errs = tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
+			return err
+		})
+		allAlreadyApplied(t, "release", errs)
+		if tot := tb.totals(t, 1, 1); tot.Allocated != 0 || tot.Available != 1 {
+			t.Fatalf("after releases: %+v", tot)
+		}
+		tb.auditClean(t, 1, 1)
 	})
-	allAlreadyApplied(t, "allocate", errs)
-	if tot := tb.totals(t, 1, 1); tot.Allocated != 1 || tot.Available != 0 {
-		t.Fatalf("after allocations: %+v", tot)
-	}
-
-	// The batch form classifies the same way.
-	var b pgx.Batch
-	var got inventory.Allocated
-	if err := tb.store.QueueAllocateBucket(&b, a, &got); err != nil {
-		t.Fatal(err)
-	}
-	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error { return tx.SendBatch(tb.ctx, &b).Close() }); !errors.Is(err, inventory.ErrAlreadyApplied) {
-		t.Fatalf("batch duplicate: %v", err)
-	}
-
-	errs = tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
-		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
-		return err
-	})
-	allAlreadyApplied(t, "release", errs)
-	if tot := tb.totals(t, 1, 1); tot.Allocated != 0 || tot.Available != 1 {
-		t.Fatalf("after releases: %+v", tot)
-	}
-	tb.auditClean(t, 1, 1)
 }
 
 // Seed 000 §13.2 scale: 10,000 buyers for 100 units in 16 buckets, then

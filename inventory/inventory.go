@@ -39,6 +39,15 @@ type Config struct {
 	// release, once per execution (per attempt, inside the open
 	// transaction: see [Observer]). Defaults to none.
 	Observer Observer
+	// Citus makes [Store.AcquireReservation] and [Store.AllocateBucket]
+	// (and their Queue forms) send statements that Citus (schema-based
+	// sharding) routes whole to the node holding the schema: each becomes
+	// two statements sent together as one batch, still one round trip.
+	// The default statements put an INSERT in a CTE that feeds the rest,
+	// which Citus runs as a subplan whose result it ships to every worker,
+	// so the transaction commits with two phases. On plain PostgreSQL both
+	// work; the default sends one statement instead of two.
+	Citus bool
 }
 
 // Store runs the inventory statements against one schema. Its SQL is built
@@ -48,6 +57,7 @@ type Store struct {
 	schema   string
 	log      *slog.Logger
 	observer Observer
+	citus    bool
 	sql      statements
 }
 
@@ -63,7 +73,7 @@ func New(cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{schema: schema, log: log, observer: cfg.Observer, sql: buildStatements(quoted)}, nil
+	return &Store{schema: schema, log: log, observer: cfg.Observer, citus: cfg.Citus, sql: buildStatements(quoted)}, nil
 }
 
 // Schema returns the schema the Store works in.
@@ -82,6 +92,8 @@ type statements struct {
 	insertReservationOrAbort, decrementOrAbort, allocationLedger, allocationLedgerReturning string
 	insertRejectedOrAbort, soldOutOrAbort                                                   string
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
+
+	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -117,5 +129,10 @@ func buildStatements(quotedSchema string) statements {
 		releaseLedger:             r.Replace(releaseLedgerSQL),
 		releaseLedgerReturning:    r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
 		releaseOrAbort:            r.Replace(releaseOrAbortSQL),
+
+		acquireInsert:         r.Replace(acquireInsertSQL),
+		acquireExisting:       r.Replace(acquireExistingSQL),
+		allocationPlaceholder: r.Replace(allocationPlaceholderSQL),
+		allocateRouted:        r.Replace(allocateRoutedSQL),
 	}
 }

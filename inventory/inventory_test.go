@@ -25,9 +25,13 @@ type testBundle struct {
 	schema string
 	store  *inventory.Store
 	ids    *atomic.Int64 // order ids and user ids unique within the test
+	citus  bool          // store has Config.Citus
 }
 
-func setup(t *testing.T) testBundle {
+func setup(t *testing.T) testBundle { return setupMode(t, false) }
+
+// setupMode is setup with Config.Citus set to citus.
+func setupMode(t *testing.T, citus bool) testBundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
@@ -35,11 +39,28 @@ func setup(t *testing.T) testBundle {
 	if err := inventory.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	store, err := inventory.New(inventory.Config{Schema: schema})
+	store, err := inventory.New(inventory.Config{Schema: schema, Citus: citus})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testBundle{ctx: ctx, pool: pool, schema: schema, store: store, ids: new(atomic.Int64)}
+	return testBundle{ctx: ctx, pool: pool, schema: schema, store: store, ids: new(atomic.Int64), citus: citus}
+}
+
+// bothModes runs fn as two parallel subtests, each on a schema of its
+// own: "default", with the one-statement AcquireReservation and
+// AllocateBucket, and "citus", with the statement pairs of Config.Citus.
+func bothModes(t *testing.T, fn func(t *testing.T, tb testBundle)) {
+	t.Helper()
+	for _, citus := range []bool{false, true} {
+		name := "default"
+		if citus {
+			name = "citus"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setupMode(t, citus))
+		})
+	}
 }
 
 func (tb testBundle) provision(t *testing.T, activity, sku int64, stock int32, buckets int16) {

@@ -37,10 +37,16 @@ func (o *txOutcomes) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
 // buckets buckets.
 func observed(t *testing.T, activity, sku int64, stock int32, buckets int16) (testBundle, *recorder) {
 	t.Helper()
-	tb := setup(t)
+	return observedMode(t, false, activity, sku, stock, buckets)
+}
+
+// observedMode is observed with Config.Citus set to citus.
+func observedMode(t *testing.T, citus bool, activity, sku int64, stock int32, buckets int16) (testBundle, *recorder) {
+	t.Helper()
+	tb := setupMode(t, citus)
 	rec := &recorder{}
 	var err error
-	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec}); err != nil {
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec, Citus: citus}); err != nil {
 		t.Fatal(err)
 	}
 	tb.provision(t, activity, sku, stock, buckets)

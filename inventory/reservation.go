@@ -213,6 +213,11 @@ type Acquired struct {
 // while the statement runs, the statement is run again (at most three
 // times), since its snapshot could see neither its own insert nor the
 // other one.
+//
+// With Config.Citus it is two statements sent as one batch (one round
+// trip): the insert, then the look-up that locks the row (or finds the
+// reservation holding the request id or order id) with a snapshot of its
+// own, which needs no second run.
 func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservation) (Acquired, error) {
 	if tx == nil {
 		return Acquired{}, nilHandle("tx")
@@ -221,7 +226,15 @@ func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservat
 		return Acquired{}, err
 	}
 	for range 3 {
-		out, err := s.acquireRow(r).Run(ctx, tx)
+		var (
+			out Acquired
+			err error
+		)
+		if s.citus {
+			out, err = s.acquireRouted(r).Run(ctx, tx)
+		} else {
+			out, err = s.acquireRow(r).Run(ctx, tx)
+		}
 		if errors.Is(err, ErrConcurrentInsert) {
 			continue
 		}
@@ -244,7 +257,11 @@ func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acq
 	if b == nil || dst == nil {
 		return invalid("batch/dst", "must not be nil")
 	}
-	s.acquireRow(r).Queue(b, dst)
+	if s.citus {
+		s.acquireRouted(r).Queue(b, dst)
+	} else {
+		s.acquireRow(r).Queue(b, dst)
+	}
 	return nil
 }
 

@@ -14,66 +14,67 @@ import (
 
 func TestAcquireReservation(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	r := tb.newReservation(1, 2, 3)
-	first, err := tb.acquire(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := first.Reservation
-	if !first.Created || got.ReservationID != r.ReservationID || got.RequestID != r.RequestID || got.FirstMessageID != r.FirstMessageID ||
-		got.ActivityID != 1 || got.SKUID != 2 || got.UserID != r.UserID || got.Bucket != 3 || got.Quantity != 1 ||
-		got.Status != inventory.StatusPendingDB || got.OrderID != 0 || got.FailureCode != "" || !got.OrderedAt.IsZero() ||
-		!got.ReservedAt.Equal(r.ReservedAt.Truncate(time.Microsecond)) || got.Version != 0 {
-		t.Fatalf("first acquire %+v", first)
-	}
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		r := tb.newReservation(1, 2, 3)
+		first, err := tb.acquire(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := first.Reservation
+		if !first.Created || got.ReservationID != r.ReservationID || got.RequestID != r.RequestID || got.FirstMessageID != r.FirstMessageID ||
+			got.ActivityID != 1 || got.SKUID != 2 || got.UserID != r.UserID || got.Bucket != 3 || got.Quantity != 1 ||
+			got.Status != inventory.StatusPendingDB || got.OrderID != 0 || got.FailureCode != "" || !got.OrderedAt.IsZero() ||
+			!got.ReservedAt.Equal(r.ReservedAt.Truncate(time.Microsecond)) || got.Version != 0 {
+			t.Fatalf("first acquire %+v", first)
+		}
 
-	// Redelivery under another message id: same row, not created.
-	again := r
-	again.FirstMessageID = uuid.Must(uuid.NewV7())
-	second, err := tb.acquire(again)
-	if err != nil || second.Created || second.Reservation.FirstMessageID != r.FirstMessageID {
-		t.Fatalf("second acquire %+v, %v", second, err)
-	}
+		// Redelivery under another message id: same row, not created.
+		again := r
+		again.FirstMessageID = uuid.Must(uuid.NewV7())
+		second, err := tb.acquire(again)
+		if err != nil || second.Created || second.Reservation.FirstMessageID != r.FirstMessageID {
+			t.Fatalf("second acquire %+v, %v", second, err)
+		}
 
-	// Same reservation id, different data; same request id, other reservation.
-	for field, mutate := range map[string]func(*inventory.NewReservation){
-		"request_id":       func(n *inventory.NewReservation) { n.RequestID = uuid.Must(uuid.NewV7()) },
-		"activity_id":      func(n *inventory.NewReservation) { n.ActivityID = 9 },
-		"sku_id":           func(n *inventory.NewReservation) { n.SKUID = 9 },
-		"user_id":          func(n *inventory.NewReservation) { n.UserID = 1 << 40 },
-		"inventory_bucket": func(n *inventory.NewReservation) { n.Bucket = 0 },
-		"quantity":         func(n *inventory.NewReservation) { n.Quantity = 2 },
-	} {
-		n := r
-		mutate(&n)
-		_, err := tb.acquire(n)
+		// Same reservation id, different data; same request id, other reservation.
+		for field, mutate := range map[string]func(*inventory.NewReservation){
+			"request_id":       func(n *inventory.NewReservation) { n.RequestID = uuid.Must(uuid.NewV7()) },
+			"activity_id":      func(n *inventory.NewReservation) { n.ActivityID = 9 },
+			"sku_id":           func(n *inventory.NewReservation) { n.SKUID = 9 },
+			"user_id":          func(n *inventory.NewReservation) { n.UserID = 1 << 40 },
+			"inventory_bucket": func(n *inventory.NewReservation) { n.Bucket = 0 },
+			"quantity":         func(n *inventory.NewReservation) { n.Quantity = 2 },
+		} {
+			n := r
+			mutate(&n)
+			_, err := tb.acquire(n)
+			var ce *inventory.ReservationConflictError
+			if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != field || ce.Existing.ReservationID != r.ReservationID {
+				t.Errorf("%s: %v", field, err)
+			}
+		}
+		other := tb.newReservation(1, 2, 3)
+		other.RequestID = r.RequestID
 		var ce *inventory.ReservationConflictError
-		if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != field || ce.Existing.ReservationID != r.ReservationID {
-			t.Errorf("%s: %v", field, err)
+		// The transaction stays usable after the conflict.
+		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AcquireReservation(tb.ctx, tx, other)
+			if !errors.As(err, &ce) || ce.Field != "request_id" || ce.Existing.ReservationID != r.ReservationID {
+				t.Errorf("request id conflict: %v", err)
+			}
+			_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	other := tb.newReservation(1, 2, 3)
-	other.RequestID = r.RequestID
-	var ce *inventory.ReservationConflictError
-	// The transaction stays usable after the conflict.
-	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		_, err := tb.store.AcquireReservation(tb.ctx, tx, other)
-		if !errors.As(err, &ce) || ce.Field != "request_id" || ce.Existing.ReservationID != r.ReservationID {
-			t.Errorf("request id conflict: %v", err)
+		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation")); n != 1 {
+			t.Fatalf("%d reservations, want 1", n)
 		}
-		_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
-		return err
+		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, uuid.Must(uuid.NewV7())); !errors.Is(err, inventory.ErrReservationNotFound) {
+			t.Fatalf("get unknown: %v", err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation")); n != 1 {
-		t.Fatalf("%d reservations, want 1", n)
-	}
-	if _, err := tb.store.GetReservation(tb.ctx, tb.pool, uuid.Must(uuid.NewV7())); !errors.Is(err, inventory.ErrReservationNotFound) {
-		t.Fatalf("get unknown: %v", err)
-	}
 }
 
 // NewReservation.OrderID inserts the reservation as ORDERED; it never
@@ -82,124 +83,125 @@ func TestAcquireReservation(t *testing.T) {
 // reservation is still being inserted by a concurrent transaction.
 func TestAcquireReservationAsOrdered(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	count := func() int64 {
-		return tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation"))
-	}
-
-	r := tb.newReservation(1, 2, 3)
-	r.OrderID = 77
-	got, err := tb.acquire(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := got.Reservation; !got.Created || res.Status != inventory.StatusOrdered || res.OrderID != 77 ||
-		res.OrderedAt.IsZero() || res.Version != 0 || res.FailureCode != "" {
-		t.Fatalf("acquire as ordered: %+v", got)
-	}
-	stored, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
-	if err != nil || stored.Status != inventory.StatusOrdered || stored.OrderID != 77 || !stored.OrderedAt.Equal(got.Reservation.OrderedAt) {
-		t.Fatalf("stored %+v, %v", stored, err)
-	}
-
-	// Redelivered: the stored row, not created again.
-	if again, err := tb.acquire(r); err != nil || again.Created || again.Reservation.Status != inventory.StatusOrdered {
-		t.Fatalf("redelivery: %+v, %v", again, err)
-	}
-
-	// An existing PENDING_DB reservation is returned as it is: OrderID
-	// does not move it.
-	p := tb.newReservation(1, 2, 3)
-	if _, err := tb.acquire(p); err != nil {
-		t.Fatal(err)
-	}
-	p.OrderID = 88
-	if again, err := tb.acquire(p); err != nil || again.Created || again.Reservation.Status != inventory.StatusPendingDB || again.Reservation.OrderID != 0 {
-		t.Fatalf("existing pending with an order id: %+v, %v", again, err)
-	}
-
-	// Another reservation with the same order id: conflict, nothing
-	// written, the transaction stays usable. The request id conflict is
-	// reported first when both apply.
-	before := count()
-	q := tb.newReservation(1, 2, 3)
-	q.OrderID = 77
-	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		_, err := tb.store.AcquireReservation(tb.ctx, tx, q)
-		var ce *inventory.ReservationConflictError
-		if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != "order_id" ||
-			ce.Existing.ReservationID != r.ReservationID || ce.Existing.OrderID != 77 {
-			t.Errorf("order id conflict: %v", err)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		count := func() int64 {
+			return tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_reservation"))
 		}
-		both := q
-		both.RequestID = r.RequestID
-		_, err = tb.store.AcquireReservation(tb.ctx, tx, both)
-		if !errors.As(err, &ce) || ce.Field != "request_id" {
-			t.Errorf("request and order id conflict: %v", err)
+
+		r := tb.newReservation(1, 2, 3)
+		r.OrderID = 77
+		got, err := tb.acquire(r)
+		if err != nil {
+			t.Fatal(err)
 		}
-		_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := count(); n != before {
-		t.Fatalf("%d reservations after the conflicts, want %d", n, before)
-	}
+		if res := got.Reservation; !got.Created || res.Status != inventory.StatusOrdered || res.OrderID != 77 ||
+			res.OrderedAt.IsZero() || res.Version != 0 || res.FailureCode != "" {
+			t.Fatalf("acquire as ordered: %+v", got)
+		}
+		stored, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
+		if err != nil || stored.Status != inventory.StatusOrdered || stored.OrderID != 77 || !stored.OrderedAt.Equal(got.Reservation.OrderedAt) {
+			t.Fatalf("stored %+v, %v", stored, err)
+		}
 
-	// Bad input: typed, nothing sent.
-	bad := tb.newReservation(1, 2, 3)
-	bad.OrderID = -1
-	var ve *inventory.ValidationError
-	if _, err := tb.acquire(bad); !errors.As(err, &ve) || ve.Field != "OrderID" {
-		t.Fatalf("negative order id: %v", err)
-	}
-	if err := tb.store.QueueAcquireReservation(&pgx.Batch{}, bad, &inventory.Acquired{}); !errors.As(err, &ve) {
-		t.Fatalf("queued negative order id: %v", err)
-	}
+		// Redelivered: the stored row, not created again.
+		if again, err := tb.acquire(r); err != nil || again.Created || again.Reservation.Status != inventory.StatusOrdered {
+			t.Fatalf("redelivery: %+v, %v", again, err)
+		}
 
-	// The batch form.
-	qb := tb.newReservation(1, 2, 3)
-	qb.OrderID = 78
-	var queued inventory.Acquired
-	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		if err := tb.store.QueueAcquireReservation(b, qb, &queued); err != nil {
+		// An existing PENDING_DB reservation is returned as it is: OrderID
+		// does not move it.
+		p := tb.newReservation(1, 2, 3)
+		if _, err := tb.acquire(p); err != nil {
+			t.Fatal(err)
+		}
+		p.OrderID = 88
+		if again, err := tb.acquire(p); err != nil || again.Created || again.Reservation.Status != inventory.StatusPendingDB || again.Reservation.OrderID != 0 {
+			t.Fatalf("existing pending with an order id: %+v, %v", again, err)
+		}
+
+		// Another reservation with the same order id: conflict, nothing
+		// written, the transaction stays usable. The request id conflict is
+		// reported first when both apply.
+		before := count()
+		q := tb.newReservation(1, 2, 3)
+		q.OrderID = 77
+		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AcquireReservation(tb.ctx, tx, q)
+			var ce *inventory.ReservationConflictError
+			if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != "order_id" ||
+				ce.Existing.ReservationID != r.ReservationID || ce.Existing.OrderID != 77 {
+				t.Errorf("order id conflict: %v", err)
+			}
+			both := q
+			both.RequestID = r.RequestID
+			_, err = tb.store.AcquireReservation(tb.ctx, tx, both)
+			if !errors.As(err, &ce) || ce.Field != "request_id" {
+				t.Errorf("request and order id conflict: %v", err)
+			}
+			_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
 			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return tx.SendBatch(tb.ctx, b).Close()
-	})
-	if err != nil || !queued.Created || queued.Reservation.Status != inventory.StatusOrdered || queued.Reservation.OrderID != 78 {
-		t.Fatalf("queued acquire as ordered: %+v, %v", queued, err)
-	}
+		if n := count(); n != before {
+			t.Fatalf("%d reservations after the conflicts, want %d", n, before)
+		}
 
-	// Two transactions insert different reservations for one order id at
-	// once: the second waits for the first and, once it commits, gets the
-	// conflict.
-	first, second := tb.newReservation(1, 2, 3), tb.newReservation(1, 2, 3)
-	first.OrderID, second.OrderID = 99, 99
-	tx1, err := tb.pool.Begin(tb.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx1.Rollback(tb.ctx)
-	if _, err := tb.store.AcquireReservation(tb.ctx, tx1, first); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := tb.acquire(second); done <- err }()
-	select {
-	case err := <-done:
-		t.Fatalf("second insert did not wait for the first: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	if err := tx1.Commit(tb.ctx); err != nil {
-		t.Fatal(err)
-	}
-	var ce *inventory.ReservationConflictError
-	if err := <-done; !errors.As(err, &ce) || ce.Field != "order_id" || ce.Existing.ReservationID != first.ReservationID {
-		t.Fatalf("concurrent order id: %v", err)
-	}
+		// Bad input: typed, nothing sent.
+		bad := tb.newReservation(1, 2, 3)
+		bad.OrderID = -1
+		var ve *inventory.ValidationError
+		if _, err := tb.acquire(bad); !errors.As(err, &ve) || ve.Field != "OrderID" {
+			t.Fatalf("negative order id: %v", err)
+		}
+		if err := tb.store.QueueAcquireReservation(&pgx.Batch{}, bad, &inventory.Acquired{}); !errors.As(err, &ve) {
+			t.Fatalf("queued negative order id: %v", err)
+		}
+
+		// The batch form.
+		qb := tb.newReservation(1, 2, 3)
+		qb.OrderID = 78
+		var queued inventory.Acquired
+		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			if err := tb.store.QueueAcquireReservation(b, qb, &queued); err != nil {
+				return err
+			}
+			return tx.SendBatch(tb.ctx, b).Close()
+		})
+		if err != nil || !queued.Created || queued.Reservation.Status != inventory.StatusOrdered || queued.Reservation.OrderID != 78 {
+			t.Fatalf("queued acquire as ordered: %+v, %v", queued, err)
+		}
+
+		// Two transactions insert different reservations for one order id at
+		// once: the second waits for the first and, once it commits, gets the
+		// conflict.
+		first, second := tb.newReservation(1, 2, 3), tb.newReservation(1, 2, 3)
+		first.OrderID, second.OrderID = 99, 99
+		tx1, err := tb.pool.Begin(tb.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx1.Rollback(tb.ctx)
+		if _, err := tb.store.AcquireReservation(tb.ctx, tx1, first); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := tb.acquire(second); done <- err }()
+		select {
+		case err := <-done:
+			t.Fatalf("second insert did not wait for the first: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if err := tx1.Commit(tb.ctx); err != nil {
+			t.Fatal(err)
+		}
+		var ce *inventory.ReservationConflictError
+		if err := <-done; !errors.As(err, &ce) || ce.Field != "order_id" || ce.Existing.ReservationID != first.ReservationID {
+			t.Fatalf("concurrent order id: %v", err)
+		}
+	})
 }
 
 // The row stays locked until the acquiring transaction ends: a second
@@ -207,101 +209,103 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 // one's result (seed §7.3).
 func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 10, 1)
-	r := tb.newReservation(1, 1, 0)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 10, 1)
+		r := tb.newReservation(1, 1, 0)
 
-	tx1, err := tb.pool.Begin(tb.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx1.Rollback(tb.ctx)
-	if acq, err := tb.store.AcquireReservation(tb.ctx, tx1, r); err != nil || !acq.Created {
-		t.Fatalf("tx1: %+v, %v", acq, err)
-	}
-	done := make(chan inventory.Acquired, 1)
-	errc := make(chan error, 1)
-	go func() {
-		var acq inventory.Acquired
-		errc <- inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			var err error
-			acq, err = tb.store.AcquireReservation(tb.ctx, tx, r)
-			return err
-		})
-		done <- acq
-	}()
-	// tx2 must be waiting for tx1's row: wait until the server shows it
-	// blocked, then finish tx1.
-	for {
-		var waiting bool
-		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
- WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0)`, pgx.Identifier{tb.schema}.Sanitize()+".inventory_reservation").Scan(&waiting); err != nil {
+		tx1, err := tb.pool.Begin(tb.ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			break
+		defer tx1.Rollback(tb.ctx)
+		if acq, err := tb.store.AcquireReservation(tb.ctx, tx1, r); err != nil || !acq.Created {
+			t.Fatalf("tx1: %+v, %v", acq, err)
 		}
-		select {
-		case err := <-errc:
-			t.Fatalf("second acquire did not wait: %v", err)
-		case <-time.After(10 * time.Millisecond):
+		done := make(chan inventory.Acquired, 1)
+		errc := make(chan error, 1)
+		go func() {
+			var acq inventory.Acquired
+			errc <- inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				var err error
+				acq, err = tb.store.AcquireReservation(tb.ctx, tx, r)
+				return err
+			})
+			done <- acq
+		}()
+		// tx2 must be waiting for tx1's row: wait until the server shows it
+		// blocked, then finish tx1.
+		for {
+			var waiting bool
+			if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND position($1 IN query) > 0)`, pgx.Identifier{tb.schema}.Sanitize()+".inventory_reservation").Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting {
+				break
+			}
+			select {
+			case err := <-errc:
+				t.Fatalf("second acquire did not wait: %v", err)
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
-	}
-	if _, err := tb.store.AllocateBucket(tb.ctx, tx1, r2ToAlloc(r)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tb.store.TransitionReservation(tb.ctx, tx1, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 77}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx1.Commit(tb.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	acq := <-done
-	if acq.Created || acq.Reservation.Status != inventory.StatusOrdered || acq.Reservation.OrderID != 77 {
-		t.Fatalf("second acquire saw %+v", acq)
-	}
+		if _, err := tb.store.AllocateBucket(tb.ctx, tx1, r2ToAlloc(r)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.store.TransitionReservation(tb.ctx, tx1, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 77}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx1.Commit(tb.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		acq := <-done
+		if acq.Created || acq.Reservation.Status != inventory.StatusOrdered || acq.Reservation.OrderID != 77 {
+			t.Fatalf("second acquire saw %+v", acq)
+		}
+	})
 }
 
 // Many transactions acquire one new reservation at once: exactly one
 // inserts it, none fails.
 func TestAcquireReservationConcurrentFirstInsert(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	r := tb.newReservation(1, 1, 0)
-	const callers = 24
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		created int
-	)
-	start := make(chan struct{})
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-				acq, err := tb.store.AcquireReservation(tb.ctx, tx, r)
-				if err == nil && acq.Created {
-					mu.Lock()
-					created++
-					mu.Unlock()
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		r := tb.newReservation(1, 1, 0)
+		const callers = 24
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			created int
+		)
+		start := make(chan struct{})
+		for range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					acq, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+					if err == nil && acq.Created {
+						mu.Lock()
+						created++
+						mu.Unlock()
+					}
+					return err
+				})
+				if err != nil {
+					t.Error(err)
 				}
-				return err
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if created != 1 {
-		t.Fatalf("created %d times", created)
-	}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if created != 1 {
+			t.Fatalf("created %d times", created)
+		}
+	})
 }
 
 // Every (from, to) pair of statuses against the transition table: allowed

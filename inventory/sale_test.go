@@ -29,111 +29,112 @@ func (tb testBundle) setSale(t *testing.T, c inventory.SaleChange) (inventory.Sa
 // change out of ENDED is refused.
 func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 10, 1)
-	now := time.Now()
-	change := func(to inventory.SaleStatus, from, until time.Time) inventory.SaleChange {
-		return inventory.SaleChange{ActivityID: 1, SKUID: 1, To: to, StartsAt: from, EndsAt: until, Operator: "ops:alice", Reason: "test " + to.String()}
-	}
-	allocate := func(batch bool) error {
-		r := tb.reserved(t, 1, 1, 0, 1)
-		var allocErr error
-		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			if batch {
-				var b pgx.Batch
-				if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), new(inventory.Allocated)); err != nil {
-					return err
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 10, 1)
+		now := time.Now()
+		change := func(to inventory.SaleStatus, from, until time.Time) inventory.SaleChange {
+			return inventory.SaleChange{ActivityID: 1, SKUID: 1, To: to, StartsAt: from, EndsAt: until, Operator: "ops:alice", Reason: "test " + to.String()}
+		}
+		allocate := func(batch bool) error {
+			r := tb.reserved(t, 1, 1, 0, 1)
+			var allocErr error
+			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				if batch {
+					var b pgx.Batch
+					if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), new(inventory.Allocated)); err != nil {
+						return err
+					}
+					allocErr = tx.SendBatch(tb.ctx, &b).Close()
+				} else {
+					_, allocErr = tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
 				}
-				allocErr = tx.SendBatch(tb.ctx, &b).Close()
-			} else {
-				_, allocErr = tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
+				_, err := tx.Exec(tb.ctx, "SELECT 1") // still usable
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			_, err := tx.Exec(tb.ctx, "SELECT 1") // still usable
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
+			return allocErr
 		}
-		return allocErr
-	}
-	steps := []struct {
-		change            inventory.SaleChange
-		notStarted, ended bool
-		sells             bool
-	}{
-		{change: change(inventory.SalePaused, time.Time{}, time.Time{})},
-		{change: change(inventory.SaleOnSale, now.Add(time.Hour), time.Time{}), notStarted: true},
-		{change: change(inventory.SaleOnSale, now.Add(-2*time.Hour), now.Add(-time.Hour)), ended: true},
-		{change: change(inventory.SaleOnSale, now.Add(-time.Hour), now.Add(time.Hour)), sells: true},
-		{change: change(inventory.SaleEnded, time.Time{}, time.Time{}), ended: true},
-	}
-	for i, st := range steps {
-		got, err := tb.setSale(t, st.change)
-		if err != nil || got.To != st.change.To || got.LogID == 0 || got.Version != int64(i+1) {
-			t.Fatalf("step %d: %+v, %v", i, got, err)
+		steps := []struct {
+			change            inventory.SaleChange
+			notStarted, ended bool
+			sells             bool
+		}{
+			{change: change(inventory.SalePaused, time.Time{}, time.Time{})},
+			{change: change(inventory.SaleOnSale, now.Add(time.Hour), time.Time{}), notStarted: true},
+			{change: change(inventory.SaleOnSale, now.Add(-2*time.Hour), now.Add(-time.Hour)), ended: true},
+			{change: change(inventory.SaleOnSale, now.Add(-time.Hour), now.Add(time.Hour)), sells: true},
+			{change: change(inventory.SaleEnded, time.Time{}, time.Time{}), ended: true},
 		}
-		for _, batch := range []bool{false, true} {
-			err := allocate(batch)
-			if st.sells {
-				if err != nil {
-					t.Fatalf("step %d (batch %v): %v", i, batch, err)
+		for i, st := range steps {
+			got, err := tb.setSale(t, st.change)
+			if err != nil || got.To != st.change.To || got.LogID == 0 || got.Version != int64(i+1) {
+				t.Fatalf("step %d: %+v, %v", i, got, err)
+			}
+			for _, batch := range []bool{false, true} {
+				err := allocate(batch)
+				if st.sells {
+					if err != nil {
+						t.Fatalf("step %d (batch %v): %v", i, batch, err)
+					}
+					continue
 				}
-				continue
+				var ne *inventory.NotOnSaleError
+				if !errors.Is(err, inventory.ErrNotOnSale) || !errors.As(err, &ne) || ne.Status != st.change.To ||
+					errors.Is(err, inventory.ErrSaleNotStarted) != st.notStarted || errors.Is(err, inventory.ErrSaleEnded) != st.ended {
+					t.Fatalf("step %d %s (batch %v): %v", i, st.change.To, batch, err)
+				}
 			}
-			var ne *inventory.NotOnSaleError
-			if !errors.Is(err, inventory.ErrNotOnSale) || !errors.As(err, &ne) || ne.Status != st.change.To ||
-				errors.Is(err, inventory.ErrSaleNotStarted) != st.notStarted || errors.Is(err, inventory.ErrSaleEnded) != st.ended {
-				t.Fatalf("step %d %s (batch %v): %v", i, st.change.To, batch, err)
+		}
+		if tot := tb.totals(t, 1, 1); tot.Allocated != 2 {
+			t.Fatalf("only the on-sale step sells: %+v", tot)
+		}
+		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 2 {
+			t.Fatalf("%d ALLOCATE rows, want 2", n)
+		}
+
+		// ENDED is final.
+		_, err := tb.setSale(t, change(inventory.SaleOnSale, time.Time{}, time.Time{}))
+		var ce *inventory.SaleChangeError
+		if !errors.Is(err, inventory.ErrIllegalSaleChange) || !errors.As(err, &ce) || ce.From != inventory.SaleEnded {
+			t.Fatalf("ENDED -> ON_SALE: %v", err)
+		}
+		// Bad input and unknown SKUs.
+		bad := change(inventory.SalePaused, time.Time{}, time.Time{})
+		bad.Operator = ""
+		if _, err := tb.setSale(t, bad); !errors.Is(err, inventory.ErrInvalidArgument) {
+			t.Fatalf("no operator: %v", err)
+		}
+		bad = change(inventory.SaleOnSale, now, now.Add(-time.Second))
+		if _, err := tb.setSale(t, bad); !errors.Is(err, inventory.ErrInvalidArgument) {
+			t.Fatalf("inverted window: %v", err)
+		}
+		unknown := change(inventory.SalePaused, time.Time{}, time.Time{})
+		unknown.SKUID = 99
+		if _, err := tb.setSale(t, unknown); !errors.Is(err, inventory.ErrUnknownSKU) {
+			t.Fatalf("unknown SKU: %v", err)
+		}
+
+		log, err := tb.store.SaleLog(tb.ctx, tb.pool, 1, 1)
+		if err != nil || len(log) != len(steps) {
+			t.Fatalf("sale log %+v, %v", log, err)
+		}
+		var path []inventory.SaleStatus
+		for i, l := range log {
+			path = append(path, l.To)
+			if l.Operator != "ops:alice" || l.Reason != "test "+l.To.String() || l.ChangedAt.IsZero() {
+				t.Errorf("log %d: %+v", i, l)
+			}
+			if i > 0 && l.From != log[i-1].To {
+				t.Errorf("log %d from %s, previous to %s", i, l.From, log[i-1].To)
 			}
 		}
-	}
-	if tot := tb.totals(t, 1, 1); tot.Allocated != 2 {
-		t.Fatalf("only the on-sale step sells: %+v", tot)
-	}
-	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 2 {
-		t.Fatalf("%d ALLOCATE rows, want 2", n)
-	}
-
-	// ENDED is final.
-	_, err := tb.setSale(t, change(inventory.SaleOnSale, time.Time{}, time.Time{}))
-	var ce *inventory.SaleChangeError
-	if !errors.Is(err, inventory.ErrIllegalSaleChange) || !errors.As(err, &ce) || ce.From != inventory.SaleEnded {
-		t.Fatalf("ENDED -> ON_SALE: %v", err)
-	}
-	// Bad input and unknown SKUs.
-	bad := change(inventory.SalePaused, time.Time{}, time.Time{})
-	bad.Operator = ""
-	if _, err := tb.setSale(t, bad); !errors.Is(err, inventory.ErrInvalidArgument) {
-		t.Fatalf("no operator: %v", err)
-	}
-	bad = change(inventory.SaleOnSale, now, now.Add(-time.Second))
-	if _, err := tb.setSale(t, bad); !errors.Is(err, inventory.ErrInvalidArgument) {
-		t.Fatalf("inverted window: %v", err)
-	}
-	unknown := change(inventory.SalePaused, time.Time{}, time.Time{})
-	unknown.SKUID = 99
-	if _, err := tb.setSale(t, unknown); !errors.Is(err, inventory.ErrUnknownSKU) {
-		t.Fatalf("unknown SKU: %v", err)
-	}
-
-	log, err := tb.store.SaleLog(tb.ctx, tb.pool, 1, 1)
-	if err != nil || len(log) != len(steps) {
-		t.Fatalf("sale log %+v, %v", log, err)
-	}
-	var path []inventory.SaleStatus
-	for i, l := range log {
-		path = append(path, l.To)
-		if l.Operator != "ops:alice" || l.Reason != "test "+l.To.String() || l.ChangedAt.IsZero() {
-			t.Errorf("log %d: %+v", i, l)
+		if want := []inventory.SaleStatus{20, 10, 10, 10, 30}; !slices.Equal(path, want) {
+			t.Fatalf("path %v, want %v", path, want)
 		}
-		if i > 0 && l.From != log[i-1].To {
-			t.Errorf("log %d from %s, previous to %s", i, l.From, log[i-1].To)
+		if got := tb.checkValues(t, "ck_inventory_sku_sale_status"); !slices.Equal(got, []int{10, 20, 30}) {
+			t.Fatalf("ck_inventory_sku_sale_status %v", got)
 		}
-	}
-	if want := []inventory.SaleStatus{20, 10, 10, 10, 30}; !slices.Equal(path, want) {
-		t.Fatalf("path %v, want %v", path, want)
-	}
-	if got := tb.checkValues(t, "ck_inventory_sku_sale_status"); !slices.Equal(got, []int{10, 20, 30}) {
-		t.Fatalf("ck_inventory_sku_sale_status %v", got)
-	}
+	})
 }

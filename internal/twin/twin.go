@@ -1,6 +1,7 @@
 // Package twin is the shared body of a helper and its Queue twin: one
 // statement, its arguments and the function that reads its row, run now on
-// a connection or transaction, or queued into a caller's batch.
+// a connection or transaction, or queued into a caller's batch; or, as a
+// [Batch], several statements sent together.
 //
 // A package builds a [Row] from validated input in one place; the direct
 // helper calls [Row.Run] and the Queue helper calls [Row.Queue], so both
@@ -47,4 +48,39 @@ func (r Row[T]) Queue(b *pgx.Batch, dst *T) {
 	b.Queue(r.SQL, r.Args...).QueryRow(func(row pgx.Row) error {
 		return r.Scan(context.Background(), true, row, dst)
 	})
+}
+
+// BatchSender sends a batch: a pool, a connection or a transaction.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Batch is a helper of several statements sent together, each with its own
+// callback: run now as a batch of their own (one round trip), or queued
+// into a caller's batch.
+type Batch[T any] struct {
+	// Add queues the statements into b with callbacks that fill dst and
+	// return the classified error (pgx returns the first one from
+	// BatchResults.Close). batch is true for the Queue form, whose
+	// callbacks have no context of their own: ctx is then
+	// context.Background().
+	Add func(ctx context.Context, batch bool, b *pgx.Batch, dst *T)
+}
+
+// Run sends the statements on s as one batch and returns what the
+// callbacks filled in, with the first error.
+func (q Batch[T]) Run(ctx context.Context, s BatchSender) (T, error) {
+	var (
+		out T
+		b   pgx.Batch
+	)
+	q.Add(ctx, false, &b, &out)
+	err := s.SendBatch(ctx, &b).Close()
+	return out, err
+}
+
+// Queue appends the statements to b; dst is filled when the caller reads
+// the batch's results.
+func (q Batch[T]) Queue(b *pgx.Batch, dst *T) {
+	q.Add(context.Background(), true, b, dst)
 }

@@ -86,3 +86,54 @@ func TestRunReportsServerError(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// sumAndProduct is a two-statement Batch: the second callback reads what
+// the first one left.
+func sumAndProduct(x, y int, calls *[]bool) twin.Batch[[2]int] {
+	return twin.Batch[[2]int]{Add: func(_ context.Context, batch bool, b *pgx.Batch, dst *[2]int) {
+		*calls = append(*calls, batch)
+		b.Queue(`SELECT $1::int + $2::int`, x, y).QueryRow(func(row pgx.Row) error { return row.Scan(&dst[0]) })
+		b.Queue(`SELECT $1::int * $2::int`, x, y).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&dst[1]); err != nil {
+				return err
+			}
+			if dst[0]%2 == 1 {
+				return errOdd
+			}
+			return nil
+		})
+	}}
+}
+
+func TestBatchRunAndQueueAgree(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	var calls []bool
+
+	got, err := sumAndProduct(2, 4, &calls).Run(ctx, pool)
+	if err != nil || got != [2]int{6, 8} {
+		t.Fatalf("Run(2, 4) = %v, %v; want [6 8], nil", got, err)
+	}
+	if got, err := sumAndProduct(2, 3, &calls).Run(ctx, pool); !errors.Is(err, errOdd) || got != [2]int{5, 6} {
+		t.Fatalf("Run(2, 3) = %v, %v; want [5 6], errOdd", got, err)
+	}
+
+	b := &pgx.Batch{}
+	var queued [2]int
+	b.Queue(`SELECT 1`)
+	sumAndProduct(3, 5, &calls).Queue(b, &queued)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if queued != [2]int{8, 15} {
+		t.Fatalf("queued = %v; want [8 15]", queued)
+	}
+	if want := []bool{false, false, true}; len(calls) != 3 || calls[0] != want[0] || calls[1] != want[1] || calls[2] != want[2] {
+		t.Fatalf("Add calls %v; want %v", calls, want)
+	}
+	if _, err := (twin.Batch[[2]int]{Add: func(_ context.Context, _ bool, b *pgx.Batch, dst *[2]int) {
+		b.Queue(`SELECT 1 / $1::int`, 0).QueryRow(func(row pgx.Row) error { return row.Scan(&dst[0]) })
+	}}).Run(ctx, pool); err == nil {
+		t.Fatal("division by zero: no error")
+	}
+}

@@ -1,0 +1,185 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/twin"
+)
+
+// The statements of Config.Citus. The default AcquireReservation and
+// AllocateBucket are one statement each, an INSERT in a CTE whose result
+// feeds the rest: Citus (schema-based sharding) does not route such a
+// statement to the node that holds the schema but runs the INSERT as a
+// subplan and ships its result to every worker, and the transaction then
+// commits with two phases. With Config.Citus each is two statements of
+// shapes Citus routes whole (a plain INSERT … VALUES … ON CONFLICT DO
+// NOTHING; SELECTs, UPDATEs and DELETEs in CTEs read by a SELECT), sent
+// together as one batch: still one round trip.
+
+// acquireInsertSQL is acquireSQL's insert alone: the new row, or nothing
+// when the reservation, its request id or the order id exists.
+// Parameters as acquireSQL.
+const acquireInsertSQL = `
+INSERT INTO {schema}.inventory_reservation (
+	reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
+	inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
+        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)
+ON CONFLICT DO NOTHING
+RETURNING 'new', ` + reservationCols
+
+// acquireExistingSQL follows acquireInsertSQL in the same batch: the
+// reservation locked FOR UPDATE, or the reservation holding the request id
+// or the order id. A new statement: under Read Committed its snapshot sees
+// a concurrent insert that committed while the insert waited for it.
+// After a successful insert it locks (again) the row just inserted.
+// Parameters: $1 reservation, $2 request, $3 order id (0: none).
+const acquireExistingSQL = `
+WITH cur AS (
+	SELECT ` + reservationCols + `
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $1
+	   FOR UPDATE
+), other AS (
+	SELECT CASE WHEN request_id = $2 THEN 'request_conflict' ELSE 'order_conflict' END AS kind,
+	       reservation_id, request_id, order_id
+	  FROM {schema}.inventory_reservation
+	 WHERE (request_id = $2 OR (order_id = $3::int8 AND $3::int8 > 0)) AND reservation_id <> $1
+	   AND NOT EXISTS (SELECT 1 FROM cur)
+	 ORDER BY 1 DESC
+	 LIMIT 1
+)
+SELECT 'existing', * FROM cur
+UNION ALL
+SELECT kind, reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, order_id,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM other`
+
+// acquireRouted is AcquireReservation's statement pair for Config.Citus.
+// The insert's row answers when there is one; otherwise the second
+// statement's, classified as acquireSQL's.
+func (s *Store) acquireRouted(r NewReservation) twin.Batch[Acquired] {
+	return twin.Batch[Acquired]{Add: func(_ context.Context, _ bool, b *pgx.Batch, dst *Acquired) {
+		created := false
+		b.Queue(s.sql.acquireInsert, acquireArgs(r)...).QueryRow(func(row pgx.Row) error {
+			err := s.scanAcquire(row, r, dst)
+			if errors.Is(err, ErrConcurrentInsert) {
+				return nil // nothing inserted: the next statement tells why
+			}
+			created = err == nil
+			return err
+		})
+		b.Queue(s.sql.acquireExisting, pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), r.OrderID).QueryRow(func(row pgx.Row) error {
+			if created {
+				var own Acquired // the row just inserted, locked again
+				return s.scanAcquire(row, r, &own)
+			}
+			return s.scanAcquire(row, r, dst)
+		})
+	}}
+}
+
+// allocationPlaceholderSQL inserts the ALLOCATE ledger row of
+// AllocateBucket with Config.Citus before the bucket is touched, as
+// allocationLedgerSQL does for the one-batch path, but with ON CONFLICT
+// DO NOTHING: a row with the same key (a duplicate that committed, or a
+// concurrent one that commits while this insert waits for it) leaves the
+// transaction usable, and allocateRoutedSQL classifies it. Its reason
+// ($10) is a marker unique to the call (placeholderReason), by which the
+// next statement knows the row as the one this call inserted.
+const allocationPlaceholderSQL = allocationLedgerSQL + `
+ON CONFLICT DO NOTHING`
+
+// allocateRoutedSQL follows allocationPlaceholderSQL in the same batch.
+// upd is allocateSQL's conditional decrement, guarded by the placeholder
+// row instead of the absence of a ledger row; led writes the counters
+// around the decrement and the real reason into the placeholder; del
+// deletes the placeholder when upd took nothing, so a refused allocation
+// writes nothing. The outer SELECT returns allocateSQL's columns: the
+// zero-row branch reads the ledger row of another call directly (this is
+// a new statement, whose snapshot already sees a duplicate that
+// committed while the placeholder insert waited).
+//
+// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
+// $6 reservation, $7 the placeholder's marker, $8 user, $9 reason.
+const allocateRoutedSQL = `
+WITH r AS (
+	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $6
+), sk AS (
+	SELECT sale_status, sale_starts_at, sale_ends_at,
+	       sale_status = 10
+	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
+	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
+	       statement_timestamp() AS at
+	  FROM {schema}.inventory_sku
+	 WHERE activity_id = $1 AND sku_id = $2
+), upd AS (
+	` + decrementSQL + `
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
+	   AND EXISTS (SELECT 1 FROM r
+	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	                  AND r.quantity = $4::int AND r.user_id = $8 AND r.status IN (0, 10))
+	   AND (SELECT selling FROM sk)
+	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), led AS (
+	UPDATE {schema}.inventory_ledger AS l
+	   SET before_available = u.before_available, after_available = u.after_available,
+	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
+	       reason = $9
+	  FROM upd AS u
+	 WHERE l.idempotency_key = $5 AND l.reason = $7
+	RETURNING l.ledger_id, l.created_at
+), del AS (
+	DELETE FROM {schema}.inventory_ledger
+	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM upd)
+)
+SELECT l.ledger_id, l.created_at,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
+           WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
+       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
+  FROM (SELECT 1) AS one
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true
+  LEFT JOIN r ON true
+  LEFT JOIN sk ON true`
+
+// placeholderReason returns a ledger reason no other call writes: the
+// marker of allocationPlaceholderSQL's row (52 characters, within
+// MaxCodeLength).
+func placeholderReason() string { return "SECKILL_PLACEHOLDER " + uuid.NewString() }
+
+// allocateRouted is AllocateBucket's statement pair for Config.Citus,
+// classified as allocateSQL's row.
+func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
+	return twin.Batch[Allocated]{Add: func(ctx context.Context, batch bool, b *pgx.Batch, dst *Allocated) {
+		marker := placeholderReason()
+		args := allocateArgs(a)
+		reason := args[len(args)-1]
+		args[len(args)-1] = marker
+		b.Queue(s.sql.allocationPlaceholder, args...).Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return &driverError{fmt.Errorf("inventory: allocate %s: ledger: %w", AllocateKey(a.ReservationID), err)}
+			}
+			return nil
+		}
+		b.Queue(s.sql.allocateRouted, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), AllocateKey(a.ReservationID),
+			pgval.UUID(a.ReservationID), marker, a.UserID, reason).QueryRow(func(row pgx.Row) error {
+			return s.scanAllocate(ctx, batch, row, a, dst)
+		})
+	}}
+}
