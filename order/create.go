@@ -149,7 +149,8 @@ WHERE order_id = $1 OR order_no = $2
 	OR (activity_id = $6 AND sku_id = $7 AND user_id = $8)`
 
 // Create inserts the order and its item line in the caller's transaction,
-// with one statement when the order is new.
+// with one statement when the order is new (with Config.Citus: two, in two
+// round trips).
 //
 // When a unique constraint stops the insert, nothing is written and Create
 // runs one more statement to classify the conflict, in the seed's order
@@ -177,6 +178,9 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, in NewOrder) (CreateResul
 	in, err := s.normalize(in)
 	if err != nil {
 		return CreateResult{}, err
+	}
+	if s.citus {
+		return s.createRouted(ctx, tx, in)
 	}
 	var res CreateResult
 	err = scanOrder(tx.QueryRow(ctx, s.sql.create, createArgs(in)...), &res.Order)

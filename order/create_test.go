@@ -15,43 +15,45 @@ import (
 
 func TestCreate(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	in := newOrder(7)
-	o := b.create(t, in)
-	if o.OrderID != in.OrderID || o.OrderNo != in.OrderNo || o.Currency != in.Currency || o.Status != order.StatusCreated ||
-		o.TotalAmount != 9900 || o.Version != 0 || o.PaidAt != nil || o.CancelledAt != nil || o.CreatedAt.IsZero() {
-		t.Fatalf("created order = %+v", o)
-	}
-	items, err := b.store.Items(b.ctx, b.pool, o.OrderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(items) != 1 || items[0].LineNo != 1 || items[0].LineAmount != 9900 || items[0].SKUTitle != in.SKUTitle {
-		t.Fatalf("items = %+v", items)
-	}
-	got, err := b.store.Get(b.ctx, b.pool, o.OrderID)
-	if err != nil || got.OrderID != o.OrderID || got.RequestID != in.RequestID {
-		t.Fatalf("Get = %+v, %v", got, err)
-	}
-	got, err = b.store.GetByRequest(b.ctx, b.pool, in.RequestID)
-	if err != nil || got.OrderID != o.OrderID {
-		t.Fatalf("GetByRequest = %+v, %v", got, err)
-	}
-	if _, err := b.store.Get(b.ctx, b.pool, 12345); !errors.Is(err, order.ErrNotFound) {
-		t.Fatalf("Get missing: %v", err)
-	}
-	if by, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID); err != nil || by.OrderID != in.OrderID {
-		t.Fatalf("GetByBuyer = %+v, %v", by, err)
-	}
-	if _, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID+1000); !errors.Is(err, order.ErrNotFound) {
-		t.Fatalf("GetByBuyer missing: %v", err)
-	}
-	if _, err := b.store.GetByBuyer(b.ctx, b.pool, 0, in.SKUID, in.UserID); !errors.Is(err, order.ErrInvalidArgument) {
-		t.Fatalf("GetByBuyer bad input: %v", err)
-	}
-	if _, err := b.store.GetByRequest(b.ctx, b.pool, uuid.New()); !errors.Is(err, order.ErrNotFound) {
-		t.Fatalf("GetByRequest missing: %v", err)
-	}
+	bothModes(t, func(t *testing.T, citus bool) {
+		b := setupCfg(t, pgtest.Pool(t), order.Config{Citus: citus})
+		in := newOrder(7)
+		o := b.create(t, in)
+		if o.OrderID != in.OrderID || o.OrderNo != in.OrderNo || o.Currency != in.Currency || o.Status != order.StatusCreated ||
+			o.TotalAmount != 9900 || o.Version != 0 || o.PaidAt != nil || o.CancelledAt != nil || o.CreatedAt.IsZero() {
+			t.Fatalf("created order = %+v", o)
+		}
+		items, err := b.store.Items(b.ctx, b.pool, o.OrderID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != 1 || items[0].LineNo != 1 || items[0].LineAmount != 9900 || items[0].SKUTitle != in.SKUTitle {
+			t.Fatalf("items = %+v", items)
+		}
+		got, err := b.store.Get(b.ctx, b.pool, o.OrderID)
+		if err != nil || got.OrderID != o.OrderID || got.RequestID != in.RequestID {
+			t.Fatalf("Get = %+v, %v", got, err)
+		}
+		got, err = b.store.GetByRequest(b.ctx, b.pool, in.RequestID)
+		if err != nil || got.OrderID != o.OrderID {
+			t.Fatalf("GetByRequest = %+v, %v", got, err)
+		}
+		if _, err := b.store.Get(b.ctx, b.pool, 12345); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("Get missing: %v", err)
+		}
+		if by, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID); err != nil || by.OrderID != in.OrderID {
+			t.Fatalf("GetByBuyer = %+v, %v", by, err)
+		}
+		if _, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID+1000); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("GetByBuyer missing: %v", err)
+		}
+		if _, err := b.store.GetByBuyer(b.ctx, b.pool, 0, in.SKUID, in.UserID); !errors.Is(err, order.ErrInvalidArgument) {
+			t.Fatalf("GetByBuyer bad input: %v", err)
+		}
+		if _, err := b.store.GetByRequest(b.ctx, b.pool, uuid.New()); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("GetByRequest missing: %v", err)
+		}
+	})
 }
 
 // createOnce runs Create in its own transaction and returns its outcome.
@@ -81,85 +83,87 @@ func (b testBundle) createOnce(in order.NewOrder) (order.CreateResult, error) {
 
 func TestCreateConflictClassification(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	first := newOrder(1)
-	o := b.create(t, first)
+	bothModes(t, func(t *testing.T, citus bool) {
+		b := setupCfg(t, pgtest.Pool(t), order.Config{Citus: citus})
+		first := newOrder(1)
+		o := b.create(t, first)
 
-	// Pay it so that Existing reports the current status.
-	if _, err := b.store.TransitionOrder(b.ctx, b.pool, order.Transition{OrderID: o.OrderID, To: order.StatusPaid}); err != nil {
-		t.Fatal(err)
-	}
+		// Pay it so that Existing reports the current status.
+		if _, err := b.store.TransitionOrder(b.ctx, b.pool, order.Transition{OrderID: o.OrderID, To: order.StatusPaid}); err != nil {
+			t.Fatal(err)
+		}
 
-	t.Run("same request id", func(t *testing.T) {
-		in := newOrder(1)
-		in.RequestID = first.RequestID
-		res, err := b.createOnce(in)
-		if err != nil || !res.Existing || res.Order.OrderID != o.OrderID || res.Order.Status != order.StatusPaid {
-			t.Fatalf("got %+v, %v; want Existing order %d PAID", res, err, o.OrderID)
+		t.Run("same request id", func(t *testing.T) {
+			in := newOrder(1)
+			in.RequestID = first.RequestID
+			res, err := b.createOnce(in)
+			if err != nil || !res.Existing || res.Order.OrderID != o.OrderID || res.Order.Status != order.StatusPaid {
+				t.Fatalf("got %+v, %v; want Existing order %d PAID", res, err, o.OrderID)
+			}
+		})
+		t.Run("same reservation id", func(t *testing.T) {
+			in := newOrder(1)
+			in.ReservationID = first.ReservationID
+			res, err := b.createOnce(in)
+			if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
+				t.Fatalf("got %+v, %v", res, err)
+			}
+		})
+		t.Run("same source message", func(t *testing.T) {
+			in := newOrder(1)
+			in.SourceMessageID = first.SourceMessageID
+			res, err := b.createOnce(in)
+			if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
+				t.Fatalf("got %+v, %v", res, err)
+			}
+		})
+		t.Run("exact redelivery", func(t *testing.T) {
+			res, err := b.createOnce(first)
+			if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
+				t.Fatalf("got %+v, %v", res, err)
+			}
+		})
+		t.Run("same user other request", func(t *testing.T) {
+			_, err := b.createOnce(newOrder(1))
+			var ua *order.UserAlreadyOrderedError
+			if !errors.As(err, &ua) || !errors.Is(err, order.ErrUserAlreadyOrdered) || ua.Existing.OrderID != o.OrderID {
+				t.Fatalf("got %v; want UserAlreadyOrdered(%d)", err, o.OrderID)
+			}
+		})
+		t.Run("order id collision", func(t *testing.T) {
+			in := newOrder(2)
+			in.OrderID = first.OrderID
+			in.OrderNo = "OTHER-NO"
+			_, err := b.createOnce(in)
+			var ce *order.IDCollisionError
+			if !errors.As(err, &ce) || ce.Column != "order_id" {
+				t.Fatalf("got %v; want order_id collision", err)
+			}
+		})
+		t.Run("order no collision", func(t *testing.T) {
+			in := newOrder(3)
+			in.OrderNo = o.OrderNo
+			_, err := b.createOnce(in)
+			var ce *order.IDCollisionError
+			if !errors.As(err, &ce) || ce.Column != "order_no" || !errors.Is(err, order.ErrIDCollision) {
+				t.Fatalf("got %v; want order_no collision", err)
+			}
+		})
+		t.Run("request reused by another user", func(t *testing.T) {
+			in := newOrder(4)
+			in.RequestID = first.RequestID
+			_, err := b.createOnce(in)
+			if !errors.Is(err, order.ErrModel) {
+				t.Fatalf("got %v; want ErrModel", err)
+			}
+		})
+		if n := b.count(t, "orders"); n != 1 {
+			t.Fatalf("%d orders, want 1", n)
+		}
+		if n := b.count(t, "order_items"); n != 1 {
+			t.Fatalf("%d order items, want 1", n)
 		}
 	})
-	t.Run("same reservation id", func(t *testing.T) {
-		in := newOrder(1)
-		in.ReservationID = first.ReservationID
-		res, err := b.createOnce(in)
-		if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
-			t.Fatalf("got %+v, %v", res, err)
-		}
-	})
-	t.Run("same source message", func(t *testing.T) {
-		in := newOrder(1)
-		in.SourceMessageID = first.SourceMessageID
-		res, err := b.createOnce(in)
-		if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
-			t.Fatalf("got %+v, %v", res, err)
-		}
-	})
-	t.Run("exact redelivery", func(t *testing.T) {
-		res, err := b.createOnce(first)
-		if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
-			t.Fatalf("got %+v, %v", res, err)
-		}
-	})
-	t.Run("same user other request", func(t *testing.T) {
-		_, err := b.createOnce(newOrder(1))
-		var ua *order.UserAlreadyOrderedError
-		if !errors.As(err, &ua) || !errors.Is(err, order.ErrUserAlreadyOrdered) || ua.Existing.OrderID != o.OrderID {
-			t.Fatalf("got %v; want UserAlreadyOrdered(%d)", err, o.OrderID)
-		}
-	})
-	t.Run("order id collision", func(t *testing.T) {
-		in := newOrder(2)
-		in.OrderID = first.OrderID
-		in.OrderNo = "OTHER-NO"
-		_, err := b.createOnce(in)
-		var ce *order.IDCollisionError
-		if !errors.As(err, &ce) || ce.Column != "order_id" {
-			t.Fatalf("got %v; want order_id collision", err)
-		}
-	})
-	t.Run("order no collision", func(t *testing.T) {
-		in := newOrder(3)
-		in.OrderNo = o.OrderNo
-		_, err := b.createOnce(in)
-		var ce *order.IDCollisionError
-		if !errors.As(err, &ce) || ce.Column != "order_no" || !errors.Is(err, order.ErrIDCollision) {
-			t.Fatalf("got %v; want order_no collision", err)
-		}
-	})
-	t.Run("request reused by another user", func(t *testing.T) {
-		in := newOrder(4)
-		in.RequestID = first.RequestID
-		_, err := b.createOnce(in)
-		if !errors.Is(err, order.ErrModel) {
-			t.Fatalf("got %v; want ErrModel", err)
-		}
-	})
-	if n := b.count(t, "orders"); n != 1 {
-		t.Fatalf("%d orders, want 1", n)
-	}
-	if n := b.count(t, "order_items"); n != 1 {
-		t.Fatalf("%d order items, want 1", n)
-	}
 }
 
 // TestCreateSameUserConcurrently: 2,000 concurrent creates for one (activity,
@@ -168,57 +172,59 @@ func TestCreateConflictClassification(t *testing.T) {
 // ErrUserAlreadyOrdered carrying that order's id.
 func TestCreateSameUserConcurrently(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 24 })
-	b := setupWith(t, pool)
-	const n = 2000
-	type outcome struct {
-		res order.CreateResult
-		err error
-	}
-	outs := make([]outcome, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			outs[i].res, outs[i].err = b.createOnce(newOrder(42))
-		}()
-	}
-	close(start)
-	wg.Wait()
+	bothModes(t, func(t *testing.T, citus bool) {
+		pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 24 })
+		b := setupCfg(t, pool, order.Config{Citus: citus})
+		const n = 2000
+		type outcome struct {
+			res order.CreateResult
+			err error
+		}
+		outs := make([]outcome, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				outs[i].res, outs[i].err = b.createOnce(newOrder(42))
+			}()
+		}
+		close(start)
+		wg.Wait()
 
-	var winner int64
-	created, already := 0, 0
-	for _, o := range outs {
-		if o.err == nil && !o.res.Existing {
-			created++
-			winner = o.res.Order.OrderID
+		var winner int64
+		created, already := 0, 0
+		for _, o := range outs {
+			if o.err == nil && !o.res.Existing {
+				created++
+				winner = o.res.Order.OrderID
+			}
 		}
-	}
-	if created != 1 {
-		t.Fatalf("%d creates succeeded, want 1", created)
-	}
-	for i, o := range outs {
-		if o.err == nil {
-			continue
+		if created != 1 {
+			t.Fatalf("%d creates succeeded, want 1", created)
 		}
-		var ua *order.UserAlreadyOrderedError
-		if !errors.As(o.err, &ua) || ua.Existing.OrderID != winner {
-			t.Fatalf("call %d: %v; want UserAlreadyOrdered(%d)", i, o.err, winner)
+		for i, o := range outs {
+			if o.err == nil {
+				continue
+			}
+			var ua *order.UserAlreadyOrderedError
+			if !errors.As(o.err, &ua) || ua.Existing.OrderID != winner {
+				t.Fatalf("call %d: %v; want UserAlreadyOrdered(%d)", i, o.err, winner)
+			}
+			already++
 		}
-		already++
-	}
-	if already != n-1 {
-		t.Fatalf("%d ErrUserAlreadyOrdered, want %d", already, n-1)
-	}
-	if c := b.count(t, "orders WHERE activity_id = 1 AND sku_id = 100 AND user_id = 42"); c != 1 {
-		t.Fatalf("%d orders for the user, want 1", c)
-	}
-	if c := b.count(t, "order_items"); c != 1 {
-		t.Fatalf("%d items, want 1", c)
-	}
+		if already != n-1 {
+			t.Fatalf("%d ErrUserAlreadyOrdered, want %d", already, n-1)
+		}
+		if c := b.count(t, "orders WHERE activity_id = 1 AND sku_id = 100 AND user_id = 42"); c != 1 {
+			t.Fatalf("%d orders for the user, want 1", c)
+		}
+		if c := b.count(t, "order_items"); c != 1 {
+			t.Fatalf("%d items, want 1", c)
+		}
+	})
 }
 
 // TestCreateRedeliveredConcurrently: the same request delivered 200 times
@@ -226,53 +232,55 @@ func TestCreateSameUserConcurrently(t *testing.T) {
 // other delivery gets Existing with that order.
 func TestCreateRedeliveredConcurrently(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
-	b := setupWith(t, pool)
-	const n = 200
-	base := newOrder(9)
-	res := make([]order.CreateResult, n)
-	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := base
-			if i%2 == 1 {
-				in.OrderID = ids.Next() // a consumer that generates ids itself
-				in.OrderNo = orderNo(in.OrderID)
+	bothModes(t, func(t *testing.T, citus bool) {
+		pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
+		b := setupCfg(t, pool, order.Config{Citus: citus})
+		const n = 200
+		base := newOrder(9)
+		res := make([]order.CreateResult, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in := base
+				if i%2 == 1 {
+					in.OrderID = ids.Next() // a consumer that generates ids itself
+					in.OrderNo = orderNo(in.OrderID)
+				}
+				<-start
+				res[i], errs[i] = b.createOnce(in)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		created, existing := 0, 0
+		var id int64
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("delivery %d: %v", i, errs[i])
 			}
-			<-start
-			res[i], errs[i] = b.createOnce(in)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	created, existing := 0, 0
-	var id int64
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("delivery %d: %v", i, errs[i])
+			if res[i].Existing {
+				existing++
+			} else {
+				created++
+				id = res[i].Order.OrderID
+			}
 		}
-		if res[i].Existing {
-			existing++
-		} else {
-			created++
-			id = res[i].Order.OrderID
+		if created != 1 || existing != n-1 {
+			t.Fatalf("created %d existing %d; want 1 and %d", created, existing, n-1)
 		}
-	}
-	if created != 1 || existing != n-1 {
-		t.Fatalf("created %d existing %d; want 1 and %d", created, existing, n-1)
-	}
-	for i := range n {
-		if res[i].Order.OrderID != id {
-			t.Fatalf("delivery %d got order %d, want %d", i, res[i].Order.OrderID, id)
+		for i := range n {
+			if res[i].Order.OrderID != id {
+				t.Fatalf("delivery %d got order %d, want %d", i, res[i].Order.OrderID, id)
+			}
 		}
-	}
-	if c := b.count(t, "orders"); c != 1 {
-		t.Fatalf("%d orders, want 1", c)
-	}
+		if c := b.count(t, "orders"); c != 1 {
+			t.Fatalf("%d orders, want 1", c)
+		}
+	})
 }
 
 func TestQueueCreate(t *testing.T) {

@@ -46,7 +46,7 @@ func (b testBundle) pay(p order.Payment) (order.PaymentResult, error) {
 
 func TestRecordPayment(t *testing.T) {
 	t.Parallel()
-	bothPaymentModes(t, recordpayment)
+	bothModes(t, recordpayment)
 }
 
 func recordpayment(t *testing.T, citus bool) {
@@ -177,7 +177,7 @@ func recordpayment(t *testing.T, citus bool) {
 
 func TestRecordPaymentConflictOnOtherOrder(t *testing.T) {
 	t.Parallel()
-	bothPaymentModes(t, recordpaymentconflictonotherorder)
+	bothModes(t, recordpaymentconflictonotherorder)
 }
 
 func recordpaymentconflictonotherorder(t *testing.T, citus bool) {
@@ -273,7 +273,7 @@ func (b testBundle) createExpired(t *testing.T, n int) []order.Order {
 // exactly once each, so stock would be released exactly once; Audit clean.
 func TestPaymentRacesTimeoutCancel(t *testing.T) {
 	t.Parallel()
-	bothPaymentModes(t, paymentracestimeoutcancel)
+	bothModes(t, paymentracestimeoutcancel)
 }
 
 func paymentracestimeoutcancel(t *testing.T, citus bool) {
@@ -351,7 +351,7 @@ func paymentracestimeoutcancel(t *testing.T, citus bool) {
 // late payment is REFUND_PENDING.
 func TestSweepersRacePayments(t *testing.T) {
 	t.Parallel()
-	bothPaymentModes(t, sweepersracepayments)
+	bothModes(t, sweepersracepayments)
 }
 
 func sweepersracepayments(t *testing.T, citus bool) {
@@ -456,10 +456,10 @@ func sweepersracepayments(t *testing.T, citus bool) {
 	}
 }
 
-// bothPaymentModes runs a payment test with RecordPayment's one statement
-// and with its Citus form (Config.Citus: two round trips of statements
+// bothModes runs a test with the one-statement Create and RecordPayment
+// and with their Citus forms (Config.Citus: two round trips of statements
 // Citus routes whole): both must give the same results.
-func bothPaymentModes(t *testing.T, test func(t *testing.T, citus bool)) {
+func bothModes(t *testing.T, test func(t *testing.T, citus bool)) {
 	for _, citus := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one statement", true: "citus"}[citus], func(t *testing.T) {
 			t.Parallel()

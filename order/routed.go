@@ -49,6 +49,37 @@ const (
 	RETURNING {o.cols}`
 )
 
+// insertOrderRoutedSQL is the order insert of Create with Config.Citus:
+// createSQL's first insert as a plain statement, returning the new order or
+// nothing. The item line follows (insertItemOrAbortSQL) in a second round
+// trip, only when the order was inserted; a conflict is classified by
+// classifyCreateSQL instead, as on the default path. (createSQL feeds the
+// item from the order insert's RETURNING in a CTE, which Citus splits; an
+// INSERT … SELECT of the item from orders meets the Citus bug described
+// above.)
+const insertOrderRoutedSQL = insertOrderOrAbortSQL + `
+ON CONFLICT DO NOTHING
+RETURNING {cols}`
+
+// createRouted is Create for Config.Citus (in normalized): two round trips
+// for a new order (the order, then its item) and for a conflict (the
+// insert, then its classification), with the same results.
+func (s *Store) createRouted(ctx context.Context, tx pgx.Tx, in NewOrder) (CreateResult, error) {
+	var res CreateResult
+	args := createArgs(in)
+	err := scanOrder(tx.QueryRow(ctx, s.sql.insertOrderRouted, args[:13]...), &res.Order)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.classifyCreate(ctx, tx, in)
+	}
+	if err != nil {
+		return CreateResult{}, fmt.Errorf("order: create %d: %w", in.OrderID, err)
+	}
+	if _, err := tx.Exec(ctx, s.sql.insertItemOrAbort, in.OrderID, in.ActivityID, in.SKUID, in.SKUTitle, in.Quantity, in.UnitPrice); err != nil {
+		return CreateResult{}, fmt.Errorf("order: create %d: item: %w", in.OrderID, err)
+	}
+	return res, nil
+}
+
 // recordPaymentRouted is RecordPayment for Config.Citus: two round trips
 // (the order locked and read, then the payment insert and the PAID
 // update), with the same results.

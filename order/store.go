@@ -35,15 +35,18 @@ type Config struct {
 	// (the default) means no default: every NewOrder and Payment names its
 	// currency. The library never picks a currency for a service.
 	DefaultCurrency string
-	// Citus makes [Store.RecordPayment] send statements that Citus routes
-	// whole to the one node holding the schema (schema-based sharding), in
-	// two round trips: the order locked and read, then the payment and the
-	// PAID update. Without it RecordPayment is one statement, one round
-	// trip, which Citus splits into subplans that touch every worker, so
-	// the transaction commits with two phases. Results and errors are the
-	// same either way. Leave it off on plain PostgreSQL. (Every other
-	// order-path statement of the kit is routed whole either way;
-	// [Store.QueueRecordPayment] always queues the one statement.)
+	// Citus makes [Store.Create] and [Store.RecordPayment] send statements
+	// that Citus routes whole to the one node holding the schema
+	// (schema-based sharding), in two round trips each: Create inserts the
+	// order, then its item (or classifies the conflict); RecordPayment
+	// locks and reads the order, then inserts the payment and makes the
+	// order PAID. Without it each is one statement, one round trip, whose
+	// data-modifying CTEs feed one another: Citus splits such a statement
+	// into subplans that touch every worker, so the transaction commits
+	// with two phases. Results and errors are the same either way. Leave
+	// it off on plain PostgreSQL. The Queue forms ([Store.QueueCreate],
+	// [Store.QueueRecordPayment]) always queue the one statement; the
+	// one-batch [Store.QueueCreateOrAbort] is routed whole either way.
 	Citus bool
 }
 
@@ -107,6 +110,7 @@ type statements struct {
 	insertOrderOrAbort, insertItemOrAbort string
 
 	lockForPayment, insertPayment, paidByPayment string
+	insertOrderRouted                            string
 }
 
 func buildStatements(quoted string) statements {
@@ -138,5 +142,7 @@ func buildStatements(quoted string) statements {
 		lockForPayment: r.Replace(lockForPaymentSQL),
 		insertPayment:  r.Replace(insertPaymentSQL),
 		paidByPayment:  r.Replace(paidByPaymentSQL),
+
+		insertOrderRouted: r.Replace(insertOrderRoutedSQL),
 	}
 }
