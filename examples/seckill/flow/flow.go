@@ -167,9 +167,12 @@ type Config struct {
 	// milliseconds deliver within that interval instead.
 	Notify bool
 	// Citus is set when the database is a Citus coordinator and Schema a
-	// distributed schema (schema-based sharding): it sets order.Config.Citus,
-	// so that every transaction of the flow stays on the one node that
-	// holds the schema and commits with one phase. Leave Notify off there:
+	// distributed schema (schema-based sharding): it sets the Citus option
+	// of the inbox, inventory and order stores (inbox.Config.Citus,
+	// inventory.Config.Citus, order.Config.Citus), so that every
+	// transaction of the flow, the step-by-step PlaceOrderTx included,
+	// stays on the one node that holds the schema and commits with one
+	// phase. Leave Notify off there:
 	// relays poll.
 	Citus bool
 	// BucketConcurrency bounds the order transactions of this Service that
@@ -280,13 +283,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if _, err = migrate.Apply(ctx, pool, cfg.Schema, inbox.Migrations, outbox.Migrations, inventory.Migrations, order.Migrations); err != nil {
 		return nil, err
 	}
-	if s.Inbox, err = inbox.New(inbox.Config{Schema: cfg.Schema}); err != nil {
+	if s.Inbox, err = inbox.New(inbox.Config{Schema: cfg.Schema, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
 	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema, Notify: cfg.Notify}); err != nil {
 		return nil, err
 	}
-	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger, Observer: cfg.InventoryObserver}); err != nil {
+	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger, Observer: cfg.InventoryObserver, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
 	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency, Citus: cfg.Citus}); err != nil {

@@ -39,13 +39,20 @@ type bundle struct {
 
 func setup(t *testing.T, pool *pgxpool.Pool, stock int32, buckets int16) bundle {
 	t.Helper()
+	return setupMode(t, pool, stock, buckets, false)
+}
+
+// setupMode is setup with flow.Config.Citus set to citus: the statement
+// shapes Citus routes whole, here on plain PostgreSQL.
+func setupMode(t *testing.T, pool *pgxpool.Pool, stock int32, buckets int16, citus bool) bundle {
+	t.Helper()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	if pool == nil {
 		pool = pgtest.Pool(t)
 	}
 	s, err := flow.New(ctx, pool, flow.Config{Schema: pgtest.Schema(t), Item: flow.SKU{
 		ActivityID: 7, SKUID: 70, Title: "phone", UnitPrice: 1999, Currency: "CNY", Stock: stock, Buckets: buckets,
-	}})
+	}, Citus: citus})
 	if err != nil {
 		t.Fatal(err)
 	}

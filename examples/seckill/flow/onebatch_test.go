@@ -82,11 +82,15 @@ func dump(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string) 
 // TestPipelinedAndStepByStepAgree runs PlaceOrder (the fresh order in one
 // batch, the general transaction otherwise) and PlaceOrderStepByStep (the
 // step-by-step transaction only) on the same messages, each in a schema of
-// its own, and compares every outcome and, at the end, every row.
+// its own, and compares every outcome and, at the end, every row. The
+// step-by-step transaction runs twice: with the default statements, and
+// with those of Config.Citus (routed whole on Citus; here on plain
+// PostgreSQL).
 func TestPipelinedAndStepByStepAgree(t *testing.T) {
 	t.Parallel()
 	pipelined := setup(t, nil, 4, 2) // two buckets of two units
 	stepwise := setup(t, pipelined.pool, 4, 2)
+	routed := setupMode(t, pipelined.pool, 4, 2, true)
 
 	type step struct {
 		name  string
@@ -135,7 +139,7 @@ func TestPipelinedAndStepByStepAgree(t *testing.T) {
 	}
 	for _, st := range steps {
 		if st.pause {
-			for _, b := range []bundle{pipelined, stepwise} {
+			for _, b := range []bundle{pipelined, stepwise, routed} {
 				if _, err := b.s.SetSaleStatus(b.ctx, inventory.SalePaused, time.Time{}, time.Time{}, "test", "pause"); err != nil {
 					t.Fatal(err)
 				}
@@ -146,6 +150,10 @@ func TestPipelinedAndStepByStepAgree(t *testing.T) {
 		if got1 != got2 || (err1 == nil) != (err2 == nil) || errors.Is(err1, flow.ErrPoison) != errors.Is(err2, flow.ErrPoison) {
 			t.Errorf("%s: PlaceOrder = %+v, %v; PlaceOrderStepByStep = %+v, %v", st.name, got1, err1, got2, err2)
 		}
+		got3, err3 := routed.s.PlaceOrderStepByStep(routed.ctx, st.id, st.body)
+		if got1 != got3 || (err1 == nil) != (err3 == nil) || errors.Is(err1, flow.ErrPoison) != errors.Is(err3, flow.ErrPoison) {
+			t.Errorf("%s: PlaceOrder = %+v, %v; PlaceOrderStepByStep with Config.Citus = %+v, %v", st.name, got1, err1, got3, err3)
+		}
 		if code, ok := want[st.name]; ok && (err1 != nil || got1.Code != code) {
 			t.Errorf("%s: %+v, %v; want %s", st.name, got1, err1, code)
 		} else if !ok && !errors.Is(err1, flow.ErrPoison) {
@@ -153,20 +161,22 @@ func TestPipelinedAndStepByStepAgree(t *testing.T) {
 		}
 	}
 	d1 := dump(t, pipelined.ctx, pipelined.pool, pipelined.s.Schema)
-	d2 := dump(t, stepwise.ctx, stepwise.pool, stepwise.s.Schema)
 	if len(d1["orders"]) != 3 || len(d1["consumer_inbox"]) != 8 {
 		t.Errorf("%d orders and %d inbox rows, want 3 and 8", len(d1["orders"]), len(d1["consumer_inbox"]))
 	}
-	for table := range d1 {
-		if !reflect.DeepEqual(d1[table], d2[table]) {
-			t.Errorf("table %s differs:\npipelined:    %v\nstep by step: %v", table, d1[table], d2[table])
+	for _, other := range []bundle{stepwise, routed} {
+		d2 := dump(t, other.ctx, other.pool, other.s.Schema)
+		for table := range d1 {
+			if !reflect.DeepEqual(d1[table], d2[table]) {
+				t.Errorf("table %s differs:\npipelined:    %v\nstep by step: %v", table, d1[table], d2[table])
+			}
 		}
-	}
-	if len(d1) != len(d2) {
-		t.Errorf("tables: %d and %d", len(d1), len(d2))
+		if len(d1) != len(d2) {
+			t.Errorf("tables: %d and %d", len(d1), len(d2))
+		}
+		other.auditClean(t)
 	}
 	pipelined.auditClean(t)
-	stepwise.auditClean(t)
 }
 
 // waitForLockWaiters returns once n statements on b's schema wait for a
