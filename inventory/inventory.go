@@ -45,8 +45,12 @@ type Config struct {
 	// two statements sent together as one batch, still one round trip.
 	// The default statements put an INSERT in a CTE that feeds the rest,
 	// which Citus runs as a subplan whose result it ships to every worker,
-	// so the transaction commits with two phases. On plain PostgreSQL both
-	// work; the default sends one statement instead of two.
+	// so the transaction commits with two phases. It also makes
+	// [Store.QueueAllocateBucketOrAbort] insert the ledger row before the
+	// decrement, with INSERT … VALUES, instead of after it with an INSERT
+	// … SELECT from the bucket, which Citus pulls through the coordinator.
+	// On plain PostgreSQL both work; leave it off there: the defaults send
+	// fewer statements and write the ledger row once.
 	Citus bool
 }
 
@@ -94,6 +98,8 @@ type statements struct {
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 
 	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted string
+
+	decrementThenRaise, allocationLedgerFromBucket, allocationLedgerFromBucketReturning string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -134,5 +140,9 @@ func buildStatements(quotedSchema string) statements {
 		acquireExisting:       r.Replace(acquireExistingSQL),
 		allocationPlaceholder: r.Replace(allocationPlaceholderSQL),
 		allocateRouted:        r.Replace(allocateRoutedSQL),
+
+		decrementThenRaise:                  r.Replace(decrementThenRaiseSQL),
+		allocationLedgerFromBucket:          r.Replace(allocationLedgerFromBucketSQL),
+		allocationLedgerFromBucketReturning: r.Replace(allocationLedgerFromBucketSQL + "\nRETURNING ledger_id, created_at, before_available, after_available, before_allocated, after_allocated"),
 	}
 }

@@ -33,6 +33,17 @@ func allocationOf(r inventory.NewReservation, orderID int64) inventory.Allocatio
 		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
 }
 
+// allocationOrder returns the index, among QueueAllocateBucketOrAbort's
+// two statements, of the decrement and of the ledger insert: the
+// decrement first on plain PostgreSQL, the ledger row first with
+// Config.Citus.
+func (tb testBundle) allocationOrder() (decrement, ledger int) {
+	if tb.citus {
+		return 1, 0
+	}
+	return 0, 1
+}
+
 // abortedAt checks that err is statement i's abort and that nothing
 // committed.
 func abortedAt(t *testing.T, what string, err error, i int) {
@@ -45,150 +56,154 @@ func abortedAt(t *testing.T, what string, err error, i int) {
 
 func TestQueueOrAbortFreshPath(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 10, 2, 1)
-	r := tb.newReservation(1, 10, 0)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		dec, _ := tb.allocationOrder()
+		tb.provision(t, 1, 10, 2, 1)
+		r := tb.newReservation(1, 10, 0)
 
-	var got inventory.Allocated
-	if err := tb.buyOrAbort(t, r, 500, allocationOf(r, 500), &got); err != nil {
-		t.Fatalf("fresh: %v", err)
-	}
-	res, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
-	if err != nil || res.Status != inventory.StatusOrdered || res.OrderID != 500 {
-		t.Fatalf("reservation = %+v, %v; want ORDERED for 500", res, err)
-	}
-	bk, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 10, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.LedgerID == 0 || got.BeforeAvailable != 2 || got.AfterAvailable != 1 || got.BeforeAllocated != 0 ||
-		got.AfterAllocated != 1 || got.Version != bk.Version || bk.Available != 1 || bk.Allocated != 1 {
-		t.Fatalf("allocated %+v, bucket %+v; want 2→1 available, 0→1 allocated", got, bk)
-	}
-	ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
-	if err != nil || len(ledger) != 1 || ledger[0].LedgerID != got.LedgerID || ledger[0].BeforeAvailable != 2 || ledger[0].AfterAvailable != 1 ||
-		ledger[0].BeforeAllocated != 0 || ledger[0].AfterAllocated != 1 {
-		t.Fatalf("ledger = %+v, %v", ledger, err)
-	}
-
-	// The same reservation again, its request id, its order id: the insert
-	// raises (statement 0), nothing is written.
-	again := r
-	again.FirstMessageID = uuid.Must(uuid.NewV7())
-	sameRequest := tb.newReservation(1, 10, 0)
-	sameRequest.RequestID = r.RequestID
-	sameOrder := tb.newReservation(1, 10, 0)
-	for name, c := range map[string]struct {
-		r          inventory.NewReservation
-		constraint string
-	}{
-		"same reservation": {again, "inventory_reservation_pkey"},
-		"same request":     {sameRequest, "uq_reservation_request"},
-		"same order id":    {sameOrder, "uq_reservation_order"},
-	} {
-		err := tb.buyOrAbort(t, c.r, 500, allocationOf(c.r, 500), nil)
-		abortedAt(t, name, err, 0)
-		if got, ok := pgtx.UniqueViolationOf(err); !ok || got != c.constraint {
-			t.Fatalf("%s: violated %q, want %q", name, got, c.constraint)
+		var got inventory.Allocated
+		if err := tb.buyOrAbort(t, r, 500, allocationOf(r, 500), &got); err != nil {
+			t.Fatalf("fresh: %v", err)
 		}
-	}
+		res, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID)
+		if err != nil || res.Status != inventory.StatusOrdered || res.OrderID != 500 {
+			t.Fatalf("reservation = %+v, %v; want ORDERED for 500", res, err)
+		}
+		bk, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LedgerID == 0 || got.BeforeAvailable != 2 || got.AfterAvailable != 1 || got.BeforeAllocated != 0 ||
+			got.AfterAllocated != 1 || got.Version != bk.Version || bk.Available != 1 || bk.Allocated != 1 {
+			t.Fatalf("allocated %+v, bucket %+v; want 2→1 available, 0→1 allocated", got, bk)
+		}
+		ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
+		if err != nil || len(ledger) != 1 || ledger[0].LedgerID != got.LedgerID || ledger[0].BeforeAvailable != 2 || ledger[0].AfterAvailable != 1 ||
+			ledger[0].BeforeAllocated != 0 || ledger[0].AfterAllocated != 1 {
+			t.Fatalf("ledger = %+v, %v", ledger, err)
+		}
 
-	// Sold out: the decrement raises (statement 2, after the reservation
-	// and the ledger row).
-	last := tb.newReservation(1, 10, 0)
-	if err := tb.buyOrAbort(t, last, 501, allocationOf(last, 501), nil); err != nil {
-		t.Fatalf("last unit: %v", err)
-	}
-	soldOut := tb.newReservation(1, 10, 0)
-	err = tb.buyOrAbort(t, soldOut, 502, allocationOf(soldOut, 502), nil)
-	abortedAt(t, "sold out", err, 2)
-	if !inventory.IsAllocationRefused(err) {
-		t.Fatalf("sold out: %v, want the allocation refusal", err)
-	}
-	if _, err := tb.store.GetReservation(tb.ctx, tb.pool, soldOut.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
-		t.Fatalf("sold out reservation: %v, want none (rolled back)", err)
-	}
-	bk, err = tb.store.GetBucket(tb.ctx, tb.pool, 1, 10, 0)
-	if err != nil || bk.Available != 0 || bk.Allocated != 2 {
-		t.Fatalf("bucket after the refusal = %+v, %v; want 0 available, 2 allocated", bk, err)
-	}
+		// The same reservation again, its request id, its order id: the insert
+		// raises (statement 0), nothing is written.
+		again := r
+		again.FirstMessageID = uuid.Must(uuid.NewV7())
+		sameRequest := tb.newReservation(1, 10, 0)
+		sameRequest.RequestID = r.RequestID
+		sameOrder := tb.newReservation(1, 10, 0)
+		for name, c := range map[string]struct {
+			r          inventory.NewReservation
+			constraint string
+		}{
+			"same reservation": {again, "inventory_reservation_pkey"},
+			"same request":     {sameRequest, "uq_reservation_request"},
+			"same order id":    {sameOrder, "uq_reservation_order"},
+		} {
+			err := tb.buyOrAbort(t, c.r, 500, allocationOf(c.r, 500), nil)
+			abortedAt(t, name, err, 0)
+			if got, ok := pgtx.UniqueViolationOf(err); !ok || got != c.constraint {
+				t.Fatalf("%s: violated %q, want %q", name, got, c.constraint)
+			}
+		}
+
+		// Sold out: the decrement raises (after the reservation, and before
+		// or after the ledger row).
+		last := tb.newReservation(1, 10, 0)
+		if err := tb.buyOrAbort(t, last, 501, allocationOf(last, 501), nil); err != nil {
+			t.Fatalf("last unit: %v", err)
+		}
+		soldOut := tb.newReservation(1, 10, 0)
+		err = tb.buyOrAbort(t, soldOut, 502, allocationOf(soldOut, 502), nil)
+		abortedAt(t, "sold out", err, 1+dec)
+		if !inventory.IsAllocationRefused(err) {
+			t.Fatalf("sold out: %v, want the allocation refusal", err)
+		}
+		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, soldOut.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
+			t.Fatalf("sold out reservation: %v, want none (rolled back)", err)
+		}
+		bk, err = tb.store.GetBucket(tb.ctx, tb.pool, 1, 10, 0)
+		if err != nil || bk.Available != 0 || bk.Allocated != 2 {
+			t.Fatalf("bucket after the refusal = %+v, %v; want 0 available, 2 allocated", bk, err)
+		}
+	})
 }
 
 func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 2, 20, 10, 2)
-	refused := func(name string, r inventory.NewReservation, a inventory.Allocation) {
-		t.Helper()
-		err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
-		abortedAt(t, name, err, 2) // the decrement, after the reservation and the ledger row
-		if !inventory.IsAllocationRefused(err) {
-			t.Fatalf("%s: %v, want the allocation refusal", name, err)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		dec, led := tb.allocationOrder()
+		tb.provision(t, 2, 20, 10, 2)
+		refused := func(name string, r inventory.NewReservation, a inventory.Allocation) {
+			t.Helper()
+			err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
+			abortedAt(t, name, err, 1+dec) // the decrement, after the reservation
+			if !inventory.IsAllocationRefused(err) {
+				t.Fatalf("%s: %v, want the allocation refusal", name, err)
+			}
 		}
-	}
-	r := tb.newReservation(2, 20, 0)
-	other := r
-	other.Bucket = 1
-	refused("another bucket than the reservation's", r, allocationOf(other, 1))
-	r = tb.newReservation(2, 20, 0)
-	a := allocationOf(r, 1)
-	a.UserID++
-	refused("another buyer", r, a)
-	r = tb.newReservation(2, 20, 0)
-	a = allocationOf(r, 1)
-	a.ReservationID = uuid.Must(uuid.NewV7())
-	refused("no such reservation", r, a)
-	r = tb.newReservation(2, 20, 1)
-	a = allocationOf(r, 1)
-	a.SKUID = 21
-	refused("unknown SKU", r, a)
+		r := tb.newReservation(2, 20, 0)
+		other := r
+		other.Bucket = 1
+		refused("another bucket than the reservation's", r, allocationOf(other, 1))
+		r = tb.newReservation(2, 20, 0)
+		a := allocationOf(r, 1)
+		a.UserID++
+		refused("another buyer", r, a)
+		r = tb.newReservation(2, 20, 0)
+		a = allocationOf(r, 1)
+		a.ReservationID = uuid.Must(uuid.NewV7())
+		refused("no such reservation", r, a)
+		r = tb.newReservation(2, 20, 1)
+		a = allocationOf(r, 1)
+		a.SKUID = 21
+		refused("unknown SKU", r, a)
 
-	// Already allocated: a second allocation of a committed reservation.
-	done := tb.newReservation(2, 20, 0)
-	if err := tb.buyOrAbort(t, done, 700, allocationOf(done, 700), nil); err != nil {
-		t.Fatal(err)
-	}
-	var b pgx.Batch
-	if err := tb.store.QueueAllocateBucketOrAbort(&b, allocationOf(done, 700), nil); err != nil {
-		t.Fatal(err)
-	}
-	err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
-	abortedAt(t, "allocated twice", err, 0) // the ledger row, before the decrement
-	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
-		t.Fatalf("allocated twice: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
-	}
+		// Already allocated: a second allocation of a committed reservation.
+		done := tb.newReservation(2, 20, 0)
+		if err := tb.buyOrAbort(t, done, 700, allocationOf(done, 700), nil); err != nil {
+			t.Fatal(err)
+		}
+		var b pgx.Batch
+		if err := tb.store.QueueAllocateBucketOrAbort(&b, allocationOf(done, 700), nil); err != nil {
+			t.Fatal(err)
+		}
+		err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
+		abortedAt(t, "allocated twice", err, led)
+		if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
+			t.Fatalf("allocated twice: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
+		}
 
-	// The sale paused.
-	err = pgx.BeginFunc(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-		_, err := tb.store.SetSaleStatus(tb.ctx, tx, inventory.SaleChange{ActivityID: 2, SKUID: 20, To: inventory.SalePaused, Operator: "test", Reason: "pause"})
-		return err
+		// The sale paused.
+		err = pgx.BeginFunc(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.SetSaleStatus(tb.ctx, tx, inventory.SaleChange{ActivityID: 2, SKUID: 20, To: inventory.SalePaused, Operator: "test", Reason: "pause"})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = tb.newReservation(2, 20, 0)
+		refused("sale paused", r, allocationOf(r, 1))
+
+		tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, 2, 20)
+		if err != nil || tot.Allocated != 1 {
+			t.Fatalf("totals = %+v, %v; want 1 allocated (the refusals wrote nothing)", tot, err)
+		}
+
+		// Bad input queues nothing.
+		b = pgx.Batch{}
+		bad := allocationOf(r, 1)
+		bad.Quantity = 0
+		if err := tb.store.QueueAllocateBucketOrAbort(&b, bad, nil); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+			t.Fatalf("bad allocation: %v, %d queued", err, b.Len())
+		}
+		badR := tb.newReservation(2, 20, 0)
+		badR.Bucket = -1
+		if err := tb.store.QueueInsertReservationOrAbort(&b, badR); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+			t.Fatalf("bad reservation: %v, %d queued", err, b.Len())
+		}
+		if err := tb.store.QueueInsertReservationOrAbort(nil, tb.newReservation(2, 20, 0)); !errors.Is(err, inventory.ErrInvalidArgument) {
+			t.Fatalf("nil batch: %v", err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = tb.newReservation(2, 20, 0)
-	refused("sale paused", r, allocationOf(r, 1))
-
-	tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, 2, 20)
-	if err != nil || tot.Allocated != 1 {
-		t.Fatalf("totals = %+v, %v; want 1 allocated (the refusals wrote nothing)", tot, err)
-	}
-
-	// Bad input queues nothing.
-	b = pgx.Batch{}
-	bad := allocationOf(r, 1)
-	bad.Quantity = 0
-	if err := tb.store.QueueAllocateBucketOrAbort(&b, bad, nil); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
-		t.Fatalf("bad allocation: %v, %d queued", err, b.Len())
-	}
-	badR := tb.newReservation(2, 20, 0)
-	badR.Bucket = -1
-	if err := tb.store.QueueInsertReservationOrAbort(&b, badR); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
-		t.Fatalf("bad reservation: %v, %d queued", err, b.Len())
-	}
-	if err := tb.store.QueueInsertReservationOrAbort(nil, tb.newReservation(2, 20, 0)); !errors.Is(err, inventory.ErrInvalidArgument) {
-		t.Fatalf("nil batch: %v", err)
-	}
 }
 
 // TestQueueOrAbortObserved: the one-batch allocation reports to the
@@ -197,7 +212,17 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 // earlier statement of the batch aborted it.
 func TestQueueOrAbortObserved(t *testing.T) {
 	t.Parallel()
-	tb, rec := observed(t, 3, 30, 1, 1)
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			queueOrAbortObserved(t, citus)
+		})
+	}
+}
+
+func queueOrAbortObserved(t *testing.T, citus bool) {
+	tb, rec := observedMode(t, citus, 3, 30, 1, 1)
+	dec, _ := tb.allocationOrder()
 
 	first := tb.newReservation(3, 30, 0)
 	if err := tb.buyOrAbort(t, first, 700, allocationOf(first, 700), nil); err != nil {
@@ -208,7 +233,7 @@ func TestQueueOrAbortObserved(t *testing.T) {
 	abortedAt(t, "same reservation", tb.buyOrAbort(t, again, 701, allocationOf(again, 701), nil), 0)
 	soldOut := tb.newReservation(3, 30, 0)
 	var got inventory.Allocated
-	abortedAt(t, "sold out", tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got), 2)
+	abortedAt(t, "sold out", tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got), 1+dec)
 	if got != (inventory.Allocated{}) {
 		t.Fatalf("refused allocation filled dst: %+v", got)
 	}
@@ -228,29 +253,35 @@ func TestQueueOrAbortObserved(t *testing.T) {
 }
 
 // TestQueueOrAbortConcurrentDuplicateObserved: two transactions send the
-// same one-batch allocation at once. The second's ledger insert waits for
-// the first's uncommitted row with the same key; once the first commits,
-// it raises unique_violation, which the Observer hears as
-// ErrAlreadyApplied, and the second never reaches the bucket. The stock is
-// taken once, the ledger has one row.
+// same one-batch allocation at once. The second waits for the first: on
+// plain PostgreSQL its decrement waits for the bucket row, takes a unit
+// once the first commits, and its ledger insert then raises
+// unique_violation; with Config.Citus its ledger insert, sent first, waits
+// for the first's uncommitted row with the same key and raises once the
+// first commits, before the bucket. Either way the abort undoes the
+// second, the Observer hears ErrAlreadyApplied, the stock is taken once
+// and the ledger has one row.
 // It runs with and without a destination for the result (the ledger insert
 // is sent with and without RETURNING).
 func TestQueueOrAbortConcurrentDuplicateObserved(t *testing.T) {
 	t.Parallel()
-	for _, withDst := range []bool{false, true} {
-		t.Run(fmt.Sprintf("dst=%v", withDst), func(t *testing.T) {
-			t.Parallel()
-			activity, sku := int64(4), int64(40)
-			if withDst {
-				activity, sku = 5, 50
-			}
-			concurrentDuplicateObserved(t, activity, sku, withDst)
-		})
+	for _, citus := range []bool{false, true} {
+		for _, withDst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("citus=%v/dst=%v", citus, withDst), func(t *testing.T) {
+				t.Parallel()
+				activity, sku := int64(4), int64(40)
+				if withDst {
+					activity, sku = 5, 50
+				}
+				concurrentDuplicateObserved(t, citus, activity, sku, withDst)
+			})
+		}
 	}
 }
 
-func concurrentDuplicateObserved(t *testing.T, activity, sku int64, withDst bool) {
-	tb, rec := observed(t, activity, sku, 2, 1)
+func concurrentDuplicateObserved(t *testing.T, citus bool, activity, sku int64, withDst bool) {
+	tb, rec := observedMode(t, citus, activity, sku, 2, 1)
+	_, led := tb.allocationOrder()
 	r := tb.reserved(t, activity, sku, 0, 1)
 	a := allocationOf(r, 800)
 	var got inventory.Allocated
@@ -283,7 +314,7 @@ func concurrentDuplicateObserved(t *testing.T, activity, sku int64, withDst bool
 		t.Fatal(err)
 	}
 	err = <-second
-	abortedAt(t, "concurrent duplicate", err, 0) // the ledger insert, before the decrement
+	abortedAt(t, "concurrent duplicate", err, led)
 	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 		t.Fatalf("concurrent duplicate: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
 	}
