@@ -178,6 +178,13 @@ func TestMarkFailedRetryBackoffDead(t *testing.T) {
 	if c := b.claim(t, "r", 10); len(c.Messages) != 0 {
 		t.Fatal("event claimed during its backoff")
 	}
+	// Ready again exactly one backoff after the mark (both times are the
+	// marking statement's).
+	var wait time.Duration
+	if err := b.pool.QueryRow(b.ctx, `SELECT (extract(epoch FROM available_at - updated_at) * 1000000)::int8 * 1000
+		FROM `+b.table()+` WHERE event_id = $1`, id2).Scan(&wait); err != nil || wait != time.Hour {
+		t.Fatalf("available_at - updated_at = %v, %v; want the backoff, 1h", wait, err)
+	}
 	if _, _, le := b.status(t, id2); le != "x\uFFFDy\uFFFD" {
 		t.Fatalf("last_error = %q", le)
 	}

@@ -256,15 +256,8 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 	if err != nil {
 		return err
 	}
-	sql, args := s.enqueueSQL, s.enqueueArgs(a)
-	if len(a.ids) == 1 && a.ordKey[0] == nil {
-		sql, args = s.enqueueInsert, s.enqueueOneArgs(a)
-		if s.cfg.notify() {
-			sql = s.enqueueOne
-		}
-	}
 	inserted := make(map[uuid.UUID]bool, len(a.ids))
-	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+	readInserted := func(rows pgx.Rows) error {
 		for rows.Next() {
 			var kind int32
 			var id, other *uuid.UUID
@@ -279,7 +272,20 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 			return fmt.Errorf("outbox: enqueue: %w", err)
 		}
 		return nil
-	})
+	}
+	oneSimple := len(a.ids) == 1 && a.ordKey[0] == nil && !s.cfg.notify()
+	switch {
+	case s.cfg.Citus && !oneSimple:
+		s.queueEnqueueRouted(b, a, readInserted)
+	case len(a.ids) == 1 && a.ordKey[0] == nil:
+		sql := s.enqueueInsert
+		if s.cfg.notify() {
+			sql = s.enqueueOne
+		}
+		b.Queue(sql, s.enqueueOneArgs(a)...).Query(readInserted)
+	default:
+		b.Queue(s.enqueueSQL, s.enqueueArgs(a)...).Query(readInserted)
+	}
 	// The holders of the dedup keys, read with a new snapshot: the rows
 	// just inserted, rows that existed, and rows a concurrent transaction
 	// committed while the insert waited for them (which the insert's own
@@ -316,14 +322,34 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 	return nil
 }
 
+// queueEnqueueRouted queues the enqueue of Config.Citus (see
+// enqueueRoutedSQL) but for the holders' read; read receives each
+// insert's row.
+func (s *Store) queueEnqueueRouted(b *pgx.Batch, a *enqueueArgs, read func(pgx.Rows) error) {
+	for _, k := range a.ordKey {
+		if k != nil {
+			b.Queue(s.enqueueLocks, s.schema, a.ordKey)
+			break
+		}
+	}
+	for i, id := range a.ids {
+		b.Queue(s.enqueueRouted, pgval.UUID(id), a.dedup[i], a.aggType[i], a.aggID[i], a.topic[i], a.tag[i], a.msgKey[i],
+			a.version[i], a.payload[i], a.headers[i], a.delayUS[i], a.maxRetry[i], a.ordKey[i]).Query(read)
+	}
+	if s.cfg.notify() {
+		b.Queue(s.enqueueNotify, s.channel)
+	}
+}
+
 // EnqueueMany inserts evs in the caller's transaction with ONE statement
 // (arrays through unnest), plus the read of the events holding their dedup
 // keys in the same round trip, and reports, per event in order, whether it was
 // new or a duplicate of an existing dedup key (ON CONFLICT DO NOTHING: a
 // duplicate writes nothing and is not an error). Events with an ordering key
-// take a transaction advisory lock per key, held until tx ends. Invalid
-// input returns a *ValidationError matching [ErrInvalidArgument] and sends
-// nothing.
+// take a transaction advisory lock per key, held until tx ends. With
+// Config.Citus it sends one INSERT per event instead, still in one round
+// trip. Invalid input returns a *ValidationError matching
+// [ErrInvalidArgument] and sends nothing.
 func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqueued, error) {
 	if tx == nil {
 		return nil, nilHandle("tx")

@@ -18,65 +18,80 @@ import (
 	"github.com/seckillkit/seckill/outbox"
 )
 
+// bothEnqueueModes runs test as two parallel subtests: "default", with
+// the one-statement EnqueueMany, and "citus", with the statements of
+// Config.Citus (one insert per event).
+func bothEnqueueModes(t *testing.T, test func(t *testing.T, citus bool)) {
+	t.Helper()
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			test(t, citus)
+		})
+	}
+}
+
 func TestEnqueueDedupAndIDs(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
+	bothEnqueueModes(t, func(t *testing.T, citus bool) {
+		b := setup(t, outbox.Config{Citus: citus})
 
-	first := b.enqueue(t, event(1), event(2))
-	for i, e := range first {
-		if !e.New || e.EventID.Version() != 7 {
-			t.Fatalf("first[%d] = %+v, want new with a v7 id", i, e)
+		first := b.enqueue(t, event(1), event(2))
+		for i, e := range first {
+			if !e.New || e.EventID.Version() != 7 {
+				t.Fatalf("first[%d] = %+v, want new with a v7 id", i, e)
+			}
 		}
-	}
-	if first[0].EventID.String() >= first[1].EventID.String() {
-		t.Fatalf("ids not time-ordered: %s, %s", first[0].EventID, first[1].EventID)
-	}
-	// A duplicate (in another tx) and a duplicate within one call.
-	again := b.enqueue(t, event(2), event(3), event(3))
-	if again[0].New || again[0].EventID != first[1].EventID {
-		t.Fatalf("duplicate of k2 = %+v, want not new with id %s", again[0], first[1].EventID)
-	}
-	if !again[1].New || again[2].New || again[2].EventID != again[1].EventID {
-		t.Fatalf("in-call duplicate = %+v, %+v", again[1], again[2])
-	}
-	if n := b.count(t, "true"); n != 3 {
-		t.Fatalf("rows = %d, want 3", n)
-	}
+		if first[0].EventID.String() >= first[1].EventID.String() {
+			t.Fatalf("ids not time-ordered: %s, %s", first[0].EventID, first[1].EventID)
+		}
+		// A duplicate (in another tx) and a duplicate within one call.
+		again := b.enqueue(t, event(2), event(3), event(3))
+		if again[0].New || again[0].EventID != first[1].EventID {
+			t.Fatalf("duplicate of k2 = %+v, want not new with id %s", again[0], first[1].EventID)
+		}
+		if !again[1].New || again[2].New || again[2].EventID != again[1].EventID {
+			t.Fatalf("in-call duplicate = %+v, %+v", again[1], again[2])
+		}
+		if n := b.count(t, "true"); n != 3 {
+			t.Fatalf("rows = %d, want 3", n)
+		}
 
-	// Defaults and optional fields land in the row.
-	ev := event(4)
-	ev.Headers = map[string]string{"trace": "abc"}
-	ev.OrderingKey = "ORDER:4"
-	ev.Delay = time.Hour
-	ev.MaxRetries = 3
-	ev.SchemaVersion = 2
-	ev.Payload = []byte(`{"b": 1,  "a": [true]}`)
-	e := b.enqueue(t, ev)[0]
-	var msgKey, ordKey string
-	var version, maxRetry int
-	var headers map[string]string
-	var payload json.RawMessage
-	var delayed bool
-	err := b.pool.QueryRow(b.ctx, `SELECT message_key, ordering_key, schema_version, max_retry, headers, payload,
+		// Defaults and optional fields land in the row.
+		ev := event(4)
+		ev.Headers = map[string]string{"trace": "abc"}
+		ev.OrderingKey = "ORDER:4"
+		ev.Delay = time.Hour
+		ev.MaxRetries = 3
+		ev.SchemaVersion = 2
+		ev.Payload = []byte(`{"b": 1,  "a": [true]}`)
+		e := b.enqueue(t, ev)[0]
+		var msgKey, ordKey string
+		var version, maxRetry int
+		var headers map[string]string
+		var payload json.RawMessage
+		var delayed bool
+		err := b.pool.QueryRow(b.ctx, `SELECT message_key, ordering_key, schema_version, max_retry, headers, payload,
 		available_at > created_at + interval '59 minutes' FROM `+b.table()+` WHERE event_id = $1`, e.EventID).
-		Scan(&msgKey, &ordKey, &version, &maxRetry, &headers, &payload, &delayed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msgKey != "4" || ordKey != "ORDER:4" || version != 2 || maxRetry != 3 || headers["trace"] != "abc" || !delayed {
-		t.Fatalf("row = %q %q %d %d %v delayed=%v", msgKey, ordKey, version, maxRetry, headers, delayed)
-	}
-	var got, want any
-	_ = json.Unmarshal(payload, &got)
-	_ = json.Unmarshal(ev.Payload, &want)
-	if !jsonEqual(got, want) {
-		t.Fatalf("payload = %s", payload)
-	}
-	// The default max_retry comes from the config.
-	e5 := b.enqueue(t, event(5))[0]
-	if err := b.pool.QueryRow(b.ctx, `SELECT max_retry FROM `+b.table()+` WHERE event_id = $1`, e5.EventID).Scan(&maxRetry); err != nil || maxRetry != outbox.DefaultMaxRetries {
-		t.Fatalf("default max_retry = %d, %v", maxRetry, err)
-	}
+			Scan(&msgKey, &ordKey, &version, &maxRetry, &headers, &payload, &delayed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgKey != "4" || ordKey != "ORDER:4" || version != 2 || maxRetry != 3 || headers["trace"] != "abc" || !delayed {
+			t.Fatalf("row = %q %q %d %d %v delayed=%v", msgKey, ordKey, version, maxRetry, headers, delayed)
+		}
+		var got, want any
+		_ = json.Unmarshal(payload, &got)
+		_ = json.Unmarshal(ev.Payload, &want)
+		if !jsonEqual(got, want) {
+			t.Fatalf("payload = %s", payload)
+		}
+		// The default max_retry comes from the config.
+		e5 := b.enqueue(t, event(5))[0]
+		if err := b.pool.QueryRow(b.ctx, `SELECT max_retry FROM `+b.table()+` WHERE event_id = $1`, e5.EventID).Scan(&maxRetry); err != nil || maxRetry != outbox.DefaultMaxRetries {
+			t.Fatalf("default max_retry = %d, %v", maxRetry, err)
+		}
+	})
 }
 
 func jsonEqual(a, b any) bool {
@@ -87,78 +102,82 @@ func jsonEqual(a, b any) bool {
 
 func TestEnqueueRollbackWritesNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
-	tx, err := b.pool.Begin(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.store.Enqueue(b.ctx, tx, event(1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Rollback(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := b.count(t, "true"); n != 0 {
-		t.Fatalf("rows after rollback = %d", n)
-	}
+	bothEnqueueModes(t, func(t *testing.T, citus bool) {
+		b := setup(t, outbox.Config{Citus: citus})
+		tx, err := b.pool.Begin(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.Enqueue(b.ctx, tx, event(1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.count(t, "true"); n != 0 {
+			t.Fatalf("rows after rollback = %d", n)
+		}
+	})
 }
 
 // Many concurrent transactions enqueue the same dedup keys: exactly one row
 // per key, and exactly one caller per key sees New.
 func TestEnqueueConcurrentDedup(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
-	const workers, keys = 16, 200
-	var mu sync.Mutex
-	newCount := map[string]int{}
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := 0; k < keys; k += 20 {
-				evs := make([]outbox.Event, 0, 20)
-				for i := k; i < k+20; i++ {
-					evs = append(evs, event(i))
-				}
-				err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-					res, err := b.store.EnqueueMany(b.ctx, tx, evs)
-					if err != nil {
-						return err
+	bothEnqueueModes(t, func(t *testing.T, citus bool) {
+		b := setup(t, outbox.Config{Citus: citus})
+		const workers, keys = 16, 200
+		var mu sync.Mutex
+		newCount := map[string]int{}
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < keys; k += 20 {
+					evs := make([]outbox.Event, 0, 20)
+					for i := k; i < k+20; i++ {
+						evs = append(evs, event(i))
 					}
-					mu.Lock()
-					for i, r := range res {
-						if r.New {
-							newCount[evs[i].DedupKey]++
+					err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+						res, err := b.store.EnqueueMany(b.ctx, tx, evs)
+						if err != nil {
+							return err
 						}
+						mu.Lock()
+						for i, r := range res {
+							if r.New {
+								newCount[evs[i].DedupKey]++
+							}
+						}
+						mu.Unlock()
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
 					}
-					mu.Unlock()
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if n := b.count(t, "true"); n != keys {
-		t.Fatalf("rows = %d, want %d", n, keys)
-	}
-	for k, n := range newCount {
-		if n != 1 {
-			t.Fatalf("key %s reported new %d times", k, n)
+			}()
 		}
-	}
-	if len(newCount) != keys {
-		t.Fatalf("%d keys reported new, want %d", len(newCount), keys)
-	}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if n := b.count(t, "true"); n != keys {
+			t.Fatalf("rows = %d, want %d", n, keys)
+		}
+		for k, n := range newCount {
+			if n != 1 {
+				t.Fatalf("key %s reported new %d times", k, n)
+			}
+		}
+		if len(newCount) != keys {
+			t.Fatalf("%d keys reported new, want %d", len(newCount), keys)
+		}
+	})
 }
 
 func TestEnqueueInvalidInput(t *testing.T) {
@@ -318,64 +337,68 @@ func TestStatusMatchesCheckConstraint(t *testing.T) {
 // lock, so that seq order is commit order per key; other keys do not wait.
 func TestEnqueueOrderedSerialisesPerKey(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
-	withKey := func(i int, key string) outbox.Event {
-		e := event(i)
-		e.OrderingKey = key
-		return e
-	}
-	tx1, err := b.pool.Begin(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx1.Rollback(b.ctx)
-	if _, err := b.store.Enqueue(b.ctx, tx1, withKey(1, "A")); err != nil {
-		t.Fatal(err)
-	}
-	try := func(e outbox.Event) error {
-		return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+	bothEnqueueModes(t, func(t *testing.T, citus bool) {
+		b := setup(t, outbox.Config{Citus: citus})
+		withKey := func(i int, key string) outbox.Event {
+			e := event(i)
+			e.OrderingKey = key
+			return e
+		}
+		tx1, err := b.pool.Begin(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx1.Rollback(b.ctx)
+		if _, err := b.store.Enqueue(b.ctx, tx1, withKey(1, "A")); err != nil {
+			t.Fatal(err)
+		}
+		try := func(e outbox.Event) error {
+			return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+					return err
+				}
+				_, err := b.store.Enqueue(b.ctx, tx, e)
 				return err
-			}
-			_, err := b.store.Enqueue(b.ctx, tx, e)
-			return err
-		})
-	}
-	var pgErr *pgconn.PgError
-	if err := try(withKey(2, "A")); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.LockNotAvailable {
-		t.Fatalf("second enqueue of key A while the first is uncommitted: %v, want lock timeout", err)
-	}
-	if err := try(withKey(3, "B")); err != nil {
-		t.Fatalf("key B waited for key A: %v", err)
-	}
-	if err := try(event(4)); err != nil {
-		t.Fatalf("unordered event waited: %v", err)
-	}
-	if err := tx1.Commit(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := try(withKey(5, "A")); err != nil {
-		t.Fatal(err)
-	}
-	var first, second int64
-	if err := b.pool.QueryRow(b.ctx, `SELECT min(seq), max(seq) FROM `+b.table()+` WHERE ordering_key = 'A'`).Scan(&first, &second); err != nil || first >= second {
-		t.Fatalf("seqs %d, %d, %v", first, second, err)
-	}
+			})
+		}
+		var pgErr *pgconn.PgError
+		if err := try(withKey(2, "A")); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.LockNotAvailable {
+			t.Fatalf("second enqueue of key A while the first is uncommitted: %v, want lock timeout", err)
+		}
+		if err := try(withKey(3, "B")); err != nil {
+			t.Fatalf("key B waited for key A: %v", err)
+		}
+		if err := try(event(4)); err != nil {
+			t.Fatalf("unordered event waited: %v", err)
+		}
+		if err := tx1.Commit(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := try(withKey(5, "A")); err != nil {
+			t.Fatal(err)
+		}
+		var first, second int64
+		if err := b.pool.QueryRow(b.ctx, `SELECT min(seq), max(seq) FROM `+b.table()+` WHERE ordering_key = 'A'`).Scan(&first, &second); err != nil || first >= second {
+			t.Fatalf("seqs %d, %d, %v", first, second, err)
+		}
+	})
 }
 
 // Enqueue notifies the store's channel (delivered at commit).
 func TestEnqueueNotifies(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{Notify: true})
-	conn := pgtest.Conn(t)
-	if _, err := conn.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	b.enqueue(t, event(1), event(2))
-	n, err := conn.WaitForNotification(b.ctx)
-	if err != nil || n.Channel != b.store.Channel() {
-		t.Fatalf("notification %+v, %v", n, err)
-	}
+	bothEnqueueModes(t, func(t *testing.T, citus bool) {
+		b := setup(t, outbox.Config{Notify: true, Citus: citus})
+		conn := pgtest.Conn(t)
+		if _, err := conn.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		b.enqueue(t, event(1), event(2))
+		n, err := conn.WaitForNotification(b.ctx)
+		if err != nil || n.Channel != b.store.Channel() {
+			t.Fatalf("notification %+v, %v", n, err)
+		}
+	})
 }
 
 // The exported column limits mirror the table's VARCHAR lengths.
@@ -423,10 +446,12 @@ func TestEnqueueDuplicateWhileFirstCommits(t *testing.T) {
 		name   string
 		notify bool
 		many   bool
-	}{{"one", false, false}, {"one notify", true, false}, {"many", false, true}} {
+		citus  bool
+	}{{"one", false, false, false}, {"one notify", true, false, false}, {"many", false, true, false},
+		{"citus/one notify", true, false, true}, {"citus/many", false, true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, outbox.Config{Notify: c.notify})
+			b := setup(t, outbox.Config{Notify: c.notify, Citus: c.citus})
 			first, err := b.pool.Begin(b.ctx)
 			if err != nil {
 				t.Fatal(err)

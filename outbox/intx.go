@@ -53,7 +53,7 @@ const failTxSQL = `WITH f AS (
 UPDATE {schema}.event_outbox AS o
 SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,
     retry_count = o.retry_count + 1,
-    available_at = statement_timestamp() + f.backoff_us * interval '1 microsecond',
+    available_at = ` + retryAt + `,
     locked_by = NULL,
     locked_at = NULL,
     last_error = f.err,

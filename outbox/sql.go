@@ -87,6 +87,38 @@ const enqueueInsertSQL = insertOneSQL + `
 	ON CONFLICT (dedup_key) DO NOTHING
 	RETURNING 1, o.event_id, NULL::uuid`
 
+// The enqueue of Config.Citus, in one batch: enqueueLocksSQL when an event
+// has an ordering key, enqueueRoutedSQL once per event, in order,
+// enqueueNotifySQL with Notify, then enqueueHoldersSQL.
+//
+// enqueueLocksSQL takes enqueueSQL's advisory locks, one per distinct
+// ordering key in $2, in key order: $1 the namespace (schema name). It
+// reads no table: Citus runs it on the coordinator, where every session
+// of a Citus cluster takes its advisory locks.
+//
+// enqueueRoutedSQL is enqueueInsertSQL with the ordering key ($13): a
+// plain INSERT, which Citus routes whole. Each event of a key gets its seq
+// after the key's lock, so seq order is commit order for the key, as with
+// enqueueSQL.
+//
+// enqueueNotifySQL sends the NOTIFY ($1 the channel) of an enqueue that
+// may have inserted nothing: a plain statement cannot tell.
+const (
+	enqueueLocksSQL = `SELECT count(pg_advisory_xact_lock(hashtextextended('seckill.outbox:' || $1::text || ':' || k, 0)))
+	FROM (SELECT DISTINCT k FROM unnest($2::text[]) AS u(k) WHERE k IS NOT NULL ORDER BY 1) AS keys`
+
+	enqueueRoutedSQL = `INSERT INTO {schema}.event_outbox AS o (
+		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
+		schema_version, payload, headers, available_at, max_retry, ordering_key)
+	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
+	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4,
+	        $13::text)
+	ON CONFLICT (dedup_key) DO NOTHING
+	RETURNING 1, o.event_id, NULL::uuid`
+
+	enqueueNotifySQL = `SELECT pg_notify($1::text, '')`
+)
+
 // enqueueHoldersSQL follows every enqueue statement in the same batch: the
 // event holding each dedup key in $1, read with the statement's own (new)
 // snapshot, so that it also finds a row a concurrent transaction committed
@@ -237,6 +269,15 @@ const setRelease = `status = 30,
 	    locked_at = NULL,
 	    updated_at = statement_timestamp()`
 
+// retryAt is when a failed event f is ready again: the statement's time
+// plus its backoff. The sum is taken in UTC, on timestamp without time
+// zone, whose functions are immutable: on Citus an UPDATE may not call a
+// STABLE function with a column reference (timestamptz + interval is
+// STABLE; statement_timestamp() alone is evaluated once, on the
+// coordinator). A backoff of microseconds only gives the same instant
+// either way.
+const retryAt = `(statement_timestamp() AT TIME ZONE 'UTC' + f.backoff_us * interval '1 microsecond') AT TIME ZONE 'UTC'`
+
 // failSQL records failed publishes under one lease: $1 ids, $2 errors,
 // $3 backoffs (µs), $4 owner, $5 locked_at. RETRY after the backoff, or DEAD
 // when this was the last allowed attempt. Returns one row per id: the new
@@ -248,7 +289,7 @@ const failSQL = `WITH f AS (
 	UPDATE {schema}.event_outbox AS o
 	SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,
 	    retry_count = o.retry_count + 1,
-	    available_at = statement_timestamp() + f.backoff_us * interval '1 microsecond',
+	    available_at = ` + retryAt + `,
 	    locked_by = NULL,
 	    locked_at = NULL,
 	    last_error = f.err,

@@ -82,6 +82,21 @@ type Config struct {
 
 	// MaxPayloadBytes bounds Event.Payload. Defaults to 1 MiB.
 	MaxPayloadBytes int
+
+	// Citus makes EnqueueMany (and QueueEnqueueMany, and an Enqueue of an
+	// event with an ordering key or from a Store with Notify) send
+	// statements that Citus (schema-based sharding) routes whole to the
+	// node holding the schema: one plain INSERT … VALUES per event, after
+	// the advisory locks of the ordering keys (a statement of their own,
+	// run on the coordinator) and before the read of the dedup keys'
+	// holders, all in one batch, one round trip. The default is one
+	// INSERT … SELECT from arrays in a data-modifying CTE, which Citus
+	// splits into subplans, and the transaction then commits with two
+	// phases. With Notify, the NOTIFY is then sent whether or not an event
+	// was new. (One event without an ordering key and without Notify is a
+	// plain INSERT either way.) On plain PostgreSQL both work; leave it
+	// off there: one statement for many events is cheaper.
+	Citus bool
 }
 
 // Store runs the outbox statements against one schema. It holds only the
@@ -96,7 +111,10 @@ type Store struct {
 	enqueueInsert  string
 	enqueueHolders string
 	enqueueOrAbort string // QueueEnqueueOrAbort
-	claimSQL       string
+	// The enqueue of Config.Citus: the ordering keys' advisory locks, one
+	// insert per event, the NOTIFY.
+	enqueueLocks, enqueueRouted, enqueueNotify string
+	claimSQL                                   string
 	// claimAfterSQL is claimSQL from a cursor on (relays only).
 	claimAfterSQL string
 	// lockSQL and lockAfterSQL are the claim of a relay in InTx mode:
@@ -137,6 +155,9 @@ func New(cfg Config) (*Store, error) {
 	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
 	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
 	s.enqueueInsert = r.Replace(enqueueInsertSQL)
+	s.enqueueLocks = enqueueLocksSQL
+	s.enqueueRouted = r.Replace(enqueueRoutedSQL)
+	s.enqueueNotify = enqueueNotifySQL
 	s.enqueueHolders = r.Replace(enqueueHoldersSQL)
 	s.enqueueOrAbort = r.Replace(enqueueOrAbortSQL)
 	blocking := "0, 10, 30"
