@@ -461,12 +461,22 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // duplicate that emptied the bucket's allocated stock before this one got
 // its lock is already applied, never inconsistent);
 // *ValidationError for bad input (nothing sent).
+//
+// With Config.Citus it takes two round trips of statements Citus routes
+// whole: the ALLOCATE row is read, then the RELEASE row is inserted with
+// placeholder counters and the increment writes the counters into it (or,
+// refused, deletes it), as [Store.AllocateBucket] does; a concurrent
+// duplicate then never aborts tx. [Store.QueueReleaseStock] always queues
+// the one statement.
 func (s *Store) ReleaseStock(ctx context.Context, tx pgx.Tx, r StockRelease) (Allocated, error) {
 	if tx == nil {
 		return Allocated{}, nilHandle("tx")
 	}
 	if err := r.validate(); err != nil {
 		return Allocated{}, err
+	}
+	if s.citus {
+		return s.releaseRouted(ctx, tx, r)
 	}
 	return s.releaseRow(r).Run(ctx, tx)
 }
@@ -514,7 +524,12 @@ func releaseArgs(r StockRelease) []any {
 // scanRelease classifies a release's result and reports it (batch: the
 // Queue form, whose callback has no context).
 func (s *Store) scanRelease(ctx context.Context, batch bool, row pgx.Row, r StockRelease, dst *Allocated) error {
-	err := classifyRelease(row, r, dst)
+	return s.reportRelease(ctx, batch, r, dst, classifyRelease(row, r, dst))
+}
+
+// reportRelease reports a release's classified result err to the
+// observer, if any, and returns err.
+func (s *Store) reportRelease(ctx context.Context, batch bool, r StockRelease, dst *Allocated, err error) error {
 	var driverErr *driverError
 	if s.observer != nil && !errors.As(err, &driverErr) {
 		e := ReleaseEvent{ReservationID: r.ReservationID, ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket,

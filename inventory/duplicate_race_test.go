@@ -174,90 +174,91 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 // release and one already applied, whatever the bucket's stock.
 func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	tb.provision(t, 1, 1, 100, 16)
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 100, 16)
 
-	const buyers, workers = 10_000, 16
-	// The attempts are plain allocations of recorded reservations, each a
-	// transaction of one batch; commits skip the WAL flush wait, as
-	// durability is not under test here (the releases below wait for it).
-	all := make([]inventory.NewReservation, buyers)
-	for i := range all {
-		all[i] = tb.newReservation(1, 1, int16(i%16))
-	}
-	tb.insertReservations(t, all)
-	fast := tb
-	fast.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) {
-		cfg.MaxConns = workers
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	})
-	rs := make(chan inventory.NewReservation)
-	var (
-		mu      sync.Mutex
-		ordered []inventory.NewReservation
-		wg      sync.WaitGroup
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range rs {
-				switch err := fast.allocateOnly(r2ToAlloc(r)); {
-				case err == nil:
-					mu.Lock()
-					ordered = append(ordered, r)
-					mu.Unlock()
-				case !errors.Is(err, inventory.ErrSoldOut):
-					t.Errorf("allocate: %v", err)
-				}
-			}
-		}()
-	}
-	for _, r := range all {
-		rs <- r
-	}
-	close(rs)
-	wg.Wait()
-	if len(ordered) != 100 {
-		t.Fatalf("%d buyers got stock, want 100", len(ordered))
-	}
-
-	var (
-		released, applied int
-		others            []string
-	)
-	var rwg sync.WaitGroup
-	for _, r := range ordered {
-		for range 2 {
-			rwg.Add(1)
+		const buyers, workers = 10_000, 16
+		// The attempts are plain allocations of recorded reservations, each a
+		// transaction of one batch; commits skip the WAL flush wait, as
+		// durability is not under test here (the releases below wait for it).
+		all := make([]inventory.NewReservation, buyers)
+		for i := range all {
+			all[i] = tb.newReservation(1, 1, int16(i%16))
+		}
+		tb.insertReservations(t, all)
+		fast := tb
+		fast.pool = pgtest.NewPool(t, func(cfg *pgxpool.Config) {
+			cfg.MaxConns = workers
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+		})
+		rs := make(chan inventory.NewReservation)
+		var (
+			mu      sync.Mutex
+			ordered []inventory.NewReservation
+			wg      sync.WaitGroup
+		)
+		for range workers {
+			wg.Add(1)
 			go func() {
-				defer rwg.Done()
-				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-					_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
-					return err
-				})
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					released++
-				case errors.Is(err, inventory.ErrAlreadyApplied):
-					applied++
-				default:
-					others = append(others, err.Error())
+				defer wg.Done()
+				for r := range rs {
+					switch err := fast.allocateOnly(r2ToAlloc(r)); {
+					case err == nil:
+						mu.Lock()
+						ordered = append(ordered, r)
+						mu.Unlock()
+					case !errors.Is(err, inventory.ErrSoldOut):
+						t.Errorf("allocate: %v", err)
+					}
 				}
 			}()
 		}
-	}
-	rwg.Wait()
-	if released != 100 || applied != 100 || len(others) > 0 {
-		t.Fatalf("%d released, %d already applied, %d other errors (want 100, 100, 0): %s",
-			released, applied, len(others), strings.Join(others[:min(len(others), 3)], "; "))
-	}
-	if tot := tb.totals(t, 1, 1); tot.Allocated != 0 || tot.Available != 100 {
-		t.Fatalf("after releases: %+v", tot)
-	}
-	tb.auditClean(t, 1, 1)
+		for _, r := range all {
+			rs <- r
+		}
+		close(rs)
+		wg.Wait()
+		if len(ordered) != 100 {
+			t.Fatalf("%d buyers got stock, want 100", len(ordered))
+		}
+
+		var (
+			released, applied int
+			others            []string
+		)
+		var rwg sync.WaitGroup
+		for _, r := range ordered {
+			for range 2 {
+				rwg.Add(1)
+				go func() {
+					defer rwg.Done()
+					err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+						_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
+						return err
+					})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						released++
+					case errors.Is(err, inventory.ErrAlreadyApplied):
+						applied++
+					default:
+						others = append(others, err.Error())
+					}
+				}()
+			}
+		}
+		rwg.Wait()
+		if released != 100 || applied != 100 || len(others) > 0 {
+			t.Fatalf("%d released, %d already applied, %d other errors (want 100, 100, 0): %s",
+				released, applied, len(others), strings.Join(others[:min(len(others), 3)], "; "))
+		}
+		if tot := tb.totals(t, 1, 1); tot.Allocated != 0 || tot.Available != 100 {
+			t.Fatalf("after releases: %+v", tot)
+		}
+		tb.auditClean(t, 1, 1)
+	})
 }
 
 // Twenty transitions to RELEASE_PENDING (then twenty to RELEASED) wait

@@ -42,7 +42,8 @@ type Config struct {
 	// Citus makes [Store.AcquireReservation] and [Store.AllocateBucket]
 	// (and their Queue forms) send statements that Citus (schema-based
 	// sharding) routes whole to the node holding the schema: each becomes
-	// two statements sent together as one batch, still one round trip.
+	// two statements sent together as one batch, still one round trip;
+	// [Store.ReleaseStock] takes two round trips of such statements.
 	// The default statements put an INSERT in a CTE that feeds the rest,
 	// which Citus runs as a subplan whose result it ships to every worker,
 	// so the transaction commits with two phases. It also makes
@@ -98,6 +99,7 @@ type statements struct {
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 
 	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted string
+	allocationOf, releasePlaceholder, releaseRouted                       string
 
 	decrementThenRaise, allocationLedgerFromBucket, allocationLedgerFromBucketReturning string
 }
@@ -140,6 +142,9 @@ func buildStatements(quotedSchema string) statements {
 		acquireExisting:       r.Replace(acquireExistingSQL),
 		allocationPlaceholder: r.Replace(allocationPlaceholderSQL),
 		allocateRouted:        r.Replace(allocateRoutedSQL),
+		allocationOf:          r.Replace(allocationOfSQL),
+		releasePlaceholder:    r.Replace(releasePlaceholderSQL),
+		releaseRouted:         r.Replace(releaseRoutedSQL),
 
 		decrementThenRaise:                  r.Replace(decrementThenRaiseSQL),
 		allocationLedgerFromBucket:          r.Replace(allocationLedgerFromBucketSQL),

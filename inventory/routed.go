@@ -183,3 +183,97 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 		})
 	}}
 }
+
+// allocationOfSQL reads the ALLOCATE row ($1 its key) that ReleaseStock
+// with Config.Citus gives back.
+const allocationOfSQL = `
+SELECT activity_id, sku_id, inventory_bucket, allocated_delta::smallint, user_id, order_id, source_message_id
+  FROM {schema}.inventory_ledger
+ WHERE idempotency_key = $1`
+
+// releasePlaceholderSQL is releaseLedgerSQL (the RELEASE row with
+// placeholder counters) with ON CONFLICT DO NOTHING; its reason is the
+// call's marker, as in allocationPlaceholderSQL.
+const releasePlaceholderSQL = releaseLedgerSQL + `
+ON CONFLICT DO NOTHING`
+
+// releaseRoutedSQL follows releasePlaceholderSQL in the same batch: the
+// increment of releaseSQL, guarded by the placeholder, the counters and
+// the real reason written into it (led), or the placeholder deleted when
+// the increment took nothing (del). It returns releaseSQL's columns.
+//
+// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity (the ALLOCATE
+// row's), $5 the RELEASE key, $6 the placeholder's marker, $7 reason.
+const releaseRoutedSQL = `
+WITH upd AS (
+	UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock + $4::int,
+	       allocated_stock = allocated_stock - $4::int,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND allocated_stock >= $4::int
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $6)
+	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), led AS (
+	UPDATE {schema}.inventory_ledger AS l
+	   SET before_available = u.before_available, after_available = u.after_available,
+	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
+	       reason = $7
+	  FROM upd AS u
+	 WHERE l.idempotency_key = $5 AND l.reason = $6
+	RETURNING l.ledger_id, l.created_at
+), del AS (
+	DELETE FROM {schema}.inventory_ledger
+	 WHERE idempotency_key = $5 AND reason = $6 AND NOT EXISTS (SELECT 1 FROM upd)
+)
+SELECT l.ledger_id, l.created_at, $1::int8, $2::int8, $3::int2, $4::int2,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
+           WHERE x.idempotency_key = $5 AND x.reason <> $6) END
+  FROM (SELECT 1) AS one
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true`
+
+// releaseRouted is ReleaseStock for Config.Citus: the ALLOCATE row read,
+// then releasePlaceholderSQL and releaseRoutedSQL in one batch, classified
+// as releaseSQL's row.
+func (s *Store) releaseRouted(ctx context.Context, tx pgx.Tx, r StockRelease) (Allocated, error) {
+	var (
+		out             Allocated
+		act, sku, user  int64
+		bucket, qty     int16
+		orderID         *int64
+		sourceMessageID uuid.UUID
+	)
+	err := tx.QueryRow(ctx, s.sql.allocationOf, AllocateKey(r.ReservationID)).Scan(&act, &sku, &bucket, &qty, &user, &orderID, &sourceMessageID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, s.reportRelease(ctx, false, r, &out, fmt.Errorf("inventory: release %s: %w", ReleaseKey(r.ReservationID), ErrNotAllocated))
+	}
+	if err != nil {
+		return out, fmt.Errorf("inventory: release %s: %w", ReleaseKey(r.ReservationID), err)
+	}
+	args := releaseArgs(r) // allocate key, release key, order, message, reason
+	if r.OrderID != 0 {
+		orderID = &r.OrderID
+	}
+	if r.SourceMessageID != uuid.Nil {
+		sourceMessageID = r.SourceMessageID
+	}
+	marker := placeholderReason()
+	var b pgx.Batch
+	b.Queue(s.sql.releasePlaceholder, act, sku, bucket, int32(qty), args[1], pgval.UUID(r.ReservationID), orderID,
+		pgval.UUID(sourceMessageID), user, marker).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return &driverError{fmt.Errorf("inventory: release %s: ledger: %w", ReleaseKey(r.ReservationID), err)}
+		}
+		return nil
+	}
+	b.Queue(s.sql.releaseRouted, act, sku, bucket, int32(qty), args[1], marker, args[4]).QueryRow(func(row pgx.Row) error {
+		return s.scanRelease(ctx, false, row, r, &out)
+	})
+	err = tx.SendBatch(ctx, &b).Close()
+	return out, err
+}
