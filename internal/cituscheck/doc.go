@@ -1,0 +1,12 @@
+// Package cituscheck holds the per-helper Citus check: a test, built only
+// with the build tag citus, that runs every helper of the kit in a
+// distributed schema of a Citus coordinator (schema-based sharding) and
+// counts the transactions that committed with two phases. It needs a
+// coordinator that keeps its two-phase commit records:
+//
+//	ALTER SYSTEM SET citus.recover_2pc_interval = -1; SELECT pg_reload_conf();
+//	SECKILL_DATABASE_URL=postgres://…coordinator… go test -tags citus -v ./internal/cituscheck/
+//
+// Without the tag the package is empty; without a Citus coordinator the
+// test fails (it never skips itself).
+package cituscheck
