@@ -168,7 +168,7 @@ type Config struct {
 	Notify bool
 	// Citus is set when the database is a Citus coordinator and Schema a
 	// distributed schema (schema-based sharding): it sets the Citus option
-	// of the inbox, inventory and order stores (inbox.Config.Citus,
+	// of every store (inbox.Config.Citus, outbox.Config.Citus,
 	// inventory.Config.Citus, order.Config.Citus), so that every
 	// transaction of the flow, the step-by-step PlaceOrderTx included,
 	// stays on the one node that holds the schema and commits with one
@@ -286,7 +286,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if s.Inbox, err = inbox.New(inbox.Config{Schema: cfg.Schema, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
-	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema, Notify: cfg.Notify}); err != nil {
+	if s.Outbox, err = outbox.New(outbox.Config{Schema: cfg.Schema, Notify: cfg.Notify, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
 	if s.Inventory, err = inventory.New(inventory.Config{Schema: cfg.Schema, Logger: cfg.Logger, Observer: cfg.InventoryObserver, Citus: cfg.Citus}); err != nil {

@@ -513,3 +513,46 @@ func TestCommitOutcomeUnknownResolvedByRedelivery(t *testing.T) {
 	}
 	b.auditClean(t)
 }
+
+// TestRoundTripsPerMode counts the round trips of a fresh order on plain
+// PostgreSQL, with the default statements and with those of Config.Citus:
+// the one-batch path takes one round trip in both modes; the
+// step-by-step transaction takes one more with Config.Citus (order.Create
+// inserts the order and its item in two).
+func TestRoundTripsPerMode(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		citus                bool
+		oneBatch, stepByStep int64
+	}{{false, 1, 9}, {true, 1, 10}} {
+		t.Run(map[bool]string{false: "default", true: "citus"}[c.citus], func(t *testing.T) {
+			t.Parallel()
+			var rt roundtrip.Counter
+			pool := pgtest.NewPool(t, func(cfg *pgxpool.Config) {
+				cfg.MaxConns = 1
+				cfg.ConnConfig.Tracer = &rt
+			})
+			b := setupMode(t, pool, 10, 1, c.citus)
+			// Once each first: pgx prepares each statement on its first use.
+			for _, place := range []func(context.Context, uuid.UUID, []byte) (flow.Outcome, error){b.s.PlaceOrder, b.s.PlaceOrderStepByStep} {
+				if out, err := place(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(ids.Next(), 0))); err != nil || out.Code != flow.CodeOrderCreated {
+					t.Fatalf("warm-up: %+v %v", out, err)
+				}
+			}
+			for _, p := range []struct {
+				name  string
+				place func(context.Context, uuid.UUID, []byte) (flow.Outcome, error)
+				want  int64
+			}{{"one batch", b.s.PlaceOrder, c.oneBatch}, {"step by step", b.s.PlaceOrderStepByStep, c.stepByStep}} {
+				rt.Store(0)
+				if out, err := p.place(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(ids.Next(), 0))); err != nil || out.Code != flow.CodeOrderCreated {
+					t.Fatalf("%s: %+v %v", p.name, out, err)
+				}
+				if got := rt.Load(); got != p.want {
+					t.Errorf("%s: a fresh order took %d round trips, want %d", p.name, got, p.want)
+				}
+			}
+			b.auditClean(t)
+		})
+	}
+}
