@@ -110,4 +110,17 @@
 // The example service (examples/seckill) builds its Prometheus metrics on
 // them and carries a W3C trace id from the HTTP request to its consumers'
 // logs through the order message and the outbox event headers.
+//
+// # Scale-out on Citus
+//
+// Every table lives in the Store's schema, so an activity per schema on a
+// Citus coordinator with schema-based sharding puts each activity whole on
+// one worker. Set Config.Citus on every store there (inbox, outbox,
+// inventory, order): the helpers then send statements Citus routes whole to
+// that worker, so every order transaction commits there with one phase;
+// results, errors and guarantees stay the same. Leave it off on plain
+// PostgreSQL, where the defaults send fewer statements. The README's
+// Scale-out section has the set-up, what else changes (NOTIFY and advisory
+// locks act on the coordinator) and the checks that count two-phase
+// commits.
 package seckill
