@@ -104,6 +104,36 @@ const decrementSQL = `UPDATE {schema}.sku_inventory
 	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
 	   AND available_stock >= $4::int`
 
+// allocationReadsSQL starts allocateSQL and allocateRoutedSQL: r, the
+// reservation $6's columns that bind the allocation, and sk, the sale's
+// state ($1 activity, $2 SKU) at the statement's time.
+const allocationReadsSQL = `WITH r AS (
+	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $6
+), sk AS (
+	SELECT sale_status, sale_starts_at, sale_ends_at,
+	       sale_status = 10
+	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
+	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
+	       statement_timestamp() AS at
+	  FROM {schema}.inventory_sku
+	 WHERE activity_id = $1 AND sku_id = $2
+)`
+
+// incrementSQL is the guarded increment of one bucket that the one-batch
+// release (releaseOrAbortSQL) and the release of Config.Citus
+// (releaseRoutedSQL) share, the mirror of decrementSQL: $1 activity, $2
+// SKU, $3 bucket, $4 quantity given back. Each adds its guard on the
+// ledger.
+const incrementSQL = `UPDATE {schema}.sku_inventory
+	   SET available_stock = available_stock + $4::int,
+	       allocated_stock = allocated_stock - $4::int,
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
+	   AND allocated_stock >= $4::int`
+
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
 // reservation; the ledger INSERT runs only for the updated row. When nothing
@@ -134,19 +164,7 @@ const decrementSQL = `UPDATE {schema}.sku_inventory
 // snapshot of its own: every concurrent duplicate is classified as already
 // applied, whatever the bucket's stock.
 const allocateSQL = `
-WITH r AS (
-	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
-	  FROM {schema}.inventory_reservation
-	 WHERE reservation_id = $6
-), sk AS (
-	SELECT sale_status, sale_starts_at, sale_ends_at,
-	       sale_status = 10
-	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
-	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
-	       statement_timestamp() AS at
-	  FROM {schema}.inventory_sku
-	 WHERE activity_id = $1 AND sku_id = $2
-), upd AS (
+` + allocationReadsSQL + `, upd AS (
 	` + decrementSQL + `
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
 	   AND EXISTS (SELECT 1 FROM r

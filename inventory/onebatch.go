@@ -26,11 +26,7 @@ import (
 // CONFLICT: an existing reservation, request id or order id raises
 // unique_violation. Parameters as acquireSQL.
 const insertReservationOrAbortSQL = `
-INSERT INTO {schema}.inventory_reservation (
-	reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-	inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
-        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)`
+` + insertReservationSQL
 
 // insertLedgerRow starts the one-batch ledger inserts
 // (allocationLedgerSQL, releaseLedgerSQL): the columns that VALUES lists as

@@ -42,13 +42,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
 // key, $6 the RELEASE key, $7 user.
 const releaseOrAbortSQL = `
 WITH upd AS (
-	UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock + $4::int,
-	       allocated_stock = allocated_stock - $4::int,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND allocated_stock >= $4::int
+	` + incrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger AS l
 	                WHERE l.idempotency_key = $5 AND l.activity_id = $1 AND l.sku_id = $2
 	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)

@@ -152,17 +152,24 @@ func (n *nullTime) Scan(src any) error {
 	return nil
 }
 
+// insertReservationSQL inserts reservation $1 (request $2, first message
+// $3, activity $4, SKU $5, buyer $6, bucket $7, quantity $8, reserved at
+// $9, expiring at $10) as PENDING_DB, or as ORDERED for order $11 when $11
+// > 0. acquireSQL, insertReservationOrAbortSQL and acquireInsertSQL add
+// their conflict handling to it.
+const insertReservationSQL = `INSERT INTO {schema}.inventory_reservation (
+		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
+		inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
+	        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)`
+
 // acquireSQL is seed §9.2 in one statement: insert PENDING_DB (or ORDERED
 // for order $11 when $11 > 0) unless the reservation, its request id or the
 // order id exists; otherwise lock the existing row FOR UPDATE (or report
 // the reservation holding the request id or the order id).
 const acquireSQL = `
 WITH ins AS (
-	INSERT INTO {schema}.inventory_reservation (
-		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-		inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
-	        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)
+	` + insertReservationSQL + `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + reservationCols + `
 ), cur AS (

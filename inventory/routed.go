@@ -25,12 +25,7 @@ import (
 // acquireInsertSQL is acquireSQL's insert alone: the new row, or nothing
 // when the reservation, its request id or the order id exists.
 // Parameters as acquireSQL.
-const acquireInsertSQL = `
-INSERT INTO {schema}.inventory_reservation (
-	reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-	inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
-        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)
+const acquireInsertSQL = insertReservationSQL + `
 ON CONFLICT DO NOTHING
 RETURNING 'new', ` + reservationCols
 
@@ -109,19 +104,7 @@ ON CONFLICT DO NOTHING`
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 // $6 reservation, $7 the placeholder's marker, $8 user, $9 reason.
 const allocateRoutedSQL = `
-WITH r AS (
-	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
-	  FROM {schema}.inventory_reservation
-	 WHERE reservation_id = $6
-), sk AS (
-	SELECT sale_status, sale_starts_at, sale_ends_at,
-	       sale_status = 10
-	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
-	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
-	       statement_timestamp() AS at
-	  FROM {schema}.inventory_sku
-	 WHERE activity_id = $1 AND sku_id = $2
-), upd AS (
+` + allocationReadsSQL + `, upd AS (
 	` + decrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
 	   AND EXISTS (SELECT 1 FROM r
@@ -206,13 +189,7 @@ ON CONFLICT DO NOTHING`
 // row's), $5 the RELEASE key, $6 the placeholder's marker, $7 reason.
 const releaseRoutedSQL = `
 WITH upd AS (
-	UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock + $4::int,
-	       allocated_stock = allocated_stock - $4::int,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND allocated_stock >= $4::int
+	` + incrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $6)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
