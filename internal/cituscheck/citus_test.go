@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,4 +339,84 @@ func TestEveryHelperOnCitus(t *testing.T) {
 		}
 	}
 	t.Logf("one transaction per helper, in distributed schema:\n%s", report.String())
+}
+
+// TestRelayOnCitus runs the outbox relay in both modes (leases, and InTx)
+// on a distributed schema: every event's first publish fails, the relay
+// marks it failed (RETRY after its backoff) and publishes it again; at the
+// end every event is SENT, and none was lost.
+func TestRelayOnCitus(t *testing.T) {
+	k := setup(t)
+	for _, inTx := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lease", true: "intx"}[inTx], func(t *testing.T) {
+			const n = 50
+			topic := fmt.Sprintf("relay-%v", inTx)
+			evs := make([]outbox.Event, n)
+			for i := range evs {
+				evs[i] = outbox.Event{Topic: topic, AggregateType: "order", AggregateID: fmt.Sprint(i),
+					Payload: json.RawMessage(`{}`), DedupKey: fmt.Sprintf("%s-%d", topic, i)}
+				if i%5 == 0 {
+					evs[i].OrderingKey = "k"
+				}
+			}
+			if err := pgtx.RunInTx(k.ctx, k.pool, pgtx.Options{}, func(tx pgx.Tx) error {
+				_, err := k.out.EnqueueMany(k.ctx, tx, evs)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				mu    sync.Mutex
+				tries = map[string]int{}
+				sent  = map[string]bool{}
+			)
+			pub := outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+				mu.Lock()
+				defer mu.Unlock()
+				errs := make([]error, len(msgs))
+				for i, m := range msgs {
+					tries[m.AggregateID]++
+					if tries[m.AggregateID] == 1 {
+						errs[i] = errors.New("broker down")
+						continue
+					}
+					sent[m.AggregateID] = true
+				}
+				return errs
+			})
+			relay, err := outbox.NewRelay(k.pool, outbox.RelayConfig{Store: k.out, Publisher: pub, Owner: topic, InTx: inTx,
+				DisableListen: true, PollInterval: 10 * time.Millisecond, Backoff: func(int) time.Duration { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(k.ctx)
+			done := make(chan error, 1)
+			go func() { done <- relay.Run(ctx) }()
+			wait, cancel := context.WithTimeout(k.ctx, time.Minute)
+			defer cancel()
+			for {
+				mu.Lock()
+				got := len(sent)
+				mu.Unlock()
+				if got == n {
+					break
+				}
+				select {
+				case <-wait.Done():
+					stop()
+					t.Fatalf("%d of %d events published within a minute", got, n)
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			stop()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+			var sentRows int
+			if err := k.pool.QueryRow(k.ctx, `SELECT count(*) FROM `+pgx.Identifier{k.out.Schema(), "event_outbox"}.Sanitize()+
+				` WHERE topic = $1 AND status = 20`, topic).Scan(&sentRows); err != nil || sentRows != n {
+				t.Fatalf("%d events SENT, %v; want %d", sentRows, err, n)
+			}
+		})
+	}
 }

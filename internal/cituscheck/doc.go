@@ -1,7 +1,8 @@
-// Package cituscheck holds the per-helper Citus check: a test, built only
-// with the build tag citus, that runs every helper of the kit in a
-// distributed schema of a Citus coordinator (schema-based sharding) and
-// counts the transactions that committed with two phases. It needs a
+// Package cituscheck holds the per-helper Citus check: tests, built only
+// with the build tag citus, that run every helper of the kit in a
+// distributed schema of a Citus coordinator (schema-based sharding),
+// counting the transactions that committed with two phases, and the outbox
+// relay in both its modes through failed and repeated publishes. It needs a
 // coordinator that keeps its two-phase commit records:
 //
 //	ALTER SYSTEM SET citus.recover_2pc_interval = -1; SELECT pg_reload_conf();
