@@ -134,6 +134,29 @@ const incrementSQL = `UPDATE {schema}.sku_inventory
 	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
 	   AND allocated_stock >= $4::int`
 
+// allocationBound ends the decrement of allocateSQL and allocateRoutedSQL
+// (after their guard on the ledger): the reservation r bound to the
+// allocation ($1 activity, $2 SKU, $3 bucket, $4 quantity, $9 buyer) and
+// still PENDING_DB or ORDERED, the sale on; it returns the counters around
+// the decrement and the bucket's version.
+const allocationBound = `
+	   AND EXISTS (SELECT 1 FROM r
+	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))
+	   AND (SELECT selling FROM sk)
+	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version`
+
+// allocationOutcome is the end of allocateSQL's and allocateRoutedSQL's
+// result row after the applied ledger id: for a refused allocation, the
+// bucket's available stock; and what explains a refusal, the reservation
+// r and the sale sk.
+const allocationOutcome = `       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
+       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at`
+
 // allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
 // reservation; the ledger INSERT runs only for the updated row. When nothing
@@ -166,13 +189,7 @@ const incrementSQL = `UPDATE {schema}.sku_inventory
 const allocateSQL = `
 ` + allocationReadsSQL + `, upd AS (
 	` + decrementSQL + `
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
-	   AND EXISTS (SELECT 1 FROM r
-	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
-	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))
-	   AND (SELECT selling FROM sk)
-	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
-	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)` + allocationBound + `
 ), led AS (
 	INSERT INTO {schema}.inventory_ledger (
 		idempotency_key, reservation_id, order_id, source_message_id,
@@ -188,11 +205,7 @@ const allocateSQL = `
 SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
-       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
-       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
+` + allocationOutcome + `
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN upd AS u ON true
   LEFT JOIN led AS l ON true

@@ -102,22 +102,16 @@ ON CONFLICT DO NOTHING`
 // committed while the placeholder insert waited).
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
-// $6 reservation, $7 the placeholder's marker, $8 user, $9 reason.
+// $6 reservation, $7 the placeholder's marker, $8 reason, $9 user.
 const allocateRoutedSQL = `
 ` + allocationReadsSQL + `, upd AS (
 	` + decrementSQL + `
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
-	   AND EXISTS (SELECT 1 FROM r
-	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
-	                  AND r.quantity = $4::int AND r.user_id = $8 AND r.status IN (0, 10))
-	   AND (SELECT selling FROM sk)
-	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
-	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)` + allocationBound + `
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
-	       reason = $9
+	       reason = $8
 	  FROM upd AS u
 	 WHERE l.idempotency_key = $5 AND l.reason = $7
 	RETURNING l.ledger_id, l.created_at
@@ -130,11 +124,7 @@ SELECT l.ledger_id, l.created_at,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
            WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
-       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
-       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
+       ` + allocationOutcome + `
   FROM (SELECT 1) AS one
   LEFT JOIN upd AS u ON true
   LEFT JOIN led AS l ON true
@@ -142,7 +132,7 @@ SELECT l.ledger_id, l.created_at,
   LEFT JOIN sk ON true`
 
 // placeholderReason returns a ledger reason no other call writes: the
-// marker of allocationPlaceholderSQL's row (52 characters, within
+// marker of allocationPlaceholderSQL's row (56 characters, within
 // MaxCodeLength).
 func placeholderReason() string { return "SECKILL_PLACEHOLDER " + uuid.NewString() }
 
@@ -161,7 +151,7 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 			return nil
 		}
 		b.Queue(s.sql.allocateRouted, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), AllocateKey(a.ReservationID),
-			pgval.UUID(a.ReservationID), marker, a.UserID, reason).QueryRow(func(row pgx.Row) error {
+			pgval.UUID(a.ReservationID), marker, reason, a.UserID).QueryRow(func(row pgx.Row) error {
 			return s.scanAllocate(ctx, batch, row, a, dst)
 		})
 	}}
