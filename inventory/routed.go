@@ -107,7 +107,25 @@ const allocateRoutedSQL = `
 ` + allocationReadsSQL + `, upd AS (
 	` + decrementSQL + `
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)` + allocationBound + `
-), led AS (
+)` + placeholderFilled + `,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
+           WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
+       ` + allocationOutcome + `
+  FROM (SELECT 1) AS one
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true
+  LEFT JOIN r ON true
+  LEFT JOIN sk ON true`
+
+// placeholderFilled follows the CTE upd of allocateRoutedSQL and
+// releaseRoutedSQL, which changed the bucket (or nothing) and returned the
+// counters around the change: led writes them and the real reason ($8)
+// into the placeholder row (key $5, marker $7), del deletes the
+// placeholder when upd took nothing, and the outer SELECT starts with the
+// ledger row's id and time.
+const placeholderFilled = `, led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
@@ -119,17 +137,7 @@ const allocateRoutedSQL = `
 	DELETE FROM {schema}.inventory_ledger
 	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM upd)
 )
-SELECT l.ledger_id, l.created_at,
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
-           WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
-       ` + allocationOutcome + `
-  FROM (SELECT 1) AS one
-  LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true
-  LEFT JOIN r ON true
-  LEFT JOIN sk ON true`
+SELECT l.ledger_id, l.created_at`
 
 // placeholderReason returns a ledger reason no other call writes: the
 // marker of allocationPlaceholderSQL's row (56 characters, within
@@ -176,30 +184,20 @@ ON CONFLICT DO NOTHING`
 // the increment took nothing (del). It returns releaseSQL's columns.
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity (the ALLOCATE
-// row's), $5 the RELEASE key, $6 the placeholder's marker, $7 reason.
+// row's), $5 the RELEASE key, $6 reservation, $7 the placeholder's marker,
+// $8 reason (placeholderFilled's numbering).
 const releaseRoutedSQL = `
 WITH upd AS (
 	` + incrementSQL + `
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $6)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger
+	                WHERE idempotency_key = $5 AND reason = $7 AND reservation_id = $6)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
-), led AS (
-	UPDATE {schema}.inventory_ledger AS l
-	   SET before_available = u.before_available, after_available = u.after_available,
-	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
-	       reason = $7
-	  FROM upd AS u
-	 WHERE l.idempotency_key = $5 AND l.reason = $6
-	RETURNING l.ledger_id, l.created_at
-), del AS (
-	DELETE FROM {schema}.inventory_ledger
-	 WHERE idempotency_key = $5 AND reason = $6 AND NOT EXISTS (SELECT 1 FROM upd)
-)
-SELECT l.ledger_id, l.created_at, $1::int8, $2::int8, $3::int2, $4::int2,
+)` + placeholderFilled + `, $1::int8, $2::int8, $3::int2, $4::int2,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
-           WHERE x.idempotency_key = $5 AND x.reason <> $6) END
+           WHERE x.idempotency_key = $5 AND x.reason <> $7) END
   FROM (SELECT 1) AS one
   LEFT JOIN upd AS u ON true
   LEFT JOIN led AS l ON true`
@@ -238,7 +236,7 @@ func (s *Store) releaseRouted(ctx context.Context, tx pgx.Tx, r StockRelease) (A
 		}
 		return nil
 	}
-	b.Queue(s.sql.releaseRouted, act, sku, bucket, int32(qty), args[1], marker, args[4]).QueryRow(func(row pgx.Row) error {
+	b.Queue(s.sql.releaseRouted, act, sku, bucket, int32(qty), args[1], pgval.UUID(r.ReservationID), marker, args[4]).QueryRow(func(row pgx.Row) error {
 		return s.scanRelease(ctx, false, row, r, &out)
 	})
 	err = tx.SendBatch(ctx, &b).Close()
