@@ -12,15 +12,16 @@ import (
 	"github.com/seckillkit/seckill/internal/twin"
 )
 
-// The statements of Config.Citus. The default AcquireReservation and
-// AllocateBucket are one statement each, an INSERT in a CTE whose result
-// feeds the rest: Citus (schema-based sharding) does not route such a
-// statement to the node that holds the schema but runs the INSERT as a
-// subplan and ships its result to every worker, and the transaction then
-// commits with two phases. With Config.Citus each is two statements of
-// shapes Citus routes whole (a plain INSERT … VALUES … ON CONFLICT DO
-// NOTHING; SELECTs, UPDATEs and DELETEs in CTEs read by a SELECT), sent
-// together as one batch: still one round trip.
+// The statements of Config.Citus. The default AcquireReservation,
+// AllocateBucket and ReleaseStock are one statement each, an INSERT in a
+// CTE whose result feeds the rest: Citus (schema-based sharding) does not
+// route such a statement to the node that holds the schema but runs the
+// INSERT as a subplan and ships its result to every worker, and the
+// transaction then commits with two phases. With Config.Citus each is made
+// of statements of shapes Citus routes whole (a plain INSERT … VALUES …
+// ON CONFLICT DO NOTHING; SELECTs, UPDATEs and DELETEs in CTEs read by a
+// SELECT): two sent together as one batch, still one round trip (the
+// release reads its ALLOCATE row first, in a round trip of its own).
 
 // acquireInsertSQL is acquireSQL's insert alone: the new row, or nothing
 // when the reservation, its request id or the order id exists.
