@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -54,5 +55,37 @@ func TestActivitiesRunAtOnce(t *testing.T) {
 		if rows.Err() != nil || len(activities) != 1 || activities[0] != int64(i+1) {
 			t.Fatalf("schema %s holds orders of activities %v (%v), want only %d", c.Schema, activities, rows.Err(), i+1)
 		}
+	}
+}
+
+// TestCancelStopsTheSale: a run whose context is cancelled mid-sale (as
+// SIGINT or SIGTERM does) returns the cancellation, also when the queue is
+// full and every click is answered busy: its consumers have stopped, and
+// the buyers must stop retrying. The wait is a hang detector; the run
+// returns within moments.
+func TestCancelStopsTheSale(t *testing.T) {
+	t.Parallel()
+	cfg := smallConfig(t)
+	cfg.QueueDepth = 4 // full at once when the consumers stop
+	useStack(t, &cfg, stackMemory, false)
+	ctx, cancel := context.WithCancel(pgtest.Context(t, 4*time.Minute))
+	defer cancel()
+	hooks := &saleHooks{click: func(i, total int) {
+		if i == total/3 {
+			cancel()
+		}
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runSaleHooked(ctx, pgtest.Pool(t), cfg, nil, nil, hooks)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled sale returned %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the sale was cancelled and has not returned after a minute")
 	}
 }

@@ -250,6 +250,22 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 			}
 		}
 	}()
+	// finishBuyers ends the buyers and then the payers, after the late
+	// payments when lateToo; it runs once: at the end of phase 2, or on an
+	// early return (an error, or the run cancelled), without them.
+	lateToo := false
+	finishBuyers := sync.OnceFunc(func() {
+		closeCreated()
+		<-buyersDone
+		if lateToo {
+			for _, id := range late { // paid after the cancel: a refund
+				payCh <- s.paymentFor(id)
+			}
+		}
+		close(payCh)
+		payers.Wait()
+	})
+	defer finishBuyers()
 	cancelDone := make(chan error, 1)
 	cancelCtx, stopCancel := context.WithCancel(ctx)
 	defer stopCancel()
@@ -285,7 +301,10 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 					hooks.click(i, len(clicks))
 				}
 				r, err := s.click(ctx, u)
-				for errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown) { // back-pressure or recovery: the buyer retries a moment later
+				// Back-pressure or recovery: the buyer retries a moment
+				// later, until the run is cancelled (its consumers then
+				// stop, and a full queue stays full).
+				for (errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown)) && ctx.Err() == nil {
 					time.Sleep(2 * time.Millisecond)
 					if errors.Is(err, errFrontDoorDown) {
 						time.Sleep(20 * time.Millisecond)
@@ -316,7 +335,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		return report{}, ctx.Err()
 	}
 	for _, r := range resent { // a scanner re-sends reservations under new message ids (seed §7.3)
-		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) {
+		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) && ctx.Err() == nil {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
@@ -345,13 +364,8 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	closeCreated()
-	<-buyersDone
-	for _, id := range late { // paid after the cancel: a refund
-		payCh <- s.paymentFor(id)
-	}
-	close(payCh)
-	payers.Wait()
+	lateToo = true
+	finishBuyers()
 	stopCancel()
 	if err := <-cancelDone; err != nil && !errors.Is(err, context.Canceled) {
 		return report{}, err
