@@ -210,11 +210,16 @@ func (s *Store) enqueueArgs(a *enqueueArgs) []any {
 	return args
 }
 
+// insertOneArgs are the parameters of insertOneSQL for event i of a.
+func insertOneArgs(a *enqueueArgs, i int) []any {
+	return []any{pgval.UUID(a.ids[i]), a.dedup[i], a.aggType[i], a.aggID[i], a.topic[i], a.tag[i], a.msgKey[i],
+		a.version[i], a.payload[i], a.headers[i], a.delayUS[i], a.maxRetry[i], a.ordKey[i]}
+}
+
 // enqueueOneArgs are the parameters of enqueueOneSQL for the single event
 // in a.
 func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
-	args := []any{pgval.UUID(a.ids[0]), a.dedup[0], a.aggType[0], a.aggID[0], a.topic[0], a.tag[0], a.msgKey[0],
-		a.version[0], a.payload[0], a.headers[0], a.delayUS[0], a.maxRetry[0]}
+	args := insertOneArgs(a, 0)
 	if s.cfg.notify() {
 		args = append(args, s.channel)
 	}
@@ -323,8 +328,8 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 }
 
 // queueEnqueueRouted queues the enqueue of Config.Citus (see
-// enqueueRoutedSQL) but for the holders' read; read receives each
-// insert's row.
+// enqueueLocksSQL) but for the holders' read; read receives each insert's
+// row.
 func (s *Store) queueEnqueueRouted(b *pgx.Batch, a *enqueueArgs, read func(pgx.Rows) error) {
 	for _, k := range a.ordKey {
 		if k != nil {
@@ -332,9 +337,8 @@ func (s *Store) queueEnqueueRouted(b *pgx.Batch, a *enqueueArgs, read func(pgx.R
 			break
 		}
 	}
-	for i, id := range a.ids {
-		b.Queue(s.enqueueRouted, pgval.UUID(id), a.dedup[i], a.aggType[i], a.aggID[i], a.topic[i], a.tag[i], a.msgKey[i],
-			a.version[i], a.payload[i], a.headers[i], a.delayUS[i], a.maxRetry[i], a.ordKey[i]).Query(read)
+	for i := range a.ids {
+		b.Queue(s.enqueueInsert, insertOneArgs(a, i)...).Query(read)
 	}
 	if s.cfg.notify() {
 		b.Queue(s.enqueueNotify, s.channel)

@@ -45,8 +45,7 @@ func (s *Store) QueueEnqueueOrAbort(b *pgx.Batch, ev Event, dst *Enqueued) error
 	if err != nil {
 		return err
 	}
-	args := s.enqueueOneArgs(a)
-	b.Queue(s.enqueueOrAbort, args[:12]...).QueryRow(func(row pgx.Row) error {
+	b.Queue(s.enqueueOrAbort, insertOneArgs(a, 0)...).QueryRow(func(row pgx.Row) error {
 		var id uuid.UUID
 		if err := row.Scan(&id); err != nil {
 			return fmt.Errorf("outbox: enqueue: %w", err)
@@ -55,7 +54,7 @@ func (s *Store) QueueEnqueueOrAbort(b *pgx.Batch, ev Event, dst *Enqueued) error
 		return nil
 	})
 	if s.cfg.notify() {
-		b.Queue("SELECT pg_notify($1::text, '')", s.channel)
+		b.Queue(s.enqueueNotify, s.channel)
 	}
 	return nil
 }

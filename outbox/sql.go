@@ -68,12 +68,13 @@ SELECT 0, NULL::uuid, NULL::uuid FROM notified`
 // insertOneSQL inserts one event from scalar parameters: $1 event id, $2
 // dedup key, $3 aggregate type, $4 aggregate id, $5 topic, $6 tag (NULL
 // for none), $7 message key, $8 schema version, $9 payload, $10 headers,
-// $11 delay (µs), $12 max retries.
+// $11 delay (µs), $12 max retries, $13 ordering key (NULL for none).
 const insertOneSQL = `INSERT INTO {schema}.event_outbox AS o (
 		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
-		schema_version, payload, headers, available_at, max_retry)
+		schema_version, payload, headers, available_at, max_retry, ordering_key)
 	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
-	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4)`
+	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4,
+	        $13::text)`
 
 // enqueueInsertSQL is the common case of ONE event without an ordering key
 // and without NOTIFY: a plain INSERT (nothing when the dedup key exists),
@@ -88,33 +89,22 @@ const enqueueInsertSQL = insertOneSQL + `
 	RETURNING 1, o.event_id, NULL::uuid`
 
 // The enqueue of Config.Citus, in one batch: enqueueLocksSQL when an event
-// has an ordering key, enqueueRoutedSQL once per event, in order,
-// enqueueNotifySQL with Notify, then enqueueHoldersSQL.
+// has an ordering key, enqueueInsertSQL once per event, in order (each
+// event of a key gets its seq after the key's lock, so seq order is commit
+// order for the key, as with enqueueSQL), enqueueNotifySQL with Notify,
+// then enqueueHoldersSQL.
 //
 // enqueueLocksSQL takes enqueueSQL's advisory locks, one per distinct
 // ordering key in $2, in key order: $1 the namespace (schema name). It
 // reads no table: Citus runs it on the coordinator, where every session
 // of a Citus cluster takes its advisory locks.
 //
-// enqueueRoutedSQL is enqueueInsertSQL with the ordering key ($13): a
-// plain INSERT, which Citus routes whole. Each event of a key gets its seq
-// after the key's lock, so seq order is commit order for the key, as with
-// enqueueSQL.
-//
 // enqueueNotifySQL sends the NOTIFY ($1 the channel) of an enqueue that
-// may have inserted nothing: a plain statement cannot tell.
+// may have inserted nothing: a plain statement cannot tell. (The one-batch
+// QueueEnqueueOrAbort sends it too.)
 const (
 	enqueueLocksSQL = `SELECT count(pg_advisory_xact_lock(hashtextextended('seckill.outbox:' || $1::text || ':' || k, 0)))
 	FROM (SELECT DISTINCT k FROM unnest($2::text[]) AS u(k) WHERE k IS NOT NULL ORDER BY 1) AS keys`
-
-	enqueueRoutedSQL = `INSERT INTO {schema}.event_outbox AS o (
-		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
-		schema_version, payload, headers, available_at, max_retry, ordering_key)
-	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
-	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4,
-	        $13::text)
-	ON CONFLICT (dedup_key) DO NOTHING
-	RETURNING 1, o.event_id, NULL::uuid`
 
 	enqueueNotifySQL = `SELECT pg_notify($1::text, '')`
 )
@@ -137,7 +127,8 @@ const enqueueHoldersSQL = `SELECT dedup_key, event_id FROM {schema}.event_outbox
 //
 // Parameters: $1 event id, $2 dedup key, $3 aggregate type, $4 aggregate
 // id, $5 topic, $6 tag (NULL for none), $7 message key, $8 schema version,
-// $9 payload, $10 headers, $11 delay (µs), $12 max retries, [$13 the NOTIFY
+// $9 payload, $10 headers, $11 delay (µs), $12 max retries, $13 ordering
+// key (NULL: enqueueSQL takes the events that have one), [$14 the NOTIFY
 // channel].
 func enqueueOneSQL(notify bool) string {
 	q := `WITH ins AS (
@@ -155,7 +146,7 @@ FROM {schema}.event_outbox AS e
 WHERE e.dedup_key = $2::text AND NOT EXISTS (SELECT 1 FROM ins)`
 	if notify {
 		q += `, notified AS (
-	SELECT 1 AS one FROM pg_notify($13::text, '') WHERE EXISTS (SELECT 1 FROM ins)
+	SELECT 1 AS one FROM pg_notify($14::text, '') WHERE EXISTS (SELECT 1 FROM ins)
 )`
 		tail += `
 UNION ALL

@@ -111,10 +111,10 @@ type Store struct {
 	enqueueInsert  string
 	enqueueHolders string
 	enqueueOrAbort string // QueueEnqueueOrAbort
-	// The enqueue of Config.Citus: the ordering keys' advisory locks, one
-	// insert per event, the NOTIFY.
-	enqueueLocks, enqueueRouted, enqueueNotify string
-	claimSQL                                   string
+	// The ordering keys' advisory locks of the enqueue of Config.Citus,
+	// and the NOTIFY of a statement that cannot tell whether it inserted.
+	enqueueLocks, enqueueNotify string
+	claimSQL                    string
 	// claimAfterSQL is claimSQL from a cursor on (relays only).
 	claimAfterSQL string
 	// lockSQL and lockAfterSQL are the claim of a relay in InTx mode:
@@ -156,7 +156,6 @@ func New(cfg Config) (*Store, error) {
 	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
 	s.enqueueInsert = r.Replace(enqueueInsertSQL)
 	s.enqueueLocks = enqueueLocksSQL
-	s.enqueueRouted = r.Replace(enqueueRoutedSQL)
 	s.enqueueNotify = enqueueNotifySQL
 	s.enqueueHolders = r.Replace(enqueueHoldersSQL)
 	s.enqueueOrAbort = r.Replace(enqueueOrAbortSQL)
