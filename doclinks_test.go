@@ -3,6 +3,8 @@ package seckill_test
 import (
 	"go/ast"
 	"go/doc"
+	"go/printer"
+	"go/token"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,6 +71,31 @@ func TestDocLinksResolve(t *testing.T) {
 		}
 		if len(bad) > 0 {
 			t.Errorf("package %s: doc links that name nothing: %s", dir, strings.Join(bad, ", "))
+		}
+	}
+}
+
+// TestUsageRunsInPgtx fails when a package's documentation or one of its
+// Example functions runs a transaction with pgx.BeginFunc or
+// pgx.BeginTxFunc: the usage a reader copies runs in pgtx.RunInTx, which
+// retries what is safe to retry and names an unknown COMMIT outcome.
+func TestUsageRunsInPgtx(t *testing.T) {
+	other := regexp.MustCompile(`pgx\.Begin(Tx)?Func\(`)
+	for _, dir := range publicPackages {
+		pkg, tests := docPackage(t, dir, 0)
+		texts := []string{pkg.Doc}
+		eachDecl(pkg, func(d docDecl) { texts = append(texts, d.Text) })
+		for _, ex := range doc.Examples(tests...) {
+			var b strings.Builder
+			if err := printer.Fprint(&b, token.NewFileSet(), ex.Code); err != nil {
+				t.Fatal(err)
+			}
+			texts = append(texts, b.String())
+		}
+		for _, text := range texts {
+			if m := other.FindString(text); m != "" {
+				t.Errorf("package %s: its documentation or an Example runs a transaction with %s…): use pgtx.RunInTx", dir, m)
+			}
 		}
 	}
 }

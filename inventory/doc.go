@@ -176,7 +176,7 @@
 //
 //	store, err := inventory.New(inventory.Config{Schema: "seckill"})
 //	...
-//	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+//	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 //		acq, err := store.AcquireReservation(ctx, tx, reservation)
 //		if err != nil {
 //			return err

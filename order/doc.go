@@ -143,7 +143,7 @@
 //
 //	store, err := order.New(order.Config{Schema: "seckill"})
 //	...
-//	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+//	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 //		res, err := store.TransitionOrder(ctx, tx, order.TimeoutCancel(id))
 //		if err != nil {
 //			return err // ErrIllegalTransition: paid meanwhile; ErrNotExpired: too early

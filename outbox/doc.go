@@ -145,7 +145,7 @@
 //
 //	store, err := outbox.New(outbox.Config{Schema: "shop"})
 //	...
-//	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+//	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 //		// ... insert the order ...
 //		_, err := store.Enqueue(ctx, tx, outbox.Event{
 //			Topic: "ORDER_EVENT", Tag: "ORDER_CREATED",
