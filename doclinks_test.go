@@ -5,6 +5,7 @@ import (
 	"go/doc"
 	"go/printer"
 	"go/token"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -96,6 +97,70 @@ func TestUsageRunsInPgtx(t *testing.T) {
 			if m := other.FindString(text); m != "" {
 				t.Errorf("package %s: its documentation or an Example runs a transaction with %s…): use pgtx.RunInTx", dir, m)
 			}
+		}
+	}
+}
+
+// unshippedRef matches a reference to a document the module does not ship:
+// the source articles the design started from ("seed 000 §8.2", "the
+// seed's", a "§" section sign) and a design note that never shipped
+// (DESIGN.md). The design ships as docs/design.md; a rule is stated where it
+// applies.
+var unshippedRef = regexp.MustCompile(`(?i:\bseeds?\s*(\d{3}\b|§|table\s+\d|ddl\b)|§|\bseed's\b|\bthe seeds?\b)|\bDESIGN\.md\b|\bDESIGN invariant`)
+
+// TestNoReferenceToUnshippedDocuments fails for a line of code, SQL or
+// documentation, in either module, that sends the reader to a document
+// they cannot open.
+func TestNoReferenceToUnshippedDocuments(t *testing.T) {
+	for _, path := range repoTextFiles(t) {
+		if path == "doclinks_test.go" {
+			continue // this test's own description of what it refuses
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := unshippedRef.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q refers to a document that does not ship; state the rule, or link docs/design.md: %s", path, i+1, m, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// fileRef matches a Go file name, and camelCase an identifier that is not
+// a plain English word.
+var (
+	fileRef   = regexp.MustCompile(`\b[A-Za-z0-9_]+\.go\b`)
+	camelCase = regexp.MustCompile(`\b[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b`)
+)
+
+// TestGodocNamesOnlyWhatUsersCanOpen fails when the documentation go doc
+// shows for a public package (its overview and the comments of its
+// exported names) sends the reader to a source file ("see claim.go") or
+// names an unexported identifier of the package (decrementThenLedger):
+// go doc shows neither, so the doc must state the rule itself.
+func TestGodocNamesOnlyWhatUsersCanOpen(t *testing.T) {
+	for _, dir := range append([]string{"."}, publicPackages...) {
+		all, _ := symbols(t, dir) // every name, unexported ones included
+		pkg, _ := docPackage(t, dir, 0)
+		texts := []string{pkg.Doc}
+		eachDecl(pkg, func(d docDecl) {
+			if name := d.Name[strings.LastIndex(d.Name, ".")+1:]; ast.IsExported(name) {
+				texts = append(texts, d.Text)
+			}
+		})
+		var bad []string
+		for _, text := range texts {
+			bad = append(bad, fileRef.FindAllString(text, -1)...)
+			for _, w := range camelCase.FindAllString(text, -1) {
+				if all[w] {
+					bad = append(bad, w)
+				}
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("package %s: its go doc names what a reader cannot open: %s", dir, strings.Join(bad, ", "))
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/seckillkit/seckill/seckilltest"
 )
 
-// The inventory half of the order transaction (seed §9.11): record and lock
+// The inventory half of the order transaction: record and lock
 // the reservation, take the stock from its bucket, mark it ORDERED, commit.
 // The last unit goes to the first buyer; the second is refused in
 // PostgreSQL and its reservation rejected in the same transaction.
