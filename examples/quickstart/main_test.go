@@ -142,8 +142,9 @@ func TestQuickstart(t *testing.T) {
 }
 
 // TestREADMEShowsTheProgram fails when the README's first Go block is not
-// this program, character for character: the quick start a reader copies
-// is the one this package's test runs.
+// this program, character for character (the quick start a reader copies
+// is the one this package's test runs), or when the program outgrows 120
+// lines.
 func TestREADMEShowsTheProgram(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -152,6 +153,9 @@ func TestREADMEShowsTheProgram(t *testing.T) {
 	program, err := os.ReadFile("main.go")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := strings.Count(string(program), "\n"); n > 120 {
+		t.Errorf("main.go has %d lines: a quick start fits in 120", n)
 	}
 	block, ok := firstBlock(string(readme), "go")
 	if !ok {
