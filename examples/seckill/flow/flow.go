@@ -306,7 +306,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 // PlaceOrder processes one delivery of an order message and tells the
 // caller what to do with it. It is the pipelined form of the order
 // transaction: it first sends the fresh order as ONE batch (BEGIN, every
-// write of a new order and COMMIT: one round trip, see freshOrderBatch),
+// write of a new order, each with its "or abort" helper, and COMMIT: one
+// round trip),
 // in which every condition that makes the message something else than a
 // plain fresh order raises an error, so the server skips the rest of the
 // batch and commits nothing. Only then does it run PlaceOrderTx, the
