@@ -45,10 +45,13 @@ func TestRaceTableCoversStore(t *testing.T) {
 // TestGuardedRaces runs the race table: for every guarded entry point and
 // every state transaction A leaves the row in, B calls the entry point,
 // waits for A's lock, and gets the documented outcome for the row as A
-// left it (A committed) or as it was (A rolled back).
+// left it (A committed) or as it was (A rolled back); in both modes (the
+// statements of Config.Citus too).
 func TestGuardedRaces(t *testing.T) {
 	t.Parallel()
-	racetest.Run(t, inventoryRaces(raceBundle{tb: setup(t)}))
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		racetest.Run(t, inventoryRaces(raceBundle{tb: tb}))
+	})
 }
 
 // raceBundle is the schema the races share (each uses SKUs and

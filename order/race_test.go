@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/racetest"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
@@ -42,10 +43,19 @@ func TestRaceTableCoversStore(t *testing.T) {
 
 // TestGuardedRaces runs the race table: B waits for A's lock on the order
 // (or its unique keys) and gets the documented outcome for the row as A
-// left it.
+// left it; in both modes (the statements of Config.Citus too).
 func TestGuardedRaces(t *testing.T) {
 	t.Parallel()
-	racetest.Run(t, orderRaces(setup(t)))
+	for _, citus := range []bool{false, true} {
+		name := "default"
+		if citus {
+			name = "citus"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			racetest.Run(t, orderRaces(setupCfg(t, pgtest.Pool(t), order.Config{Citus: citus})))
+		})
+	}
 }
 
 // raceUsers gives every order of the race table a buyer of its own.

@@ -28,7 +28,7 @@ var unguarded = map[string]string{
 // race table or listed as guarding nothing.
 func TestRaceTableCoversStore(t *testing.T) {
 	t.Parallel()
-	racetest.Covered(t, &outbox.Store{}, outboxRaces(nil), unguarded)
+	racetest.Covered(t, &outbox.Store{}, outboxRaces(nil, false), unguarded)
 }
 
 // TestGuardedRaces runs the race table: lease outcomes decided after
@@ -37,14 +37,23 @@ func TestRaceTableCoversStore(t *testing.T) {
 // locked rows over.
 func TestGuardedRaces(t *testing.T) {
 	t.Parallel()
-	racetest.Run(t, outboxRaces(setup(t, outbox.Config{})))
+	for _, citus := range []bool{false, true} {
+		name := "default"
+		if citus {
+			name = "citus"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			racetest.Run(t, outboxRaces(setup(t, outbox.Config{Citus: citus}), citus))
+		})
+	}
 }
 
 // leased returns a schema of its own (a claim sees every event of its
 // schema) holding one event claimed by "relay-1", and the claim.
-func leased(t *testing.T) (*bundle, outbox.Claim) {
+func leased(t *testing.T, citus bool) (*bundle, outbox.Claim) {
 	t.Helper()
-	b := setup(t, outbox.Config{})
+	b := setup(t, outbox.Config{Citus: citus})
 	b.enqueue(t, event(1))
 	c := b.claim(t, "relay-1", 10)
 	if len(c.Messages) != 1 {
@@ -63,8 +72,9 @@ func batchMark(ctx context.Context, tx pgx.Tx, queue func(*pgx.Batch, *outbox.Ma
 }
 
 // outboxRaces is the race table of package outbox. shared is the schema
-// the enqueue races share (nil when only the method names are wanted).
-func outboxRaces(shared *bundle) []racetest.Race {
+// the enqueue races share (nil when only the method names are wanted);
+// the races that need a schema of their own use Config.Citus as citus.
+func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 	type markCall func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error)
 	marks := map[string]markCall{
 		"MarkSent": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
@@ -132,7 +142,7 @@ func outboxRaces(shared *bundle) []racetest.Race {
 			races = append(races, racetest.Race{
 				Method: method, State: state,
 				Setup: func(t *testing.T) racetest.Round {
-					b, c := leased(t)
+					b, c := leased(t, citus)
 					id := c.Messages[0].EventID
 					return racetest.Round{
 						Pool: b.pool,
@@ -219,7 +229,7 @@ func outboxRaces(shared *bundle) []racetest.Race {
 		races = append(races, racetest.Race{
 			Method: method, State: "row_locked", Skips: true,
 			Setup: func(t *testing.T) racetest.Round {
-				b := setup(t, outbox.Config{}) // a sweep sees the whole schema
+				b := setup(t, outbox.Config{Citus: citus}) // a sweep sees the whole schema
 				var c outbox.Claim
 				if sw.prepare != nil {
 					c = sw.prepare(t, b)
