@@ -15,6 +15,7 @@ import (
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/roundtrip"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -356,10 +357,11 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 
 	// With ResolveCommit the transaction id arrives before COMMIT runs; the
 	// cut comes once the commit is visible, before its answer is read.
+	seen := testwait.Context(t, b.ctx, testwait.Step) // the commit becomes visible within it
 	committed := func() {
-		for b.ctx.Err() == nil {
+		for seen.Err() == nil {
 			var n int
-			if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE id = 2`).Scan(&n); err == nil && n == 1 {
+			if err := b.pool.QueryRow(seen, `SELECT count(*) FROM `+b.table+` WHERE id = 2`).Scan(&n); err == nil && n == 1 {
 				// The id row the server flushed before COMMIT is on its
 				// way through the proxy; let it reach the client before
 				// the cut (the cut stops the forwarding at once).
