@@ -298,6 +298,43 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 		},
 	}
 	for method, call := range enqueues {
+		if method != "QueueEnqueueOrAbort" { // which refuses ordered events
+			// Ordered mode: B waits for A's lock on the ordering key, so for
+			// one key the seq order is the commit order.
+			races = append(races, racetest.Race{
+				Method: method, State: "same_ordering_key_enqueued",
+				Setup: func(t *testing.T) racetest.Round {
+					key := "race:" + uuid.NewString()
+					first, second := event(1), event(2)
+					first.DedupKey, second.DedupKey = key+":1", key+":2"
+					first.OrderingKey, second.OrderingKey = key, key
+					var aID uuid.UUID
+					return racetest.Round{
+						Pool: shared.pool,
+						Hold: func(ctx context.Context, tx pgx.Tx) error {
+							e, err := shared.store.Enqueue(ctx, tx, first)
+							aID = e.EventID
+							return err
+						},
+						Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, shared, tx, second) },
+						Check: func(t *testing.T, end racetest.End, got any, err error) {
+							res, _ := got.(outbox.Enqueued)
+							if err != nil || !res.New {
+								t.Fatalf("got %+v, %v; want the event new", res, err)
+							}
+							if end == racetest.Rollback {
+								return
+							}
+							var before bool
+							if err := shared.pool.QueryRow(shared.ctx, `SELECT (SELECT seq FROM `+shared.table()+` WHERE event_id = $1)
+								< (SELECT seq FROM `+shared.table()+` WHERE event_id = $2)`, aID, res.EventID).Scan(&before); err != nil || !before {
+								t.Fatalf("A's event does not come first in seq order (%v)", err)
+							}
+						},
+					}
+				},
+			})
+		}
 		races = append(races, racetest.Race{
 			Method: method, State: "same_dedup_key_enqueued",
 			Setup: func(t *testing.T) racetest.Round {
