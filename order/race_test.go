@@ -156,7 +156,9 @@ func orderRaces(b testBundle) []racetest.Race {
 	var races []racetest.Race
 	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, false)...)
 	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusPaid, false)...)
+	races = append(races, transitionRaces(b, order.StatusPaying, order.StatusPaid, false)...)
 	races = append(races, transitionRaces(b, order.StatusPaid, order.StatusClosed, false)...)
+	races = append(races, transitionRaces(b, order.StatusCancelled, order.StatusClosed, false)...)
 	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true)...)
 
 	// RecordPayment and its twin: A cancels the order on timeout, pays it
