@@ -457,11 +457,9 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 								t.Fatalf("err = %v, want the allocation refused (sold out)", err)
 							}
 						default:
-							// SoldOutError.Available is documented as the stock
-							// the statement's snapshot saw, so it is not checked.
 							var so *inventory.SoldOutError
-							if !errors.As(err, &so) {
-								t.Fatalf("err = %v, want *SoldOutError", err)
+							if !errors.As(err, &so) || so.Available != 0 {
+								t.Fatalf("err = %v, want *SoldOutError with the available stock A left (0)", err)
 							}
 						}
 					},
@@ -660,8 +658,9 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 					return tb.store.AdjustStock(ctx, tx, adjust(r.ActivityID, r.SKUID, -1))
 				},
 				Check: func(t *testing.T, end racetest.End, got any, err error) {
-					if end == racetest.Commit && !errors.Is(err, inventory.ErrSoldOut) {
-						t.Fatalf("err = %v, want ErrSoldOut (A took the unit)", err)
+					var so *inventory.SoldOutError
+					if end == racetest.Commit && (!errors.As(err, &so) || so.Available != 0) {
+						t.Fatalf("err = %v, want *SoldOutError with the available stock A left (0)", err)
 					}
 					if end == racetest.Rollback && err != nil {
 						t.Fatalf("err = %v, want the unit removed", err)
