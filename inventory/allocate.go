@@ -149,11 +149,12 @@ const allocationBound = `
 
 // allocationOutcome is the end of allocateSQL's and allocateRoutedSQL's
 // result row after the applied ledger id: for a refused allocation, the
-// bucket's available stock; and what explains a refusal, the reservation
-// r and the sale sk.
+// bucket's available stock, read with a snapshot of its own (migration 007:
+// after a wait for the bucket's lock, the statement's snapshot still holds
+// the units the transaction it waited for took); and what explains a
+// refusal, the reservation r and the sale sk.
 const allocationOutcome = `       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
+         {schema}.inventory_available_now($1, $2, $3::smallint) END,
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at`
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -55,7 +56,7 @@ func TestAllocateStockOneThousandBuyers(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		if len(other) > 0 {
 			t.Fatalf("%d unexpected errors, first: %v", len(other), other[0])
 		}
@@ -140,7 +141,7 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		jobs <- i
 	}
 	close(jobs)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
@@ -441,7 +442,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 					}
 				}()
 			}
-			wg.Wait()
+			testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 			return applied, duplicates
 		}
 		if ok, dup := concurrently(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r3)); return err }); ok != 1 || dup != deliveries-1 {

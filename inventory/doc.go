@@ -22,8 +22,9 @@
 //     explains this and every other choice of the DDL. ADJUST
 //     rows also carry operator and approval_ref (migration 005).
 //   - inventory_sale_log (migration 003): every change of a SKU's sale
-//     status and window, with operator, reason and time; the status and
-//     window themselves are columns of inventory_sku.
+//     status and window, with operator, reason and time, and the SKU's
+//     sale version after it (migration 006); the status and window
+//     themselves are columns of inventory_sku.
 //
 // # Buckets
 //
