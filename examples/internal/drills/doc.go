@@ -115,6 +115,7 @@
 //     of testdata/invariants hold, every order acknowledged before it is
 //     present, none started after it) and to the end (every acknowledged
 //     order present); RTO, RPO and sizes reported.
+//
 // Run them alone with, e.g.,
 //
 //	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer' ./examples/internal/drills/
