@@ -115,12 +115,17 @@
 //     of testdata/invariants hold, every order acknowledged before it is
 //     present, none started after it) and to the end (every acknowledged
 //     order present); RTO, RPO and sizes reported.
+//   - TestJetStreamClusterNodeKilledMidSale: the order messages and the
+//     outbox's events through a three-node JetStream cluster (streams with
+//     Replicas: 3); the order stream's leader is killed mid-sale;
+//     publishes, consumers and relays go on, duplicates are absorbed by
+//     the Nats-Msg-Id window and the inbox, nothing is lost.
 //
 // Run them alone with, e.g.,
 //
 //	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer' ./examples/internal/drills/
-//	go test -race -count=1 -run 'TestPatroni|TestPgBackRest' ./examples/internal/drills/
+//	go test -race -count=1 -run 'TestPatroni|TestPgBackRest|TestJetStream' ./examples/internal/drills/
 //
 // The Patroni and pgBackRest drills need the patroni, etcd-server and
-// pgbackrest packages.
+// pgbackrest packages; the JetStream drill nats-server.
 package drills
