@@ -181,7 +181,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	peer := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	c.etcd = &proc{
 		name: "etcd", bin: etcdBin, dir: c.dir, logPath: filepath.Join(c.dir, "etcd.log"), death: syscall.SIGKILL,
-		env: append(os.Environ(), "ETCD_UNSUPPORTED_ARCH="),
+		env: os.Environ(),
 		args: []string{"--name", "e1", "--data-dir", etcdDir,
 			"--listen-client-urls", "http://" + c.etcdAddr, "--advertise-client-urls", "http://" + c.etcdAddr,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
