@@ -158,9 +158,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.dir, err = os.MkdirTemp("", "seckill-patroni-"); err != nil {
 		return nil, fmt.Errorf("patroniharness: %w", err)
 	}
+	cl := c // the named result is nil by the time a failed Start's defer runs
 	defer func() {
 		if err != nil {
-			_ = c.Stop()
+			_ = cl.Stop()
 		}
 	}()
 	if err := c.mkdir(c.dir); err != nil {
@@ -533,7 +534,7 @@ func (c *Cluster) WaitLeader(ctx context.Context, not string, timeout time.Durat
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("patroniharness: no writable leader (other than %q) within %v: %s%s", not, timeout, last, c.logs())
+			return nil, fmt.Errorf("patroniharness: no writable leader (other than %q): %w (bound %v): %s%s", not, ctx.Err(), timeout, last, c.logs())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -558,7 +559,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("patroniharness: cluster not healthy within %v: %s%s", timeout, last, c.logs())
+			return fmt.Errorf("patroniharness: cluster not healthy: %w (bound %v): %s%s", ctx.Err(), timeout, last, c.logs())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
