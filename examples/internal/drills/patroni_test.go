@@ -273,7 +273,9 @@ func assertRejoined(t *testing.T, ctx context.Context, c *patroniharness.Cluster
 // (target_session_attrs=read-write). Then: every acknowledged order and
 // payment is on the new leader; ResolveCommit, asking the new leader,
 // leaves the waiting COMMITs unknown (the timeline rule: another
-// timeline's pg_xact_status says nothing about them); their redeliveries
+// timeline's pg_xact_status says nothing about them) — a probe
+// transaction whose id certainly reached the client shows it every run,
+// and its row is not on the new leader; the sale's redeliveries
 // meet the inbox and create each order once; every event is published;
 // the audit and the reconciliation pass. The old leader, started again,
 // is rewound by Patroni (pg_rewind) and rejoins as the synchronous standby
@@ -295,10 +297,26 @@ func TestPatroniKillLeaderMidSale(t *testing.T) {
 	q := r.consume(msgs, deliverConfig{Workers: 8, Handle: rule.handle(r)})
 	q.waitAcked(int64(len(msgs)) * 2 / 5)
 
+	// A transaction of its own whose COMMIT will wait for the held
+	// standby: its id reaches the client before COMMIT (RunInTx reads it
+	// in a round trip of its own), so ResolveCommit can ask about it.
+	probePool := newPool(t, c.URL()+"&application_name=drill-timeline", 1)
+	if _, err := probePool.Exec(ctx, `CREATE TABLE ha_timeline_probe (id int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
 	receiver := walReceiverPID(t, ctx, standby)
 	if err := syscall.Kill(receiver, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	probeErr := make(chan error, 1)
+	go func() {
+		probeErr <- pgtx.RunInTx(ctx, probePool, pgtx.Options{Name: "timeline_probe", ResolveCommit: true, ResolveTimeout: 90 * time.Second},
+			func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO ha_timeline_probe VALUES (1)`)
+				return err
+			})
+	}()
+	waitSyncRepWaiters(t, ctx, oldLeader, "drill-timeline", 1)
 	waiters := waitSyncRepWaiters(t, ctx, oldLeader, "drill-flow", 2)
 	ackedBefore := q.acked.Load()
 	killed := time.Now()
@@ -335,8 +353,28 @@ func TestPatroniKillLeaderMidSale(t *testing.T) {
 	if got := r.tx.get("resolved_committed"); got != 0 {
 		t.Errorf("ResolveCommit called %d commits of the old timeline committed", got)
 	}
-	if rule.n.Load() == 0 {
-		t.Errorf("no unknown commit was left unknown for the timeline change; pgtx events %v", r.tx)
+	// The timeline rule on the probe: its COMMIT was unknown, and the new
+	// leader (timeline 2) was not asked to vouch for an id of timeline 1.
+	var ce *pgtx.CommitError
+	select {
+	case err := <-probeErr:
+		if !errors.As(err, &ce) || !ce.Unknown || !strings.Contains(ce.Resolution, "timeline changed") {
+			t.Errorf("the probe's COMMIT across the promotion: %v; want an unknown outcome left unknown for the timeline change", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the probe transaction never returned")
 	}
-	t.Logf("timeline rule: %d unknown commits stayed unknown (asked on timeline %d), each redelivered and met by the inbox", rule.n.Load(), st.Timeline)
+	var present bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM ha_timeline_probe)`).Scan(&present); err != nil {
+		t.Fatal(err)
+	}
+	if present {
+		t.Errorf("the probe's row, whose COMMIT never reached the standby, is on the new leader")
+	}
+	resolution := "no CommitError"
+	if ce != nil {
+		resolution = ce.Resolution
+	}
+	t.Logf("timeline rule: the probe's COMMIT stayed unknown (%s); %d of the sale's unknown commits too (the others lost their transaction id with the connection), each redelivered and met by the inbox",
+		resolution, rule.n.Load())
 }
