@@ -81,6 +81,8 @@ func main() {
 	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none)`)
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	trace := flag.Bool("trace-log", false, "with -v: also log every processed order message and consumed event, with its trace_id")
+	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby) and kill the leader mid-sale")
+	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -90,7 +92,13 @@ func main() {
 	if *trace {
 		level = slog.LevelDebug
 	}
-	if err := run(ctx, cfg, *serve, *page, *verbose, level); err != nil {
+	var err error
+	if *ha {
+		err = runHA(ctx, cfg, *failoverAt, *verbose, level)
+	} else {
+		err = run(ctx, cfg, *serve, *page, *verbose, level)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}

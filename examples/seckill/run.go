@@ -221,7 +221,14 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		go func() {
 			defer payers.Done()
 			for p := range payCh {
-				if _, err := s.pay(ctx, p); err != nil {
+				_, err := s.pay(ctx, p)
+				// The provider calls back again while the database is
+				// unreachable (a failover), for up to 30s.
+				for try := 1; err != nil && try < 120 && ctx.Err() == nil && databaseUnavailable(err); try++ {
+					time.Sleep(250 * time.Millisecond)
+					_, err = s.pay(ctx, p)
+				}
+				if err != nil {
 					payErrs.Add(1)
 					log.Warn("payment failed", "order_id", p.OrderID, "error", err)
 				}

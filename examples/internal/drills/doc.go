@@ -93,8 +93,39 @@
 //   - TestPgBouncerFullFlow: the whole flow — orders, payments, cancels,
 //     relays polling with DisableListen — through PgBouncer in transaction
 //     pooling mode with pgx's exec query mode.
+//   - TestPatroniKillLeaderMidSale: a Patroni cluster
+//     (examples/internal/patroniharness: etcd, a leader and a synchronous
+//     standby, synchronous_mode and use_pg_rewind), every pool on a
+//     multi-host URL. Mid-sale, with COMMITs waiting for the standby, the
+//     leader's Patroni, postmaster and server processes are killed with
+//     SIGKILL: Patroni promotes the standby once the leader key expires;
+//     every acknowledged order, payment and event is on it; ResolveCommit
+//     leaves the waiting COMMITs unknown (another timeline) and their
+//     redeliveries meet the inbox; the old leader, started again, is
+//     rewound (pg_rewind) and rejoins as the synchronous standby.
+//   - TestPatroniFencingLeaderLosesEtcd: mid-sale the leader loses etcd;
+//     its Patroni demotes it before its key expires, writes sent to it
+//     fail from then on and those it acknowledged are on the new leader;
+//     every node is sampled every 10ms: never two writable at once.
+//   - TestPatroniSwitchoverUnderLoad: patronictl switchover mid-sale;
+//     retries at most, nothing lost, the write outage reported.
+//   - TestPgBackRestPointInTimeRecovery: a pgBackRest stanza on the
+//     Patroni cluster, a full backup, WAL archived during a sale; restores
+//     into isolated instances to a mid-sale instant (the invariant queries
+//     of testdata/invariants hold, every order acknowledged before it is
+//     present, none started after it) and to the end (every acknowledged
+//     order present); RTO, RPO and sizes reported.
+//   - TestJetStreamClusterNodeKilledMidSale: the order messages and the
+//     outbox's events through a three-node JetStream cluster (streams with
+//     Replicas: 3); the order stream's leader is killed mid-sale;
+//     publishes, consumers and relays go on, duplicates are absorbed by
+//     the Nats-Msg-Id window and the inbox, nothing is lost.
 //
 // Run them alone with, e.g.,
 //
 //	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer' ./examples/internal/drills/
+//	go test -race -count=1 -run 'TestPatroni|TestPgBackRest|TestJetStream' ./examples/internal/drills/
+//
+// The Patroni and pgBackRest drills need the patroni, etcd-server and
+// pgbackrest packages; the JetStream drill nats-server.
 package drills
