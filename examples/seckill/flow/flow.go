@@ -355,7 +355,7 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 	// still hold: sold out (the allocation refused), and a buyer who
 	// already ordered (the order's one-per-buyer key).
 	var out Outcome
-	soldOut := inventory.IsAllocationRefused(err)
+	soldOut := errors.Is(err, inventory.ErrSoldOut)
 	if soldOut {
 		out = Outcome{Code: CodeSoldOut}
 	} else if c, _ := pgtx.UniqueViolationOf(err); c == "uq_orders_user_sku" {
