@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckillkit/seckill/internal/enum"
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -55,6 +56,7 @@ type Inbox struct {
 	schema string
 	citus  bool
 	sql    statements
+	fail   *failure.Classifier
 }
 
 // New validates cfg and builds every SQL statement once. An invalid schema
@@ -68,7 +70,9 @@ func New(cfg Config) (*Inbox, error) {
 	if schema == "" {
 		schema = migrate.DefaultSchema
 	}
-	return &Inbox{schema: schema, citus: cfg.Citus, sql: buildStatements(quoted)}, nil
+	return &Inbox{schema: schema, citus: cfg.Citus, sql: buildStatements(quoted),
+		fail: &failure.Classifier{Schema: schema, Component: "inbox",
+			Constraints: map[string]error{ConstraintClaimed: ErrDuplicate}}}, nil
 }
 
 // Schema returns the (unquoted) schema the Inbox works in.

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -61,44 +62,17 @@ var refusals = map[string]error{
 	"SK009": ErrReservationNotFound,
 }
 
-// abortError is the error of a one-batch refusal: the server's error (or
-// the result callback's error that wraps it), matched to the sentinel of
-// its condition.
-type abortError struct {
-	sentinel error
-	err      error
-}
-
-// Error is the wrapped error's text: the server's message names the
-// condition, with its SQLSTATE.
-func (e *abortError) Error() string { return e.err.Error() }
-
-// Is reports whether target is the condition's sentinel.
-func (e *abortError) Is(target error) bool { return target == e.sentinel }
-
-// Unwrap returns the server's error (or the callback's error wrapping it).
-func (e *abortError) Unwrap() error { return e.err }
-
-// classifyAbort matches the error a one-batch statement raised to its
-// condition's sentinel; other errors come back as they are. It is
-// idempotent.
-func classifyAbort(err error) error {
-	var ae *abortError
-	var pgErr *pgconn.PgError
-	if err == nil || errors.As(err, &ae) || !errors.As(err, &pgErr) {
-		return err
-	}
-	if sentinel, ok := refusals[pgErr.Code]; ok {
-		return &abortError{sentinel: sentinel, err: err}
-	}
-	switch c, _ := pgtx.UniqueViolationOf(err); c {
-	case "":
-	case "uq_inventory_ledger_idempotency":
-		return &abortError{sentinel: ErrAlreadyApplied, err: err}
-	case "inventory_reservation_pkey", "uq_reservation_request", "uq_reservation_order":
-		return &abortError{sentinel: ErrReservationExists, err: err}
-	}
-	return err
+// abortClassifier classifies the errors of a Store's statements in
+// schema: the refusals above, and a schema without the inventory tables
+// (a *migrate.NotMigratedError).
+func abortClassifier(schema string) *failure.Classifier {
+	return &failure.Classifier{Schema: schema, Component: "inventory", Codes: refusals,
+		Constraints: map[string]error{
+			"uq_inventory_ledger_idempotency": ErrAlreadyApplied,
+			"inventory_reservation_pkey":      ErrReservationExists,
+			"uq_reservation_request":          ErrReservationExists,
+			"uq_reservation_order":            ErrReservationExists,
+		}}
 }
 
 // refused reports whether err (or an error it wraps) is a refusal that
@@ -109,7 +83,7 @@ func refused(err error) bool {
 }
 
 // nameAbort marks the statements queued into b from position from as the
-// one-batch call name, whose errors [classifyAbort] classifies.
-func nameAbort(b *pgx.Batch, from int, name string) {
-	pgtx.NameCall(b, from, name, classifyAbort)
+// one-batch call name, whose errors s.fail classifies.
+func (s *Store) nameAbort(b *pgx.Batch, from int, name string) {
+	pgtx.NameCall(b, from, name, s.fail.Classify)
 }

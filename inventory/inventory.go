@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -64,6 +65,7 @@ type Store struct {
 	observer Observer
 	citus    bool
 	sql      statements
+	fail     *failure.Classifier
 }
 
 // New validates cfg and returns a Store. An invalid schema name gives a
@@ -78,7 +80,8 @@ func New(cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{schema: schema, log: log, observer: cfg.Observer, citus: cfg.Citus, sql: buildStatements(quoted)}, nil
+	return &Store{schema: schema, log: log, observer: cfg.Observer, citus: cfg.Citus, sql: buildStatements(quoted),
+		fail: abortClassifier(schema)}, nil
 }
 
 // Schema returns the schema the Store works in.

@@ -212,7 +212,7 @@ func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) er
 	}
 	from := b.Len()
 	b.Queue(s.sql.insertReservationOrAbort, acquireArgs(r)...)
-	nameAbort(b, from, "inventory.Store.QueueInsertReservationOrAbort(reservation "+r.ReservationID.String()+")")
+	s.nameAbort(b, from, "inventory.Store.QueueInsertReservationOrAbort(reservation "+r.ReservationID.String()+")")
 	return nil
 }
 
@@ -268,7 +268,7 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 	key := AllocateKey(a.ReservationID)
 	decrementArgs := []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), pgval.UUID(a.ReservationID), a.UserID}
 	from := b.Len()
-	defer nameAbort(b, from, "inventory.Store.QueueAllocateBucketOrAbort("+key+")")
+	defer s.nameAbort(b, from, "inventory.Store.QueueAllocateBucketOrAbort("+key+")")
 	if !s.citus {
 		s.queueDecrementThenLedger(b, a, decrementArgs, dst)
 		return nil
@@ -298,7 +298,7 @@ func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementAr
 	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
 	d.QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&got.Version); err != nil {
-			err = classifyAbort(err)
+			err = s.fail.Classify(err)
 			if refused(err) {
 				s.reportOrAbort(a, err)
 			}
@@ -315,7 +315,7 @@ func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementAr
 				&got.BeforeAllocated, &got.AfterAllocated)
 		}
 		if err != nil {
-			err = classifyAbort(err)
+			err = s.fail.Classify(err)
 			if errors.Is(err, ErrAlreadyApplied) {
 				s.reportOrAbort(a, err)
 			}
@@ -346,7 +346,7 @@ type ledgerThenCounters struct {
 // activity, SKU, bucket and quantity with the ledger row's id and time and
 // the counters, and q.report hears of a success, of the duplicate the
 // ledger insert met (matching [ErrAlreadyApplied]) or of the refusal, as
-// classified by classifyAbort.
+// classified by the Store.
 func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Allocation, dst *Allocated) {
 	ledger := q.ledger
 	if dst != nil {
@@ -364,7 +364,7 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 	}
 	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
 	ledgerErr := func(err error) error {
-		err = classifyAbort(err)
+		err = s.fail.Classify(err)
 		if errors.Is(err, ErrAlreadyApplied) {
 			report(err)
 		}
@@ -388,7 +388,7 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 	c.QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&got.Version, &got.BeforeAvailable, &got.AfterAvailable,
 			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
-			err = classifyAbort(err)
+			err = s.fail.Classify(err)
 			if refused(err) {
 				report(err)
 			}

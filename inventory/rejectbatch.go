@@ -70,7 +70,7 @@ func (s *Store) QueueInsertRejectedReservationOrAbort(b *pgx.Batch, r NewReserva
 	args[10] = failureCode
 	from := b.Len()
 	b.Queue(s.sql.insertRejectedOrAbort, args...)
-	nameAbort(b, from, "inventory.Store.QueueInsertRejectedReservationOrAbort(reservation "+r.ReservationID.String()+")")
+	s.nameAbort(b, from, "inventory.Store.QueueInsertRejectedReservationOrAbort(reservation "+r.ReservationID.String()+")")
 	return nil
 }
 
@@ -93,6 +93,6 @@ func (s *Store) QueueSoldOutOrAbort(b *pgx.Batch, a Allocation) error {
 	}
 	from := b.Len()
 	b.Queue(s.sql.soldOutOrAbort, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity))
-	nameAbort(b, from, fmt.Sprintf("inventory.Store.QueueSoldOutOrAbort(activity %d sku %d bucket %d)", a.ActivityID, a.SKUID, a.Bucket))
+	s.nameAbort(b, from, fmt.Sprintf("inventory.Store.QueueSoldOutOrAbort(activity %d sku %d bucket %d)", a.ActivityID, a.SKUID, a.Bucket))
 	return nil
 }

@@ -109,7 +109,7 @@ func (s *Store) QueueReleaseStockOrAbort(b *pgx.Batch, a Allocation, dst *Alloca
 	args := allocateArgs(a)
 	args[4] = key
 	from := b.Len()
-	defer nameAbort(b, from, "inventory.Store.QueueReleaseStockOrAbort("+key+")")
+	defer s.nameAbort(b, from, "inventory.Store.QueueReleaseStockOrAbort("+key+")")
 	s.queueLedgerThenCounters(b, ledgerThenCounters{
 		ledger: s.sql.releaseLedger, ledgerReturning: s.sql.releaseLedgerReturning, ledgerArgs: args,
 		counters: s.sql.releaseOrAbort, counterArgs: []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),

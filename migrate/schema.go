@@ -113,3 +113,40 @@ func QuoteSchema(name string) (string, error) {
 	}
 	return pgx.Identifier{name}.Sanitize(), nil
 }
+
+// ErrNotMigrated is matched (with errors.Is) by the error a store or relay
+// of this module returns when its schema lacks the tables or functions of
+// its component: the migrations were never applied to that schema, or are
+// behind the code, or the store is configured with another schema than
+// the one they were applied to. The concrete type is *NotMigratedError.
+var ErrNotMigrated = errors.New("migrate: schema not migrated")
+
+// NotMigratedError reports a schema without the tables (or functions) of a
+// component. Its text names the schema and the fix: apply the component's
+// migrations to that schema ([Apply]), or configure the schema they were
+// applied to.
+type NotMigratedError struct {
+	Schema    string // the schema the store or relay uses
+	Component string // the component whose objects are missing, e.g. "outbox"
+	// Err is the server's error: undefined_table (SQLSTATE 42P01),
+	// undefined_function (42883) or invalid_schema_name (3F000), naming
+	// the missing object; nil when the check found it without one.
+	Err error
+}
+
+// Error names the schema, the component and the fix, then the server's
+// error.
+func (e *NotMigratedError) Error() string {
+	msg := fmt.Sprintf("migrate: schema %q lacks the %s tables: apply the migrations with migrate.Apply(ctx, db, %q, %s.Migrations), or configure the schema they were applied to",
+		e.Schema, e.Component, e.Schema, e.Component)
+	if e.Err != nil {
+		msg += " (" + e.Err.Error() + ")"
+	}
+	return msg
+}
+
+// Is reports whether target is [ErrNotMigrated].
+func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrated }
+
+// Unwrap returns the server's error.
+func (e *NotMigratedError) Unwrap() error { return e.Err }

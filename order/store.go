@@ -6,6 +6,7 @@ import (
 	"embed"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -57,6 +58,7 @@ type Store struct {
 	currency string
 	citus    bool
 	sql      statements
+	fail     *failure.Classifier
 }
 
 // New validates cfg and builds the Store's SQL. An invalid schema returns a
@@ -70,11 +72,20 @@ func New(cfg Config) (*Store, error) {
 	if cur != "" && !validCurrency(cur) {
 		return nil, invalid("Config.DefaultCurrency", "must be three upper-case ASCII letters")
 	}
+	schema := cmp.Or(cfg.Schema, migrate.DefaultSchema)
 	return &Store{
-		schema:   cmp.Or(cfg.Schema, migrate.DefaultSchema),
+		schema:   schema,
 		currency: cur,
 		citus:    cfg.Citus,
 		sql:      buildStatements(quoted),
+		fail: &failure.Classifier{Schema: schema, Component: "order", Constraints: map[string]error{
+			"uq_orders_user_sku":       ErrUserAlreadyOrdered,
+			"orders_pkey":              ErrIDCollision,
+			"uq_orders_order_no":       ErrIDCollision,
+			"uq_orders_request":        ErrConflict,
+			"uq_orders_reservation":    ErrConflict,
+			"uq_orders_source_message": ErrConflict,
+		}},
 	}, nil
 }
 

@@ -22,6 +22,12 @@ var ErrInvalidArgument = errors.New("outbox: invalid argument")
 // rows were not touched. The concrete type is *LeaseLostError.
 var ErrLeaseLost = errors.New("outbox: lease lost")
 
+// ErrDuplicate is matched by the error of a one-batch enqueue
+// ([Store.QueueEnqueueOrAbort]) that met an event with the same dedup key:
+// its insert raised unique_violation on uq_outbox_dedup, which aborted the
+// whole transaction. The error unwraps to the server's *pgconn.PgError.
+var ErrDuplicate = errors.New("outbox: an event with this dedup key exists")
+
 // ErrRelayRunning is returned by [Relay.Run] when the relay is already
 // running.
 var ErrRelayRunning = errors.New("outbox: relay already running")

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -131,6 +132,8 @@ type Store struct {
 	purgeSQL             string
 
 	eventsByStatusSQL string
+
+	fail *failure.Classifier
 }
 
 // New validates cfg and builds the SQL for its schema. It talks to no
@@ -150,7 +153,9 @@ func New(cfg Config) (*Store, error) {
 	cfg.DefaultMaxRetries = cmp.Or(cfg.DefaultMaxRetries, DefaultMaxRetries)
 	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
 
-	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema)}
+	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema),
+		fail: &failure.Classifier{Schema: cfg.Schema, Component: "outbox",
+			Constraints: map[string]error{"uq_outbox_dedup": ErrDuplicate}}}
 	r := strings.NewReplacer("{schema}", quoted)
 	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
 	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))

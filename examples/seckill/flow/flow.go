@@ -358,7 +358,7 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 	soldOut := errors.Is(err, inventory.ErrSoldOut)
 	if soldOut {
 		out = Outcome{Code: CodeSoldOut}
-	} else if c, _ := pgtx.UniqueViolationOf(err); c == "uq_orders_user_sku" {
+	} else if errors.Is(err, order.ErrUserAlreadyOrdered) {
 		if existing, gerr := s.Orders.GetByBuyer(ctx, s.Pool, m.ActivityID, m.SKUID, m.UserID); gerr == nil {
 			out = Outcome{Code: CodeUserAlreadyOrdered, OrderID: existing.OrderID}
 		}
