@@ -1,6 +1,10 @@
 package pgtx
 
 import (
+	"runtime"
+	"sync"
+	"weak"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,14 +28,23 @@ import (
 // argument, leaves the error as it is. It runs only on failure, from the
 // goroutine reading the results.
 //
+// When the server refuses the batch before its first statement runs (pgx
+// prepares the statements it has not described yet in a round trip of
+// their own, and an unknown table fails there, without saying which
+// statement named it), [RunBatch] asks the calls' classify functions in
+// order, and the first that recognises the error names the call.
+//
 // NameCall keeps the result callbacks already set on the statements
 // (QueuedQuery.Exec, Query, QueryRow): it wraps them, so set them before
 // calling it. A from out of range marks nothing.
 func NameCall(b *pgx.Batch, from int, name string, classify func(error) error) {
-	if b == nil || from < 0 {
+	if b == nil || from < 0 || from >= len(b.QueuedQueries) {
 		return
 	}
-	for _, qq := range b.QueuedQueries[min(from, len(b.QueuedQueries)):] {
+	if classify != nil {
+		register(b, namedCall{name: name, classify: classify})
+	}
+	for _, qq := range b.QueuedQueries[from:] {
 		fn := qq.Fn
 		qq.Fn = func(br pgx.BatchResults) error {
 			var err error
@@ -68,6 +81,44 @@ func (e *callError) Unwrap() error { return e.err }
 func callOf(err error) (string, error) {
 	if ce, ok := err.(*callError); ok {
 		return ce.name, ce.err
+	}
+	return "", err
+}
+
+// namedCall is a call marked by NameCall with a classify function.
+type namedCall struct {
+	name     string
+	classify func(error) error
+}
+
+// calls holds, per batch, the calls marked in it with a classify function
+// (a *[]namedCall per weak.Pointer[pgx.Batch]); an entry goes when its
+// batch is collected. A batch is built by one goroutine at a time.
+var calls sync.Map
+
+func register(b *pgx.Batch, c namedCall) {
+	k := weak.Make(b)
+	v, loaded := calls.LoadOrStore(k, &[]namedCall{})
+	list := v.(*[]namedCall)
+	*list = append(*list, c)
+	if !loaded {
+		runtime.AddCleanup(b, func(k weak.Pointer[pgx.Batch]) { calls.Delete(k) }, k)
+	}
+}
+
+// classifyUnplaced gives err, an error the server raised for b without
+// naming its statement, to the classify functions of b's named calls in
+// order: the first that returns another error names the call. It returns
+// "" and err when none does.
+func classifyUnplaced(b *pgx.Batch, err error) (string, error) {
+	v, ok := calls.Load(weak.Make(b))
+	if !ok {
+		return "", err
+	}
+	for _, c := range *v.(*[]namedCall) {
+		if ce := c.classify(err); ce != nil && ce != err {
+			return c.name, ce
+		}
 	}
 	return "", err
 }

@@ -124,3 +124,38 @@ func TestNameCall(t *testing.T) {
 		t.Fatal("NameCall out of range marked a statement")
 	}
 }
+
+var errNoTable = errors.New("test: no such table")
+
+// TestNameCallUnplaced: a statement on a missing table fails where pgx
+// describes the batch's statements, before the first one runs (in the
+// describing exec modes), without saying which: RunBatch asks the named
+// calls' classifications in order, and the one that recognises the error
+// names the call. In the other exec modes the statement itself fails.
+func TestNameCallUnplaced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	missing := b.schema + ".no_such_table"
+	batch := &pgx.Batch{}
+	var got int
+	queueInsertTwice(batch, b.table, 10, &got) // classifies unique violations only
+	from := batch.Len()
+	batch.Queue(`INSERT INTO ` + missing + ` VALUES (1)`)
+	pgtx.NameCall(batch, from, "test.QueueMissing", func(err error) error {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable {
+			return fmt.Errorf("%w: %w", errNoTable, err)
+		}
+		return err
+	})
+	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
+	var se *pgtx.StatementError
+	if !errors.As(err, &se) || se.Call != "test.QueueMissing" || !errors.Is(err, errNoTable) || errors.Is(err, errTaken) ||
+		(se.Index != -1 && se.Index != 2) || !pgtx.IsNotCommitted(err) {
+		t.Fatalf("missing table: %v (%+v), want the call test.QueueMissing and errNoTable", err, se)
+	}
+	t.Logf("failed at statement %d: %v", se.Index, err)
+	if n := b.count(t, "id = 10"); n != 0 {
+		t.Fatalf("the aborted batch left %d rows", n)
+	}
+}

@@ -41,8 +41,9 @@ type StatementError struct {
 	// server does not say which statement it was.
 	Index int
 	// Call names the call the statement belongs to ([NameCall]), for
-	// example "inventory: allocate bucket 3 for reservation …"; "" for a
-	// statement queued without a name.
+	// example "inventory.Store.QueueAllocateBucketOrAbort(ALLOCATE:…)"; ""
+	// for a statement queued without a name. With Index -1 it is the
+	// call whose classification recognised the error, if any.
 	Call string
 	// SQL is the statement's text ("" when Index is -1).
 	SQL string
@@ -257,7 +258,8 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 			case i == commit:
 				fail = &CommitError{Err: err, XID: xid}
 			case i < first:
-				fail = &StatementError{Index: -1, Err: withContextEnd(ctx, err)}
+				call, err := classifyUnplaced(b, err)
+				fail = &StatementError{Index: -1, Call: call, Err: withContextEnd(ctx, err)}
 			case i == capture:
 				fail = fmt.Errorf("pgtx: read transaction id: %w", err)
 			default:
