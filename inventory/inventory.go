@@ -87,6 +87,22 @@ func New(cfg Config) (*Store, error) {
 // Schema returns the schema the Store works in.
 func (s *Store) Schema() string { return s.schema }
 
+// Check verifies, once at startup, that the Store fits the database db: that
+// its schema has the inventory tables (else a *migrate.NotMigratedError,
+// matching migrate.ErrNotMigrated, naming the schema and the fix,
+// migrate.Apply), and that Config.Citus fits the server (else a
+// *migrate.CitusMismatchError, matching migrate.ErrCitusMismatch): on a
+// Citus coordinator whose schema is distributed the option must be set,
+// and on a server without Citus, or for tables Citus does not distribute,
+// it must not be. Without the check a store pointed at the wrong schema
+// fails at its first call with the same *migrate.NotMigratedError, and a
+// mismatched option goes unnoticed: the statements work, but on Citus
+// without the option its transactions commit with two phases. It reads
+// the catalog (two queries) and writes nothing.
+func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	return s.fail.Check(ctx, db, "inventory_ledger", s.citus)
+}
+
 // statements holds every SQL text of the package with the schema
 // substituted. Only the quoted, validated schema name is ever substituted.
 type statements struct {

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/migrate"
 )
 
 // Publisher sends messages to the broker.
@@ -51,6 +53,9 @@ const (
 	DefaultMaxPollInterval = 5 * time.Second
 	DefaultLease           = 30 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxConsecutiveFailures is how many cycles in a row may fail
+	// before [Relay.Run] gives up, unless RelayConfig says otherwise.
+	DefaultMaxConsecutiveFailures = 30
 )
 
 // RelayConfig configures a [Relay]. The zero value (plus a Publisher) is
@@ -94,8 +99,19 @@ type RelayConfig struct {
 	// server ran is always marked or released): it is how long a stopping
 	// relay may take to finish its in-flight batch. Defaults to 10s.
 	ShutdownTimeout time.Duration
-	// Logger receives warnings and errors. Defaults to discarding.
+	// Logger receives warnings and errors, among them every failed cycle.
+	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// MaxConsecutiveFailures is how many cycles in a row (a claim with the
+	// marks of its batch) may fail before [Relay.Run] gives up and returns
+	// an error matching [ErrRelayFailing] that wraps the last failure. The
+	// cycles are spaced by the poll backoff (PollInterval doubling up to
+	// MaxPollInterval), so with the defaults Run gives up after about two
+	// minutes of a database it cannot use. A failed publish is not a
+	// failed cycle: its events are marked for a retry. Negative: Run
+	// never gives up (it logs every failure and retries). Defaults to
+	// [DefaultMaxConsecutiveFailures] (30).
+	MaxConsecutiveFailures int
 	// Observer is told of each batch (claimed, then marked) and each
 	// lease recovery, after the statement committed (see [Observer]).
 	// Defaults to [NopObserver].
@@ -176,7 +192,13 @@ type Relay struct {
 }
 
 // NewRelay validates cfg and returns a relay that uses pool. It starts
-// nothing.
+// nothing, but checks the store's schema ([Store.Check], in queries
+// bounded by ShutdownTimeout): a schema without the outbox table gives a
+// *migrate.NotMigratedError (matching migrate.ErrNotMigrated) naming the
+// schema and the fix. (The store's Config.Citus shapes only the enqueue,
+// which a relay does not run: a mismatch is not the relay's error.) When
+// the database cannot answer (it is down, say), NewRelay does not fail:
+// [Relay.Run] meets the same conditions and reports them.
 func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	if pool == nil {
 		return nil, invalid("pool", "nil")
@@ -214,12 +236,19 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
 	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.MaxConsecutiveFailures = cmp.Or(cfg.MaxConsecutiveFailures, DefaultMaxConsecutiveFailures)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	err := cfg.Store.Check(ctx, pool)
+	cancel()
+	if errors.Is(err, migrate.ErrNotMigrated) {
+		return nil, err
+	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = DefaultBackoff
 	}
 	r := &Relay{pool: pool, store: cfg.Store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer}
 	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+		r.log = slog.Default()
 	}
 	if r.obs == nil {
 		r.obs = NopObserver{}
@@ -246,9 +275,14 @@ func defaultOwner() string {
 }
 
 // Run runs the relay until ctx is cancelled, then finishes its in-flight
-// batch (see the type's Lifecycle section) and returns nil. Database errors
-// do not stop it: they are logged and retried after the poll backoff. It
-// returns [ErrRelayRunning] at once when the relay is already running.
+// batch (see the type's Lifecycle section) and returns nil. A failed cycle
+// (a claim or a mark the database refused) is logged and retried after
+// the poll backoff; after RelayConfig.MaxConsecutiveFailures of them in a
+// row, Run returns an error matching [ErrRelayFailing] that wraps the last
+// one. A schema without the outbox table (a *migrate.NotMigratedError,
+// migrate.ErrNotMigrated) ends Run at once with that error: it does not
+// go away by waiting. It returns [ErrRelayRunning] at once when the relay
+// is already running.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrRelayRunning
@@ -272,6 +306,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	interval := r.cfg.PollInterval
 	nextRecover := time.Now()
+	failed := 0 // cycles failed in a row
 	for ctx.Err() == nil {
 		if !time.Now().Before(nextRecover) {
 			r.recoverExpired(ctx)
@@ -282,8 +317,19 @@ func (r *Relay) Run(ctx context.Context) error {
 			break
 		}
 		if err != nil {
-			r.log.ErrorContext(ctx, "outbox relay: batch failed", "err", err)
-		} else if n > 0 {
+			r.store.fail.Explain(&err)
+			failed++
+			r.log.ErrorContext(ctx, "outbox relay: batch failed", "err", err, "failed_in_a_row", failed)
+			if errors.Is(err, migrate.ErrNotMigrated) {
+				return fmt.Errorf("outbox relay: %w", err)
+			}
+			if m := r.cfg.MaxConsecutiveFailures; m > 0 && failed >= m {
+				return fmt.Errorf("%w: %d cycles failed in a row, the last: %w", ErrRelayFailing, failed, err)
+			}
+		} else {
+			failed = 0
+		}
+		if err == nil && n > 0 {
 			interval = r.cfg.PollInterval
 			continue // more may be ready
 		}
