@@ -3,6 +3,7 @@
 package cituscheck_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
@@ -172,4 +174,43 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 		}
 	}
 	t.Logf("one-batch helpers with pgtx.RunBatch, in distributed schema:\n%s", report.String())
+}
+
+// TestCheckOnCitus: on a distributed schema, each store's Check passes
+// with Config.Citus and reports a *migrate.CitusMismatchError without it;
+// a store on a schema without its tables gets a *migrate.NotMigratedError
+// from Check and from its first call.
+func TestCheckOnCitus(t *testing.T) {
+	k := setup(t)
+	schema := k.inv.Schema()
+	type checker interface {
+		Check(ctx context.Context, db pgtx.Querier) error
+	}
+	with := map[string]checker{"inbox": k.in, "outbox": k.out, "inventory": k.inv, "order": k.ord}
+	in, _ := inbox.New(inbox.Config{Schema: schema})
+	out, _ := outbox.New(outbox.Config{Schema: schema})
+	inv, _ := inventory.New(inventory.Config{Schema: schema})
+	ord, _ := order.New(order.Config{Schema: schema})
+	without := map[string]checker{"inbox": in, "outbox": out, "inventory": inv, "order": ord}
+	for name, c := range with {
+		if err := c.Check(k.ctx, k.pool); err != nil {
+			t.Errorf("%s with Config.Citus: %v", name, err)
+		}
+		err := without[name].Check(k.ctx, k.pool)
+		var cm *migrate.CitusMismatchError
+		if !errors.Is(err, migrate.ErrCitusMismatch) || !errors.As(err, &cm) || cm.Option || !cm.Citus || !cm.Distributed ||
+			cm.Component != name || !strings.Contains(err.Error(), "Config.Citus is off: set it") {
+			t.Errorf("%s without Config.Citus: %v, want a *migrate.CitusMismatchError", name, err)
+		}
+		t.Logf("%s without Config.Citus: %v", name, err)
+	}
+	other, _ := inventory.New(inventory.Config{Schema: "cituscheck_not_migrated", Citus: true})
+	if err := other.Check(k.ctx, k.pool); !errors.Is(err, migrate.ErrNotMigrated) {
+		t.Errorf("Check of a schema without tables: %v, want ErrNotMigrated", err)
+	}
+	_, err := other.GetBucket(k.ctx, k.pool, 1, 1, 0)
+	if !errors.Is(err, migrate.ErrNotMigrated) {
+		t.Errorf("GetBucket on a schema without tables: %v, want ErrNotMigrated", err)
+	}
+	t.Logf("a schema without tables: %v", err)
 }
