@@ -119,7 +119,7 @@ union all select null, null, repeat(' ', 16384)`
 // belongs to ([NameCall]), with the call's classified error (and rolls
 // the connection's failed transaction back). A condition that must stop the
 // transaction therefore has to raise in SQL (a unique index, a CHECK, a
-// PL/pgSQL RAISE, a cast that fails on zero rows) — a statement that
+// PL/pgSQL function that raises a SQLSTATE of its own) — a statement that
 // merely affects zero rows does not stop it. The caller can then run its
 // general path (e.g. [RunInTx] with statements that branch on results).
 //
