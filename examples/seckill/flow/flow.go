@@ -295,6 +295,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
+	// The stores' Citus option must fit the server: on a schema Citus
+	// distributes, a store without it commits every order with two phases.
+	// (The option on plain PostgreSQL is let through: the tests run the
+	// Citus statement shapes there.)
+	var mismatch *migrate.CitusMismatchError
+	for _, c := range []interface {
+		Check(context.Context, pgtx.Querier) error
+	}{s.Inbox, s.Outbox, s.Inventory, s.Orders} {
+		if err = c.Check(ctx, pool); err != nil && !(errors.As(err, &mismatch) && mismatch.Option) {
+			return nil, err
+		}
+	}
 	it := cfg.Item
 	if _, err = s.Inventory.Provision(ctx, pool, inventory.SKU{ActivityID: it.ActivityID, SKUID: it.SKUID, Stock: it.Stock, Buckets: it.Buckets}); err != nil {
 		return nil, err
