@@ -42,7 +42,7 @@ func NameCall(b *pgx.Batch, from int, name string, classify func(error) error) {
 		return
 	}
 	if classify != nil {
-		register(b, namedCall{name: name, classify: classify})
+		register(b, namedCall{name: name, classify: classify, from: from, first: b.QueuedQueries[from]})
 	}
 	for _, qq := range b.QueuedQueries[from:] {
 		fn := qq.Fn
@@ -85,10 +85,19 @@ func callOf(err error) (string, error) {
 	return "", err
 }
 
-// namedCall is a call marked by NameCall with a classify function.
+// namedCall is a call marked by NameCall with a classify function: its
+// first statement, first, at position from of its batch.
 type namedCall struct {
 	name     string
 	classify func(error) error
+	from     int
+	first    *pgx.QueuedQuery
+}
+
+// in reports whether c's first statement is still where it was queued in
+// b (a batch value reset and queued again has other statements).
+func (c namedCall) in(b *pgx.Batch) bool {
+	return c.from < len(b.QueuedQueries) && b.QueuedQueries[c.from] == c.first
 }
 
 // calls holds, per batch, the calls marked in it with a classify function
@@ -100,6 +109,9 @@ func register(b *pgx.Batch, c namedCall) {
 	k := weak.Make(b)
 	v, loaded := calls.LoadOrStore(k, &[]namedCall{})
 	list := v.(*[]namedCall)
+	if len(*list) > 0 && !(*list)[0].in(b) {
+		*list = (*list)[:0] // b was reset: its earlier calls are gone
+	}
 	*list = append(*list, c)
 	if !loaded {
 		runtime.AddCleanup(b, func(k weak.Pointer[pgx.Batch]) { calls.Delete(k) }, k)
@@ -116,6 +128,9 @@ func classifyUnplaced(b *pgx.Batch, err error) (string, error) {
 		return "", err
 	}
 	for _, c := range *v.(*[]namedCall) {
+		if !c.in(b) {
+			continue
+		}
 		if ce := c.classify(err); ce != nil && ce != err {
 			return c.name, ce
 		}

@@ -141,13 +141,14 @@ func TestNameCallUnplaced(t *testing.T) {
 	queueInsertTwice(batch, b.table, 10, &got) // classifies unique violations only
 	from := batch.Len()
 	batch.Queue(`INSERT INTO ` + missing + ` VALUES (1)`)
-	pgtx.NameCall(batch, from, "test.QueueMissing", func(err error) error {
+	noTable := func(err error) error {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable {
 			return fmt.Errorf("%w: %w", errNoTable, err)
 		}
 		return err
-	})
+	}
+	pgtx.NameCall(batch, from, "test.QueueMissing", noTable)
 	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	var se *pgtx.StatementError
 	if !errors.As(err, &se) || se.Call != "test.QueueMissing" || !errors.Is(err, errNoTable) || errors.Is(err, errTaken) ||
@@ -157,5 +158,16 @@ func TestNameCallUnplaced(t *testing.T) {
 	t.Logf("failed at statement %d: %v", se.Index, err)
 	if n := b.count(t, "id = 10"); n != 0 {
 		t.Fatalf("the aborted batch left %d rows", n)
+	}
+
+	// The same batch value, reset and queued again: the calls of its first
+	// life are gone.
+	*batch = pgx.Batch{}
+	batch.Queue(`SELECT 1`)
+	batch.Queue(`INSERT INTO ` + missing + ` VALUES (2)`)
+	pgtx.NameCall(batch, 1, "test.QueueMissingAgain", noTable)
+	err = pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
+	if !errors.As(err, &se) || se.Call != "test.QueueMissingAgain" || !errors.Is(err, errNoTable) {
+		t.Fatalf("reset batch: %v (%+v), want the call test.QueueMissingAgain", err, se)
 	}
 }
