@@ -93,19 +93,22 @@ func TestRelayNotMigrated(t *testing.T) {
 		t.Fatalf("NewRelay with the default store: %v, want ErrNotMigrated naming schema seckill", err)
 	}
 
-	r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Store: b.store, Publisher: nopPublisher, DisableListen: true,
-		PollInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.pool.Exec(b.ctx, `ALTER TABLE `+pgx.Identifier{b.schema, "event_outbox"}.Sanitize()+` RENAME TO gone`); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	err = r.Run(ctx)
-	if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != b.schema || ctx.Err() != nil {
-		t.Fatalf("Run without the table: %v (ctx %v), want ErrNotMigrated for %s before the deadline", err, ctx.Err(), b.schema)
+	for _, inTx := range []bool{false, true} {
+		b := setup(t, outbox.Config{})
+		r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Store: b.store, Publisher: nopPublisher, DisableListen: true,
+			PollInterval: time.Millisecond, InTx: inTx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.pool.Exec(b.ctx, `ALTER TABLE `+pgx.Identifier{b.schema, "event_outbox"}.Sanitize()+` RENAME TO gone`); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		err = r.Run(ctx)
+		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != b.schema || ctx.Err() != nil {
+			t.Fatalf("InTx %v: Run without the table: %v (ctx %v), want ErrNotMigrated for %s before the deadline", inTx, err, ctx.Err(), b.schema)
+		}
+		cancel()
 	}
 }
 
