@@ -29,8 +29,8 @@ var ErrLeaseLost = errors.New("outbox: lease lost")
 var ErrDuplicate = errors.New("outbox: an event with this dedup key exists")
 
 // ErrRelayFailing is matched by the error [Relay.Run] returns when
-// RelayConfig.MaxConsecutiveFailures cycles in a row failed: the relay
-// could not claim or mark events for that long. The error wraps the last
+// RelayConfig.MaxConsecutiveFailures (when set) cycles in a row failed:
+// the relay could not claim or mark events for that long. The error wraps the last
 // failure; every failure was logged. Run may be called again.
 var ErrRelayFailing = errors.New("outbox: relay failing")
 

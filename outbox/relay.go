@@ -53,9 +53,6 @@ const (
 	DefaultMaxPollInterval = 5 * time.Second
 	DefaultLease           = 30 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
-	// DefaultMaxConsecutiveFailures is how many cycles in a row may fail
-	// before [Relay.Run] gives up, unless RelayConfig says otherwise.
-	DefaultMaxConsecutiveFailures = 30
 )
 
 // RelayConfig configures a [Relay]. The zero value (plus a Publisher) is
@@ -102,15 +99,16 @@ type RelayConfig struct {
 	// Logger receives warnings and errors, among them every failed cycle.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
-	// MaxConsecutiveFailures is how many cycles in a row (a claim with the
-	// marks of its batch) may fail before [Relay.Run] gives up and returns
-	// an error matching [ErrRelayFailing] that wraps the last failure. The
-	// cycles are spaced by the poll backoff (PollInterval doubling up to
-	// MaxPollInterval), so with the defaults Run gives up after about two
-	// minutes of a database it cannot use. A failed publish is not a
-	// failed cycle: its events are marked for a retry. Negative: Run
-	// never gives up (it logs every failure and retries). Defaults to
-	// [DefaultMaxConsecutiveFailures] (30).
+	// MaxConsecutiveFailures, when positive, is how many cycles in a row
+	// (a claim with the marks of its batch) may fail before [Relay.Run]
+	// gives up and returns an error matching [ErrRelayFailing] that wraps
+	// the last failure. The cycles are spaced by the poll backoff
+	// (PollInterval doubling up to MaxPollInterval): with the defaults, 30
+	// cycles take about two minutes. A failed publish is not a failed
+	// cycle: its events are marked for a retry. Defaults to 0: Run does
+	// not give up on a database that may come back (a failover, a
+	// restart); every failed cycle is logged, and [Relay.Failing] reports
+	// the failures in a row to a health check.
 	MaxConsecutiveFailures int
 	// Observer is told of each batch (claimed, then marked) and each
 	// lease recovery, after the statement committed (see [Observer]).
@@ -189,6 +187,36 @@ type Relay struct {
 
 	cursor   claimCursor // used by the Run goroutine only
 	noCursor bool        // test and bench hook: every claim from the head
+
+	health struct { // what Failing reports
+		sync.Mutex
+		failed int   // cycles failed in a row
+		last   error // the last failure
+	}
+}
+
+// Failing reports how many cycles of the relay (a claim with the marks of
+// its batch) failed in a row, and the last failure: 0 and nil while the
+// relay works (or before it ran), which a health check can poll. A cycle
+// that succeeds resets both. Safe to call from any goroutine.
+func (r *Relay) Failing() (inARow int, last error) {
+	r.health.Lock()
+	defer r.health.Unlock()
+	return r.health.failed, r.health.last
+}
+
+// cycle records a cycle's outcome for Failing and returns the failures in
+// a row.
+func (r *Relay) cycle(err error) int {
+	r.health.Lock()
+	defer r.health.Unlock()
+	if err == nil {
+		r.health.failed, r.health.last = 0, nil
+	} else {
+		r.health.failed++
+		r.health.last = err
+	}
+	return r.health.failed
 }
 
 // NewRelay validates cfg and returns a relay that uses pool. It starts
@@ -214,6 +242,9 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 			return nil, invalid("RelayConfig."+name, "negative (%v)", d)
 		}
 	}
+	if cfg.MaxConsecutiveFailures < 0 {
+		return nil, invalid("RelayConfig.MaxConsecutiveFailures", "negative (%d)", cfg.MaxConsecutiveFailures)
+	}
 	if cfg.BatchSize < 0 || cfg.BatchSize > 1<<31-1 {
 		return nil, invalid("RelayConfig.BatchSize", "out of range (%d)", cfg.BatchSize)
 	}
@@ -236,7 +267,6 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
 	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	cfg.MaxConsecutiveFailures = cmp.Or(cfg.MaxConsecutiveFailures, DefaultMaxConsecutiveFailures)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	err := cfg.Store.Check(ctx, pool)
 	cancel()
@@ -277,9 +307,10 @@ func defaultOwner() string {
 // Run runs the relay until ctx is cancelled, then finishes its in-flight
 // batch (see the type's Lifecycle section) and returns nil. A failed cycle
 // (a claim or a mark the database refused) is logged and retried after
-// the poll backoff; after RelayConfig.MaxConsecutiveFailures of them in a
-// row, Run returns an error matching [ErrRelayFailing] that wraps the last
-// one. A schema without the outbox table (a *migrate.NotMigratedError,
+// the poll backoff, and counted by [Relay.Failing]; with
+// RelayConfig.MaxConsecutiveFailures set, after that many in a row Run
+// returns an error matching [ErrRelayFailing] that wraps the last one. A
+// schema without the outbox table (a *migrate.NotMigratedError,
 // migrate.ErrNotMigrated) ends Run at once with that error: it does not
 // go away by waiting. It returns [ErrRelayRunning] at once when the relay
 // is already running.
@@ -306,7 +337,6 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	interval := r.cfg.PollInterval
 	nextRecover := time.Now()
-	failed := 0 // cycles failed in a row
 	for ctx.Err() == nil {
 		if !time.Now().Before(nextRecover) {
 			r.recoverExpired(ctx)
@@ -318,7 +348,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			r.store.fail.Explain(&err)
-			failed++
+		}
+		failed := r.cycle(err)
+		if err != nil {
 			r.log.ErrorContext(ctx, "outbox relay: batch failed", "err", err, "failed_in_a_row", failed)
 			if errors.Is(err, migrate.ErrNotMigrated) {
 				return fmt.Errorf("outbox relay: %w", err)
@@ -326,8 +358,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			if m := r.cfg.MaxConsecutiveFailures; m > 0 && failed >= m {
 				return fmt.Errorf("%w: %d cycles failed in a row, the last: %w", ErrRelayFailing, failed, err)
 			}
-		} else {
-			failed = 0
 		}
 		if err == nil && n > 0 {
 			interval = r.cfg.PollInterval

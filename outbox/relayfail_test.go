@@ -113,9 +113,10 @@ func TestRelayNotMigrated(t *testing.T) {
 }
 
 // TestRelayGivesUp: a relay whose every cycle fails (its database cannot
-// be reached) logs each failure to slog.Default() and returns an error
-// matching ErrRelayFailing after MaxConsecutiveFailures cycles in a row;
-// with a negative MaxConsecutiveFailures it keeps trying until stopped.
+// be reached) logs each failure to slog.Default(), counts them in
+// Failing, and returns an error matching ErrRelayFailing after
+// MaxConsecutiveFailures cycles in a row; without MaxConsecutiveFailures
+// it keeps trying until stopped, Failing telling the streak.
 func TestRelayGivesUp(t *testing.T) {
 	ctx := pgtest.Context(t, time.Minute)
 	// Nothing listens on port 1: every connection attempt is refused, and
@@ -143,15 +144,35 @@ func TestRelayGivesUp(t *testing.T) {
 	if n := h.count("outbox relay: batch failed"); n != 3 {
 		t.Fatalf("the default logger heard %d failed cycles, want 3", n)
 	}
+	if n, last := r.Failing(); n != 3 || last == nil {
+		t.Fatalf("Failing = %d, %v; want 3 and the last failure", n, last)
+	}
 
 	forever, err := outbox.NewRelay(pool, outbox.RelayConfig{Publisher: nopPublisher, Owner: "forever", DisableListen: true,
-		PollInterval: time.Millisecond, MaxPollInterval: time.Millisecond, MaxConsecutiveFailures: -1})
+		PollInterval: time.Millisecond, MaxPollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fctx, stop := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer stop()
-	if err := forever.Run(fctx); err != nil {
-		t.Fatalf("Run with MaxConsecutiveFailures -1: %v, want nil once stopped", err)
+	if n, last := forever.Failing(); n != 0 || last != nil {
+		t.Fatalf("Failing before Run = %d, %v; want 0, nil", n, last)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- forever.Run(fctx) }()
+	for n, _ := forever.Failing(); n < 50; n, _ = forever.Failing() { // well past any bound
+		select {
+		case err := <-done:
+			t.Fatalf("Run without MaxConsecutiveFailures returned %v after %d failures", err, n)
+		case <-ctx.Done():
+			t.Fatalf("only %d failed cycles before the deadline", n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run without MaxConsecutiveFailures: %v, want nil once stopped", err)
+	}
+	if _, err := outbox.NewRelay(pool, outbox.RelayConfig{Publisher: nopPublisher, MaxConsecutiveFailures: -1}); !errors.Is(err, outbox.ErrInvalidArgument) {
+		t.Fatalf("negative MaxConsecutiveFailures: %v, want ErrInvalidArgument", err)
 	}
 }
