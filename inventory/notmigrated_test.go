@@ -82,3 +82,25 @@ func TestNotMigratedSchema(t *testing.T) {
 		t.Fatalf("Check of Config.Citus on plain PostgreSQL: %v, want a *migrate.CitusMismatchError", err)
 	}
 }
+
+// TestNotMigratedFunction: a schema migrated before the refusal function
+// existed (here: dropped) fails the one-batch allocation with a
+// *migrate.NotMigratedError, not with an unknown function.
+func TestNotMigratedFunction(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 10, 2, 1)
+		if _, err := tb.pool.Exec(tb.ctx, `DROP FUNCTION `+pgx.Identifier{tb.store.Schema(), "inventory_refuse"}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		r := tb.newReservation(1, 10, 0)
+		err := tb.buyOrAbort(t, r, 1, allocationOf(r, 1), nil)
+		var nm *migrate.NotMigratedError
+		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != tb.store.Schema() || nm.Component != "inventory" {
+			t.Fatalf("allocation without inventory_refuse: %v, want a *migrate.NotMigratedError", err)
+		}
+		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
+			t.Fatalf("the failed batch wrote the reservation: %v", err)
+		}
+	})
+}

@@ -137,8 +137,8 @@ type NotMigratedError struct {
 // Error names the schema, the component and the fix, then the server's
 // error.
 func (e *NotMigratedError) Error() string {
-	msg := fmt.Sprintf("migrate: schema %q lacks the %s tables: apply the migrations with migrate.Apply(ctx, db, %q, %s.Migrations), or configure the schema they were applied to",
-		e.Schema, e.Component, e.Schema, e.Component)
+	msg := fmt.Sprintf("migrate: the %s migrations are not applied to schema %q: apply them with migrate.Apply(ctx, db, %q, %s.Migrations), or configure the schema they were applied to",
+		e.Component, e.Schema, e.Schema, e.Component)
 	if e.Err != nil {
 		msg += " (" + e.Err.Error() + ")"
 	}
