@@ -33,7 +33,7 @@ import (
 //	23505     ErrReservationExists     the reservation, its request id or its order id exists
 //
 // The SK codes are raised by the schema's function inventory_refuse
-// (migration 006), which runs where the statement runs: on Citus, on the
+// (migration 008), which runs where the statement runs: on Citus, on the
 // node that holds the schema, in the statement Citus routes there whole.
 var (
 	// ErrReservationExists: a one-batch insert of a reservation
