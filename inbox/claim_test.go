@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -99,7 +100,7 @@ func claimsOneWinner(t *testing.T, b *testBundle, db pgtx.TxBeginner, n int) {
 		})
 	}
 	close(start)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 
 	winner := -1
 	for i := range n {
@@ -155,6 +156,7 @@ func holdClaim(t *testing.T, b *testBundle, pool *pgxpool.Pool, msg inbox.Messag
 // waiters are inside a blocking statement and cannot report it themselves.
 func waitBlocked(t *testing.T, b *testBundle, pid uint32, n int) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var got int
 		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`,
@@ -168,8 +170,8 @@ func waitBlocked(t *testing.T, b *testBundle, pid uint32, n int) {
 			t.Fatalf("%d backends blocked, want %d", got, n)
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatalf("only %d of %d backends blocked: %v", got, n, b.ctx.Err())
+		case <-ctx.Done():
+			t.Fatalf("only %d of %d backends blocked: %v", got, n, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -221,7 +223,7 @@ func TestClaimWaitsForInFlightOwner(t *testing.T) {
 				var fresh []inbox.Claim
 				var dups []inbox.Claim
 				for range waiters {
-					o := <-out
+					o := testwait.Recv(t, out, "a waiter to return")
 					if o.err != nil {
 						t.Fatal(o.err)
 					}
@@ -506,7 +508,7 @@ func TestQueueClaimWaitedForCommit(t *testing.T) {
 		if err := holder.Commit(b.ctx); err != nil {
 			t.Fatal(err)
 		}
-		err := <-done
+		err := testwait.Recv(t, done, "the blocked call to return")
 		switch {
 		case b.citus && (err != nil || dst.Record.Result.Code != "HOLDER"):
 			t.Fatalf("queued claim = %+v, %v; want the holder's result", dst, err)
@@ -559,7 +561,7 @@ func TestClaimRepeatableReadRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		var pe *pgconn.PgError
-		if err := <-done; !errors.As(err, &pe) || pe.Code != "40001" {
+		if err := testwait.Recv(t, done, "the blocked call to return"); !errors.As(err, &pe) || pe.Code != "40001" {
 			t.Fatalf("repeatable-read claim = %v, want SQLSTATE 40001", err)
 		}
 		_ = tx.Rollback(b.ctx)

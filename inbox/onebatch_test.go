@@ -9,12 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
 // waitForLockWait returns once a statement on schema waits for a lock.
 func waitForLockWait(t *testing.T, b *testBundle) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var n int
 		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
@@ -25,7 +27,7 @@ func waitForLockWait(t *testing.T, b *testBundle) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
+		case <-ctx.Done():
 			t.Fatal("no statement waited for the lock")
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -98,7 +100,7 @@ func queueClaimMessageOrAbort(t *testing.T, b *testBundle) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = <-done
+		err = testwait.Recv(t, done, "the blocked call to return")
 		if _, dup := pgtx.UniqueViolationOf(err); commit != dup || (!commit && err != nil) {
 			t.Fatalf("first claim committed %v: second claim err = %v", commit, err)
 		}

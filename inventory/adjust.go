@@ -101,8 +101,7 @@ WITH upd AS (
 SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.planned_stock,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+         {schema}.inventory_available_now($1, $2, $3::smallint) END
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN upd AS u ON true
   LEFT JOIN sku AS s ON true

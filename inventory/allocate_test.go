@@ -14,10 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
-// Seed §13.2 "库存为 1": stock 1, 1,000 buyers, each in its own
+// The last unit: stock 1, 1,000 buyers, each in its own
 // transaction (reservation insert and lock, AllocateBucket, reservation
 // ORDERED or REJECTED, commit): exactly one gets it.
 func TestAllocateStockOneThousandBuyers(t *testing.T) {
@@ -55,7 +56,7 @@ func TestAllocateStockOneThousandBuyers(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		if len(other) > 0 {
 			t.Fatalf("%d unexpected errors, first: %v", len(other), other[0])
 		}
@@ -75,7 +76,7 @@ func TestAllocateStockOneThousandBuyers(t *testing.T) {
 	})
 }
 
-// Seed §6.3/§13.2 numbers: 64 buckets, 10,000 stock, 20,000 buyers through
+// A bucketed sale: 64 buckets, 10,000 stock, 20,000 buyers through
 // a bounded worker pool; each buyer's bucket comes from PickBucket. Each
 // buyer is one transaction whose BEGIN and AllocateBucket travel in one
 // batch, then COMMIT (the reservation steps are exercised by the other
@@ -140,7 +141,7 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 		jobs <- i
 	}
 	close(jobs)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
@@ -441,7 +442,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 					}
 				}()
 			}
-			wg.Wait()
+			testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 			return applied, duplicates
 		}
 		if ok, dup := concurrently(func(tx pgx.Tx) error { _, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r3)); return err }); ok != 1 || dup != deliveries-1 {

@@ -34,6 +34,13 @@ type CompensationRecorded struct {
 	Escalated bool
 }
 
+// recordCompensationSQL locks the reservation in lk (a locking read in
+// Read Committed waits for a concurrent writer and returns the row's
+// latest committed version), counts the failure when that version is
+// RELEASE_PENDING, and otherwise reads the row in cur with a locking read
+// too: the refusal reports the row as the writer left it, never the
+// version of the statement's snapshot (a waiter behind an escalation must
+// see MANUAL_REQUIRED, not RELEASE_PENDING).
 const recordCompensationSQL = `
 WITH lk AS (
 	SELECT status
@@ -54,6 +61,7 @@ WITH lk AS (
 	SELECT ` + qualifiedReservationCols + `, r.compensation_failures
 	  FROM {schema}.inventory_reservation AS r
 	 WHERE r.reservation_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)
+	   FOR UPDATE
 )
 SELECT true, * FROM upd
 UNION ALL
@@ -63,14 +71,16 @@ SELECT false, * FROM cur`
 // RELEASE_PENDING reservation and, when the count reaches f.MaxFailures,
 // moves it to MANUAL_REQUIRED (failure code f.Code): automatic handling
 // stops there and a human takes over. One statement; the row is locked
-// before the status is tested. db is usually the transaction that handles
-// the failure.
+// before the status is tested, and a call that waited behind a concurrent
+// writer decides on, and reports, the row that writer committed. db is
+// usually the transaction that handles the failure.
 //
 // Errors: [ErrReservationNotFound]; a *TransitionError matching
 // [ErrIllegalTransition] (or [ErrAlreadyInState] for MANUAL_REQUIRED) when
 // the reservation is not RELEASE_PENDING, carrying the row; nothing is
 // written then. *ValidationError for bad input, nothing sent.
-func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, f CompensationFailure) (CompensationRecorded, error) {
+func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, f CompensationFailure) (_ CompensationRecorded, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return CompensationRecorded{}, nilHandle("db")
 	}
@@ -92,7 +102,7 @@ func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, 
 		updated  bool
 		failures int16
 	)
-	err := db.QueryRow(ctx, s.sql.recordCompensation, pgval.UUID(f.ReservationID), f.MaxFailures, code).
+	err = db.QueryRow(ctx, s.sql.recordCompensation, pgval.UUID(f.ReservationID), f.MaxFailures, code).
 		Scan(append(scanReservationInto(&out.Reservation, &updated), &failures)...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -1,10 +1,13 @@
 package inventory_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inventory"
 )
@@ -88,5 +91,67 @@ func TestEveryReservationStatusReachable(t *testing.T) {
 	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: man.ReservationID})
 	if !errors.Is(err, inventory.ErrInvalidArgument) {
 		t.Errorf("MaxFailures 0: %v", err)
+	}
+}
+
+// TestConcurrentCompensationFailures: ten concurrent failures of one
+// RELEASE_PENDING reservation with MaxFailures 5 count 1..5 exactly once
+// each, the fifth escalates, and every later one, whether it waited behind
+// the escalation or started after it, gets ErrAlreadyInState with the
+// MANUAL_REQUIRED row: none reports the RELEASE_PENDING row of its
+// snapshot as an illegal transition.
+func TestConcurrentCompensationFailures(t *testing.T) {
+	t.Parallel()
+	rb := raceBundle{tb: setup(t)}
+	r := rb.reservation(t, 5, inventory.StatusReleasePending)
+	const n = 10
+	ctx, cancel := context.WithTimeout(rb.tb.ctx, 30*time.Second)
+	defer cancel()
+	type result struct {
+		rec inventory.CompensationRecorded
+		err error
+	}
+	out := make(chan result, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			var res result
+			res.err = inTx(ctx, rb.tb.pool, func(tx pgx.Tx) error {
+				var err error
+				res.rec, err = rb.tb.store.RecordCompensationFailure(ctx, tx, inventory.CompensationFailure{ReservationID: r.ReservationID, MaxFailures: 5})
+				return err
+			})
+			out <- res
+		}()
+	}
+	close(start)
+	counts := map[int]bool{}
+	for range n {
+		var res result
+		select {
+		case res = <-out:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d calls returned before the deadline", len(counts), n)
+		}
+		var te *inventory.TransitionError
+		switch {
+		case res.err == nil:
+			if counts[res.rec.Failures] || res.rec.Escalated != (res.rec.Failures == 5) {
+				t.Fatalf("count %d twice, or escalated wrong: %+v", res.rec.Failures, res.rec)
+			}
+			counts[res.rec.Failures] = true
+		case !errors.Is(res.err, inventory.ErrAlreadyInState) || !errors.As(res.err, &te) ||
+			te.Current != inventory.StatusManualRequired || te.Reservation.Status != inventory.StatusManualRequired:
+			t.Fatalf("loser: %v, want ErrAlreadyInState with the MANUAL_REQUIRED row", res.err)
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		if !counts[i] {
+			t.Fatalf("counts %v, want 1..5", counts)
+		}
+	}
+	if got := rb.get(t, r.ReservationID); got.Status != inventory.StatusManualRequired {
+		t.Fatalf("row %s, want MANUAL_REQUIRED", got.Status)
 	}
 }

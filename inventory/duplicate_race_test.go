@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -64,6 +65,7 @@ func (tb testBundle) insertReservations(t *testing.T, rs []inventory.NewReservat
 // lock (their statement text names the schema).
 func (tb testBundle) waitLockWaiters(t *testing.T, n int) {
 	t.Helper()
+	ctx := testwait.Context(t, tb.ctx, testwait.Step)
 	for {
 		var got int
 		err := tb.pool.QueryRow(tb.ctx, `SELECT count(*) FROM pg_stat_activity
@@ -75,8 +77,8 @@ func (tb testBundle) waitLockWaiters(t *testing.T, n int) {
 			return
 		}
 		select {
-		case <-tb.ctx.Done():
-			t.Fatalf("%d of %d lock waiters: %v", got, n, tb.ctx.Err())
+		case <-ctx.Done():
+			t.Fatalf("%d of %d lock waiters: %v", got, n, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -109,7 +111,7 @@ func (tb testBundle) raceDuplicates(t *testing.T, waiters int, op func(pgx.Tx) e
 	if err := first.Commit(tb.ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	return errs
 }
 
@@ -175,10 +177,10 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 	})
 }
 
-// Seed 000 §13.2 scale: 10,000 buyers for 100 units in 16 buckets, then
+// At scale: 10,000 buyers for 100 units in 16 buckets, then
 // every allocated reservation released twice at once. Every pair gives one
 // release and one already applied, whatever the bucket's stock.
-func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
+func TestConcurrentDoubleReleasesAtScale(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 1, 1, 100, 16)
@@ -223,7 +225,7 @@ func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
 			rs <- r
 		}
 		close(rs)
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		if len(ordered) != 100 {
 			t.Fatalf("%d buyers got stock, want 100", len(ordered))
 		}
@@ -255,7 +257,7 @@ func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
 				}()
 			}
 		}
-		rwg.Wait()
+		testwait.WaitWithin(t, &rwg, testwait.Long, "the concurrent transactions")
 		if released != 100 || applied != 100 || len(others) > 0 {
 			t.Fatalf("%d released, %d already applied, %d other errors (want 100, 100, 0): %s",
 				released, applied, len(others), strings.Join(others[:min(len(others), 3)], "; "))
@@ -314,7 +316,7 @@ func TestTransitionWaitsThenDecides(t *testing.T) {
 		if err := first.Commit(tb.ctx); err != nil {
 			t.Fatal(err)
 		}
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		var moved, already int
 		for _, err := range errs {
 			switch {

@@ -121,8 +121,9 @@ type SoldOutError struct {
 	// [Store.AdjustStock] the units a negative Delta takes away (at most
 	// 32767).
 	Requested int16
-	// Available is the bucket's available stock as the statement saw it
-	// (it may have changed since).
+	// Available is the bucket's available stock when the statement
+	// refused, read after any wait for the bucket's row lock: what the
+	// transaction it waited for left (it may have changed since).
 	Available int32
 }
 

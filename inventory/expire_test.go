@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -152,7 +153,7 @@ func TestExpireRacesLateOrderMessage(t *testing.T) {
 	if err := sweep.Commit(tb.ctx); err != nil {
 		t.Fatal(err)
 	}
-	res := <-done
+	res := testwait.Recv(t, done, "the blocked call to return")
 	var te *inventory.TransitionError
 	var me *inventory.AllocationMismatchError
 	if res.acq.Reservation.Status != inventory.StatusExpired || !errors.As(res.move, &te) || te.Current != inventory.StatusExpired ||

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -339,7 +340,7 @@ func concurrentDuplicateObserved(t *testing.T, citus bool, activity, sku int64, 
 	if err := first.Commit(tb.ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = <-second
+	err = testwait.Recv(t, second, "the second transaction to return")
 	abortedAt(t, "concurrent duplicate", err, led)
 	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 		t.Fatalf("concurrent duplicate: %v, want a unique violation of uq_inventory_ledger_idempotency", err)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -117,7 +118,7 @@ func TestProvisionConcurrentSameSKU(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	if len(errs) > 0 || created != 1 {
 		t.Fatalf("created %d times (want 1), errors %v", created, errs)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -212,9 +213,9 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 		jobs <- i
 	}
 	close(jobs)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	close(tick)
-	rwg.Wait()
+	testwait.WaitWithin(t, &rwg, testwait.Long, "the concurrent transactions")
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -153,7 +154,7 @@ func TestQueueReleaseStockOrAbortConcurrent(t *testing.T) {
 			errs[i] = pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
 		}()
 	}
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	for i := 0; i < 2*n; i += 2 {
 		a, b := errs[i], errs[i+1]
 		if (a == nil) == (b == nil) {

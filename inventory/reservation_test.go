@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 )
 
@@ -198,7 +199,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ce *inventory.ReservationConflictError
-		if err := <-done; !errors.As(err, &ce) || ce.Field != "order_id" || ce.Existing.ReservationID != first.ReservationID {
+		if err := testwait.Recv(t, done, "the blocked call to return"); !errors.As(err, &ce) || ce.Field != "order_id" || ce.Existing.ReservationID != first.ReservationID {
 			t.Fatalf("concurrent order id: %v", err)
 		}
 	})
@@ -206,7 +207,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 
 // The row stays locked until the acquiring transaction ends: a second
 // transaction acquiring the same reservation waits and then sees the first
-// one's result (seed §7.3).
+// one's result.
 func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {
@@ -234,6 +235,7 @@ func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 		}()
 		// tx2 must be waiting for tx1's row: wait until the server shows it
 		// blocked, then finish tx1.
+		deadline := time.After(testwait.Step)
 		for {
 			var waiting bool
 			if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
@@ -246,6 +248,8 @@ func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 			select {
 			case err := <-errc:
 				t.Fatalf("second acquire did not wait: %v", err)
+			case <-deadline:
+				t.Fatal("second acquire is not waiting for the first one's row lock")
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
@@ -258,10 +262,10 @@ func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 		if err := tx1.Commit(tb.ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-errc; err != nil {
+		if err := testwait.Recv(t, errc, "the goroutine to return"); err != nil {
 			t.Fatal(err)
 		}
-		acq := <-done
+		acq := testwait.Recv(t, done, "the blocked call to return")
 		if acq.Created || acq.Reservation.Status != inventory.StatusOrdered || acq.Reservation.OrderID != 77 {
 			t.Fatalf("second acquire saw %+v", acq)
 		}
@@ -301,7 +305,7 @@ func TestAcquireReservationConcurrentFirstInsert(t *testing.T) {
 			}()
 		}
 		close(start)
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		if created != 1 {
 			t.Fatalf("created %d times", created)
 		}
@@ -483,6 +487,7 @@ func TestTransitionRaceReportsCommittedStatus(t *testing.T) {
 		_, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 12})
 		errc <- err
 	}()
+	deadline := time.After(testwait.Step)
 	for {
 		var waiting bool
 		if err := tb.pool.QueryRow(tb.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
@@ -495,13 +500,15 @@ func TestTransitionRaceReportsCommittedStatus(t *testing.T) {
 		select {
 		case err := <-errc:
 			t.Fatalf("second transition did not wait: %v", err)
+		case <-deadline:
+			t.Fatal("second transition is not waiting for the first one's row lock")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	if err := tx1.Commit(tb.ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = <-errc
+	err = testwait.Recv(t, errc, "the goroutine to return")
 	var te *inventory.TransitionError
 	if !errors.Is(err, inventory.ErrAlreadyInState) || !errors.As(err, &te) || te.Current != inventory.StatusOrdered || te.Reservation.OrderID != 11 {
 		t.Fatalf("racing transition: %v", err)

@@ -193,8 +193,8 @@ WITH cur AS (
 	 WHERE s.activity_id = $1 AND s.sku_id = $2 AND c.sale_status = ANY ($6::smallint[])
 	RETURNING s.sale_version
 ), log AS (
-	INSERT INTO {schema}.inventory_sale_log (activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason)
-	SELECT $1, $2, c.sale_status, $3, $4, $5, $7, $8
+	INSERT INTO {schema}.inventory_sale_log (activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason, sale_version)
+	SELECT $1, $2, c.sale_status, $3, $4, $5, $7, $8, upd.sale_version
 	  FROM cur AS c, upd
 	RETURNING log_id, created_at
 )
@@ -257,13 +257,16 @@ func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (_ S
 	}, nil
 }
 
-const saleLogSQL = `SELECT log_id, activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason, created_at
+const saleLogSQL = `SELECT log_id, activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason, created_at, sale_version
   FROM {schema}.inventory_sale_log
  WHERE activity_id = $1 AND sku_id = $2
  ORDER BY log_id`
 
-// SaleLog returns a SKU's sale changes, oldest first.
-func (s *Store) SaleLog(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]SaleChanged, error) {
+// SaleLog returns a SKU's sale changes, oldest first, each as
+// [Store.SetSaleStatus] returned it (Version included), except the window
+// bounds, which are read back at the server's microsecond precision.
+func (s *Store) SaleLog(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []SaleChanged, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}
@@ -275,7 +278,7 @@ func (s *Store) SaleLog(ctx context.Context, db pgtx.Querier, activityID, skuID 
 		var c SaleChanged
 		var from, to int16
 		var starts, ends *time.Time
-		err := row.Scan(&c.LogID, &c.ActivityID, &c.SKUID, &from, &to, &starts, &ends, &c.Operator, &c.Reason, &c.ChangedAt)
+		err := row.Scan(&c.LogID, &c.ActivityID, &c.SKUID, &from, &to, &starts, &ends, &c.Operator, &c.Reason, &c.ChangedAt, &c.Version)
 		c.From, c.To = SaleStatus(from), SaleStatus(to)
 		if starts != nil {
 			c.StartsAt = *starts

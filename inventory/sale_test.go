@@ -2,13 +2,18 @@ package inventory_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
 )
 
 func (tb testBundle) setSale(t *testing.T, c inventory.SaleChange) (inventory.SaleChanged, error) {
@@ -67,11 +72,13 @@ func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 			{change: change(inventory.SaleOnSale, now.Add(-time.Hour), now.Add(time.Hour)), sells: true},
 			{change: change(inventory.SaleEnded, time.Time{}, time.Time{}), ended: true},
 		}
+		var changed []inventory.SaleChanged
 		for i, st := range steps {
 			got, err := tb.setSale(t, st.change)
 			if err != nil || got.To != st.change.To || got.LogID == 0 || got.Version != int64(i+1) {
 				t.Fatalf("step %d: %+v, %v", i, got, err)
 			}
+			changed = append(changed, got)
 			for _, batch := range []bool{false, true} {
 				err := allocate(batch)
 				if st.sells {
@@ -129,6 +136,11 @@ func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 			if i > 0 && l.From != log[i-1].To {
 				t.Errorf("log %d from %s, previous to %s", i, l.From, log[i-1].To)
 			}
+			// The log row holds what SetSaleStatus returned, the version
+			// included.
+			if c := changed[i]; l.LogID != c.LogID || l.Version != c.Version || l.From != c.From || !l.ChangedAt.Equal(c.ChangedAt) {
+				t.Errorf("log %d = %+v, SetSaleStatus returned %+v", i, l, c)
+			}
 		}
 		if want := []inventory.SaleStatus{20, 10, 10, 10, 30}; !slices.Equal(path, want) {
 			t.Fatalf("path %v, want %v", path, want)
@@ -137,4 +149,61 @@ func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 			t.Fatalf("ck_inventory_sku_sale_status %v", got)
 		}
 	})
+}
+
+// TestSaleLogVersionBackfill: migration 006 gives every log row written
+// before it the version SetSaleStatus returned with it (its position in
+// its SKU's log), SKU by SKU.
+func TestSaleLogVersionBackfill(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	ctx := pgtest.Context(t, time.Minute)
+	before := fstest.MapFS{}
+	files, err := filepath.Glob("migrations/00[1-5]_*.up.sql")
+	if err != nil || len(files) != 5 {
+		t.Fatalf("migrations 001-005: %v, %v", files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[filepath.Base(f)] = &fstest.MapFile{Data: b}
+	}
+	if _, err := migrate.Apply(ctx, pool, schema, migrate.Component{Name: "inventory", FS: before}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := inventory.New(inventory.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sku := int64(1); sku <= 2; sku++ {
+		if _, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: sku, Stock: 10, Buckets: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Five changes, interleaved between the SKUs, as written before 006.
+	log := pgx.Identifier{schema, "inventory_sale_log"}.Sanitize()
+	for _, sku := range []int64{1, 2, 1, 2, 1} {
+		if _, err := pool.Exec(ctx, `INSERT INTO `+log+` (activity_id, sku_id, from_status, to_status, operator, reason)
+			VALUES (1, $1, 10, 10, 'ops', 'window')`, sku); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := inventory.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	for sku, want := range map[int64][]int64{1: {1, 2, 3}, 2: {1, 2}} {
+		got, err := store.SaleLog(ctx, pool, 1, sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var versions []int64
+		for _, l := range got {
+			versions = append(versions, l.Version)
+		}
+		if !slices.Equal(versions, want) {
+			t.Errorf("SKU %d: log versions %v, want %v", sku, versions, want)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/migrate"
 )
 
@@ -67,7 +68,7 @@ func TestApplyConcurrentlyAppliesOnce(t *testing.T) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	applied := 0
 	for i := range workers {
 		if errs[i] != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -192,7 +193,7 @@ func TestCreateSameUserConcurrently(t *testing.T) {
 			}()
 		}
 		close(start)
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 
 		var winner int64
 		created, already := 0, 0
@@ -255,7 +256,7 @@ func TestCreateRedeliveredConcurrently(t *testing.T) {
 			}()
 		}
 		close(start)
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		created, existing := 0, 0
 		var id int64
 		for i := range n {

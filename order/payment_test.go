@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -302,7 +303,7 @@ func paymentracestimeoutcancel(t *testing.T, citus bool) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 
 	released, paid := 0, 0
 	for i := range n {
@@ -416,8 +417,8 @@ func sweepersracepayments(t *testing.T, citus bool) {
 		}()
 	}
 	close(start)
-	sweepers.Wait()
-	<-allPaid
+	testwait.WaitWithin(t, &sweepers, testwait.Long, "the concurrent transactions")
+	testwait.Recv(t, allPaid, "every payment to commit")
 	for s, err := range sweepErrs {
 		if err != nil {
 			t.Fatalf("sweeper %d: %v", s, err)

@@ -174,16 +174,25 @@ func (s *Store) OpenPaymentReviews(ctx context.Context, q pgtx.Querier, limit in
 	return out, nil
 }
 
+// resolveReviewSQL resolves an OPEN review; when nothing was updated, cur
+// reads the review with a locking read, which waits for a concurrent
+// resolver and returns the row it committed (the statement's snapshot
+// would still show the review OPEN).
 const resolveReviewSQL = `
 WITH upd AS (
 	UPDATE {schema}.payment_review
 	   SET status = 10, resolution = $2, resolved_by = $3, resolved_at = statement_timestamp()
 	 WHERE review_id = $1 AND status = 0
 	RETURNING ` + reviewCols + `
+), cur AS (
+	SELECT ` + reviewCols + `
+	  FROM {schema}.payment_review
+	 WHERE review_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)
+	   FOR UPDATE
 )
 SELECT true, * FROM upd
 UNION ALL
-SELECT false, ` + reviewCols + ` FROM {schema}.payment_review WHERE review_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`
+SELECT false, * FROM cur`
 
 // ErrReviewResolved is matched when [Store.ResolvePaymentReview] finds the
 // review already resolved; nothing is written (the first resolution
@@ -193,7 +202,9 @@ var ErrReviewResolved = errors.New("order: payment review already resolved")
 // ResolvePaymentReview closes a review with what was done (resolution, up
 // to 256 characters, e.g. "refunded manually, ticket 7") and who did it
 // (up to 128). Unknown id: [ErrNotFound]; already resolved:
-// [ErrReviewResolved] with the stored row; nothing is written then.
+// [ErrReviewResolved] with the stored row; nothing is written then. A call
+// that waited for a concurrent resolution gets ErrReviewResolved with the
+// row that resolution committed.
 func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, reviewID int64, resolution, resolvedBy string) (_ PaymentReview, err error) {
 	defer s.fail.Explain(&err)
 	if q == nil {

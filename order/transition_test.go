@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -256,7 +257,7 @@ func TestTransitionConcurrentCancelsClassifiedOnce(t *testing.T) {
 		}
 	}
 	close(start)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	for i := range orders {
 		changed := 0
 		for c := range callers {

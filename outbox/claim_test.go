@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -367,7 +368,7 @@ func TestLeaseRecoveryRacesMarkSent(t *testing.T) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	close(errc)
 	for err := range errc {
 		t.Fatal(err)

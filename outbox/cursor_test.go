@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -42,7 +43,7 @@ func TestRelayCursorFindsLateCommit(t *testing.T) {
 	}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n+1 })
 	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 100, DisableListen: true}, nil)
-	if err := <-commitErr; err != nil {
+	if err := testwait.Recv(t, commitErr, "the commit after the first batch"); err != nil {
 		t.Fatal(err)
 	}
 	m.wait(t, b.ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -161,7 +162,7 @@ func TestEnqueueConcurrentDedup(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 		close(errs)
 		for err := range errs {
 			t.Fatal(err)
@@ -487,6 +488,7 @@ func TestEnqueueDuplicateWhileFirstCommits(t *testing.T) {
 				second <- result{out, err}
 			}()
 			// The second waits for the first's uncommitted row.
+			deadline := time.Now().Add(testwait.Step)
 			for {
 				var waiting int
 				if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
@@ -496,12 +498,15 @@ func TestEnqueueDuplicateWhileFirstCommits(t *testing.T) {
 				if waiting > 0 {
 					break
 				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the second enqueue is not waiting for the first one after %v", testwait.Step)
+				}
 				time.Sleep(5 * time.Millisecond)
 			}
 			if err := first.Commit(b.ctx); err != nil {
 				t.Fatal(err)
 			}
-			r := <-second
+			r := testwait.Recv(t, second, "the second transaction to return")
 			if r.err != nil {
 				t.Fatalf("second: %v", r.err)
 			}

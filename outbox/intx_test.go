@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -75,7 +76,7 @@ func TestRelayInTxWritesEachEventOnce(t *testing.T) {
 		go func() { done <- r.Run(ctx) }()
 		m.wait(t, b.ctx)
 		cancel()
-		if err := <-done; err != nil {
+		if err := testwait.Recv(t, done, "the blocked call to return"); err != nil {
 			t.Fatal(err)
 		}
 		pool.Close() // its sessions exit and report their statistics
@@ -117,7 +118,12 @@ func TestRelayInTxCutConnectionRepublishesAtOnce(t *testing.T) {
 		}
 		// Still locked? The killed session's locks are gone once it has
 		// exited: a locking read that skips locked rows sees every event.
+		deadline := time.Now().Add(testwait.Step)
 		for {
+			if time.Now().After(deadline) {
+				t.Errorf("the killed session still holds the events after %v", testwait.Step)
+				return
+			}
 			var free int
 			err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 				return tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+b.table()+` WHERE status = 0
@@ -156,7 +162,7 @@ func TestRelayInTxCutConnectionRepublishesAtOnce(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	obs.wait(t, b.ctx)
 	cancel()
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "the blocked call to return"); err != nil {
 		t.Fatal(err)
 	}
 	if sawCut.Load() != 1 {

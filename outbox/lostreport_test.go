@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -57,7 +58,7 @@ func TestLostReportShowsTheCurrentRow(t *testing.T) {
 		if err := rec.Commit(b.ctx); err != nil {
 			t.Fatal(err)
 		}
-		got := <-done
+		got := testwait.Recv(t, done, "the blocked call to return")
 		var lost *outbox.LeaseLostError
 		if !errors.As(got.err, &lost) || got.res.Marked != 0 || len(got.res.Lost) != 1 || len(lost.Lost) != 1 {
 			t.Fatalf("%s: %+v, %v", name, got.res, got.err)
@@ -75,6 +76,7 @@ func TestLostReportShowsTheCurrentRow(t *testing.T) {
 
 func waitLockWaiter(t *testing.T, b *bundle) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var n int
 		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
@@ -85,8 +87,8 @@ func waitLockWaiter(t *testing.T, b *bundle) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatal(context.Cause(b.ctx))
+		case <-ctx.Done():
+			t.Fatalf("no statement waited for a lock: %v", context.Cause(ctx))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/leakcheck"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -99,6 +100,7 @@ func (c *counters) RecoverEnd(_ context.Context, e outbox.RecoverEvent) {
 
 func (c *counters) wait(t testing.TB, ctx context.Context) {
 	t.Helper()
+	ctx = testwait.Context(t, ctx, testwait.Step)
 	select {
 	case <-c.done:
 	case <-ctx.Done():
@@ -132,7 +134,7 @@ func (b *bundle) startRelays(t testing.TB, n int, cfg outbox.RelayConfig, config
 		stopped = true
 		cancel()
 		for range n {
-			if err := <-errc; err != nil {
+			if err := testwait.Recv(t, errc, "the goroutine to return"); err != nil {
 				t.Errorf("Run = %v", err)
 			}
 		}
@@ -387,7 +389,7 @@ func testRelayOrderedUnderFailures(t *testing.T, inTx bool) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	close(errc)
 	for err := range errc {
 		t.Fatal(err)
@@ -524,10 +526,11 @@ func TestRelayListenWakesUp(t *testing.T) {
 				}
 			})
 		})
+	idleCtx := testwait.Context(t, b.ctx, testwait.Step)
 	for listening := false; !listening; {
 		select {
 		case listening = <-idle:
-		case <-b.ctx.Done():
+		case <-idleCtx.Done():
 			t.Fatal("relay never went idle while listening")
 		}
 	}
@@ -556,7 +559,7 @@ func TestRelayPollingWithoutListen(t *testing.T) {
 				}
 			})
 		})
-	if l := <-idle; l {
+	if l := testwait.Recv(t, idle, "the relay to go idle"); l {
 		t.Fatal("relay listens although DisableListen")
 	}
 	b.enqueue(t, event(1), event(2), event(3))
@@ -601,12 +604,12 @@ func TestRelayConfigAndLifecycle(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { done <- r1.Run(ctx) }()
-	<-idle
+	testwait.Recv(t, idle, "the relay to go idle")
 	if err := r1.Run(ctx); !errors.Is(err, outbox.ErrRelayRunning) {
 		t.Fatalf("second Run = %v", err)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "the blocked call to return"); err != nil {
 		t.Fatal(err)
 	}
 	// Run again after it returned; a cancelled ctx returns at once.

@@ -172,7 +172,7 @@ const readySQL = `FROM {schema}.event_outbox AS o
 	LIMIT $1
 	FOR UPDATE OF o SKIP LOCKED`
 
-// claimSQL claims up to $1 ready events for owner $2 (seed §9.8), oldest
+// claimSQL claims up to $1 ready events for owner $2, oldest
 // first, skipping rows other relays hold. An event with an ordering key is
 // claimable only when no earlier event (lower seq) of the same key is still
 // unfinished ({blocking} statuses), so only the head of each key is ever
@@ -210,11 +210,14 @@ const claimAfterCond = `
 // no longer SENDING under exactly this claim (recovered, re-claimed by
 // anyone — the same owner included —, finished) is not touched. The SELECT
 // reports those rows as they are now: it reads them with a locking read
-// (FOR KEY SHARE, which conflicts with no UPDATE of the outbox's own), and
-// a locking read in Read Committed returns a row's latest committed
+// (FOR SHARE), and a locking read in Read Committed that meets a row
+// version updated since its snapshot returns the row's latest committed
 // version. A plain read would show the statement's snapshot, which for a
-// mark that waited behind a lease recovery is the row before the recovery:
-// SENDING under the caller's own lease.
+// mark that waited behind a lease recovery, a concurrent mark or a release
+// is the row before it: SENDING under the caller's own lease. FOR KEY
+// SHARE is not enough: it does not conflict with an UPDATE that leaves the
+// key alone (MarkSent, MarkFailed, ReleaseLease), so PostgreSQL grants it
+// on the snapshot's version and returns that version.
 //
 // The report costs nothing when every row was updated (the usual case):
 // the count comparison is an InitPlan the planner turns into a one-time
@@ -241,7 +244,7 @@ const leaseUpdateSQL = `WITH upd AS (
 SELECT i.id, e.event_id IS NOT NULL, coalesce(e.status, 0), coalesce(e.locked_by, '')
 FROM unnest($1::text[]::uuid[]) AS i(id)
 LEFT JOIN LATERAL (
-	SELECT event_id, status, locked_by FROM {schema}.event_outbox WHERE event_id = i.id FOR KEY SHARE
+	SELECT event_id, status, locked_by FROM {schema}.event_outbox WHERE event_id = i.id FOR SHARE
 ) AS e ON true
 WHERE (SELECT count(*) FROM upd) < cardinality($1::text[])
   AND i.id NOT IN (SELECT event_id FROM upd)`
@@ -299,10 +302,11 @@ LEFT JOIN upd ON upd.event_id = f.id
 LEFT JOIN LATERAL (
 	SELECT event_id, status, locked_by FROM {schema}.event_outbox
 	WHERE event_id = f.id AND upd.event_id IS NULL
-	FOR KEY SHARE
+	FOR SHARE
 ) AS e ON true`
 
-// recoverSQL returns expired leases to RETRY (seed §9.8, made strict): $1
+// recoverSQL returns expired leases to RETRY (compare-and-set on status,
+// owner and claim time): $1
 // lease duration (µs), $2 limit, [$3 owner, $4 locked_at of one claim]. The
 // candidate rows are locked (SKIP LOCKED: a row being marked right now is
 // left alone) and the UPDATE re-checks status, expiry (and owner/claim) on

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -27,14 +28,15 @@ func TestCancelRequestIsNotStatementTimeout(t *testing.T) {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: time.Minute}
 		}
 	})
-	ctx, cancel := context.WithCancel(b.ctx)
+	// The statement is cancelled within testwait.Step, or the test fails.
+	ctx, cancel := context.WithCancel(testwait.Context(t, b.ctx, testwait.Step))
 	defer cancel()
 	marker := fmt.Sprintf("cancel-%d", time.Now().UnixNano())
 	go func() {
 		// Cancel once the statement runs on the server.
-		for b.ctx.Err() == nil {
+		for ctx.Err() == nil {
 			var n int
-			_ = b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`, marker).Scan(&n)
+			_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`, marker).Scan(&n)
 			if n > 0 {
 				cancel()
 				return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/pgharness"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -87,6 +88,7 @@ func TestResolveCommitAfterFailover(t *testing.T) {
 	}()
 	// The COMMIT ran on the primary and waits for the standby.
 	var xid int64
+	syncRep := testwait.Context(t, ctx, testwait.Step)
 	for {
 		err := admin.QueryRow(ctx, `SELECT backend_xid::text::bigint FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&xid)
 		if err == nil {
@@ -96,7 +98,7 @@ func TestResolveCommitAfterFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case <-ctx.Done():
+		case <-syncRep.Done():
 			t.Fatal("the COMMIT never waited for the standby")
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -130,7 +132,7 @@ func TestResolveCommitAfterFailover(t *testing.T) {
 		t.Fatalf("on the new primary xid %d is %s and t has %d rows: the drill needs the id reused and the row absent", xid, status, rows)
 	}
 	close(resolveDB.open)
-	err = <-done
+	err = testwait.RecvWithin(t, done, testwait.Long, "RunInTx to resolve the commit")
 	var ce *pgtx.CommitError
 	if !errors.As(err, &ce) || !pgtx.IsCommitOutcomeUnknown(err) || uint64(xid) != ce.XID {
 		t.Fatalf("RunInTx = %v, want an unknown outcome for xid %d: its COMMIT never reached the new primary", err, xid)
@@ -183,6 +185,7 @@ func TestCommitTerminatedWhileWaitingForStandbyIsUnknown(t *testing.T) {
 			return err
 		})
 	}()
+	syncRep := testwait.Context(t, ctx, testwait.Step)
 	for {
 		var n int
 		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n); err != nil {
@@ -192,12 +195,12 @@ func TestCommitTerminatedWhileWaitingForStandbyIsUnknown(t *testing.T) {
 			break
 		}
 		select {
-		case <-ctx.Done():
+		case <-syncRep.Done():
 			t.Fatal("the COMMIT never waited for the standby")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	err = <-done
+	err = testwait.RecvWithin(t, done, testwait.Long, "RunInTx to resolve the commit")
 	t.Logf("RunInTx: %v", err)
 	var rows int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&rows); err != nil {

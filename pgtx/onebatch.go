@@ -237,7 +237,7 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 			xid, timeline, xidRead, err = readBatchXID(br)
 		case i >= first && i < end:
 			if qq.Fn != nil {
-				err = qq.Fn(br)
+				err = qq.Fn(callbackResults{br})
 			} else {
 				_, err = br.Exec()
 			}
@@ -266,9 +266,12 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 				call, err := callOf(err)
 				fail = &StatementError{Index: i - first, Call: call, SQL: qq.SQL, Err: withContextEnd(ctx, err)}
 			}
-		case i >= first && i < end && !broken() && cbErr == nil && ctx.Err() == nil:
+		case i >= first && i < end && !broken() && ctx.Err() == nil:
 			// The caller's callback failed on its own; the results go on.
-			cbErr, cbIndex = err, i-first
+			// The first such error is reported.
+			if cbErr == nil {
+				cbErr, cbIndex = err, i-first
+			}
 			continue
 		case !received && commitNeverLeft(err, false):
 			// Nothing was written: the batch never left the client.

@@ -15,6 +15,7 @@ import (
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/roundtrip"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -221,6 +222,45 @@ func TestRunBatchCallbackError(t *testing.T) {
 	}
 }
 
+// TestRunBatchQueryRowScanError: a QueryRow callback whose Scan fails on
+// the client (a text column scanned into an int) is the callback's own
+// error like an Exec callback's: the transaction committed, so RunBatch
+// returns a *ResultError, never an unknown outcome, with or without
+// ResolveCommit, and the later callbacks still read their results.
+func TestRunBatchQueryRowScanError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, opts := range []pgtx.Options{{}, {ResolveCommit: true}} {
+		id := 10 + i
+		batch := &pgx.Batch{}
+		var v int
+		batch.Queue(`INSERT INTO `+b.table+` VALUES ($1, 7) RETURNING 'note-' || v`, id).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&v) })
+		// A Query callback failing the same way, after it: the first
+		// callback error is the one reported.
+		batch.Queue(`SELECT 'x' FROM generate_series(1, 3)`).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var n int
+				if err := rows.Scan(&n); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+		var later int
+		batch.Queue(`SELECT v FROM `+b.table+` WHERE id = $1`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&later) })
+		err := pgtx.RunBatch(b.ctx, b.pool, opts, batch)
+		var re *pgtx.ResultError
+		if !errors.As(err, &re) || re.Index != 0 || pgtx.IsCommitOutcomeUnknown(err) || pgtx.IsNotCommitted(err) {
+			t.Fatalf("ResolveCommit %v: err = %v (unknown %v), want a *ResultError at 0, committed",
+				opts.ResolveCommit, err, pgtx.IsCommitOutcomeUnknown(err))
+		}
+		if later != 7 || b.count(t, fmt.Sprintf("id = %d", id)) != 1 {
+			t.Fatalf("ResolveCommit %v: later callback read %d, rows %d; want 7 and 1", opts.ResolveCommit, later, b.count(t, fmt.Sprintf("id = %d", id)))
+		}
+	}
+}
+
 // armedSync returns a rule that, once armed, handles the next Sync with
 // act (after waiting for ready, when set) and then disarms.
 func armedSync(armed *atomic.Bool, act faultproxy.Action, ready func()) faultproxy.Rule {
@@ -317,10 +357,11 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 
 	// With ResolveCommit the transaction id arrives before COMMIT runs; the
 	// cut comes once the commit is visible, before its answer is read.
+	seen := testwait.Context(t, b.ctx, testwait.Step) // the commit becomes visible within it
 	committed := func() {
-		for b.ctx.Err() == nil {
+		for seen.Err() == nil {
 			var n int
-			if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM `+b.table+` WHERE id = 2`).Scan(&n); err == nil && n == 1 {
+			if err := b.pool.QueryRow(seen, `SELECT count(*) FROM `+b.table+` WHERE id = 2`).Scan(&n); err == nil && n == 1 {
 				// The id row the server flushed before COMMIT is on its
 				// way through the proxy; let it reach the client before
 				// the cut (the cut stops the forwarding at once).

@@ -26,6 +26,7 @@ import (
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgharness"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -254,7 +255,7 @@ func TestPgBouncerManyConcurrentTransactions(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.WaitWithin(t, &wg, testwait.Long, "the concurrent transactions")
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/faultproxy"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -175,7 +176,9 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.
 				if first { // both read before either writes
 					first = false
 					barrier.Done()
-					barrier.Wait()
+					if !testwait.Within(&barrier, testwait.Step) {
+						return errors.New("the other transaction never read")
+					}
 				}
 				if onCall < 2 {
 					return nil
@@ -189,7 +192,7 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.
 		go func() { errs <- run(id) }()
 	}
 	for range 2 {
-		if err := <-errs; err != nil {
+		if err := testwait.Recv(t, errs, "the transaction to return"); err != nil {
 			t.Fatalf("RunInTx: %v", err)
 		}
 	}
@@ -242,7 +245,9 @@ func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.O
 			if first { // each holds its first row before taking the other's
 				first = false
 				barrier.Done()
-				barrier.Wait()
+				if !testwait.Within(&barrier, testwait.Step) {
+					return errors.New("the other transaction never read")
+				}
 			}
 			_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = v + 1 WHERE id = $1`, secondID)
 			return err
@@ -252,7 +257,7 @@ func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.O
 	go func() { errs <- run(1, 2) }()
 	go func() { errs <- run(2, 1) }()
 	for range 2 {
-		if err := <-errs; err != nil {
+		if err := testwait.Recv(t, errs, "the transaction to return"); err != nil {
 			t.Fatalf("RunInTx: %v", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/internal/testwait"
 )
 
 func TestPgBouncerMissingIsOneClearSentence(t *testing.T) {
@@ -131,7 +132,7 @@ func TestPgBouncerModes(t *testing.T) {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if pid := <-done; pid != pa {
+		if pid := testwait.Recv(t, done, "the blocked call to return"); pid != pa {
 			t.Fatalf("queued client ran on backend %d, want %d", pid, pa)
 		}
 

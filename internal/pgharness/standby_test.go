@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/internal/testwait"
 )
 
 func connect(t *testing.T, ctx context.Context, url string) *pgx.Conn {
@@ -136,6 +137,7 @@ func TestArchiveFailing(t *testing.T) {
 
 func waitFor(t *testing.T, ctx context.Context, c *pgx.Conn, sql string, args ...any) {
 	t.Helper()
+	ctx = testwait.Context(t, ctx, testwait.Step)
 	for {
 		var ok *bool
 		if err := c.QueryRow(ctx, sql, args...).Scan(&ok); err != nil {
