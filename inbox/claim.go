@@ -148,7 +148,8 @@ func HashPayload(body []byte) []byte {
 // A duplicate whose payload hash differs from the stored one returns a
 // *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
 // Invalid input returns a *ValidationError before anything is sent.
-func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Claim, error) {
+func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (_ Claim, err error) {
+	defer in.fail.Explain(&err)
 	if tx == nil {
 		return Claim{}, nilHandle("tx")
 	}
@@ -160,7 +161,8 @@ func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (Clai
 // res at once, saving Complete's UPDATE (and the dead row version it
 // leaves). Duplicates behave exactly as in ClaimMessage; res is not stored
 // for them.
-func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (Claim, error) {
+func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (_ Claim, err error) {
+	defer in.fail.Explain(&err)
 	if tx == nil {
 		return Claim{}, nilHandle("tx")
 	}
@@ -264,12 +266,14 @@ func checkHash(msg Message, c Claim) error {
 // back when !dst.Fresh. The returned error reports invalid input only;
 // then nothing was queued.
 func (in *Inbox) QueueClaimMessage(b *pgx.Batch, msg Message, dst *Claim) error {
+	defer in.fail.Mark(b, "inbox.Inbox.QueueClaimMessage")()
 	return in.queueClaim(b, msg, nil, dst)
 }
 
 // QueueClaimMessageWithResult queues [Inbox.ClaimMessageWithResult] into b,
 // with the callback contract of [Inbox.QueueClaimMessage].
 func (in *Inbox) QueueClaimMessageWithResult(b *pgx.Batch, msg Message, res Result, dst *Claim) error {
+	defer in.fail.Mark(b, "inbox.Inbox.QueueClaimMessageWithResult")()
 	if err := res.validate(); err != nil {
 		return err
 	}
@@ -358,7 +362,8 @@ func (in *Inbox) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *C
 // Lookup returns the inbox row of key as db sees it: a committed row, or
 // one claimed earlier in the transaction db is. No row returns an error
 // matching [ErrNotFound]. It writes nothing.
-func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, error) {
+func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (_ Record, err error) {
+	defer in.fail.Explain(&err)
 	if db == nil {
 		return Record{}, nilHandle("db")
 	}
@@ -387,7 +392,8 @@ func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (Record, 
 // [ErrNotClaimer] and records nothing: only the claiming transaction (or
 // one of its subtransactions, e.g. a claim made inside a savepoint) may
 // complete it; invalid input a *ValidationError, before anything is sent.
-func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) error {
+func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) (err error) {
+	defer in.fail.Explain(&err)
 	if tx == nil {
 		return nilHandle("tx")
 	}
@@ -403,6 +409,7 @@ func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) e
 // would. The returned error reports invalid input only; then nothing was
 // queued.
 func (in *Inbox) QueueComplete(b *pgx.Batch, key Key, res Result) error {
+	defer in.fail.Mark(b, "inbox.Inbox.QueueComplete")()
 	if b == nil {
 		return invalid("batch", "nil")
 	}

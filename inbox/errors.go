@@ -50,6 +50,14 @@ var ErrNotClaimer = errors.New("inbox: message claimed by another transaction")
 // written, claim again.
 var ErrConcurrentClaim = errors.New("inbox: message committed by a concurrent transaction while claiming")
 
+// ErrDuplicate is matched by the error of a one-batch claim
+// ([Inbox.QueueClaimMessageOrAbort]) that met the message already claimed:
+// its insert raised unique_violation on [ConstraintClaimed], which aborted
+// the whole transaction. The error unwraps to the server's
+// *pgconn.PgError. Run the general path ([Inbox.ClaimMessage], in a new
+// transaction) to answer the duplicate.
+var ErrDuplicate = errors.New("inbox: message already claimed")
+
 // ValidationError rejects one argument and says why. It matches
 // [ErrInvalidArgument].
 type ValidationError struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckillkit/seckill/internal/enum"
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -55,6 +56,7 @@ type Inbox struct {
 	schema string
 	citus  bool
 	sql    statements
+	fail   *failure.Classifier
 }
 
 // New validates cfg and builds every SQL statement once. An invalid schema
@@ -68,11 +70,29 @@ func New(cfg Config) (*Inbox, error) {
 	if schema == "" {
 		schema = migrate.DefaultSchema
 	}
-	return &Inbox{schema: schema, citus: cfg.Citus, sql: buildStatements(quoted)}, nil
+	return &Inbox{schema: schema, citus: cfg.Citus, sql: buildStatements(quoted),
+		fail: &failure.Classifier{Schema: schema, Component: "inbox", Objects: []string{"consumer_inbox"},
+			Constraints: map[string]error{ConstraintClaimed: ErrDuplicate}}}, nil
 }
 
 // Schema returns the (unquoted) schema the Inbox works in.
 func (in *Inbox) Schema() string { return in.schema }
+
+// Check verifies, once at startup, that the Inbox fits the database db: that
+// its schema has the inbox tables (else a *migrate.NotMigratedError,
+// matching migrate.ErrNotMigrated, naming the schema and the fix,
+// migrate.Apply), and that Config.Citus fits the server (else a
+// *migrate.CitusMismatchError, matching migrate.ErrCitusMismatch): on a
+// Citus coordinator whose schema is distributed the option must be set,
+// and on a server without Citus, or for tables Citus does not distribute,
+// it must not be. Without the check a store pointed at the wrong schema
+// fails at its first call with the same *migrate.NotMigratedError, and a
+// mismatched option goes unnoticed: the statements work, but on Citus
+// without the option its transactions commit with two phases. It reads
+// the catalog (two queries) and writes nothing.
+func (in *Inbox) Check(ctx context.Context, db pgtx.Querier) error {
+	return in.fail.Check(ctx, db, "consumer_inbox", in.citus)
+}
 
 // Status is the state of a committed inbox row. Its values mirror the
 // CHECK constraint ck_inbox_status of consumer_inbox.

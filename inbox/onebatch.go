@@ -2,6 +2,8 @@ package inbox
 
 import (
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // claimOrAbortSQL is the claim of a message expected to be new, for a
@@ -25,7 +27,8 @@ const ConstraintClaimed = "pk_consumer_inbox"
 // res), but a duplicate does not come back as a Claim: the insert raises
 // unique_violation (SQLSTATE 23505 on [ConstraintClaimed];
 // [pgtx.UniqueViolationOf] names it), which aborts the whole transaction,
-// COMMIT included. That covers a message processed before and one whose
+// COMMIT included; the error [pgtx.RunBatch] returns names this call
+// ([pgtx.StatementError].Call) and matches [ErrDuplicate]. That covers a message processed before and one whose
 // first processing is still in flight: the insert waits for that
 // transaction and raises when it commits (or proceeds when it rolls
 // back). The payload hash is not compared; run the general path
@@ -43,6 +46,8 @@ func (in *Inbox) QueueClaimMessageOrAbort(b *pgx.Batch, msg Message, res Result)
 	if err := res.validate(); err != nil {
 		return err
 	}
+	from := b.Len()
 	b.Queue(in.sql.claimOrAbort, claimArgs(msg, &res)...)
+	pgtx.NameCall(b, from, "inbox.Inbox.QueueClaimMessageOrAbort("+msg.Group+" "+msg.MessageID.String()+")", in.fail.Classify)
 	return nil
 }

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,15 @@ func waitForLockWait(t *testing.T, b *testBundle) {
 
 func TestQueueClaimMessageOrAbort(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			queueClaimMessageOrAbort(t, setupMode(t, citus))
+		})
+	}
+}
+
+func queueClaimMessageOrAbort(t *testing.T, b *testBundle) {
 	msg := newMessage("g")
 	res := inbox.Result{Code: "DONE", Payload: []byte(`{"n":1}`)}
 	claim := func(m inbox.Message) error {
@@ -60,6 +69,10 @@ func TestQueueClaimMessageOrAbort(t *testing.T) {
 	var se *pgtx.StatementError
 	if c, ok := pgtx.UniqueViolationOf(err); !errors.As(err, &se) || se.Index != 0 || !ok || c != inbox.ConstraintClaimed || !pgtx.IsNotCommitted(err) {
 		t.Fatalf("duplicate: err = %v, want statement 0 to raise unique_violation on %s", err, inbox.ConstraintClaimed)
+	}
+	if !errors.Is(err, inbox.ErrDuplicate) || se.Call != "inbox.Inbox.QueueClaimMessageOrAbort(g "+msg.MessageID.String()+")" ||
+		!strings.Contains(err.Error(), se.Call) {
+		t.Fatalf("duplicate: err = %v (call %q), want inbox.ErrDuplicate from the named call", err, se.Call)
 	}
 	if n := b.count(t, nil); n != 1 {
 		t.Fatalf("rows = %d, want 1", n)

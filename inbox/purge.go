@@ -45,7 +45,8 @@ WHERE i.consumer_group = d.consumer_group AND i.message_id = d.message_id`
 // Given a pool, each batch commits on its own, which is what a retention
 // job wants; given a pgx.Tx, all batches commit or roll back with it. Rows
 // locked by another purger are skipped and left for the next run.
-func (in *Inbox) Purge(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (int64, error) {
+func (in *Inbox) Purge(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (_ int64, err error) {
+	defer in.fail.Explain(&err)
 	if db == nil {
 		return 0, nilHandle("db")
 	}

@@ -20,6 +20,7 @@ import (
 var unguarded = map[string]string{
 	"Lookup": "read without a lock",
 	"Schema": "returns the configured schema name",
+	"Check":  "reads the catalog",
 	// Complete updates only a CLAIMED row its own transaction inserted:
 	// that row is invisible to every other transaction until it commits,
 	// so none can hold its lock. A row claimed by a committed transaction

@@ -128,7 +128,8 @@ type Adjusted struct {
 // this approval already adjusted the bucket. Nothing is written on any
 // error; the transaction stays usable except for a concurrent duplicate
 // (AppliedError.TxAborted).
-func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (Adjusted, error) {
+func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (_ Adjusted, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return Adjusted{}, nilHandle("tx")
 	}
@@ -142,7 +143,7 @@ func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (Adjus
 		before, after, planned *int32
 		curAvail               *int32
 	)
-	err := tx.QueryRow(ctx, s.sql.adjust, a.ActivityID, a.SKUID, a.Bucket, a.Delta, key, a.Reason, a.Operator, a.ApprovalRef).
+	err = tx.QueryRow(ctx, s.sql.adjust, a.ActivityID, a.SKUID, a.Bucket, a.Delta, key, a.Reason, a.Operator, a.ApprovalRef).
 		Scan(&ledgerID, &createdAt, &before, &after, &planned, &appliedID, &curAvail)
 	switch {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
@@ -188,7 +189,8 @@ SELECT ledger_id, idempotency_key, activity_id, sku_id, inventory_bucket, total_
 
 // Adjustments lists a SKU's ADJUST rows (manual adjustments and rebalance
 // moves) with who made them, under which approval and why, oldest first.
-func (s *Store) Adjustments(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]AdjustmentEntry, error) {
+func (s *Store) Adjustments(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []AdjustmentEntry, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}

@@ -264,7 +264,8 @@ SELECT l.ledger_id, l.created_at,
 // hottest lock of the order transaction; call AllocateBucket as late as correctness allows (after the
 // reservation lock and the order insert) so the row is held only until
 // COMMIT.
-func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Allocated, error) {
+func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (_ Allocated, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return Allocated{}, nilHandle("tx")
 	}
@@ -283,6 +284,7 @@ func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Al
 // returned error is only for invalid input, in which case nothing is
 // queued.
 func (s *Store) QueueAllocateBucket(b *pgx.Batch, a Allocation, dst *Allocated) error {
+	defer s.fail.Mark(b, "inventory.Store.QueueAllocateBucket")()
 	if err := a.validate(); err != nil {
 		return err
 	}
@@ -501,7 +503,8 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // refused, deletes it), as [Store.AllocateBucket] does; a concurrent
 // duplicate then never aborts tx. [Store.QueueReleaseStock] always queues
 // the one statement.
-func (s *Store) ReleaseStock(ctx context.Context, tx pgx.Tx, r StockRelease) (Allocated, error) {
+func (s *Store) ReleaseStock(ctx context.Context, tx pgx.Tx, r StockRelease) (_ Allocated, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return Allocated{}, nilHandle("tx")
 	}
@@ -519,6 +522,7 @@ func (s *Store) ReleaseStock(ctx context.Context, tx pgx.Tx, r StockRelease) (Al
 // BatchResults.Close) is classified as described there. The returned error
 // is only for invalid input, in which case nothing is queued.
 func (s *Store) QueueReleaseStock(b *pgx.Batch, r StockRelease, dst *Allocated) error {
+	defer s.fail.Mark(b, "inventory.Store.QueueReleaseStock")()
 	if err := r.validate(); err != nil {
 		return err
 	}

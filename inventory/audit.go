@@ -206,7 +206,8 @@ ORDER BY 1, 2, 3, 4, 5`
 // (pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly});
 // on a pool or a Read Committed transaction each audit reads its own
 // moment.
-func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Finding, error) {
+func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []Finding, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}
@@ -221,7 +222,8 @@ func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID in
 
 // AuditAll is [Store.Audit] over every SKU of the schema: one statement,
 // one snapshot, like Audit.
-func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) ([]Finding, error) {
+func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) (_ []Finding, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}
@@ -308,7 +310,8 @@ SELECT ledger_id, idempotency_key, ledger_type, reservation_id, coalesce(order_i
 
 // ReservationLedger reads a reservation's ledger rows (its ALLOCATE and
 // RELEASE) in ledger order. An unknown reservation gives an empty slice.
-func (s *Store) ReservationLedger(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID) ([]LedgerEntry, error) {
+func (s *Store) ReservationLedger(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID) (_ []LedgerEntry, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}

@@ -63,12 +63,13 @@ func scanBucket(row pgx.Row, b *Bucket) error {
 
 // GetBucket reads one bucket's counters. A bucket that does not exist
 // gives [ErrUnknownBucket].
-func (s *Store) GetBucket(ctx context.Context, db pgtx.Querier, activityID, skuID int64, bucketNo int16) (Bucket, error) {
+func (s *Store) GetBucket(ctx context.Context, db pgtx.Querier, activityID, skuID int64, bucketNo int16) (_ Bucket, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Bucket{}, nilHandle("db")
 	}
 	var b Bucket
-	err := scanBucket(db.QueryRow(ctx, s.sql.bucket, activityID, skuID, bucketNo), &b)
+	err = scanBucket(db.QueryRow(ctx, s.sql.bucket, activityID, skuID, bucketNo), &b)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Bucket{}, fmt.Errorf("inventory: activity %d sku %d bucket %d: %w", activityID, skuID, bucketNo, ErrUnknownBucket)
 	}
@@ -80,7 +81,8 @@ func (s *Store) GetBucket(ctx context.Context, db pgtx.Querier, activityID, skuI
 
 // Buckets reads every bucket of a SKU in bucket order. An unknown SKU gives
 // an empty slice and no error.
-func (s *Store) Buckets(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]Bucket, error) {
+func (s *Store) Buckets(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []Bucket, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}
@@ -127,12 +129,13 @@ SELECT k.planned_stock, k.bucket_count, count(i.bucket_no)::int,
 
 // SKUTotals reads a SKU's planned stock and the sums over its buckets, in
 // one snapshot. An unknown SKU gives [ErrUnknownSKU].
-func (s *Store) SKUTotals(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (Totals, error) {
+func (s *Store) SKUTotals(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ Totals, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Totals{}, nilHandle("db")
 	}
 	t := Totals{ActivityID: activityID, SKUID: skuID}
-	err := db.QueryRow(ctx, s.sql.totals, activityID, skuID).Scan(
+	err = db.QueryRow(ctx, s.sql.totals, activityID, skuID).Scan(
 		&t.PlannedStock, &t.BucketCount, &t.Buckets, &t.Total, &t.Available, &t.Allocated, &t.SoldOutBuckets)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Totals{}, fmt.Errorf("inventory: activity %d sku %d: %w", activityID, skuID, ErrUnknownSKU)

@@ -79,7 +79,8 @@ SELECT false, * FROM cur`
 // [ErrIllegalTransition] (or [ErrAlreadyInState] for MANUAL_REQUIRED) when
 // the reservation is not RELEASE_PENDING, carrying the row; nothing is
 // written then. *ValidationError for bad input, nothing sent.
-func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, f CompensationFailure) (CompensationRecorded, error) {
+func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, f CompensationFailure) (_ CompensationRecorded, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return CompensationRecorded{}, nilHandle("db")
 	}
@@ -101,7 +102,7 @@ func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, 
 		updated  bool
 		failures int16
 	)
-	err := db.QueryRow(ctx, s.sql.recordCompensation, pgval.UUID(f.ReservationID), f.MaxFailures, code).
+	err = db.QueryRow(ctx, s.sql.recordCompensation, pgval.UUID(f.ReservationID), f.MaxFailures, code).
 		Scan(append(scanReservationInto(&out.Reservation, &updated), &failures)...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

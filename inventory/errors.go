@@ -19,7 +19,9 @@ var (
 	ErrInvalidArgument = errors.New("inventory: invalid argument")
 
 	// ErrSoldOut: the bucket has less available stock than requested. The
-	// concrete type is *SoldOutError.
+	// concrete type is *SoldOutError (for the abort of a one-batch form,
+	// the classified server error: match it with errors.Is; the table of
+	// one-batch conditions is at [ErrReservationExists]).
 	ErrSoldOut = errors.New("inventory: sold out")
 
 	// ErrUnknownBucket: no such bucket (or no such SKU) was provisioned.

@@ -52,7 +52,8 @@ RETURNING ` + qualifiedReservationCols
 // ORDERED or later, never PENDING_DB, so an expiry releases nothing.
 //
 // limit must be between 1 and 10,000 (*ValidationError otherwise).
-func (s *Store) ExpireReservations(ctx context.Context, tx pgx.Tx, limit int) ([]Reservation, error) {
+func (s *Store) ExpireReservations(ctx context.Context, tx pgx.Tx, limit int) (_ []Reservation, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return nil, nilHandle("tx")
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -64,6 +65,7 @@ type Store struct {
 	observer Observer
 	citus    bool
 	sql      statements
+	fail     *failure.Classifier
 }
 
 // New validates cfg and returns a Store. An invalid schema name gives a
@@ -78,11 +80,28 @@ func New(cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{schema: schema, log: log, observer: cfg.Observer, citus: cfg.Citus, sql: buildStatements(quoted)}, nil
+	return &Store{schema: schema, log: log, observer: cfg.Observer, citus: cfg.Citus, sql: buildStatements(quoted),
+		fail: abortClassifier(schema)}, nil
 }
 
 // Schema returns the schema the Store works in.
 func (s *Store) Schema() string { return s.schema }
+
+// Check verifies, once at startup, that the Store fits the database db: that
+// its schema has the inventory tables (else a *migrate.NotMigratedError,
+// matching migrate.ErrNotMigrated, naming the schema and the fix,
+// migrate.Apply), and that Config.Citus fits the server (else a
+// *migrate.CitusMismatchError, matching migrate.ErrCitusMismatch): on a
+// Citus coordinator whose schema is distributed the option must be set,
+// and on a server without Citus, or for tables Citus does not distribute,
+// it must not be. Without the check a store pointed at the wrong schema
+// fails at its first call with the same *migrate.NotMigratedError, and a
+// mismatched option goes unnoticed: the statements work, but on Citus
+// without the option its transactions commit with two phases. It reads
+// the catalog (two queries) and writes nothing.
+func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	return s.fail.Check(ctx, db, "inventory_ledger", s.citus)
+}
 
 // statements holds every SQL text of the package with the schema
 // substituted. Only the quoted, validated schema name is ever substituted.

@@ -3,15 +3,10 @@ package inventory
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/internal/pgval"
-	"github.com/seckillkit/seckill/pgtx"
 )
 
 // The statements of a transaction sent as one batch (pgtx.RunBatch): every
@@ -38,12 +33,6 @@ const insertLedgerRow = `INSERT INTO {schema}.inventory_ledger (
 	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
 	total_delta, available_delta, allocated_delta,
 	before_available, after_available, before_allocated, after_allocated, reason)`
-
-// AllocationRefused is the text of the error a refused
-// [Store.QueueAllocateBucketOrAbort] raises: PostgreSQL reports it as
-// invalid_text_representation (SQLSTATE 22P02) with this text quoted in
-// the message. [IsAllocationRefused] recognises it.
-const AllocationRefused = "SECKILL_ALLOCATION_REFUSED"
 
 // allocationLedgerSQL inserts the ALLOCATE ledger row of
 // [Store.QueueAllocateBucketOrAbort] before the bucket is touched, as a
@@ -77,10 +66,9 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 // stands for allocateSQL's NOT EXISTS guard on the ledger. The second CTE
 // writes the counters around the decrement into that ledger row (only
 // when the decrement took the stock). When the UPDATE takes nothing, the
-// outer SELECT casts AllocationRefused to a number, which raises 22P02 and
-// aborts the transaction. (The cast's argument depends on the UPDATE's
-// result, so the planner cannot fold it into a constant and raise on every
-// execution.) It returns the bucket's new version and the counters.
+// outer SELECT calls inventory_refuse with the condition
+// allocationRefusalSQL finds, which raises it and aborts the transaction.
+// It returns the bucket's new version and the counters.
 //
 // Both CTEs are UPDATEs of tables in the same schema, read by a SELECT: one
 // statement that Citus routes to one node whole.
@@ -92,7 +80,7 @@ WITH upd AS (
 	` + decrementSQL + allocationGuards + `
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-)` + countersLedCTE + `$7` + countersSelect + AllocationRefused + countersEnd
+)` + countersLedCTE + `$7` + countersSelect + `$5::text` + countersEnd + allocationRefusalSQL
 
 // allocationGuards are the conditions the one-batch decrements add to
 // decrementSQL: the reservation $5 recorded with exactly the allocation's
@@ -108,9 +96,37 @@ const allocationGuards = `
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))`
 
+// allocationRefusalSQL, joined after a one-batch decrement whose result
+// row is u (an outer join that keeps one row when the decrement took
+// nothing), finds why it took nothing, only then (u.version IS NULL): the
+// SQLSTATE of the condition, for inventory_refuse. It reads the SKU's sale
+// and the reservation with the statement's snapshot, as the decrement's
+// guards did; when they hold, the refusal is the stock condition the
+// decrement re-checked on the bucket row after any wait for its lock:
+// sold out (or the bucket was never provisioned). Parameters as
+// decrementOrAbortSQL.
+const allocationRefusalSQL = `
+  LEFT JOIN LATERAL (
+	SELECT CASE
+	         WHEN k.sku_id IS NULL THEN 'SK004'
+	         WHEN NOT (k.sale_status = 10
+	                   AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                   AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at)) THEN 'SK002'
+	         WHEN r.reservation_id IS NULL THEN 'SK009'
+	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
+	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
+	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
+	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
+	         ELSE 'SK001'
+	       END AS code
+	  FROM (SELECT 1) AS o
+	  LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
+	  LEFT JOIN {schema}.inventory_reservation AS r ON r.reservation_id = $5
+	 WHERE u.version IS NULL) AS w ON true`
+
 // decrementThenLedger is QueueAllocateBucketOrAbort's pair on plain
 // PostgreSQL (without Config.Citus): the guarded decrement first, which
-// raises AllocationRefused when it takes nothing and otherwise returns the
+// raises the refusal's condition when it takes nothing and otherwise returns the
 // bucket's new version, then the ALLOCATE ledger row as an INSERT … SELECT
 // of the bucket's counters, which a new statement of the same transaction
 // reads after the decrement. The ledger row is written once, with its
@@ -131,7 +147,8 @@ WITH upd AS (
 	` + decrementSQL + allocationGuards + `
 	RETURNING version
 )
-SELECT coalesce((SELECT version::text FROM upd), '` + AllocationRefused + `')::int8`
+SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text))
+  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true` + allocationRefusalSQL
 
 	allocationLedgerFromBucketSQL = `
 ` + insertLedgerRow + `
@@ -148,10 +165,12 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
 // the ledger row with the key parameter written between countersLedCTE
 // and countersSelect (the row the batch's previous statement inserted
 // with placeholders), and the SELECT returns the version and the counters,
-// or, when upd took nothing, casts the refusal text written between
-// countersSelect and countersEnd to a number, which raises 22P02. (The
-// cast's argument depends on the UPDATE's result, so the planner cannot
-// fold it into a constant and raise on every execution.)
+// or, when upd took nothing, calls inventory_refuse with the reference
+// written between countersSelect and countersEnd and the condition the
+// lateral join written after countersEnd finds (allocationRefusalSQL,
+// releaseRefusalSQL), which raises it. (The call's first argument comes
+// from that join's row, so neither the planner nor a Citus coordinator
+// evaluates it in advance: it runs only when upd took nothing.)
 const (
 	countersLedCTE = `, led AS (
 	UPDATE {schema}.inventory_ledger AS l
@@ -161,8 +180,8 @@ const (
 	 WHERE l.idempotency_key = `
 	countersSelect = `
 )
-SELECT coalesce((SELECT version::text FROM upd), '`
-	countersEnd = `')::int8,
+SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, `
+	countersEnd = `)),
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
   FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
 )
@@ -176,10 +195,12 @@ SELECT coalesce((SELECT version::text FROM upd), '`
 // raises unique_violation (SQLSTATE 23505; [pgtx.UniqueViolationOf] names
 // the constraint: the primary key for the same reservation,
 // uq_reservation_request for its request id, uq_reservation_order for
-// r.OrderID), which aborts the whole transaction, COMMIT included. A
-// concurrent insert of the same reservation makes it wait, then raise if
-// that transaction commits. Run the general path (AcquireReservation, in a
-// new transaction) after an abort to learn what the reservation became.
+// r.OrderID), which aborts the whole transaction, COMMIT included; the
+// error [pgtx.RunBatch] returns names this call and matches
+// [ErrReservationExists]. A concurrent insert of the same reservation
+// makes it wait, then raise if that transaction commits. Run the general
+// path (AcquireReservation, in a new transaction) after an abort to learn
+// what the reservation became.
 //
 // Invalid input returns a *ValidationError and queues nothing.
 func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) error {
@@ -189,7 +210,9 @@ func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) er
 	if b == nil {
 		return invalid("batch", "must not be nil")
 	}
+	from := b.Len()
 	b.Queue(s.sql.insertReservationOrAbort, acquireArgs(r)...)
+	s.nameAbort(b, from, "inventory.Store.QueueInsertReservationOrAbort(reservation "+r.ReservationID.String()+")")
 	return nil
 }
 
@@ -204,12 +227,18 @@ func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) er
 //   - the ALLOCATE row already there (a duplicate that committed, or a
 //     concurrent one that commits while this transaction waits for it):
 //     the ledger insert raises unique_violation on
-//     uq_inventory_ledger_idempotency;
-//   - sold out, the sale not on (status or window), the reservation not
+//     uq_inventory_ledger_idempotency ([ErrAlreadyApplied]);
+//   - the decrement raises the condition that refused it: sold out
+//     ([ErrSoldOut], SQLSTATE SK001), the sale not on, by status or
+//     window ([ErrNotOnSale], SK002), the bucket or the SKU not
+//     provisioned ([ErrUnknownBucket] SK003, [ErrUnknownSKU] SK004), the
+//     reservation missing ([ErrReservationNotFound], SK009) or not
 //     recorded with exactly a's activity, SKU, bucket, quantity and buyer
-//     in PENDING_DB or ORDERED, or the bucket not provisioned: the
-//     decrement raises invalid_text_representation (SQLSTATE 22P02)
-//     carrying [AllocationRefused] ([IsAllocationRefused] reports it).
+//     in PENDING_DB or ORDERED ([ErrAllocationMismatch], SK005).
+//
+// The error [pgtx.RunBatch] returns names this call and matches the
+// condition's sentinel with errors.Is (see [ErrReservationExists] for
+// the table of conditions).
 //
 // With Config.Citus both statements are routed whole to one node on Citus
 // (schema-based sharding), so the transaction commits there with one
@@ -218,17 +247,17 @@ func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) er
 // (12% on one bucket, 22% on 64) and which Citus pulls through the coordinator.
 //
 // Either aborts the whole transaction, COMMIT included; nothing is written.
-// Run the general path (AllocateBucket, in a new transaction) to learn
-// which refusal it was. Queue it last, as AllocateBucket is called last
+// Run the general path (AllocateBucket, in a new transaction) for the
+// refusal's details. Queue it last, as AllocateBucket is called last
 // (after the reservation, in the lock order): the bucket row stays locked
 // from the decrement to COMMIT.
 //
 // When the batch runs, a non-nil dst receives the ledger row's id and
 // counters and the bucket's new version. The [Observer] hears of it like
 // of [Store.QueueAllocateBucket], per attempt and before the COMMIT: Err
-// nil when both statements succeeded, an error for which
-// [IsAllocationRefused] is true when the decrement refused, one wrapping
-// [ErrAlreadyApplied] when the ledger insert met the duplicate.
+// nil when both statements succeeded, the refusal's error (matching its
+// sentinel) when the decrement refused, one matching [ErrAlreadyApplied]
+// when the ledger insert met the duplicate.
 // Invalid input returns a *ValidationError and queues nothing.
 func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
 	if err := a.validate(); err != nil {
@@ -239,6 +268,8 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 	}
 	key := AllocateKey(a.ReservationID)
 	decrementArgs := []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), pgval.UUID(a.ReservationID), a.UserID}
+	from := b.Len()
+	defer s.nameAbort(b, from, "inventory.Store.QueueAllocateBucketOrAbort("+key+")")
 	if !s.citus {
 		s.queueDecrementThenLedger(b, a, decrementArgs, dst)
 		return nil
@@ -246,7 +277,6 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 	s.queueLedgerThenCounters(b, ledgerThenCounters{
 		ledger: s.sql.allocationLedger, ledgerReturning: s.sql.allocationLedgerReturning, ledgerArgs: allocateArgs(a),
 		counters: s.sql.decrementOrAbort, counterArgs: append(decrementArgs, key),
-		what: "allocate " + key, refused: IsAllocationRefused,
 		report: func(err error) { s.reportOrAbort(a, err) },
 	}, a, dst)
 	return nil
@@ -257,7 +287,6 @@ func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allo
 // observer hear of a success, of the refusal, or of the duplicate the
 // ledger insert met.
 func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementArgs []any, dst *Allocated) {
-	key := AllocateKey(a.ReservationID)
 	ledger := s.sql.allocationLedgerFromBucket
 	if dst != nil {
 		ledger = s.sql.allocationLedgerFromBucketReturning
@@ -270,10 +299,11 @@ func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementAr
 	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
 	d.QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&got.Version); err != nil {
-			if IsAllocationRefused(err) {
+			err = s.fail.Classify(err)
+			if refused(err) {
 				s.reportOrAbort(a, err)
 			}
-			return fmt.Errorf("inventory: allocate %s: %w", key, err)
+			return err
 		}
 		return nil
 	})
@@ -286,10 +316,11 @@ func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementAr
 				&got.BeforeAllocated, &got.AfterAllocated)
 		}
 		if err != nil {
-			if _, ok := pgtx.UniqueViolationOf(err); ok {
-				s.reportOrAbort(a, fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+			err = s.fail.Classify(err)
+			if errors.Is(err, ErrAlreadyApplied) {
+				s.reportOrAbort(a, err)
 			}
-			return fmt.Errorf("inventory: allocate %s: ledger: %w", key, err)
+			return err
 		}
 		s.reportOrAbort(a, nil)
 		if dst != nil {
@@ -308,16 +339,15 @@ type ledgerThenCounters struct {
 	ledgerArgs              []any
 	counters                string
 	counterArgs             []any
-	what                    string           // for errors: "allocate <key>", "release <key>"
-	refused                 func(error) bool // the counters statement's refusal
-	report                  func(error)      // to the observer; called only when it is set
+	report                  func(error) // to the observer; called only when it is set
 }
 
 // queueLedgerThenCounters queues q into b. When dst is non-nil or the
 // Store has an observer, the results are read back: dst receives a's
 // activity, SKU, bucket and quantity with the ledger row's id and time and
 // the counters, and q.report hears of a success, of the duplicate the
-// ledger insert met (wrapping [ErrAlreadyApplied]) or of the refusal.
+// ledger insert met (matching [ErrAlreadyApplied]) or of the refusal, as
+// classified by the Store.
 func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Allocation, dst *Allocated) {
 	ledger := q.ledger
 	if dst != nil {
@@ -335,10 +365,11 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 	}
 	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
 	ledgerErr := func(err error) error {
-		if _, ok := pgtx.UniqueViolationOf(err); ok {
-			report(fmt.Errorf("%w: %w", ErrAlreadyApplied, err))
+		err = s.fail.Classify(err)
+		if errors.Is(err, ErrAlreadyApplied) {
+			report(err)
 		}
-		return fmt.Errorf("inventory: %s: ledger: %w", q.what, err)
+		return err
 	}
 	if dst == nil {
 		l.Fn = func(br pgx.BatchResults) error {
@@ -358,10 +389,11 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 	c.QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&got.Version, &got.BeforeAvailable, &got.AfterAvailable,
 			&got.BeforeAllocated, &got.AfterAllocated); err != nil {
-			if q.refused(err) {
+			err = s.fail.Classify(err)
+			if refused(err) {
 				report(err)
 			}
-			return fmt.Errorf("inventory: %s: %w", q.what, err)
+			return err
 		}
 		report(nil)
 		if dst != nil {
@@ -379,17 +411,4 @@ func (s *Store) reportOrAbort(a Allocation, err error) {
 	}
 	s.observer.AllocateEnd(context.Background(), AllocateEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
 		SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: true, Err: err})
-}
-
-// IsAllocationRefused reports whether err (or an error it wraps) is the
-// refusal [Store.QueueAllocateBucketOrAbort]'s decrement raises.
-func IsAllocationRefused(err error) bool { return raised(err, AllocationRefused) }
-
-// raised reports whether err (or an error it wraps) is the
-// invalid_text_representation (22P02) that casting text to a number
-// raises, with text in its message: how the one-batch statements refuse.
-func raised(err error, text string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidTextRepresentation &&
-		strings.Contains(pgErr.Message, text)
 }

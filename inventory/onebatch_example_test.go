@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,7 +52,7 @@ func ExampleStore_QueueAllocateBucketOrAbort() {
 		switch {
 		case err == nil:
 			fmt.Printf("user %d: ordered, available %d → %d\n", userID, got.BeforeAvailable, got.AfterAvailable)
-		case inventory.IsAllocationRefused(err):
+		case errors.Is(err, inventory.ErrSoldOut):
 			fmt.Printf("user %d: refused, nothing committed: %v\n", userID, pgtx.IsNotCommitted(err))
 		default:
 			return err

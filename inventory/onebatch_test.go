@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
@@ -52,6 +54,25 @@ func abortedAt(t *testing.T, what string, err error, i int) {
 	var se *pgtx.StatementError
 	if !errors.As(err, &se) || se.Index != i || !pgtx.IsNotCommitted(err) {
 		t.Fatalf("%s: err = %v, want statement %d to abort the batch", what, err, i)
+	}
+}
+
+// abortedBy checks that err is the abort of a call of helper (a method
+// name, e.g. "QueueAllocateBucketOrAbort"), that it matches sentinel
+// with errors.Is, that the server's error carries the SQLSTATE code, and
+// that nothing committed.
+func abortedBy(t *testing.T, what string, err error, helper string, sentinel error, code string) {
+	t.Helper()
+	var se *pgtx.StatementError
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inventory.Store."+helper+"(") || !pgtx.IsNotCommitted(err) {
+		t.Fatalf("%s: err = %v, want a call of %s to abort the batch", what, err, helper)
+	}
+	if !errors.Is(err, sentinel) || !errors.As(err, &pgErr) || pgErr.Code != code {
+		t.Fatalf("%s: err = %v, want %v (SQLSTATE %s)", what, err, sentinel, code)
+	}
+	if !strings.Contains(err.Error(), se.Call) || strings.Contains(err.Error(), "invalid input syntax") {
+		t.Fatalf("%s: %q does not name the call %q and the condition", what, err, se.Call)
 	}
 }
 
@@ -101,6 +122,7 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		} {
 			err := tb.buyOrAbort(t, c.r, 500, allocationOf(c.r, 500), nil)
 			abortedAt(t, name, err, 0)
+			abortedBy(t, name, err, "QueueInsertReservationOrAbort", inventory.ErrReservationExists, "23505")
 			if got, ok := pgtx.UniqueViolationOf(err); !ok || got != c.constraint {
 				t.Fatalf("%s: violated %q, want %q", name, got, c.constraint)
 			}
@@ -115,8 +137,9 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		soldOut := tb.newReservation(1, 10, 0)
 		err = tb.buyOrAbort(t, soldOut, 502, allocationOf(soldOut, 502), nil)
 		abortedAt(t, "sold out", err, 1+dec)
-		if !inventory.IsAllocationRefused(err) {
-			t.Fatalf("sold out: %v, want the allocation refusal", err)
+		abortedBy(t, "sold out", err, "QueueAllocateBucketOrAbort", inventory.ErrSoldOut, "SK001")
+		if errors.Is(err, inventory.ErrNotOnSale) || errors.Is(err, inventory.ErrAllocationMismatch) {
+			t.Fatalf("sold out: %v also matches another condition", err)
 		}
 		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, soldOut.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
 			t.Fatalf("sold out reservation: %v, want none (rolled back)", err)
@@ -133,30 +156,30 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 	bothModes(t, func(t *testing.T, tb testBundle) {
 		dec, led := tb.allocationOrder()
 		tb.provision(t, 2, 20, 10, 2)
-		refused := func(name string, r inventory.NewReservation, a inventory.Allocation) {
+		refused := func(name string, r inventory.NewReservation, a inventory.Allocation, sentinel error, code string) {
 			t.Helper()
 			err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
 			abortedAt(t, name, err, 1+dec) // the decrement, after the reservation
-			if !inventory.IsAllocationRefused(err) {
-				t.Fatalf("%s: %v, want the allocation refusal", name, err)
-			}
+			abortedBy(t, name, err, "QueueAllocateBucketOrAbort", sentinel, code)
 		}
 		r := tb.newReservation(2, 20, 0)
 		other := r
 		other.Bucket = 1
-		refused("another bucket than the reservation's", r, allocationOf(other, 1))
+		refused("another bucket than the reservation's", r, allocationOf(other, 1), inventory.ErrAllocationMismatch, "SK005")
 		r = tb.newReservation(2, 20, 0)
 		a := allocationOf(r, 1)
 		a.UserID++
-		refused("another buyer", r, a)
+		refused("another buyer", r, a, inventory.ErrAllocationMismatch, "SK005")
 		r = tb.newReservation(2, 20, 0)
 		a = allocationOf(r, 1)
 		a.ReservationID = uuid.Must(uuid.NewV7())
-		refused("no such reservation", r, a)
+		refused("no such reservation", r, a, inventory.ErrReservationNotFound, "SK009")
 		r = tb.newReservation(2, 20, 1)
 		a = allocationOf(r, 1)
 		a.SKUID = 21
-		refused("unknown SKU", r, a)
+		refused("unknown SKU", r, a, inventory.ErrUnknownSKU, "SK004")
+		r = tb.newReservation(2, 20, 5) // the SKU has buckets 0 and 1
+		refused("unknown bucket", r, allocationOf(r, 1), inventory.ErrUnknownBucket, "SK003")
 
 		// Already allocated: a second allocation of a committed reservation.
 		done := tb.newReservation(2, 20, 0)
@@ -169,6 +192,7 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 		}
 		err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
 		abortedAt(t, "allocated twice", err, led)
+		abortedBy(t, "allocated twice", err, "QueueAllocateBucketOrAbort", inventory.ErrAlreadyApplied, "23505")
 		if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 			t.Fatalf("allocated twice: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
 		}
@@ -182,7 +206,7 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = tb.newReservation(2, 20, 0)
-		refused("sale paused", r, allocationOf(r, 1))
+		refused("sale paused", r, allocationOf(r, 1), inventory.ErrNotOnSale, "SK002")
 
 		tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, 2, 20)
 		if err != nil || tot.Allocated != 1 {
@@ -234,7 +258,9 @@ func queueOrAbortObserved(t *testing.T, citus bool) {
 	abortedAt(t, "same reservation", tb.buyOrAbort(t, again, 701, allocationOf(again, 701), nil), 0)
 	soldOut := tb.newReservation(3, 30, 0)
 	var got inventory.Allocated
-	abortedAt(t, "sold out", tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got), 1+dec)
+	err := tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got)
+	abortedAt(t, "sold out", err, 1+dec)
+	abortedBy(t, "sold out", err, "QueueAllocateBucketOrAbort", inventory.ErrSoldOut, "SK001")
 	if got != (inventory.Allocated{}) {
 		t.Fatalf("refused allocation filled dst: %+v", got)
 	}
@@ -248,7 +274,7 @@ func queueOrAbortObserved(t *testing.T, citus bool) {
 	if ok.Op != "allocate" || ok.Err != nil || !ok.Batch || ok.ActivityID != 3 || ok.SKUID != 30 || ok.Quantity != 1 {
 		t.Fatalf("success observed as %+v", ok)
 	}
-	if refused.Op != "allocate" || !inventory.IsAllocationRefused(refused.Err) || !refused.Batch {
+	if refused.Op != "allocate" || !errors.Is(refused.Err, inventory.ErrSoldOut) || !refused.Batch {
 		t.Fatalf("refusal observed as %+v", refused)
 	}
 }

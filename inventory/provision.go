@@ -125,7 +125,8 @@ SELECT false, planned_stock, bucket_count, 0
 // db may be a pool, a connection or a transaction. In a Read Committed
 // transaction (or on a pool) a concurrent first provisioning of the same SKU
 // is resolved by running the statement again (at most three times).
-func (s *Store) Provision(ctx context.Context, db pgtx.Querier, k SKU) (Provisioned, error) {
+func (s *Store) Provision(ctx context.Context, db pgtx.Querier, k SKU) (_ Provisioned, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Provisioned{}, nilHandle("db")
 	}

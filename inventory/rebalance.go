@@ -132,7 +132,8 @@ SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
 // apply them there idempotently, keyed by MoveID.
 //
 // An unknown SKU gives [ErrUnknownSKU]; bad input a *ValidationError.
-func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) (Rebalanced, error) {
+func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) (_ Rebalanced, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return Rebalanced{}, nilHandle("tx")
 	}

@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,7 +90,7 @@ func ExampleStore_QueueSoldOutOrAbort() {
 	// Now a rejection as sold out would be wrong: its guard raises.
 	third, thirdAlloc := reservation(3)
 	err = reject(third, thirdAlloc)
-	fmt.Println("third buyer rejected as sold out:", err == nil, "| guard raised:", inventory.IsNotSoldOut(err))
+	fmt.Println("third buyer rejected as sold out:", err == nil, "| guard raised:", errors.Is(err, inventory.ErrNotSoldOut))
 	// Output:
 	// second buyer: REJECTED SOLD_OUT
 	// released: available 0 → 1

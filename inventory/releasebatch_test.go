@@ -60,6 +60,7 @@ func TestQueueReleaseStockOrAbort(t *testing.T) {
 	// Twice: the RELEASE row raises (statement 0).
 	err = tb.releaseOrAbort(t, a, nil)
 	abortedAt(t, "released twice", err, 0)
+	abortedBy(t, "released twice", err, "QueueReleaseStockOrAbort", inventory.ErrAlreadyApplied, "23505")
 	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 		t.Fatalf("released twice: %v", err)
 	}
@@ -80,15 +81,14 @@ func TestQueueReleaseStockOrAbort(t *testing.T) {
 		mut(&bad)
 		err := tb.releaseOrAbort(t, bad, nil)
 		abortedAt(t, name, err, 1)
-		if !inventory.IsReleaseRefused(err) {
-			t.Fatalf("%s: %v, want the release refusal", name, err)
-		}
+		abortedBy(t, name, err, "QueueReleaseStockOrAbort", inventory.ErrAllocationMismatch, "SK005")
 	}
 	never := tb.newReservation(11, 110, 0)
 	err = tb.releaseOrAbort(t, allocationOf(never, 902), nil)
 	abortedAt(t, "never allocated", err, 1)
-	if !inventory.IsReleaseRefused(err) || inventory.IsAllocationRefused(err) {
-		t.Fatalf("never allocated: %v, want the release refusal", err)
+	abortedBy(t, "never allocated", err, "QueueReleaseStockOrAbort", inventory.ErrNotAllocated, "SK006")
+	if errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrAllocationMismatch) {
+		t.Fatalf("never allocated: %v also matches another condition", err)
 	}
 	bk, err = tb.store.GetBucket(tb.ctx, tb.pool, 11, 110, 0)
 	if err != nil || bk.Available != 2 || bk.Allocated != 1 {
@@ -117,7 +117,7 @@ func TestQueueReleaseStockOrAbort(t *testing.T) {
 		t.Fatalf("observed releases %+v: want the release, the duplicate, then four refusals", releases)
 	}
 	for _, e := range releases[2:] {
-		if !inventory.IsReleaseRefused(e.Err) || e.Bucket != -1 {
+		if !(errors.Is(e.Err, inventory.ErrAllocationMismatch) || errors.Is(e.Err, inventory.ErrNotAllocated)) || e.Bucket != -1 {
 			t.Fatalf("refusal observed as %+v", e)
 		}
 	}

@@ -36,7 +36,8 @@ SELECT activity_id, sku_id, ledger_type, count(*),
 // PROVISION) for one activity and SKU (skuID 0: every SKU of the
 // activity). Types without rows are absent. ALLOCATE minus RELEASE is the
 // stock held by live orders; compare it with the order report.
-func (s *Store) LedgerByType(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]TypeQuantity, error) {
+func (s *Store) LedgerByType(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []TypeQuantity, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}

@@ -226,7 +226,8 @@ type Acquired struct {
 // trip): the insert, then the look-up that locks the row (or finds the
 // reservation holding the request id or order id) with a snapshot of its
 // own, which needs no second run.
-func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservation) (Acquired, error) {
+func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservation) (_ Acquired, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return Acquired{}, nilHandle("tx")
 	}
@@ -259,6 +260,7 @@ func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservat
 // driver error. The returned error is only for invalid input, in which case
 // nothing is queued.
 func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acquired) error {
+	defer s.fail.Mark(b, "inventory.Store.QueueAcquireReservation")()
 	if err := r.validate(); err != nil {
 		return err
 	}
@@ -358,12 +360,13 @@ const getReservationSQL = `SELECT ` + reservationCols + ` FROM {schema}.inventor
 
 // GetReservation reads a reservation without locking it. An unknown id
 // gives [ErrReservationNotFound].
-func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUID) (Reservation, error) {
+func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUID) (_ Reservation, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Reservation{}, nilHandle("db")
 	}
 	var r Reservation
-	err := db.QueryRow(ctx, s.sql.getReservation, id).Scan(scanReservationInto(&r)...)
+	err = db.QueryRow(ctx, s.sql.getReservation, id).Scan(scanReservationInto(&r)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, fmt.Errorf("inventory: reservation %s: %w", id, ErrReservationNotFound)
 	}
@@ -459,7 +462,8 @@ SELECT false, * FROM cur`
 //
 // db is usually the caller's transaction (the transition belongs with the
 // order and ledger writes); a pool works for stand-alone transitions.
-func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Transition) (Reservation, error) {
+func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Transition) (_ Reservation, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Reservation{}, nilHandle("db")
 	}
@@ -475,6 +479,7 @@ func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Tr
 // classified as described there. The returned error is only for invalid
 // input, in which case nothing is queued.
 func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Reservation) error {
+	defer s.fail.Mark(b, "inventory.Store.QueueTransitionReservation")()
 	if err := t.validate(); err != nil {
 		return err
 	}

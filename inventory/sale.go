@@ -215,7 +215,8 @@ SELECT c.sale_status, upd.sale_version, log.log_id, log.created_at
 // ([ErrIllegalSaleChange]) from ENDED, nothing written; *ValidationError
 // for bad input, nothing sent. Allocations already running keep the state
 // of their statement's snapshot; every later statement sees the change.
-func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (SaleChanged, error) {
+func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (_ SaleChanged, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return SaleChanged{}, nilHandle("tx")
 	}
@@ -239,7 +240,7 @@ func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (Sal
 		logID   *int64
 		at      *time.Time
 	)
-	err := tx.QueryRow(ctx, s.sql.setSale, c.ActivityID, c.SKUID, int16(c.To), starts, ends, from, c.Operator, c.Reason).
+	err = tx.QueryRow(ctx, s.sql.setSale, c.ActivityID, c.SKUID, int16(c.To), starts, ends, from, c.Operator, c.Reason).
 		Scan(&cur, &version, &logID, &at)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -264,7 +265,8 @@ const saleLogSQL = `SELECT log_id, activity_id, sku_id, from_status, to_status, 
 // SaleLog returns a SKU's sale changes, oldest first, each as
 // [Store.SetSaleStatus] returned it (Version included), except the window
 // bounds, which are read back at the server's microsecond precision.
-func (s *Store) SaleLog(ctx context.Context, db pgtx.Querier, activityID, skuID int64) ([]SaleChanged, error) {
+func (s *Store) SaleLog(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []SaleChanged, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}

@@ -113,3 +113,76 @@ func QuoteSchema(name string) (string, error) {
 	}
 	return pgx.Identifier{name}.Sanitize(), nil
 }
+
+// ErrNotMigrated is matched (with errors.Is) by the error a store or relay
+// of this module returns when its schema lacks the tables or functions of
+// its component: the migrations were never applied to that schema, or are
+// behind the code, or the store is configured with another schema than
+// the one they were applied to. The concrete type is *NotMigratedError.
+var ErrNotMigrated = errors.New("migrate: schema not migrated")
+
+// NotMigratedError reports a schema without the tables (or functions) of a
+// component. Its text names the schema and the fix: apply the component's
+// migrations to that schema ([Apply]), or configure the schema they were
+// applied to.
+type NotMigratedError struct {
+	Schema    string // the schema the store or relay uses
+	Component string // the component whose objects are missing, e.g. "outbox"
+	// Err is the server's error: undefined_table (SQLSTATE 42P01),
+	// undefined_function (42883) or invalid_schema_name (3F000), naming
+	// the missing object; nil when the check found it without one.
+	Err error
+}
+
+// Error names the schema, the component and the fix, then the server's
+// error.
+func (e *NotMigratedError) Error() string {
+	msg := fmt.Sprintf("migrate: the %s migrations are not applied to schema %q: apply them with migrate.Apply(ctx, db, %q, %s.Migrations), or configure the schema they were applied to",
+		e.Component, e.Schema, e.Schema, e.Component)
+	if e.Err != nil {
+		msg += " (" + e.Err.Error() + ")"
+	}
+	return msg
+}
+
+// Is reports whether target is [ErrNotMigrated].
+func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrated }
+
+// Unwrap returns the server's error.
+func (e *NotMigratedError) Unwrap() error { return e.Err }
+
+// ErrCitusMismatch is matched (with errors.Is) by the error a store's
+// Check returns when its Citus option does not fit the server: the
+// component's tables are distributed by Citus (a distributed schema, or a
+// distributed table) and the option is off, or the option is on and they
+// are not. The concrete type is *CitusMismatchError.
+var ErrCitusMismatch = errors.New("migrate: the Citus option does not fit the server")
+
+// CitusMismatchError reports a store whose Citus option does not fit the
+// server it runs on.
+type CitusMismatchError struct {
+	Schema    string // the store's schema
+	Component string // the store's component, e.g. "inventory"
+	// Option is the store's Config.Citus.
+	Option bool
+	// Citus tells whether the server has the Citus extension;
+	// Distributed whether the component's tables are distributed by it.
+	Citus, Distributed bool
+}
+
+// Error says which way the option is wrong and what it costs.
+func (e *CitusMismatchError) Error() string {
+	if e.Distributed {
+		return fmt.Sprintf("migrate: the %s tables of schema %q are distributed by Citus, but Config.Citus is off: set it, or the %s statements are split into subplans and their transactions commit with two phases across nodes",
+			e.Component, e.Schema, e.Component)
+	}
+	where := "the server has no Citus extension"
+	if e.Citus {
+		where = "the tables are not distributed by Citus (a local table of the coordinator)"
+	}
+	return fmt.Sprintf("migrate: Config.Citus is set for the %s tables of schema %q, but %s: unset it (its statement shapes cost more on a single PostgreSQL)",
+		e.Component, e.Schema, where)
+}
+
+// Is reports whether target is [ErrCitusMismatch].
+func (e *CitusMismatchError) Is(target error) bool { return target == ErrCitusMismatch }

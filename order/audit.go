@@ -111,7 +111,8 @@ ORDER BY 1, 2`
 // read-only Repeatable Read transaction (pgx.TxOptions{IsoLevel:
 // pgx.RepeatableRead, AccessMode: pgx.ReadOnly}); on a pool or a Read
 // Committed transaction each audit reads its own moment.
-func (s *Store) Audit(ctx context.Context, q pgtx.Querier) ([]Finding, error) {
+func (s *Store) Audit(ctx context.Context, q pgtx.Querier) (_ []Finding, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
 	}

@@ -170,11 +170,12 @@ WHERE order_id = $1 OR order_no = $2
 // for Read Committed; under Repeatable Read a conflict with a row committed
 // after the snapshot raises serialization_failure (40001), which
 // pgtx.RunInTx retries.
-func (s *Store) Create(ctx context.Context, tx pgx.Tx, in NewOrder) (CreateResult, error) {
+func (s *Store) Create(ctx context.Context, tx pgx.Tx, in NewOrder) (_ CreateResult, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return CreateResult{}, nilHandle("tx")
 	}
-	in, err := s.normalize(in)
+	in, err = s.normalize(in)
 	if err != nil {
 		return CreateResult{}, err
 	}
@@ -201,6 +202,7 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, in NewOrder) (CreateResul
 // conflict with [Store.ClassifyConflict] in the same transaction (and
 // usually rolls back if later statements depended on the insert).
 func (s *Store) QueueCreate(b *pgx.Batch, in NewOrder, dst *CreateResult) error {
+	defer s.fail.Mark(b, "order.Store.QueueCreate")()
 	in, err := s.normalize(in)
 	if err != nil {
 		return err
@@ -226,11 +228,12 @@ func (s *Store) QueueCreate(b *pgx.Batch, in NewOrder, dst *CreateResult) error 
 // ClassifyConflict explains why an insert of in (queued by QueueCreate)
 // inserted nothing, returning exactly what Create returns on its conflict
 // path. Run it in the transaction that ran the insert. It reads only.
-func (s *Store) ClassifyConflict(ctx context.Context, q pgtx.Querier, in NewOrder) (CreateResult, error) {
+func (s *Store) ClassifyConflict(ctx context.Context, q pgtx.Querier, in NewOrder) (_ CreateResult, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return CreateResult{}, nilHandle("q")
 	}
-	in, err := s.normalize(in)
+	in, err = s.normalize(in)
 	if err != nil {
 		return CreateResult{}, err
 	}

@@ -20,7 +20,9 @@ var (
 	ErrNotFound = errors.New("order: not found")
 	// ErrUserAlreadyOrdered: Create hit the one-order-per-(activity, sku,
 	// user) constraint with a different request. The concrete type is
-	// *UserAlreadyOrderedError, carrying the existing order.
+	// *UserAlreadyOrderedError, carrying the existing order (for the abort
+	// of a one-batch [Store.QueueCreateOrAbort], the classified server
+	// error: match it with errors.Is).
 	ErrUserAlreadyOrdered = errors.New("order: user already ordered this sku in this activity")
 	// ErrIDCollision: Create's order_id or order_no (or RecordPayment's
 	// payment_id) is already used by an unrelated row. Generate a new id and
@@ -49,7 +51,9 @@ var (
 	// conflict is real but not classified yet. Call [Store.ClassifyConflict]
 	// or [Store.ClassifyPaymentConflict] in the same transaction to get
 	// what Create / RecordPayment would have returned. The concrete type is
-	// *ConflictError.
+	// *ConflictError. It is also matched by the error of a one-batch
+	// [Store.QueueCreateOrAbort] that met an order of the same request,
+	// reservation or source message (run Create in a new transaction).
 	ErrConflict = errors.New("order: insert conflicted, classification needed")
 )
 

@@ -66,7 +66,8 @@ func checkLimit(limit int) error {
 // order with TransitionOrder(ctx, tx, TimeoutCancel(id)) and release its
 // stock in the same transaction when the result is Changed — or use
 // [Store.CancelExpired], which does both steps in one statement.
-func (s *Store) DueForExpiry(ctx context.Context, tx pgx.Tx, limit int) ([]Order, error) {
+func (s *Store) DueForExpiry(ctx context.Context, tx pgx.Tx, limit int) (_ []Order, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return nil, nilHandle("tx")
 	}
@@ -100,7 +101,8 @@ func (s *Store) DueForExpiry(ctx context.Context, tx pgx.Tx, limit int) ([]Order
 // stock of every returned order (ReservationID, ActivityID, SKUID, Bucket,
 // Quantity) in the same transaction, then commit. An empty result means
 // nothing is due (or everything due is locked by someone else).
-func (s *Store) CancelExpired(ctx context.Context, tx pgx.Tx, limit int) ([]TransitionResult, error) {
+func (s *Store) CancelExpired(ctx context.Context, tx pgx.Tx, limit int) (_ []TransitionResult, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return nil, nilHandle("tx")
 	}
@@ -120,6 +122,7 @@ func (s *Store) CancelExpired(ctx context.Context, tx pgx.Tx, limit int) ([]Tran
 // orders. Queue it in a transaction's batch, and release the stock of every
 // order in *dst in that same transaction before committing.
 func (s *Store) QueueCancelExpired(b *pgx.Batch, limit int, dst *[]TransitionResult) error {
+	defer s.fail.Mark(b, "order.Store.QueueCancelExpired")()
 	if err := checkLimit(limit); err != nil {
 		return err
 	}

@@ -1,7 +1,11 @@
 package order
 
 import (
+	"fmt"
+
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // The statements of [Store.QueueCreateOrAbort]: createSQL's two inserts as
@@ -34,7 +38,11 @@ VALUES ($1, 1, $2, $3, $4, $5, $6, $6::bigint * $5::smallint)`
 // buyer already ordered this SKU, uq_orders_request, uq_orders_reservation
 // or uq_orders_source_message for the same request, the primary key or
 // uq_orders_order_no for an id in use), which aborts the whole
-// transaction, COMMIT included. A concurrent insert of a conflicting order
+// transaction, COMMIT included. The error [pgtx.RunBatch] returns names
+// this call and matches, with errors.Is, [ErrUserAlreadyOrdered] (the
+// buyer's one order per SKU), [ErrIDCollision] (the order id or number)
+// or [ErrConflict] (the same request, reservation or source message); it
+// unwraps to the server's *pgconn.PgError. A concurrent insert of a conflicting order
 // makes it wait, then raise if that transaction commits. Run the general
 // path (Create, in a new transaction) after an abort to classify the
 // conflict.
@@ -49,7 +57,9 @@ func (s *Store) QueueCreateOrAbort(b *pgx.Batch, in NewOrder) error {
 		return invalid("QueueCreateOrAbort", "batch must not be nil")
 	}
 	args := createArgs(in)
+	from := b.Len()
 	b.Queue(s.sql.insertOrderOrAbort, args[:13]...)
 	b.Queue(s.sql.insertItemOrAbort, in.OrderID, in.ActivityID, in.SKUID, in.SKUTitle, in.Quantity, in.UnitPrice)
+	pgtx.NameCall(b, from, fmt.Sprintf("order.Store.QueueCreateOrAbort(order %d)", in.OrderID), s.fail.Classify)
 	return nil
 }

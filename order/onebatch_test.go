@@ -2,18 +2,28 @@ package order_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestQueueCreateOrAbort(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			queueCreateOrAbort(t, setupCfg(t, pgtest.Pool(t), order.Config{Citus: citus}))
+		})
+	}
+}
+
+func queueCreateOrAbort(t *testing.T, b testBundle) {
 	create := func(in order.NewOrder) error {
 		var batch pgx.Batch
 		if err := b.store.QueueCreateOrAbort(&batch, in); err != nil {
@@ -48,18 +58,27 @@ func TestQueueCreateOrAbort(t *testing.T) {
 	for name, c := range map[string]struct {
 		in         order.NewOrder
 		constraint string
+		sentinel   error
 	}{
-		"buyer already ordered": {sameUser, "uq_orders_user_sku"},
-		"same request":          {sameRequest, "uq_orders_request"},
-		"same reservation":      {sameReservation, "uq_orders_reservation"},
-		"same source message":   {sameMessage, "uq_orders_source_message"},
-		"order id in use":       {sameID, "orders_pkey"},
+		"buyer already ordered": {sameUser, "uq_orders_user_sku", order.ErrUserAlreadyOrdered},
+		"same request":          {sameRequest, "uq_orders_request", order.ErrConflict},
+		"same reservation":      {sameReservation, "uq_orders_reservation", order.ErrConflict},
+		"same source message":   {sameMessage, "uq_orders_source_message", order.ErrConflict},
+		"order id in use":       {sameID, "orders_pkey", order.ErrIDCollision},
 	} {
 		err := create(c.in)
 		var se *pgtx.StatementError
 		con, ok := pgtx.UniqueViolationOf(err)
 		if !errors.As(err, &se) || se.Index != 0 || !ok || con != c.constraint || !pgtx.IsNotCommitted(err) {
 			t.Fatalf("%s: err = %v, want statement 0 to violate %s", name, err, c.constraint)
+		}
+		if !errors.Is(err, c.sentinel) || se.Call != fmt.Sprintf("order.Store.QueueCreateOrAbort(order %d)", c.in.OrderID) {
+			t.Fatalf("%s: err = %v (call %q), want %v from the named call", name, err, se.Call, c.sentinel)
+		}
+		for _, other := range []error{order.ErrUserAlreadyOrdered, order.ErrConflict, order.ErrIDCollision} {
+			if other != c.sentinel && errors.Is(err, other) {
+				t.Fatalf("%s: err = %v also matches %v", name, err, other)
+			}
 		}
 	}
 	var orders, lines int

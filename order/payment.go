@@ -224,11 +224,12 @@ WHERE p.payment_id = $1 OR p.payment_request_id = $2
 // classification query). The order row stays locked until the transaction
 // ends, so a concurrent timeout cancel of the same order waits and then
 // sees PAID (or, if it won, this call sees CANCELLED): never both.
-func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (PaymentResult, error) {
+func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (_ PaymentResult, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return PaymentResult{}, nilHandle("tx")
 	}
-	p, err := s.normalizePayment(p)
+	p, err = s.normalizePayment(p)
 	if err != nil {
 		return PaymentResult{}, err
 	}
@@ -249,6 +250,7 @@ func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (Paymen
 // classify it with [Store.ClassifyPaymentConflict] in the same
 // transaction.
 func (s *Store) QueueRecordPayment(b *pgx.Batch, p Payment, dst *PaymentResult) error {
+	defer s.fail.Mark(b, "order.Store.QueueRecordPayment")()
 	p, err := s.normalizePayment(p)
 	if err != nil {
 		return err
@@ -272,11 +274,12 @@ func (s *Store) paymentRow(p Payment) twin.Row[PaymentResult] {
 // ClassifyPaymentConflict explains why the insert of p (queued by
 // QueueRecordPayment) inserted nothing, returning exactly what
 // RecordPayment returns for it. It reads only.
-func (s *Store) ClassifyPaymentConflict(ctx context.Context, q pgtx.Querier, p Payment) (PaymentResult, error) {
+func (s *Store) ClassifyPaymentConflict(ctx context.Context, q pgtx.Querier, p Payment) (_ PaymentResult, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return PaymentResult{}, nilHandle("q")
 	}
-	p, err := s.normalizePayment(p)
+	p, err = s.normalizePayment(p)
 	if err != nil {
 		return PaymentResult{}, err
 	}

@@ -24,7 +24,8 @@ FROM {schema}.payment_record WHERE order_id = $1 ORDER BY created_at, payment_id
 
 // Get returns the order with the given id, or a *NotFoundError
 // ([ErrNotFound]). It reads without locking.
-func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (Order, error) {
+func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (_ Order, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return Order{}, nilHandle("q")
 	}
@@ -32,7 +33,7 @@ func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (Order, 
 		return Order{}, invalid("orderID", "must be > 0")
 	}
 	var o Order
-	err := scanOrder(q.QueryRow(ctx, s.sql.getByID, orderID), &o)
+	err = scanOrder(q.QueryRow(ctx, s.sql.getByID, orderID), &o)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, &NotFoundError{OrderID: orderID}
 	}
@@ -46,7 +47,8 @@ func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (Order, 
 // uq_orders_user_sku, one order per buyer, whatever its status), or an
 // error matching [ErrNotFound]. It reads without locking. Use it to name
 // the order that made a new one raise uq_orders_user_sku.
-func (s *Store) GetByBuyer(ctx context.Context, q pgtx.Querier, activityID, skuID, userID int64) (Order, error) {
+func (s *Store) GetByBuyer(ctx context.Context, q pgtx.Querier, activityID, skuID, userID int64) (_ Order, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return Order{}, nilHandle("q")
 	}
@@ -54,7 +56,7 @@ func (s *Store) GetByBuyer(ctx context.Context, q pgtx.Querier, activityID, skuI
 		return Order{}, invalid("GetByBuyer", "activity, SKU and user ids must be > 0")
 	}
 	var o Order
-	err := scanOrder(q.QueryRow(ctx, s.sql.getByBuyer, activityID, skuID, userID), &o)
+	err = scanOrder(q.QueryRow(ctx, s.sql.getByBuyer, activityID, skuID, userID), &o)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, fmt.Errorf("%w: no order of user %d for activity %d, SKU %d", ErrNotFound, userID, activityID, skuID)
 	}
@@ -67,7 +69,8 @@ func (s *Store) GetByBuyer(ctx context.Context, q pgtx.Querier, activityID, skuI
 // GetByRequest returns the order created for requestID (unique), or an
 // error matching [ErrNotFound]. Use it to answer a client retrying a
 // request whose commit outcome it did not learn.
-func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid.UUID) (Order, error) {
+func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid.UUID) (_ Order, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return Order{}, nilHandle("q")
 	}
@@ -75,7 +78,7 @@ func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid
 		return Order{}, invalid("requestID", "required")
 	}
 	var o Order
-	err := scanOrder(q.QueryRow(ctx, s.sql.getByRequest, requestID), &o)
+	err = scanOrder(q.QueryRow(ctx, s.sql.getByRequest, requestID), &o)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, fmt.Errorf("%w: no order for request %s", ErrNotFound, requestID)
 	}
@@ -87,7 +90,8 @@ func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid
 
 // Items returns the item lines of an order by line number (empty if the
 // order has none or does not exist).
-func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) ([]Item, error) {
+func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) (_ []Item, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
 	}
@@ -112,7 +116,8 @@ func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) ([]Ite
 
 // Payments returns the payment records of an order, oldest first (empty
 // if none).
-func (s *Store) Payments(ctx context.Context, q pgtx.Querier, orderID int64) ([]PaymentRecord, error) {
+func (s *Store) Payments(ctx context.Context, q pgtx.Querier, orderID int64) (_ []PaymentRecord, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
 	}

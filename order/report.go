@@ -32,7 +32,8 @@ SELECT activity_id, sku_id, status, count(*), coalesce(sum(quantity), 0), coales
 // SKU (skuID 0: every SKU of the activity). Statuses without orders are
 // absent. One read; run it on a replica or in a Repeatable Read
 // transaction to reconcile it with the other reports in one snapshot.
-func (s *Store) QuantitiesByStatus(ctx context.Context, q pgtx.Querier, activityID, skuID int64) ([]StatusQuantity, error) {
+func (s *Store) QuantitiesByStatus(ctx context.Context, q pgtx.Querier, activityID, skuID int64) (_ []StatusQuantity, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
 	}

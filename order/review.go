@@ -99,7 +99,8 @@ func scanReview(row pgx.Row, r *PaymentReview, extra ...any) error {
 // is recorded once, and a redelivery returns the existing row with created
 // false. Run it in its own transaction (or on a pool) after the payment
 // transaction was refused and rolled back.
-func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payment, reason ReviewReason) (PaymentReview, bool, error) {
+func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payment, reason ReviewReason) (_ PaymentReview, _ bool, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return PaymentReview{}, false, nilHandle("q")
 	}
@@ -132,7 +133,7 @@ func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payme
 		out     PaymentReview
 		created bool
 	)
-	err := scanReview(q.QueryRow(ctx, s.sql.recordReview, p.Provider, p.ProviderTradeNo, p.CallbackID, p.OrderID, p.Amount,
+	err = scanReview(q.QueryRow(ctx, s.sql.recordReview, p.Provider, p.ProviderTradeNo, p.CallbackID, p.OrderID, p.Amount,
 		p.Currency, string(reason), string(raw)), &out, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Inserted concurrently and committed during the statement: read it.
@@ -150,7 +151,8 @@ const openReviewsSQL = `SELECT ` + reviewCols + ` FROM {schema}.payment_review W
 
 // OpenPaymentReviews lists up to limit (1..10,000) unresolved reviews,
 // oldest first.
-func (s *Store) OpenPaymentReviews(ctx context.Context, q pgtx.Querier, limit int) ([]PaymentReview, error) {
+func (s *Store) OpenPaymentReviews(ctx context.Context, q pgtx.Querier, limit int) (_ []PaymentReview, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
 	}
@@ -203,7 +205,8 @@ var ErrReviewResolved = errors.New("order: payment review already resolved")
 // [ErrReviewResolved] with the stored row; nothing is written then. A call
 // that waited for a concurrent resolution gets ErrReviewResolved with the
 // row that resolution committed.
-func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, reviewID int64, resolution, resolvedBy string) (PaymentReview, error) {
+func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, reviewID int64, resolution, resolvedBy string) (_ PaymentReview, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return PaymentReview{}, nilHandle("q")
 	}
@@ -219,7 +222,7 @@ func (s *Store) ResolvePaymentReview(ctx context.Context, q pgtx.Querier, review
 		out     PaymentReview
 		updated bool
 	)
-	err := scanReview(q.QueryRow(ctx, s.sql.resolveReview, reviewID, resolution, resolvedBy), &out, &updated)
+	err = scanReview(q.QueryRow(ctx, s.sql.resolveReview, reviewID, resolution, resolvedBy), &out, &updated)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return PaymentReview{}, fmt.Errorf("order: payment review %d: %w", reviewID, ErrNotFound)

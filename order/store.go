@@ -6,6 +6,7 @@ import (
 	"embed"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -57,6 +58,7 @@ type Store struct {
 	currency string
 	citus    bool
 	sql      statements
+	fail     *failure.Classifier
 }
 
 // New validates cfg and builds the Store's SQL. An invalid schema returns a
@@ -70,16 +72,42 @@ func New(cfg Config) (*Store, error) {
 	if cur != "" && !validCurrency(cur) {
 		return nil, invalid("Config.DefaultCurrency", "must be three upper-case ASCII letters")
 	}
+	schema := cmp.Or(cfg.Schema, migrate.DefaultSchema)
 	return &Store{
-		schema:   cmp.Or(cfg.Schema, migrate.DefaultSchema),
+		schema:   schema,
 		currency: cur,
 		citus:    cfg.Citus,
 		sql:      buildStatements(quoted),
+		fail: &failure.Classifier{Schema: schema, Component: "order",
+			Objects: []string{"orders", "order_items", "payment_record", "payment_review"}, Constraints: map[string]error{
+				"uq_orders_user_sku":       ErrUserAlreadyOrdered,
+				"orders_pkey":              ErrIDCollision,
+				"uq_orders_order_no":       ErrIDCollision,
+				"uq_orders_request":        ErrConflict,
+				"uq_orders_reservation":    ErrConflict,
+				"uq_orders_source_message": ErrConflict,
+			}},
 	}, nil
 }
 
 // Schema returns the schema the Store works in.
 func (s *Store) Schema() string { return s.schema }
+
+// Check verifies, once at startup, that the Store fits the database db: that
+// its schema has the order tables (else a *migrate.NotMigratedError,
+// matching migrate.ErrNotMigrated, naming the schema and the fix,
+// migrate.Apply), and that Config.Citus fits the server (else a
+// *migrate.CitusMismatchError, matching migrate.ErrCitusMismatch): on a
+// Citus coordinator whose schema is distributed the option must be set,
+// and on a server without Citus, or for tables Citus does not distribute,
+// it must not be. Without the check a store pointed at the wrong schema
+// fails at its first call with the same *migrate.NotMigratedError, and a
+// mismatched option goes unnoticed: the statements work, but on Citus
+// without the option its transactions commit with two phases. It reads
+// the catalog (two queries) and writes nothing.
+func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	return s.fail.Check(ctx, db, "orders", s.citus)
+}
 
 func validCurrency(c string) bool {
 	if len(c) != 3 {

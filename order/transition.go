@@ -158,7 +158,8 @@ SELECT {c.cols}, false, c.status, c.expired FROM cur AS c WHERE NOT EXISTS (SELE
 // cancel, whose stock the caller releases in the same transaction when
 // Changed; a pool is fine for stand-alone moves. Invalid input returns a
 // *ValidationError before anything is sent.
-func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transition) (TransitionResult, error) {
+func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transition) (_ TransitionResult, err error) {
+	defer s.fail.Explain(&err)
 	if q == nil {
 		return TransitionResult{}, nilHandle("q")
 	}
@@ -173,6 +174,7 @@ func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transitio
 // batch runs, the callback fills dst and returns what TransitionOrder would
 // return as error (classified the same way).
 func (s *Store) QueueTransitionOrder(b *pgx.Batch, t Transition, dst *TransitionResult) error {
+	defer s.fail.Mark(b, "order.Store.QueueTransitionOrder")()
 	if err := t.validate(); err != nil {
 		return err
 	}

@@ -96,6 +96,7 @@ func (c Claim) IDs() []uuid.UUID {
 // the claim when the results are read. The returned error is only for
 // invalid input.
 func (s *Store) QueueClaimOutboxBatch(b *pgx.Batch, owner string, limit int, dst *Claim) error {
+	defer s.fail.Mark(b, "outbox.Store.QueueClaimOutboxBatch")()
 	if b == nil || dst == nil {
 		return invalid("batch", "nil batch or destination")
 	}
@@ -167,7 +168,8 @@ func (s *Store) claimAfter(ctx context.Context, db pgtx.Querier, owner string, l
 // empty claim, not an error. Run it outside a long transaction (on a pool):
 // the claim must commit before publishing, and publish must not
 // hold a transaction open.
-func (s *Store) ClaimOutboxBatch(ctx context.Context, db pgtx.Querier, owner string, limit int) (Claim, error) {
+func (s *Store) ClaimOutboxBatch(ctx context.Context, db pgtx.Querier, owner string, limit int) (_ Claim, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Claim{}, nilHandle("db")
 	}
@@ -260,6 +262,7 @@ func (s *Store) queueLeaseUpdate(b *pgx.Batch, sql, op string, lease Lease, ids 
 // QueueMarkSent queues [Store.MarkSent] into b; *dst receives the result
 // and a lost lease surfaces as a *LeaseLostError from BatchResults.Close.
 func (s *Store) QueueMarkSent(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *MarkResult) error {
+	defer s.fail.Mark(b, "outbox.Store.QueueMarkSent")()
 	return s.queueLeaseUpdate(b, s.sentSQL, "mark sent", lease, ids, dst)
 }
 
@@ -270,7 +273,8 @@ func (s *Store) QueueMarkSent(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *M
 // finished, unknown) are not touched and are reported in MarkResult.Lost and
 // by a *LeaseLostError matching [ErrLeaseLost]. They will be (or were)
 // published again: at least once, never lost.
-func (s *Store) MarkSent(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (MarkResult, error) {
+func (s *Store) MarkSent(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (_ MarkResult, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return MarkResult{}, nilHandle("db")
 	}
@@ -279,12 +283,13 @@ func (s *Store) MarkSent(ctx context.Context, db pgtx.Querier, lease Lease, ids 
 	if err := s.QueueMarkSent(b, lease, ids, &r); err != nil {
 		return MarkResult{}, err
 	}
-	err := db.SendBatch(ctx, b).Close()
+	err = db.SendBatch(ctx, b).Close()
 	return r, err
 }
 
 // QueueReleaseLease queues [Store.ReleaseLease] into b.
 func (s *Store) QueueReleaseLease(b *pgx.Batch, lease Lease, ids []uuid.UUID, dst *MarkResult) error {
+	defer s.fail.Mark(b, "outbox.Store.QueueReleaseLease")()
 	return s.queueLeaseUpdate(b, s.releaseSQL, "release", lease, ids, dst)
 }
 
@@ -292,7 +297,8 @@ func (s *Store) QueueReleaseLease(b *pgx.Batch, lease Lease, ids []uuid.UUID, ds
 // available now, lease cleared, so another relay can claim them at once
 // instead of waiting for the lease to expire. A relay that stops calls it
 // for what it did not publish. Lease-checked like [Store.MarkSent].
-func (s *Store) ReleaseLease(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (MarkResult, error) {
+func (s *Store) ReleaseLease(ctx context.Context, db pgtx.Querier, lease Lease, ids []uuid.UUID) (_ MarkResult, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return MarkResult{}, nilHandle("db")
 	}
@@ -301,7 +307,7 @@ func (s *Store) ReleaseLease(ctx context.Context, db pgtx.Querier, lease Lease, 
 	if err := s.QueueReleaseLease(b, lease, ids, &r); err != nil {
 		return MarkResult{}, err
 	}
-	err := db.SendBatch(ctx, b).Close()
+	err = db.SendBatch(ctx, b).Close()
 	return r, err
 }
 
@@ -318,6 +324,7 @@ type Failure struct {
 
 // QueueMarkFailed queues [Store.MarkFailed] into b.
 func (s *Store) QueueMarkFailed(b *pgx.Batch, lease Lease, failures []Failure, dst *MarkResult) error {
+	defer s.fail.Mark(b, "outbox.Store.QueueMarkFailed")()
 	if b == nil || dst == nil {
 		return invalid("batch", "nil batch or destination")
 	}
@@ -387,7 +394,8 @@ func (s *Store) QueueMarkFailed(b *pgx.Batch, lease Lease, failures []Failure, d
 // (retry_count reaches max_retry). last_error keeps the message, bounded.
 // Lease-checked like [Store.MarkSent]; MarkResult.Dead counts the events
 // that went DEAD.
-func (s *Store) MarkFailed(ctx context.Context, db pgtx.Querier, lease Lease, failures []Failure) (MarkResult, error) {
+func (s *Store) MarkFailed(ctx context.Context, db pgtx.Querier, lease Lease, failures []Failure) (_ MarkResult, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return MarkResult{}, nilHandle("db")
 	}
@@ -396,7 +404,7 @@ func (s *Store) MarkFailed(ctx context.Context, db pgtx.Querier, lease Lease, fa
 	if err := s.QueueMarkFailed(b, lease, failures, &r); err != nil {
 		return MarkResult{}, err
 	}
-	err := db.SendBatch(ctx, b).Close()
+	err = db.SendBatch(ctx, b).Close()
 	return r, err
 }
 
@@ -430,7 +438,8 @@ type Recovered struct {
 // failed, released or claimed again in the meantime is never touched, and
 // a row being marked right now is skipped (SKIP LOCKED). Returns what it
 // recovered (empty: nothing had expired).
-func (s *Store) RecoverExpired(ctx context.Context, db pgtx.Querier, lease time.Duration, limit int) ([]Recovered, error) {
+func (s *Store) RecoverExpired(ctx context.Context, db pgtx.Querier, lease time.Duration, limit int) (_ []Recovered, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}
@@ -448,7 +457,8 @@ func (s *Store) RecoverExpired(ctx context.Context, db pgtx.Querier, lease time.
 // than lease. A supervisor that knows a relay died uses it to recover just
 // that relay's claim; it never touches a row that was finished or claimed
 // again since.
-func (s *Store) RecoverLease(ctx context.Context, db pgtx.Querier, l Lease, lease time.Duration) ([]Recovered, error) {
+func (s *Store) RecoverLease(ctx context.Context, db pgtx.Querier, l Lease, lease time.Duration) (_ []Recovered, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}

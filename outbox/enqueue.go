@@ -235,6 +235,7 @@ func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
 // The returned error is only for invalid input (a *ValidationError); then
 // nothing is queued.
 func (s *Store) QueueEnqueueMany(b *pgx.Batch, evs []Event, dst *[]Enqueued) error {
+	defer s.fail.Mark(b, "outbox.Store.QueueEnqueueMany")()
 	if dst == nil {
 		return invalid("dst", "nil")
 	}
@@ -247,6 +248,7 @@ func (s *Store) QueueEnqueueMany(b *pgx.Batch, evs []Event, dst *[]Enqueued) err
 // whole to one node (the general statement, a data-modifying CTE, makes a
 // Citus transaction commit with two phases).
 func (s *Store) QueueEnqueue(b *pgx.Batch, ev Event, dst *Enqueued) error {
+	defer s.fail.Mark(b, "outbox.Store.QueueEnqueue")()
 	if dst == nil {
 		return invalid("dst", "nil")
 	}
@@ -354,7 +356,8 @@ func (s *Store) queueEnqueueRouted(b *pgx.Batch, a *enqueueArgs, read func(pgx.R
 // Config.Citus it sends one INSERT per event instead, still in one round
 // trip. Invalid input returns a *ValidationError matching
 // [ErrInvalidArgument] and sends nothing.
-func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqueued, error) {
+func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) (_ []Enqueued, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return nil, nilHandle("tx")
 	}
@@ -374,7 +377,8 @@ func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) ([]Enqu
 
 // Enqueue inserts one event in the caller's transaction; see
 // [Store.EnqueueMany].
-func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev Event) (Enqueued, error) {
+func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev Event) (_ Enqueued, err error) {
+	defer s.fail.Explain(&err)
 	if tx == nil {
 		return Enqueued{}, nilHandle("tx")
 	}

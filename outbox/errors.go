@@ -22,6 +22,18 @@ var ErrInvalidArgument = errors.New("outbox: invalid argument")
 // rows were not touched. The concrete type is *LeaseLostError.
 var ErrLeaseLost = errors.New("outbox: lease lost")
 
+// ErrDuplicate is matched by the error of a one-batch enqueue
+// ([Store.QueueEnqueueOrAbort]) that met an event with the same dedup key:
+// its insert raised unique_violation on uq_outbox_dedup, which aborted the
+// whole transaction. The error unwraps to the server's *pgconn.PgError.
+var ErrDuplicate = errors.New("outbox: an event with this dedup key exists")
+
+// ErrRelayFailing is matched by the error [Relay.Run] returns when
+// RelayConfig.MaxConsecutiveFailures (when set) cycles in a row failed:
+// the relay could not claim or mark events for that long. The error wraps the last
+// failure; every failure was logged. Run may be called again.
+var ErrRelayFailing = errors.New("outbox: relay failing")
+
 // ErrRelayRunning is returned by [Relay.Run] when the relay is already
 // running.
 var ErrRelayRunning = errors.New("outbox: relay already running")

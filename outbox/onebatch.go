@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // enqueueOrAbortSQL is enqueueOneSQL's insert as a plain statement without
@@ -23,7 +25,8 @@ RETURNING o.event_id`
 // new: an event whose dedup key exists is not answered as a duplicate (as
 // [Store.QueueEnqueue] answers it) but raises unique_violation (SQLSTATE
 // 23505 on uq_outbox_dedup; pgtx.UniqueViolationOf names it), which aborts
-// the whole transaction, COMMIT included. Run the general path
+// the whole transaction, COMMIT included; the error [pgtx.RunBatch]
+// returns names this call and matches [ErrDuplicate]. Run the general path
 // (QueueEnqueue or Enqueue, in a new transaction) after an abort.
 //
 // When the batch runs, *dst receives the new event's id with New set. With
@@ -45,6 +48,7 @@ func (s *Store) QueueEnqueueOrAbort(b *pgx.Batch, ev Event, dst *Enqueued) error
 	if err != nil {
 		return err
 	}
+	from := b.Len()
 	b.Queue(s.enqueueOrAbort, insertOneArgs(a, 0)...).QueryRow(func(row pgx.Row) error {
 		var id uuid.UUID
 		if err := row.Scan(&id); err != nil {
@@ -56,5 +60,6 @@ func (s *Store) QueueEnqueueOrAbort(b *pgx.Batch, ev Event, dst *Enqueued) error
 	if s.cfg.notify() {
 		b.Queue(s.enqueueNotify, s.channel)
 	}
+	pgtx.NameCall(b, from, "outbox.Store.QueueEnqueueOrAbort("+ev.DedupKey+")", s.fail.Classify)
 	return nil
 }

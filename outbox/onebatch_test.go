@@ -18,7 +18,7 @@ import (
 func TestQueueEnqueueOrAbort(t *testing.T) {
 	t.Parallel()
 	for _, notify := range []bool{false, true} {
-		b := setup(t, outbox.Config{Notify: notify})
+		b := setup(t, outbox.Config{Notify: notify, Citus: notify}) // the Citus option changes nothing here
 		var got outbox.Enqueued
 		var batch pgx.Batch
 		if err := b.store.QueueEnqueueOrAbort(&batch, event(1), &got); err != nil {
@@ -48,6 +48,11 @@ func TestQueueEnqueueOrAbort(t *testing.T) {
 		err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, &batch)
 		if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_outbox_dedup" {
 			t.Fatalf("notify %v: duplicate dedup key: %v, want a unique violation of uq_outbox_dedup", notify, err)
+		}
+		var se *pgtx.StatementError
+		if !errors.Is(err, outbox.ErrDuplicate) || !errors.As(err, &se) || se.Call != "outbox.Store.QueueEnqueueOrAbort(k1)" ||
+			!pgtx.IsNotCommitted(err) {
+			t.Fatalf("notify %v: duplicate dedup key: %v, want outbox.ErrDuplicate from the named call", notify, err)
 		}
 		if again != (outbox.Enqueued{}) {
 			t.Fatalf("notify %v: aborted enqueue filled dst: %+v", notify, again)

@@ -21,6 +21,7 @@ var unguarded = map[string]string{
 	"Channel":        "returns the configured NOTIFY channel",
 	"EventsByStatus": "read without a lock",
 	"Schema":         "returns the configured schema name",
+	"Check":          "reads the catalog",
 	"Stats":          "read without a lock",
 }
 

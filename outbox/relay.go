@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/migrate"
 )
 
 // Publisher sends messages to the broker.
@@ -94,8 +96,20 @@ type RelayConfig struct {
 	// server ran is always marked or released): it is how long a stopping
 	// relay may take to finish its in-flight batch. Defaults to 10s.
 	ShutdownTimeout time.Duration
-	// Logger receives warnings and errors. Defaults to discarding.
+	// Logger receives warnings and errors, among them every failed cycle.
+	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// MaxConsecutiveFailures, when positive, is how many cycles in a row
+	// (a claim with the marks of its batch) may fail before [Relay.Run]
+	// gives up and returns an error matching [ErrRelayFailing] that wraps
+	// the last failure. The cycles are spaced by the poll backoff
+	// (PollInterval doubling up to MaxPollInterval): with the defaults, 30
+	// cycles take about two minutes. A failed publish is not a failed
+	// cycle: its events are marked for a retry. Defaults to 0: Run does
+	// not give up on a database that may come back (a failover, a
+	// restart); every failed cycle is logged, and [Relay.Failing] reports
+	// the failures in a row to a health check.
+	MaxConsecutiveFailures int
 	// Observer is told of each batch (claimed, then marked) and each
 	// lease recovery, after the statement committed (see [Observer]).
 	// Defaults to [NopObserver].
@@ -173,10 +187,46 @@ type Relay struct {
 
 	cursor   claimCursor // used by the Run goroutine only
 	noCursor bool        // test and bench hook: every claim from the head
+
+	health struct { // what Failing reports
+		sync.Mutex
+		failed int   // cycles failed in a row
+		last   error // the last failure
+	}
+}
+
+// Failing reports how many cycles of the relay (a claim with the marks of
+// its batch) failed in a row, and the last failure: 0 and nil while the
+// relay works (or before it ran), which a health check can poll. A cycle
+// that succeeds resets both. Safe to call from any goroutine.
+func (r *Relay) Failing() (inARow int, last error) {
+	r.health.Lock()
+	defer r.health.Unlock()
+	return r.health.failed, r.health.last
+}
+
+// cycle records a cycle's outcome for Failing and returns the failures in
+// a row.
+func (r *Relay) cycle(err error) int {
+	r.health.Lock()
+	defer r.health.Unlock()
+	if err == nil {
+		r.health.failed, r.health.last = 0, nil
+	} else {
+		r.health.failed++
+		r.health.last = err
+	}
+	return r.health.failed
 }
 
 // NewRelay validates cfg and returns a relay that uses pool. It starts
-// nothing.
+// nothing, but checks the store's schema ([Store.Check], in queries
+// bounded by ShutdownTimeout): a schema without the outbox table gives a
+// *migrate.NotMigratedError (matching migrate.ErrNotMigrated) naming the
+// schema and the fix. (The store's Config.Citus shapes only the enqueue,
+// which a relay does not run: a mismatch is not the relay's error.) When
+// the database cannot answer (it is down, say), NewRelay does not fail:
+// [Relay.Run] meets the same conditions and reports them.
 func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	if pool == nil {
 		return nil, invalid("pool", "nil")
@@ -191,6 +241,9 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 		if d < 0 {
 			return nil, invalid("RelayConfig."+name, "negative (%v)", d)
 		}
+	}
+	if cfg.MaxConsecutiveFailures < 0 {
+		return nil, invalid("RelayConfig.MaxConsecutiveFailures", "negative (%d)", cfg.MaxConsecutiveFailures)
 	}
 	if cfg.BatchSize < 0 || cfg.BatchSize > 1<<31-1 {
 		return nil, invalid("RelayConfig.BatchSize", "out of range (%d)", cfg.BatchSize)
@@ -214,12 +267,18 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
 	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	err := cfg.Store.Check(ctx, pool)
+	cancel()
+	if errors.Is(err, migrate.ErrNotMigrated) {
+		return nil, err
+	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = DefaultBackoff
 	}
 	r := &Relay{pool: pool, store: cfg.Store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer}
 	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+		r.log = slog.Default()
 	}
 	if r.obs == nil {
 		r.obs = NopObserver{}
@@ -246,9 +305,15 @@ func defaultOwner() string {
 }
 
 // Run runs the relay until ctx is cancelled, then finishes its in-flight
-// batch (see the type's Lifecycle section) and returns nil. Database errors
-// do not stop it: they are logged and retried after the poll backoff. It
-// returns [ErrRelayRunning] at once when the relay is already running.
+// batch (see the type's Lifecycle section) and returns nil. A failed cycle
+// (a claim or a mark the database refused) is logged and retried after
+// the poll backoff, and counted by [Relay.Failing]; with
+// RelayConfig.MaxConsecutiveFailures set, after that many in a row Run
+// returns an error matching [ErrRelayFailing] that wraps the last one. A
+// schema without the outbox table (a *migrate.NotMigratedError,
+// migrate.ErrNotMigrated) ends Run at once with that error: it does not
+// go away by waiting. It returns [ErrRelayRunning] at once when the relay
+// is already running.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrRelayRunning
@@ -282,8 +347,19 @@ func (r *Relay) Run(ctx context.Context) error {
 			break
 		}
 		if err != nil {
-			r.log.ErrorContext(ctx, "outbox relay: batch failed", "err", err)
-		} else if n > 0 {
+			r.store.fail.Explain(&err)
+		}
+		failed := r.cycle(err)
+		if err != nil {
+			r.log.ErrorContext(ctx, "outbox relay: batch failed", "err", err, "failed_in_a_row", failed)
+			if errors.Is(err, migrate.ErrNotMigrated) {
+				return fmt.Errorf("outbox relay: %w", err)
+			}
+			if m := r.cfg.MaxConsecutiveFailures; m > 0 && failed >= m {
+				return fmt.Errorf("%w: %d cycles failed in a row, the last: %w", ErrRelayFailing, failed, err)
+			}
+		}
+		if err == nil && n > 0 {
 			interval = r.cfg.PollInterval
 			continue // more may be ready
 		}

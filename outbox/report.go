@@ -30,7 +30,8 @@ SELECT topic, coalesce(tag, ''), status, count(*)
 // per activity gives each activity its own topic (or tag) and filters on
 // it. It reads the whole selection, SENT history included: for a cheap
 // gauge use [Store.Stats].
-func (s *Store) EventsByStatus(ctx context.Context, db pgtx.Querier, topic string) ([]TagStatusCount, error) {
+func (s *Store) EventsByStatus(ctx context.Context, db pgtx.Querier, topic string) (_ []TagStatusCount, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
 	}

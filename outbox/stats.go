@@ -40,7 +40,8 @@ const StatsExactSentPages = 1024
 // does, from pg_class.reltuples (kept by autovacuum and ANALYZE) scaled to
 // the table's current size, minus the exact counts, and SentEstimated is
 // set. A table never analysed estimates 0 SENT events.
-func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (Stats, error) {
+func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (_ Stats, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return Stats{}, nilHandle("db")
 	}
@@ -76,7 +77,8 @@ func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (Stats, error) {
 // skipped (a later purge gets them). PENDING, SENDING, RETRY and DEAD rows
 // are never deleted. It stops early, returning the count so far, when ctx
 // ends.
-func (s *Store) PurgeSent(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (int64, error) {
+func (s *Store) PurgeSent(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (_ int64, err error) {
+	defer s.fail.Explain(&err)
 	if db == nil {
 		return 0, nilHandle("db")
 	}

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -131,6 +132,8 @@ type Store struct {
 	purgeSQL             string
 
 	eventsByStatusSQL string
+
+	fail *failure.Classifier
 }
 
 // New validates cfg and builds the SQL for its schema. It talks to no
@@ -150,7 +153,9 @@ func New(cfg Config) (*Store, error) {
 	cfg.DefaultMaxRetries = cmp.Or(cfg.DefaultMaxRetries, DefaultMaxRetries)
 	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
 
-	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema)}
+	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema),
+		fail: &failure.Classifier{Schema: cfg.Schema, Component: "outbox", Objects: []string{"event_outbox"},
+			Constraints: map[string]error{"uq_outbox_dedup": ErrDuplicate}}}
 	r := strings.NewReplacer("{schema}", quoted)
 	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
 	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
@@ -184,6 +189,22 @@ func New(cfg Config) (*Store, error) {
 
 // Schema returns the (unquoted) schema the store works in.
 func (s *Store) Schema() string { return s.schema }
+
+// Check verifies, once at startup, that the Store fits the database db: that
+// its schema has the outbox tables (else a *migrate.NotMigratedError,
+// matching migrate.ErrNotMigrated, naming the schema and the fix,
+// migrate.Apply), and that Config.Citus fits the server (else a
+// *migrate.CitusMismatchError, matching migrate.ErrCitusMismatch): on a
+// Citus coordinator whose schema is distributed the option must be set,
+// and on a server without Citus, or for tables Citus does not distribute,
+// it must not be. Without the check a store pointed at the wrong schema
+// fails at its first call with the same *migrate.NotMigratedError, and a
+// mismatched option goes unnoticed: the statements work, but on Citus
+// without the option its transactions commit with two phases. It reads
+// the catalog (two queries) and writes nothing.
+func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	return s.fail.Check(ctx, db, "event_outbox", s.cfg.Citus)
+}
 
 // notify reports whether Enqueue sends a NOTIFY.
 func (c Config) notify() bool { return c.Notify }

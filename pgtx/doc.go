@@ -39,8 +39,9 @@
 // one pipeline, so a hot row's lock is held only while the server runs the
 // rest of the batch and flushes the commit. Every condition that must stop
 // such a transaction has to raise in SQL (the server then skips the rest,
-// COMMIT included, and the error names the statement, a
-// *[StatementError]); the caller falls back to its general path.
+// COMMIT included, and the error, a *[StatementError], names the
+// statement, or the helper call it belongs to with the call's condition:
+// see [NameCall]); the caller falls back to its general path.
 //
 // # When COMMIT fails
 //

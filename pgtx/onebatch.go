@@ -29,7 +29,10 @@ type BatchSender interface {
 // raised an error: the server skipped the rest of the batch, COMMIT
 // included, so nothing of the transaction committed. It unwraps to the
 // server's error (a *pgconn.PgError), so [IsRetryable], [UniqueViolationOf]
-// and errors.As work on it.
+// and errors.As work on it. When the statement belongs to a call marked by
+// [NameCall] (as the one-batch helpers of this module mark theirs), Call
+// names that call and Err is the call's classified error, so errors.Is
+// matches the helper's sentinel (for example inventory.ErrSoldOut).
 type StatementError struct {
 	// Index is the statement's position in the caller's batch, from 0; -1
 	// when the error came before the first statement ran: BEGIN, a SET
@@ -37,16 +40,25 @@ type StatementError struct {
 	// has not described yet (a syntax error, an unknown table), where the
 	// server does not say which statement it was.
 	Index int
+	// Call names the call the statement belongs to ([NameCall]), for
+	// example "inventory.Store.QueueAllocateBucketOrAbort(ALLOCATE:…)"; ""
+	// for a statement queued without a name. With Index -1 it is the
+	// call whose classification recognised the error, if any.
+	Call string
 	// SQL is the statement's text ("" when Index is -1).
 	SQL string
-	// Err is the server's error.
+	// Err is the server's error, as the call classified it when it has a
+	// name.
 	Err error
 }
 
-// Error gives the failing statement's index (or says that the batch
-// failed before its first statement ran) and the server's error; it does
-// not include the SQL text.
+// Error names the failing call (or gives the statement's index when it
+// has no name, or says that the batch failed before its first statement
+// ran) and its error; it does not include the SQL text.
 func (e *StatementError) Error() string {
+	if e.Call != "" {
+		return fmt.Sprintf("pgtx: batch call %s failed, nothing committed: %v", e.Call, e.Err)
+	}
 	if e.Index < 0 {
 		return fmt.Sprintf("pgtx: batch failed before its first statement ran: %v", e.Err)
 	}
@@ -65,13 +77,19 @@ func (e *StatementError) Unwrap() error { return e.Err }
 type ResultError struct {
 	// Index is the statement's position in the caller's batch, from 0.
 	Index int
+	// Call names the call the statement belongs to ([NameCall]); "" for
+	// a statement queued without a name.
+	Call string
 	// Err is the callback's error.
 	Err error
 }
 
-// Error says that the transaction committed and gives the statement's
-// index and the callback's error.
+// Error says that the transaction committed and names the call (or gives
+// the statement's index) and the callback's error.
 func (e *ResultError) Error() string {
+	if e.Call != "" {
+		return fmt.Sprintf("pgtx: the transaction committed, but the result callback of batch call %s failed: %v", e.Call, e.Err)
+	}
 	return fmt.Sprintf("pgtx: the transaction committed, but the result callback of batch statement %d failed: %v", e.Index, e.Err)
 }
 
@@ -97,10 +115,11 @@ union all select null, null, repeat(' ', 16384)`
 //
 // Every statement that raises an error aborts the whole transaction: the
 // server skips the rest of the batch, COMMIT included, and RunBatch
-// returns a *[StatementError] naming the statement (and rolls the
-// connection's failed transaction back). A condition that must stop the
+// returns a *[StatementError] naming the statement, or the helper call it
+// belongs to ([NameCall]), with the call's classified error (and rolls
+// the connection's failed transaction back). A condition that must stop the
 // transaction therefore has to raise in SQL (a unique index, a CHECK, a
-// PL/pgSQL RAISE, a cast that fails on zero rows) — a statement that
+// PL/pgSQL function that raises a SQLSTATE of its own) — a statement that
 // merely affects zero rows does not stop it. The caller can then run its
 // general path (e.g. [RunInTx] with statements that branch on results).
 //
@@ -239,11 +258,13 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 			case i == commit:
 				fail = &CommitError{Err: err, XID: xid}
 			case i < first:
-				fail = &StatementError{Index: -1, Err: withContextEnd(ctx, err)}
+				call, err := classifyUnplaced(b, err)
+				fail = &StatementError{Index: -1, Call: call, Err: withContextEnd(ctx, err)}
 			case i == capture:
 				fail = fmt.Errorf("pgtx: read transaction id: %w", err)
 			default:
-				fail = &StatementError{Index: i - first, SQL: qq.SQL, Err: withContextEnd(ctx, err)}
+				call, err := callOf(err)
+				fail = &StatementError{Index: i - first, Call: call, SQL: qq.SQL, Err: withContextEnd(ctx, err)}
 			}
 		case i >= first && i < end && !broken() && ctx.Err() == nil:
 			// The caller's callback failed on its own; the results go on.
@@ -287,7 +308,8 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 		return fail
 	}
 	if cbErr != nil {
-		return &ResultError{Index: cbIndex, Err: cbErr}
+		call, err := callOf(cbErr)
+		return &ResultError{Index: cbIndex, Call: call, Err: err}
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Package cituscheck holds the per-helper Citus check: tests, built only
 // with the build tag citus, that run every helper of the kit in a
 // distributed schema of a Citus coordinator (schema-based sharding),
-// counting the transactions that committed with two phases, and the outbox
+// counting the transactions that committed with two phases, every
+// one-batch helper sent with pgtx.RunBatch where it commits and where it
+// aborts (each abort matched to its sentinel and SQLSTATE), and the outbox
 // relay in both its modes through failed and repeated publishes. It needs a
 // coordinator that keeps its two-phase commit records:
 //

@@ -296,6 +296,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if s.Orders, err = order.New(order.Config{Schema: cfg.Schema, DefaultCurrency: cfg.Item.Currency, Citus: cfg.Citus}); err != nil {
 		return nil, err
 	}
+	// The stores' Citus option must fit the server: on a schema Citus
+	// distributes, a store without it commits every order with two phases.
+	// (The option on plain PostgreSQL is let through: the tests run the
+	// Citus statement shapes there.)
+	var mismatch *migrate.CitusMismatchError
+	for _, c := range []interface {
+		Check(context.Context, pgtx.Querier) error
+	}{s.Inbox, s.Outbox, s.Inventory, s.Orders} {
+		if err = c.Check(ctx, pool); err != nil && !(errors.As(err, &mismatch) && mismatch.Option) {
+			return nil, err
+		}
+	}
 	it := cfg.Item
 	if _, err = s.Inventory.Provision(ctx, pool, inventory.SKU{ActivityID: it.ActivityID, SKUID: it.SKUID, Stock: it.Stock, Buckets: it.Buckets}); err != nil {
 		return nil, err
@@ -357,10 +369,10 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 	// still hold: sold out (the allocation refused), and a buyer who
 	// already ordered (the order's one-per-buyer key).
 	var out Outcome
-	soldOut := inventory.IsAllocationRefused(err)
+	soldOut := errors.Is(err, inventory.ErrSoldOut)
 	if soldOut {
 		out = Outcome{Code: CodeSoldOut}
-	} else if c, _ := pgtx.UniqueViolationOf(err); c == "uq_orders_user_sku" {
+	} else if errors.Is(err, order.ErrUserAlreadyOrdered) {
 		if existing, gerr := s.Orders.GetByBuyer(ctx, s.Pool, m.ActivityID, m.SKUID, m.UserID); gerr == nil {
 			out = Outcome{Code: CodeUserAlreadyOrdered, OrderID: existing.OrderID}
 		}

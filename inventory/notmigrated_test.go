@@ -1,0 +1,106 @@
+package inventory_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// TestNotMigratedSchema: a Store whose schema lacks the inventory tables (here
+// another schema than the one migrated) says so with a
+// *migrate.NotMigratedError naming the schema and the fix, at its first
+// call, direct or queued in one batch, and from Check; Check also reports
+// Config.Citus on plain PostgreSQL.
+func TestNotMigratedSchema(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, time.Minute)
+	pool := pgtest.Pool(t)
+	migrated, other := pgtest.Schema(t), pgtest.Schema(t)
+	if _, err := migrate.Apply(ctx, pool, migrated, inventory.Migrations); err != nil {
+		t.Fatal(err)
+	}
+	store, err := inventory.New(inventory.Config{Schema: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notMigrated := func(what string, err error) {
+		t.Helper()
+		var nm *migrate.NotMigratedError
+		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != other || nm.Component != "inventory" ||
+			!strings.Contains(err.Error(), `migrate.Apply(ctx, db, "`+other+`", inventory.Migrations)`) {
+			t.Fatalf("%s: %v, want a *migrate.NotMigratedError naming schema %s and migrate.Apply", what, err, other)
+		}
+	}
+	tb := testBundle{} // for newReservation's ids
+	tb.ids = new(atomic.Int64)
+	r := tb.newReservation(1, 10, 0)
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := store.AcquireReservation(ctx, tx, r)
+		return err
+	})
+	notMigrated("AcquireReservation", err)
+	_, err = store.GetBucket(ctx, pool, 1, 10, 0)
+	notMigrated("GetBucket", err)
+	var b pgx.Batch
+	if err := store.QueueInsertReservationOrAbort(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.QueueAllocateBucketOrAbort(&b, allocationOf(r, 0), nil); err != nil {
+		t.Fatal(err)
+	}
+	err = pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b)
+	notMigrated("QueueInsertReservationOrAbort in one batch", err)
+	var se *pgtx.StatementError
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inventory.Store.QueueInsertReservationOrAbort(") {
+		t.Fatalf("one batch: %v, want the call QueueInsertReservationOrAbort named", err)
+	}
+	notMigrated("Check", store.Check(ctx, pool))
+
+	good, err := inventory.New(inventory.Config{Schema: migrated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := good.Check(ctx, pool); err != nil {
+		t.Fatalf("Check of the migrated schema: %v", err)
+	}
+	citus, err := inventory.New(inventory.Config{Schema: migrated, Citus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm *migrate.CitusMismatchError
+	if err := citus.Check(ctx, pool); !errors.Is(err, migrate.ErrCitusMismatch) || !errors.As(err, &cm) || !cm.Option || cm.Citus ||
+		cm.Distributed || cm.Schema != migrated || !strings.Contains(err.Error(), "no Citus extension: unset it") {
+		t.Fatalf("Check of Config.Citus on plain PostgreSQL: %v, want a *migrate.CitusMismatchError", err)
+	}
+}
+
+// TestNotMigratedFunction: a schema migrated before the refusal function
+// existed (here: dropped) fails the one-batch allocation with a
+// *migrate.NotMigratedError, not with an unknown function.
+func TestNotMigratedFunction(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 10, 2, 1)
+		if _, err := tb.pool.Exec(tb.ctx, `DROP FUNCTION `+pgx.Identifier{tb.store.Schema(), "inventory_refuse"}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		r := tb.newReservation(1, 10, 0)
+		err := tb.buyOrAbort(t, r, 1, allocationOf(r, 1), nil)
+		var nm *migrate.NotMigratedError
+		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != tb.store.Schema() || nm.Component != "inventory" {
+			t.Fatalf("allocation without inventory_refuse: %v, want a *migrate.NotMigratedError", err)
+		}
+		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
+			t.Fatalf("the failed batch wrote the reservation: %v", err)
+		}
+	})
+}
