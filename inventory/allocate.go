@@ -147,15 +147,18 @@ const allocationBound = `
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version`
 
-// allocationOutcome is the end of allocateSQL's and allocateRoutedSQL's
-// result row after the applied ledger id: for a refused allocation, the
-// bucket's available stock, read with a snapshot of its own (migration 007:
-// after a wait for the bucket's lock, the statement's snapshot still holds
-// the units the transaction it waited for took); and what explains a
-// refusal, the reservation r and the sale sk.
+// allocationOutcome is the end of allocateSQL's result row after the
+// applied ledger id: for a refused allocation, the bucket's available
+// stock, read with a snapshot of its own (migration 007: after a wait for
+// the bucket's lock, the statement's snapshot still holds the units the
+// transaction it waited for took); then allocationExplained.
 const allocationOutcome = `       CASE WHEN l.ledger_id IS NULL THEN
          {schema}.inventory_available_now($1, $2, $3::smallint) END,
-       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+` + allocationExplained
+
+// allocationExplained ends allocateSQL's and allocateRoutedSQL's result
+// row: what explains a refusal, the reservation r and the sale sk.
+const allocationExplained = `       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at`
 
 // allocateSQL is the bucket decrement and its ledger row in one
@@ -324,7 +327,12 @@ func allocateArgs(a Allocation) []any {
 // scanAllocate classifies an allocation's result and reports it (batch:
 // the Queue form, whose callback has no context).
 func (s *Store) scanAllocate(ctx context.Context, batch bool, row pgx.Row, a Allocation, dst *Allocated) error {
-	err := classifyAllocate(row, a, dst)
+	return s.observeAllocate(ctx, batch, a, classifyAllocate(row, a, dst))
+}
+
+// observeAllocate reports an allocation's outcome err to the observer
+// (not a driver error) and returns err.
+func (s *Store) observeAllocate(ctx context.Context, batch bool, a Allocation, err error) error {
 	var driverErr *driverError
 	if s.observer != nil && !errors.As(err, &driverErr) {
 		s.observer.AllocateEnd(ctx, AllocateEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,

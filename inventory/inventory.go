@@ -117,8 +117,8 @@ type statements struct {
 	insertRejectedOrAbort, soldOutOrAbort                                                   string
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 
-	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted string
-	allocationOf, releasePlaceholder, releaseRouted                       string
+	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted, availableNow string
+	allocationOf, releasePlaceholder, releaseRouted                                     string
 
 	decrementThenRaise, allocationLedgerFromBucket, allocationLedgerFromBucketReturning string
 }
@@ -161,6 +161,7 @@ func buildStatements(quotedSchema string) statements {
 		acquireExisting:       r.Replace(acquireExistingSQL),
 		allocationPlaceholder: r.Replace(allocationPlaceholderSQL),
 		allocateRouted:        r.Replace(allocateRoutedSQL),
+		availableNow:          r.Replace(availableNowSQL),
 		allocationOf:          r.Replace(allocationOfSQL),
 		releasePlaceholder:    r.Replace(releasePlaceholderSQL),
 		releaseRouted:         r.Replace(releaseRoutedSQL),

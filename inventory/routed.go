@@ -100,7 +100,11 @@ ON CONFLICT DO NOTHING`
 // writes nothing. The outer SELECT returns allocateSQL's columns: the
 // zero-row branch reads the ledger row of another call directly (this is
 // a new statement, whose snapshot already sees a duplicate that
-// committed while the placeholder insert waited).
+// committed while the placeholder insert waited). Its bucket read tells a
+// missing bucket from one without the stock; the available stock a refusal
+// reports comes from availableNowSQL, the batch's next statement (the
+// function allocateSQL reads it with cannot run on a Citus worker: it
+// would query a distributed table from a shard's query).
 //
 // Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 // $6 reservation, $7 the placeholder's marker, $8 reason, $9 user.
@@ -113,7 +117,10 @@ const allocateRoutedSQL = `
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
            WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
-       ` + allocationOutcome + `
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
+` + allocationExplained + `
   FROM (SELECT 1) AS one
   LEFT JOIN upd AS u ON true
   LEFT JOIN led AS l ON true
@@ -145,8 +152,9 @@ SELECT l.ledger_id, l.created_at`
 // MaxCodeLength).
 func placeholderReason() string { return "SECKILL_PLACEHOLDER " + uuid.NewString() }
 
-// allocateRouted is AllocateBucket's statement pair for Config.Citus,
-// classified as allocateSQL's row.
+// allocateRouted is AllocateBucket's statements for Config.Citus (the
+// placeholder, the allocation, the stock a refusal reports), classified as
+// allocateSQL's row.
 func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 	return twin.Batch[Allocated]{Add: func(ctx context.Context, batch bool, b *pgx.Batch, dst *Allocated) {
 		marker := placeholderReason()
@@ -159,12 +167,39 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 			}
 			return nil
 		}
+		var soldOut *SoldOutError // reported by the next statement, with the stock after any wait
 		b.Queue(s.sql.allocateRouted, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), AllocateKey(a.ReservationID),
 			pgval.UUID(a.ReservationID), marker, reason, a.UserID).QueryRow(func(row pgx.Row) error {
-			return s.scanAllocate(ctx, batch, row, a, dst)
+			err := classifyAllocate(row, a, dst)
+			if errors.As(err, &soldOut) {
+				return nil
+			}
+			return s.observeAllocate(ctx, batch, a, err)
+		})
+		b.Queue(s.sql.availableNow, a.ActivityID, a.SKUID, a.Bucket).QueryRow(func(row pgx.Row) error {
+			var avail *int32
+			if err := row.Scan(&avail); err != nil {
+				return &driverError{fmt.Errorf("inventory: allocate %s: available stock: %w", AllocateKey(a.ReservationID), err)}
+			}
+			if soldOut == nil {
+				return nil
+			}
+			if avail != nil {
+				soldOut.Available = *avail
+			}
+			return s.observeAllocate(ctx, batch, a, soldOut)
 		})
 	}}
 }
+
+// availableNowSQL follows allocateRoutedSQL in its batch: the bucket's
+// available stock ($1 activity, $2 SKU, $3 bucket), read by a statement of
+// its own. Its snapshot is taken after allocateRoutedSQL ended, so it sees
+// what a transaction that statement waited for left (one row, NULL for a
+// missing bucket).
+const availableNowSQL = `
+SELECT (SELECT available_stock FROM {schema}.sku_inventory
+         WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3)`
 
 // allocationOfSQL reads the ALLOCATE row ($1 its key) that ReleaseStock
 // with Config.Citus gives back.
