@@ -31,6 +31,7 @@ func TestInventoryAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	tracer := b.tp.Tracer("test")
+	var allocated, soldOut []uuid.UUID
 	for user := int64(1); user <= buyers; user++ {
 		sctx, span := tracer.Start(ctx, "buy")
 		now := time.Now()
@@ -44,8 +45,12 @@ func TestInventoryAllocations(t *testing.T) {
 				return err
 			}
 			_, err = store.AllocateBucket(sctx, tx, acq.Reservation.Allocation(user, uuid.Nil))
-			if errors.Is(err, inventory.ErrSoldOut) {
+			switch {
+			case errors.Is(err, inventory.ErrSoldOut):
+				soldOut = append(soldOut, r.ReservationID)
 				return nil
+			case err == nil:
+				allocated = append(allocated, r.ReservationID)
 			}
 			return err
 		})
@@ -58,8 +63,8 @@ func TestInventoryAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tot.Allocated != stock {
-		t.Fatalf("allocated %d, want %d", tot.Allocated, stock)
+	if tot.Allocated != stock || len(allocated) != stock || len(soldOut) != buyers-stock {
+		t.Fatalf("allocated %d (%d buyers served, %d sold out), want %d", tot.Allocated, len(allocated), len(soldOut), stock)
 	}
 	rm := collect(t, b.reader)
 	allocs := find(t, rm, otelseckill.MetricAllocations)
@@ -85,5 +90,75 @@ func TestInventoryAllocations(t *testing.T) {
 	}
 	if results["allocated"] != int(tot.Allocated) || results["sold_out"] != buyers-int(tot.Allocated) {
 		t.Errorf("span events by result %v, want %d allocated, %d sold out", results, tot.Allocated, buyers-int(tot.Allocated))
+	}
+}
+
+// TestInventoryReleases: a release of an allocation, the same release
+// again and a release of a reservation that got nothing are counted by
+// result; the released count is what the SKU's totals gave back.
+func TestInventoryReleases(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	db := seckilltest.New(t, inventory.Migrations)
+	b := setup(t)
+	store, err := inventory.New(inventory.Config{Schema: db.Schema, Observer: b.obs.Inventory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Provision(ctx, db.Pool, inventory.SKU{ActivityID: 1, SKUID: 7, Stock: 1, Buckets: 1}); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(user int64) uuid.UUID {
+		now := time.Now()
+		r := inventory.NewReservation{
+			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
+			ActivityID: 1, SKUID: 7, UserID: user, Bucket: 0, Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Hour),
+		}
+		if err := pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
+			acq, err := store.AcquireReservation(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			_, err = store.AllocateBucket(ctx, tx, acq.Reservation.Allocation(user, uuid.Nil))
+			if errors.Is(err, inventory.ErrSoldOut) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return r.ReservationID
+	}
+	got, none := reserve(1), reserve(2)
+	release := func(id uuid.UUID) error {
+		return pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
+			_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: id})
+			return err
+		})
+	}
+	before, err := store.SKUTotals(ctx, db.Pool, 1, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := release(got); err != nil {
+		t.Fatal(err)
+	}
+	if err := release(got); !errors.Is(err, inventory.ErrAlreadyApplied) {
+		t.Fatalf("second release: %v, want ErrAlreadyApplied", err)
+	}
+	if err := release(none); !errors.Is(err, inventory.ErrNotAllocated) {
+		t.Fatalf("release without allocation: %v, want ErrNotAllocated", err)
+	}
+	after, err := store.SKUTotals(ctx, db.Pool, 1, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := find(t, collect(t, b.reader), otelseckill.MetricReleases)
+	result := func(r string) float64 { return sum(t, rel, otelseckill.AttrInventoryResult.String(r)) }
+	if result("released") != float64(before.Allocated-after.Allocated) || before.Allocated != 1 || after.Allocated != 0 {
+		t.Errorf("released %v; the SKU's totals went from %d to %d allocated", result("released"), before.Allocated, after.Allocated)
+	}
+	if result("already_applied") != 1 || result("not_allocated") != 1 {
+		t.Errorf("already_applied %v, not_allocated %v; want 1, 1", result("already_applied"), result("not_allocated"))
 	}
 }
