@@ -14,10 +14,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/seckillkit/seckill/examples/otelseckill"
+	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgharness"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
+	"github.com/seckillkit/seckill/seckilltest"
 )
 
 // TestPostgresMetrics runs the collector against a throwaway primary of
@@ -323,6 +325,39 @@ func waitFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, what, query 
 		case <-ctx.Done():
 			t.Fatalf("gave up waiting for %s", what)
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestPostgresMetricsWithoutOutbox: a schema without the outbox table is
+// collected without error and reports no outbox metric.
+func TestPostgresMetricsWithoutOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	db := seckilltest.New(t, inbox.Migrations)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reg, err := otelseckill.RegisterPostgresMetrics(mp.Meter("test"), db.Pool, db.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	rm := collect(t, reader)
+	var tables int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = $1`, db.Schema).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if n := points(t, find(t, rm, otelseckill.MetricTableDeadTuples)); n != tables || tables == 0 {
+		t.Errorf("dead tuples reported for %d tables; the schema has %d", n, tables)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == otelseckill.MetricOutboxEvents || m.Name == otelseckill.MetricOutboxOldestAge {
+				if n := points(t, m); n != 0 {
+					t.Errorf("%s has %d points in a schema without an outbox", m.Name, n)
+				}
+			}
 		}
 	}
 }
