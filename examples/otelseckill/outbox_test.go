@@ -161,3 +161,70 @@ func TestOutboxRelaySpans(t *testing.T) {
 		t.Errorf("%s count %v, want %d batches", otelseckill.MetricPublishDuration, got, len(batches))
 	}
 }
+
+// TestOutboxRecoverMetrics: events claimed by a relay that never marks
+// them (a crashed one) are recovered once their lease expires; the
+// recovered and dead counters match the table: the event on its last
+// attempt goes DEAD, the others are published.
+func TestOutboxRecoverMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	db := seckilltest.New(t, outbox.Migrations)
+	b := setup(t)
+	store, err := outbox.New(outbox.Config{Schema: db.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, maxRetries := range []int{0, 0, 1} {
+		if err := pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
+			_, err := store.Enqueue(ctx, tx, outbox.Event{Topic: "orders", AggregateType: "ORDER", AggregateID: fmt.Sprint(i),
+				Payload: []byte(`{}`), DedupKey: fmt.Sprint("k", i), MaxRetries: maxRetries})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim, err := store.ClaimOutboxBatch(ctx, db.Pool, "crashed-relay", 10)
+	if err != nil || len(claim.Messages) != 3 {
+		t.Fatalf("claim: %d messages, %v", len(claim.Messages), err)
+	}
+	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
+	relay, err := outbox.NewRelay(db.Pool, outbox.RelayConfig{Store: store, Publisher: pub, Observer: b.obs.Outbox,
+		Lease: 200 * time.Millisecond, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(rctx) }()
+	table := pgx.Identifier{db.Schema, "event_outbox"}.Sanitize()
+	var sent, dead int
+	for sent+dead < 3 {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = $1), count(*) FILTER (WHERE status = $2) FROM `+table,
+			int16(outbox.StatusSent), int16(outbox.StatusDead)).Scan(&sent, &dead); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the relay did not recover the events: %d SENT, %d DEAD", sent, dead)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if sent != 2 || dead != 1 {
+		t.Fatalf("table: %d SENT, %d DEAD; want 2, 1", sent, dead)
+	}
+	rm := collect(t, b.reader)
+	if got := sum(t, find(t, rm, otelseckill.MetricOutboxRecovered)); got != 3 {
+		t.Errorf("%s %v, want 3 (the crashed relay's claim)", otelseckill.MetricOutboxRecovered, got)
+	}
+	if got := sum(t, find(t, rm, otelseckill.MetricOutboxDead)); got != float64(dead) {
+		t.Errorf("%s %v; the table has %d DEAD", otelseckill.MetricOutboxDead, got, dead)
+	}
+	if got := sum(t, find(t, rm, otelseckill.MetricSentMessages)); got != float64(sent) {
+		t.Errorf("%s %v; the table has %d SENT", otelseckill.MetricSentMessages, got, sent)
+	}
+}
