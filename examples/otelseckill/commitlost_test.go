@@ -81,6 +81,9 @@ func TestTxCommitLost(t *testing.T) {
 	for _, s := range b.ended("pgtx insert") {
 		o, _ := attr(s, otelseckill.AttrTxOutcome)
 		outcomes[o.AsString()]++
+		if e, _ := attr(s, "error.type"); o.AsString() == "unknown" && e.AsString() != "commit_outcome_unknown" {
+			t.Errorf("unknown call span error.type %q, want commit_outcome_unknown", e.AsString())
+		}
 	}
 	if outcomes["unknown"] != 1 || outcomes["committed"] != 1 {
 		t.Errorf("call spans by outcome %v, want 1 unknown, 1 committed", outcomes)

@@ -2,6 +2,7 @@ package otelseckill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -119,11 +120,18 @@ func (o *txObserver) TxEnd(ctx context.Context, e pgtx.TxEndEvent) {
 	span.End()
 }
 
-// errorType is the error.type of err: its SQLSTATE when it has one, else
-// its Go type.
+// errorType is the error.type of err: its SQLSTATE when it has one,
+// commit_outcome_unknown, deadline_exceeded or canceled, else _OTHER.
 func errorType(err error, state string) string {
-	if state != "" {
+	switch {
+	case state != "":
 		return state
+	case errors.Is(err, pgtx.ErrCommitOutcomeUnknown):
+		return "commit_outcome_unknown"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
 	}
-	return fmt.Sprintf("%T", err)
+	return semconv.ErrorTypeOther.Value.AsString()
 }

@@ -139,8 +139,8 @@ var commonLockWaits = []string{"advisory", "relation", "transactionid", "tuple"}
 // schema has an event_outbox table) and PostgreSQL's statistics views:
 // pg_stat_user_tables for the tables of schema, pg_stat_archiver,
 // pg_stat_wal (PostgreSQL 14 and later), pg_stat_replication and
-// pg_stat_activity. The metric names are the Metric* constants of this
-// file's group (MetricPoolConnections … MetricLockWaits).
+// pg_stat_activity. The metrics are those named by the constants from
+// [MetricPoolConnections] to [MetricLockWaits].
 //
 // Every statement is read-only and cheap (statistics views, the outbox's
 // partial indexes); one collection takes one pool connection for a
