@@ -115,7 +115,7 @@ const (
 	AttrOutboxFailed    = attribute.Key("seckill.outbox.failed")        // events marked RETRY or DEAD
 	AttrOutboxDead      = attribute.Key("seckill.outbox.dead")          // of failed, those DEAD
 	AttrOutboxReleased  = attribute.Key("seckill.outbox.released")      // events handed back
-	AttrOutboxLinked    = attribute.Key("seckill.outbox.linked_traces") // events whose traceparent was linked
+	AttrOutboxLinked    = attribute.Key("seckill.outbox.linked_traces") // distinct trace contexts linked
 )
 
 // Config configures [New]. The zero value uses the global providers and
