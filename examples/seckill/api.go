@@ -132,15 +132,20 @@ const statusUnavailable = "unavailable"
 func (a *api) authBuyer(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	buyer, err := a.g.buyerOf(r)
 	if err != nil {
-		reason := "invalid"
-		if errors.Is(err, errNoToken) {
-			reason = "missing"
-		}
-		a.g.refusedBuyers.inc(1, reason)
-		unauthorized(w, `Bearer realm="seckill"`, err.Error())
+		a.refuseBuyer(w, err)
 		return 0, false
 	}
 	return buyer, true
+}
+
+// refuseBuyer answers 401 for a token buyerOf refused, and counts it.
+func (a *api) refuseBuyer(w http.ResponseWriter, err error) {
+	reason := "invalid"
+	if errors.Is(err, errNoToken) {
+		reason = "missing"
+	}
+	a.g.refusedBuyers.inc(1, reason)
+	unauthorized(w, `Bearer realm="seckill"`, err.Error())
 }
 
 // orderRequest is POST /orders' body: empty, or a JSON object naming the item
@@ -160,11 +165,14 @@ type orderRequest struct {
 // invalid; 401 no or a bad token; 413 body too large; 422 the key was used
 // with another body; 429 rate limited, with Retry-After.
 func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
-	if !a.g.allow(w, r, scopeAddress, clientAddr(r), a.g.cfg.AddrRate) {
+	buyer, err := a.g.buyerOf(r)
+	if err != nil {
+		if a.g.allow(w, r, 0) { // a bad token counts against its address
+			a.refuseBuyer(w, err)
+		}
 		return
 	}
-	buyer, ok := a.authBuyer(w, r)
-	if !ok || !a.g.allow(w, r, scopeBuyer, strconv.FormatInt(buyer, 10), a.g.cfg.BuyerRate) {
+	if !a.g.allow(w, r, buyer) {
 		return
 	}
 	key, ok := keyOf(w, r)
@@ -300,9 +308,7 @@ func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	reason, err := a.g.verifyCallback(r.Context(), r.Header.Get(signatureHeader), body)
 	if err != nil {
-		a.g.log.WarnContext(r.Context(), "signature store unavailable", "error", err)
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "try again")
+		a.g.storeDown(w, r, "signature store", err)
 		return
 	}
 	if reason != "" {

@@ -90,7 +90,7 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (reservatio
 		return res, errAlreadyBought
 	case code == http.StatusForbidden:
 		return res, errSaleClosed
-	case code == http.StatusServiceUnavailable && status == statusUnavailable:
+	case code == http.StatusServiceUnavailable && status == statusUnavailable && out["reason"] != "store":
 		return res, errFrontDoorDown
 	case code == http.StatusServiceUnavailable:
 		return res, errBusy

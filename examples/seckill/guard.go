@@ -61,6 +61,15 @@ const (
 	statusTooLarge     = "too_large"    // 413
 )
 
+// storeDown answers 503 when the guard's store cannot answer: the
+// request did not reach the front door; retry.
+func (g *guard) storeDown(w http.ResponseWriter, r *http.Request, what string, err error) {
+	g.log.WarnContext(r.Context(), what+" unavailable", "error", err)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": statusUnavailable, "reason": "store",
+		"error": "the " + what + " is unavailable, try again"})
+}
+
 // unauthorized answers 401 with a challenge naming the scheme.
 func unauthorized(w http.ResponseWriter, scheme, msg string) {
 	w.Header().Set("WWW-Authenticate", scheme)

@@ -19,9 +19,10 @@ import (
 type guardStore interface {
 	// useOnce reports whether key is used for the first time within ttl.
 	useOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
-	// hit counts one request in key's fixed window of length window; over
-	// limit it returns how long until the window ends (> 0).
-	hit(ctx context.Context, key string, limit int, window time.Duration) (time.Duration, error)
+	// hit counts one request in each key's fixed window of length window
+	// (in one round trip); for a key over its limit it returns how long
+	// until its window ends (> 0), else 0.
+	hit(ctx context.Context, keys []string, limits []int, window time.Duration) ([]time.Duration, error)
 	// claim stores pending under key for lease unless key holds a value;
 	// it returns "", true when it stored, else the value held, false.
 	claim(ctx context.Context, key, pending string, lease time.Duration) (string, bool, error)
@@ -78,9 +79,32 @@ func (s redisGuardStore) useOnce(ctx context.Context, key string, ttl time.Durat
 	return s.rdb.SetNX(ctx, key, 1, ttl).Result()
 }
 
-func (s redisGuardStore) hit(ctx context.Context, key string, limit int, window time.Duration) (time.Duration, error) {
-	ms, err := hitScript.Run(ctx, s.rdb, []string{key}, limit, window.Milliseconds()).Int64()
-	return time.Duration(ms) * time.Millisecond, err
+func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, window time.Duration) ([]time.Duration, error) {
+	if len(keys) == 1 { // EVALSHA, falling back to EVAL
+		ms, err := hitScript.Run(ctx, s.rdb, keys, limits[0], window.Milliseconds()).Int64()
+		return []time.Duration{time.Duration(ms) * time.Millisecond}, err
+	}
+	// Several keys, in several slots on a Cluster: one pipeline (EVAL:
+	// a pipeline cannot fall back from a NOSCRIPT).
+	cmds := make([]*redis.Cmd, len(keys))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = hitScript.Eval(ctx, p, []string{k}, limits[i], window.Milliseconds())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, len(keys))
+	for i, c := range cmds {
+		ms, err := c.Int64()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = time.Duration(ms) * time.Millisecond
+	}
+	return out, nil
 }
 
 func (s redisGuardStore) claim(ctx context.Context, key, pending string, lease time.Duration) (string, bool, error) {
@@ -141,20 +165,23 @@ func (s *memGuardStore) useOnce(_ context.Context, key string, ttl time.Duration
 	return true, nil
 }
 
-func (s *memGuardStore) hit(_ context.Context, key string, limit int, window time.Duration) (time.Duration, error) {
+func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, window time.Duration) ([]time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	v, ok := s.get(key, now)
-	if !ok {
-		v = memValue{exp: now.Add(window)}
+	out := make([]time.Duration, len(keys))
+	for i, key := range keys {
+		v, ok := s.get(key, now)
+		if !ok {
+			v = memValue{exp: now.Add(window)}
+		}
+		v.n++
+		s.vals[key] = v
+		if v.n > limits[i] {
+			out[i] = max(v.exp.Sub(now), time.Millisecond)
+		}
 	}
-	v.n++
-	s.vals[key] = v
-	if v.n <= limit {
-		return 0, nil
-	}
-	return max(v.exp.Sub(now), time.Millisecond), nil
+	return out, nil
 }
 
 func (s *memGuardStore) claim(_ context.Context, key, pending string, lease time.Duration) (string, bool, error) {

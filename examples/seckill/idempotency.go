@@ -115,9 +115,7 @@ func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, ns, key strin
 	sk := storeKey(g.prefix, "idem:"+ns, key)
 	held, claimed, err := g.stores.claim(r.Context(), sk, string(pending), g.cfg.PendingLease)
 	if err != nil {
-		g.log.WarnContext(r.Context(), "idempotency store unavailable", "error", err)
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the idempotency store is unavailable, try again")
+		g.storeDown(w, r, "idempotency store", err)
 		return
 	}
 	if !claimed {

@@ -92,6 +92,10 @@ func main() {
 	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none); with -serve, every operator route (a loopback address)`)
 	mint := flag.Int64("mint-token", 0, "print a bearer token for this buyer id, signed with the first key of "+EnvBuyerKeys+", and exit")
 	tokenTTL := flag.Duration("token-ttl", time.Hour, "with -mint-token: how long the token is valid")
+	rateBuyer := flag.Int("rate-buyer", defaultBuyerRate, "POST /orders per second per buyer; more get 429 (-1: no limit)")
+	rateAddr := flag.Int("rate-addr", defaultAddrRate, "POST /orders per second per client address; more get 429 (-1: no limit)")
+	idemTTL := flag.Duration("idempotency-ttl", 0, "how long an answer stays stored under its Idempotency-Key; must cover the sale (default 24h; the default run's sale: 10m)")
+	tolerance := flag.Duration("callback-tolerance", defaultTolerance, "how far a payment callback's signed timestamp may be from now")
 	sign := flag.Bool("sign-callback", false, "print the "+signatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+EnvCallbackSecrets+", and exit")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	trace := flag.Bool("trace-log", false, "with -v: also log every processed order message and consumed event, with its trace_id")
@@ -112,6 +116,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}
+	sec.BuyerRate, sec.AddrRate, sec.IdempotencyTTL, sec.Tolerance = *rateBuyer, *rateAddr, *idemTTL, *tolerance
 	cfg.Security = sec
 	level := slog.LevelWarn
 	if *trace {

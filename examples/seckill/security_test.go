@@ -465,9 +465,10 @@ func TestRateLimits(t *testing.T) {
 			a, srv := secAPI(t, stack, securityConfig{BuyerRate: 2, AddrRate: 5}, nil)
 			// The windows themselves, with a window no test outlasts.
 			for i := 1; i <= 4; i++ {
-				wait, err := a.g.stores.hit(ctx, storeKey(a.g.prefix, "test", "w"), 3, time.Hour)
-				if err != nil || (i <= 3) != (wait == 0) || (i > 3 && (wait <= 0 || wait > time.Hour)) {
-					t.Fatalf("hit %d of a limit of 3: wait %v, %v", i, wait, err)
+				waits, err := a.g.stores.hit(ctx, []string{storeKey(a.g.prefix, "test", "w"), storeKey(a.g.prefix, "test", "v")}, []int{3, 1}, time.Hour)
+				if err != nil || len(waits) != 2 || (i <= 3) != (waits[0] == 0) || (i > 3 && (waits[0] <= 0 || waits[0] > time.Hour)) ||
+					(i <= 1) != (waits[1] == 0) {
+					t.Fatalf("hit %d of limits 3 and 1: waits %v, %v", i, waits, err)
 				}
 			}
 			click := func(buyer int64, addr string) (int, http.Header) {
