@@ -107,7 +107,9 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (reservatio
 }
 
 // pay is the provider's callback for p, signed now: POST
-// /payments/callback. Refused answers are errors.
+// /payments/callback, delivered again (signed afresh) after a 503 or a
+// same-second replay refusal, as a provider retries. Other refusals are
+// errors.
 func (c *client) pay(ctx context.Context, p flow.Payment) (order.PaymentResult, error) {
 	var res order.PaymentResult
 	body, err := json.Marshal(p)
@@ -123,14 +125,23 @@ func (c *client) pay(ctx context.Context, p flow.Payment) (order.PaymentResult, 
 		req.Header.Set(signatureHeader, signCallback(time.Now(), body, c.secret))
 		var code int
 		code, _, out = c.do(req)
-		if code == http.StatusUnauthorized && out["reason"] == sigReplayed && attempt < 3 {
+		var wait time.Duration
+		switch {
+		case code == http.StatusUnauthorized && out["reason"] == sigReplayed && attempt < 3:
 			// The same callback signed within the same second is the same
 			// signature, used already: deliver it again in the next
 			// second, as a provider retries a refused delivery.
+			wait = time.Until(time.Now().Truncate(time.Second).Add(time.Second))
+		case code == http.StatusServiceUnavailable && attempt < 60:
+			// The service cannot check the signature now: retry, as a
+			// provider does, signed afresh.
+			wait = time.Second
+		}
+		if wait > 0 {
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
-			case <-time.After(time.Until(time.Now().Truncate(time.Second).Add(time.Second))):
+			case <-time.After(wait):
 			}
 			continue
 		}

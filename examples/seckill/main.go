@@ -226,7 +226,7 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 }
 
 func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr string, log *slog.Logger) error {
-	if !loopback(opAddr) {
+	if opAddr != "" && !loopback(opAddr) {
 		return fmt.Errorf("-page %q: the operator routes ask for no credentials there, so they are served on a loopback address only (e.g. 127.0.0.1:8081; reach them through a tunnel, or on the -serve address with %s)", opAddr, EnvOperatorToken)
 	}
 	api, err := newAPI(ctx, pool, cfg, log)
@@ -234,13 +234,16 @@ func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr
 		return err
 	}
 	defer api.Close()
-	opLn, err := net.Listen("tcp", opAddr)
-	if err != nil {
-		return fmt.Errorf("-page %s: %w", opAddr, err)
-	}
 	hs := &http.Server{Addr: addr, Handler: api, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}
 	ops := &http.Server{Handler: api.Operator(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = ops.Serve(opLn) }()
+	if opAddr != "" { // "": the operator routes only on addr, with the operator token
+		opLn, err := net.Listen("tcp", opAddr)
+		if err != nil {
+			return fmt.Errorf("-page %s: %w", opAddr, err)
+		}
+		go func() { _ = ops.Serve(opLn) }()
+		fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/ (%s)\n", opLn.Addr(), strings.Join([]string{"GET /", "GET /audit", "GET /stats", "GET /reconcile", "GET /metrics"}, ", "))
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -249,7 +252,6 @@ func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr
 		_ = ops.Shutdown(sctx)
 	}()
 	fmt.Fprintf(os.Stderr, "seckill: serving buyers on %s (%s)\n", addr, strings.Join([]string{"POST /orders", "GET /orders/{request_id}", "POST /payments/callback"}, ", "))
-	fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/ (%s)\n", opLn.Addr(), strings.Join([]string{"GET /", "GET /audit", "GET /stats", "GET /reconcile", "GET /metrics"}, ", "))
 	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

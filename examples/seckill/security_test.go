@@ -668,3 +668,68 @@ func TestSecurityConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileClient: a real client over TCP, against a server configured
+// as -serve configures it: headers over 16 KiB are 431, bodies over the
+// routes' limits 413, a body cut mid-way and a flood of forged callbacks
+// write nothing; the service still answers after all of it.
+func TestHostileClient(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 3*time.Minute)
+	a, _ := secAPI(t, stackMemory, securityConfig{}, nil)
+	hs := httptest.NewUnstartedServer(a)
+	hs.Config.MaxHeaderBytes = 16 << 10
+	hs.Config.ReadHeaderTimeout = 5 * time.Second
+	hs.Start()
+	t.Cleanup(hs.Close)
+	waitQuiet(t, ctx, a)
+	before := footprint(t, ctx, a)
+	send := func(method, path string, header http.Header, body []byte) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, hs.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	auth := http.Header{"Authorization": {"Bearer " + testToken(t, 9)}}
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	if code := send("POST", "/orders", http.Header{"Authorization": {"Bearer " + testToken(t, 9)}, "X-Pad": {strings.Repeat("p", 64<<10)}}, nil); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("64 KiB of headers = %d, want 431", code)
+	}
+	if code := send("POST", "/orders", auth, big); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST /orders with 1 MiB = %d, want 413", code)
+	}
+	body := bytes.Repeat([]byte("y"), 20<<10)
+	sig := http.Header{signatureHeader: {signCallback(time.Now(), body, testSecurity.CallbackSecrets[0])}}
+	if code := send("POST", "/payments/callback", sig, body); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a signed 20 KiB callback = %d, want 413", code)
+	}
+	for i := range 200 { // a flood of forged callbacks
+		forged := []byte(fmt.Sprintf(`{"order_id":%d,"provider_trade_no":"f%d","amount":99900,"currency":"CNY"}`, i+1, i))
+		if code := send("POST", "/payments/callback", http.Header{signatureHeader: {signCallback(time.Now(), forged, []byte("guessed-secret-0123456789abcdef0123"))}}, forged); code != http.StatusUnauthorized {
+			t.Fatalf("forged callback %d = %d, want 401", i, code)
+		}
+	}
+	// A body cut mid-way: declared 4000 bytes, 10 sent, connection closed.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 4000\r\n\r\n{\"sku_id\":", testToken(t, 10))
+	conn.Close()
+	if after := footprint(t, ctx, a); after != before {
+		t.Fatalf("the hostile client wrote something:\nbefore %s\nafter  %s", before, after)
+	}
+	if code := send("POST", "/orders", auth, nil); code != http.StatusAccepted {
+		t.Errorf("after the hostile client, a buyer's click = %d, want 202", code)
+	}
+}
