@@ -167,12 +167,9 @@ type orderRequest struct {
 func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 	buyer, err := a.g.buyerOf(r)
 	if err != nil {
-		if a.g.allow(w, r, 0) { // a bad token counts against its address
+		if a.g.allow(w, r, 0, nil) { // a bad token counts against its address
 			a.refuseBuyer(w, err)
 		}
-		return
-	}
-	if !a.g.allow(w, r, buyer) {
 		return
 	}
 	key, ok := keyOf(w, r)
@@ -197,12 +194,19 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var claim *claimOp
+	if key != "" {
+		claim = a.g.newClaim(r, "orders:"+strconv.FormatInt(buyer, 10), key, body)
+	}
+	if !a.g.allow(w, r, buyer, claim) { // the limits and the key's claim: one round trip
+		return
+	}
 	run := func(ctx context.Context, w http.ResponseWriter) { a.click(ctx, w, r, buyer) }
-	if key == "" {
+	if claim == nil {
 		run(r.Context(), w)
 		return
 	}
-	a.g.idempotent(w, r, "orders:"+strconv.FormatInt(buyer, 10), key, body, run)
+	a.g.idempotent(w, r, claim, run)
 }
 
 // reservationSink, in a request's context, receives the reservation a

@@ -20,16 +20,26 @@ type guardStore interface {
 	// useOnce reports whether key is used for the first time within ttl.
 	useOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	// hit counts one request in each key's fixed window of length window
-	// (in one round trip); for a key over its limit it returns how long
-	// until its window ends (> 0), else 0.
-	hit(ctx context.Context, keys []string, limits []int, window time.Duration) ([]time.Duration, error)
-	// claim stores pending under key for lease unless key holds a value;
-	// it returns "", true when it stored, else the value held, false.
-	claim(ctx context.Context, key, pending string, lease time.Duration) (string, bool, error)
+	// and, when claim is not nil, runs it, all in one round trip; for a
+	// key over its limit it returns how long until its window ends (> 0),
+	// else 0.
+	hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error)
 	// settle replaces pending by final for ttl (final "" deletes), only
 	// if key still holds pending; false when it did not (the lease ran out
 	// and another request took the key).
 	settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error)
+}
+
+// claimOp claims an idempotency key: it stores pending under key for
+// lease unless key holds a value. Claimed tells whether it stored; else
+// Held is the value held.
+type claimOp struct {
+	key, pending string
+	lease        time.Duration
+	fingerprint  string // of the request, as in pending
+
+	claimed bool
+	held    string
 }
 
 // storeKey is the store's key for a client-chosen key in a namespace.
@@ -79,21 +89,25 @@ func (s redisGuardStore) useOnce(ctx context.Context, key string, ttl time.Durat
 	return s.rdb.SetNX(ctx, key, 1, ttl).Result()
 }
 
-func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, window time.Duration) ([]time.Duration, error) {
-	if len(keys) == 1 { // EVALSHA, falling back to EVAL
+func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error) {
+	if len(keys) == 1 && claim == nil { // EVALSHA, falling back to EVAL
 		ms, err := hitScript.Run(ctx, s.rdb, keys, limits[0], window.Milliseconds()).Int64()
 		return []time.Duration{time.Duration(ms) * time.Millisecond}, err
 	}
 	// Several keys, in several slots on a Cluster: one pipeline (EVAL:
 	// a pipeline cannot fall back from a NOSCRIPT).
 	cmds := make([]*redis.Cmd, len(keys))
+	var claimCmd *redis.Cmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = hitScript.Eval(ctx, p, []string{k}, limits[i], window.Milliseconds())
 		}
+		if claim != nil {
+			claimCmd = claimScript.Eval(ctx, p, []string{claim.key}, claim.pending, claim.lease.Milliseconds())
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) { // Nil: the claim stored
 		return nil, err
 	}
 	out := make([]time.Duration, len(keys))
@@ -104,15 +118,18 @@ func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, w
 		}
 		out[i] = time.Duration(ms) * time.Millisecond
 	}
-	return out, nil
-}
-
-func (s redisGuardStore) claim(ctx context.Context, key, pending string, lease time.Duration) (string, bool, error) {
-	v, err := claimScript.Run(ctx, s.rdb, []string{key}, pending, lease.Milliseconds()).Text()
-	if errors.Is(err, redis.Nil) {
-		return "", true, nil
+	if claim != nil {
+		v, err := claimCmd.Text()
+		switch {
+		case errors.Is(err, redis.Nil):
+			claim.claimed = true
+		case err != nil:
+			return nil, err
+		default:
+			claim.held = v
+		}
 	}
-	return v, false, err
+	return out, nil
 }
 
 func (s redisGuardStore) settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
@@ -165,7 +182,7 @@ func (s *memGuardStore) useOnce(_ context.Context, key string, ttl time.Duration
 	return true, nil
 }
 
-func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, window time.Duration) ([]time.Duration, error) {
+func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -181,18 +198,15 @@ func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, wind
 			out[i] = max(v.exp.Sub(now), time.Millisecond)
 		}
 	}
-	return out, nil
-}
-
-func (s *memGuardStore) claim(_ context.Context, key, pending string, lease time.Duration) (string, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	if v, ok := s.get(key, now); ok {
-		return v.v, false, nil
+	if claim != nil {
+		if v, ok := s.get(claim.key, now); ok {
+			claim.held = v.v
+		} else {
+			s.vals[claim.key] = memValue{v: claim.pending, exp: now.Add(claim.lease)}
+			claim.claimed = true
+		}
 	}
-	s.vals[key] = memValue{v: pending, exp: now.Add(lease)}
-	return "", true, nil
+	return out, nil
 }
 
 func (s *memGuardStore) settle(_ context.Context, key, pending, final string, ttl time.Duration) (bool, error) {

@@ -102,30 +102,30 @@ func (c *capture) Write(b []byte) (int, error) {
 	return c.body.Write(b)
 }
 
-// idempotent runs h once for the key in namespace ns, body being the
-// request's raw body: see above.
-func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, ns, key string, body []byte, h func(ctx context.Context, w http.ResponseWriter)) {
+// newClaim prepares the claim of key in namespace ns for a request whose
+// raw body is body.
+func (g *guard) newClaim(r *http.Request, ns, key string, body []byte) *claimOp {
 	fp := sha256.New()
 	fp.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
 	fp.Write(body)
 	owner := make([]byte, 16)
 	_, _ = rand.Read(owner)
-	pendingRec := idemRecord{Fingerprint: hex.EncodeToString(fp.Sum(nil)), Owner: hex.EncodeToString(owner)}
-	pending, _ := json.Marshal(pendingRec)
-	sk := storeKey(g.prefix, "idem:"+ns, key)
-	held, claimed, err := g.stores.claim(r.Context(), sk, string(pending), g.cfg.PendingLease)
-	if err != nil {
-		g.storeDown(w, r, "idempotency store", err)
-		return
-	}
-	if !claimed {
+	rec := idemRecord{Fingerprint: hex.EncodeToString(fp.Sum(nil)), Owner: hex.EncodeToString(owner)}
+	pending, _ := json.Marshal(rec)
+	return &claimOp{key: storeKey(g.prefix, "idem:"+ns, key), pending: string(pending), lease: g.cfg.PendingLease, fingerprint: rec.Fingerprint}
+}
+
+// idempotent runs h once for a claim the store ran (guard.allow): see
+// above.
+func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *claimOp, h func(ctx context.Context, w http.ResponseWriter)) {
+	if !claim.claimed {
 		var rec idemRecord
-		if err := json.Unmarshal([]byte(held), &rec); err != nil {
+		if err := json.Unmarshal([]byte(claim.held), &rec); err != nil {
 			g.internalError(w, r, errors.Join(errors.New("idempotency record unreadable"), err))
 			return
 		}
 		switch {
-		case rec.Fingerprint != pendingRec.Fingerprint:
+		case rec.Fingerprint != claim.fingerprint:
 			g.idemOutcomes.inc(1, "conflict")
 			writeError(w, http.StatusUnprocessableEntity, statusMismatch, "this "+idempotencyHeader+" was used with another request body")
 		case !rec.Done:
@@ -156,11 +156,11 @@ func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, ns, key strin
 	}
 	final := ""
 	if storable(c.code) {
-		rec := idemRecord{Fingerprint: pendingRec.Fingerprint, Done: true, Code: c.code, RetryAfter: c.header.Get("Retry-After"), Body: c.body.Bytes()}
+		rec := idemRecord{Fingerprint: claim.fingerprint, Done: true, Code: c.code, RetryAfter: c.header.Get("Retry-After"), Body: c.body.Bytes()}
 		b, _ := json.Marshal(rec)
 		final = string(b)
 	}
-	if ok, err := g.stores.settle(ctx, sk, string(pending), final, g.cfg.IdempotencyTTL); err != nil || !ok {
+	if ok, err := g.stores.settle(ctx, claim.key, claim.pending, final, g.cfg.IdempotencyTTL); err != nil || !ok {
 		g.log.WarnContext(ctx, "idempotency record not settled", "ok", ok, "error", err)
 	}
 	for k, v := range c.header {

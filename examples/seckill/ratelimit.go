@@ -26,10 +26,12 @@ const (
 const rateWindow = time.Second
 
 // allow counts one request of the client's address and, when buyer is
-// not 0, of the buyer, each against its limit per second; false when one
-// is over (and 429 answered) or the store failed (503 answered, with
-// "reason": "store": a limit that cannot be checked is not waived).
-func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64) bool {
+// not 0, of the buyer, each against its limit per second, and runs claim
+// (may be nil) in the same round trip; false when a limit is over (and
+// 429 answered; the claim, if it stored, is given back) or the store
+// failed (503 answered, with "reason": "store": a limit that cannot be
+// checked is not waived).
+func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64, claim *claimOp) bool {
 	var keys []string
 	var limits []int
 	var scopes []string
@@ -39,10 +41,10 @@ func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64) bool 
 	if buyer != 0 && g.cfg.BuyerRate >= 0 {
 		keys, limits, scopes = append(keys, storeKey(g.prefix, "rate:"+scopeBuyer, strconv.FormatInt(buyer, 10))), append(limits, g.cfg.BuyerRate), append(scopes, scopeBuyer)
 	}
-	if len(keys) == 0 {
+	if len(keys) == 0 && claim == nil {
 		return true
 	}
-	waits, err := g.stores.hit(r.Context(), keys, limits, rateWindow)
+	waits, err := g.stores.hit(r.Context(), keys, limits, rateWindow, claim)
 	if err != nil {
 		g.storeDown(w, r, "rate limit", err)
 		return false
@@ -50,6 +52,11 @@ func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64) bool 
 	for i, wait := range waits {
 		if wait <= 0 {
 			continue
+		}
+		if claim != nil && claim.claimed {
+			if _, err := g.stores.settle(r.Context(), claim.key, claim.pending, "", 0); err != nil {
+				g.log.WarnContext(r.Context(), "idempotency claim not given back; it lapses with its lease", "error", err)
+			}
 		}
 		g.rateLimited.inc(1, scopes[i])
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
