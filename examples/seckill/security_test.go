@@ -521,6 +521,46 @@ func TestRateLimits(t *testing.T) {
 			if len(st.Held) != accepted+1 {
 				t.Errorf("the front door holds %d reservations for %d accepted clicks: a refused click kept a unit", len(st.Held), accepted+1)
 			}
+			// A limited request under an Idempotency-Key gives its claim
+			// back: once the window passes, the key runs (it is not left
+			// in progress).
+			keyed := func(key string) (int, map[string]any, time.Duration) {
+				r := httptest.NewRequest("POST", "/orders", nil)
+				r.RemoteAddr = "198.51.100.3:5000"
+				r.Header.Set("Authorization", "Bearer "+testToken(t, 1))
+				if key != "" {
+					r.Header.Set(idempotencyHeader, key)
+				}
+				rec := httptest.NewRecorder()
+				a.ServeHTTP(rec, r)
+				var out map[string]any
+				_ = json.Unmarshal(rec.Body.Bytes(), &out)
+				ra, _ := strconv.Atoi(rec.Header().Get("Retry-After"))
+				return rec.Code, out, time.Duration(ra) * time.Second
+			}
+			var key string
+			var wait time.Duration
+			for i := 0; key == "" && ctx.Err() == nil; i++ {
+				for code, _, _ := keyed(""); code != http.StatusTooManyRequests; code, _, _ = keyed("") {
+				}
+				if code, _, ra := keyed(fmt.Sprint("limited-", i)); code == http.StatusTooManyRequests {
+					key, wait = fmt.Sprint("limited-", i), ra // refused while its window lasted
+				}
+			}
+			// A client that honours Retry-After (requests count, served or
+			// not: one that keeps hammering stays refused).
+			for {
+				time.Sleep(wait)
+				code, out, ra := keyed(key)
+				if code == http.StatusTooManyRequests && ctx.Err() == nil {
+					wait = ra
+					continue
+				}
+				if code != http.StatusConflict || out["status"] != "already_reserved" {
+					t.Errorf("a key first refused with 429, after Retry-After = %d %v, want 409 already_reserved", code, out)
+				}
+				break
+			}
 			if metric(t, srv.URL, "seckill_rate_limited_total", "scope", scopeBuyer) == 0 || metric(t, srv.URL, "seckill_rate_limited_total", "scope", scopeAddress) == 0 {
 				t.Errorf("seckill_rate_limited_total not counted per scope")
 			}
