@@ -212,6 +212,10 @@ func declaredNames(t *testing.T) goNames {
 	return n
 }
 
+// httpHeader matches a code span that shows an HTTP header with its
+// value (Authorization: Bearer …), whose words are not Go names.
+var httpHeader = regexp.MustCompile("^`[A-Z][A-Za-z]*(-[A-Z][A-Za-z]*)*: ")
+
 // testFunc matches the name of a test, benchmark, fuzz target or example.
 var testFunc = regexp.MustCompile(`^(Test|Benchmark|Fuzz|Example)`)
 
@@ -251,6 +255,9 @@ func TestMarkdownNamesExist(t *testing.T) {
 			for _, span := range codeSpan.FindAllString(l, -1) {
 				if strings.HasPrefix(span, "`--") {
 					continue // an SQL comment or a goose annotation
+				}
+				if httpHeader.MatchString(span) {
+					continue // an HTTP header and its value
 				}
 				pattern := strings.Contains(span, " -run ") // go test -run: names are prefixes
 				for _, m := range goIdent.FindAllStringSubmatch(span, -1) {

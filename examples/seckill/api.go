@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,15 +18,21 @@ import (
 )
 
 // api is the HTTP face of the service: what a real seckill service would
-// expose, backed by the same flow as the default run.
+// expose, backed by the same flow as the default run. It has two faces:
+// the buyers' (ServeHTTP: orders and payment callbacks, every request
+// authenticated) and the operators' (Operator: the page, the audit, the
+// reconciliation, the figures), served on a listener of their own. On the
+// buyers' face the operator routes answer only to the operator token
+// (404 when none is configured).
 type api struct {
 	s    *service
-	mux  *http.ServeMux
+	g    *guard
 	mon  *monitor // the operator view: GET / and GET /events
 	stop func()
-	// handler is mux behind the tracing middleware: every request
-	// continues the caller's trace (traceparent) or starts one.
-	handler http.Handler
+	// buyers and operators are the two faces behind the tracing
+	// middleware: every request continues the caller's trace
+	// (traceparent) or starts one.
+	buyers, operators http.Handler
 }
 
 // newAPI provisions the sale and starts the consumers, the relays and the
@@ -33,6 +41,11 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logge
 	cfg.DupRate = 0 // no duplicates on purpose: those are for the default run
 	s, err := newService(ctx, pool, cfg, log)
 	if err != nil {
+		return nil, err
+	}
+	g, err := newGuard(s, cfg.Security)
+	if err != nil {
+		s.close()
 		return nil, err
 	}
 	stopBG, err := s.startBackground(ctx, cfg.Consumers, cfg.Relays)
@@ -44,23 +57,61 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logge
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.cancelLoop(cctx) }()
 	mon := startMonitor(ctx, s)
-	a := &api{s: s, mux: http.NewServeMux(), mon: mon, stop: func() { mon.Close(); stopCancel(); <-done; stopBG(); s.close() }}
-	mon.routes(a.mux)
-	a.mux.HandleFunc("POST /orders", a.placeOrder)
-	a.mux.HandleFunc("GET /orders/{request_id}", a.orderStatus)
-	a.mux.HandleFunc("POST /payments/callback", a.paymentCallback)
-	a.mux.HandleFunc("GET /audit", a.audit)
-	a.mux.HandleFunc("GET /stats", a.stats)
-	a.mux.HandleFunc("GET /reconcile", a.reconcile)
-	a.mux.Handle("GET /metrics", s.metrics)
-	a.handler = traced(a.mux)
+	a := newFaces(s, g, mon)
+	a.stop = func() { mon.Close(); stopCancel(); <-done; stopBG(); s.close() }
 	return a, nil
+}
+
+// newFaces builds the two faces of s (mon nil: no page).
+func newFaces(s *service, g *guard, mon *monitor) *api {
+	a := &api{s: s, g: g, mon: mon, stop: func() {}}
+	buyers, operators := http.NewServeMux(), http.NewServeMux()
+	buyers.HandleFunc("POST /orders", a.placeOrder)
+	buyers.HandleFunc("GET /orders/{request_id}", a.orderStatus)
+	buyers.HandleFunc("POST /payments/callback", a.paymentCallback)
+	op := map[string]http.Handler{
+		"GET /audit":     http.HandlerFunc(a.audit),
+		"GET /stats":     http.HandlerFunc(a.stats),
+		"GET /reconcile": http.HandlerFunc(a.reconcile),
+		"GET /metrics":   s.metrics,
+	}
+	if mon != nil {
+		op["GET /{$}"] = http.HandlerFunc(mon.servePage)
+		op["GET /events"] = http.HandlerFunc(mon.serveEvents)
+	}
+	for pattern, h := range op {
+		operators.Handle(pattern, h)
+		buyers.Handle(pattern, a.operatorOnly(h))
+	}
+	a.buyers, a.operators = traced(buyers), traced(operators)
+	return a
 }
 
 // Close stops the background work; it waits for it to finish.
 func (a *api) Close() { a.stop() }
 
-func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+// ServeHTTP serves the buyers' face.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.buyers.ServeHTTP(w, r) }
+
+// Operator is the operators' face, for a listener of its own (on a
+// loopback address: it asks for no credentials).
+func (a *api) Operator() http.Handler { return a.operators }
+
+// operatorOnly serves h on the buyers' face to the operator token alone:
+// 404 when no token is configured (the route is not there), 401 without it.
+func (a *api) operatorOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case a.g.cfg.OperatorToken == "":
+			writeError(w, http.StatusNotFound, "unknown", "not found")
+		case !a.g.operatorOK(r):
+			a.g.refusedOperators.inc(1)
+			unauthorized(w, `Bearer realm="seckill-operator"`, "operator routes need the operator token")
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -72,18 +123,99 @@ func writeError(w http.ResponseWriter, code int, status, msg string) {
 	writeJSON(w, code, map[string]string{"status": status, "error": msg})
 }
 
-// placeOrder: POST /orders {"user_id": 42}. 202 when queued; 410 sold out;
-// 409 already reserved by this user; 503 busy (queue full, or the front
-// door unavailable or being rebuilt: retry later); 403 the sale is not open.
-func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		UserID int64 `json:"user_id"`
+// statusUnavailable: 503, the front door (or the store of the HTTP face)
+// cannot answer now; retry after Retry-After.
+const statusUnavailable = "unavailable"
+
+// authBuyer returns the buyer of a request's token; false (and 401
+// answered, counted) when there is none or it does not verify.
+func (a *api) authBuyer(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	buyer, err := a.g.buyerOf(r)
+	if err != nil {
+		a.refuseBuyer(w, err)
+		return 0, false
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<12)).Decode(&in); err != nil || in.UserID <= 0 {
-		writeError(w, http.StatusBadRequest, "invalid", "body must be {\"user_id\": <positive integer>}")
+	return buyer, true
+}
+
+// refuseBuyer answers 401 for a token buyerOf refused, and counts it.
+func (a *api) refuseBuyer(w http.ResponseWriter, err error) {
+	reason := "invalid"
+	if errors.Is(err, errNoToken) {
+		reason = "missing"
+	}
+	a.g.refusedBuyers.inc(1, reason)
+	unauthorized(w, `Bearer realm="seckill"`, err.Error())
+}
+
+// orderRequest is POST /orders' body: empty, or a JSON object naming the item
+// (both fields optional: the item on sale). The buyer is the token's
+// subject, never a field.
+type orderRequest struct {
+	ActivityID int64 `json:"activity_id"`
+	SKUID      int64 `json:"sku_id"`
+}
+
+// placeOrder: POST /orders, "Authorization: Bearer <buyer token>", body
+// empty or {"activity_id": …, "sku_id": …}, optional Idempotency-Key. 202
+// when queued; 410 sold out; 409 already reserved by this buyer (or
+// in_progress: the same key still running); 503 busy (the queue is full)
+// or unavailable (the front door is down or being rebuilt), with
+// Retry-After; 403 the sale is not open; 404 no such item on sale; 400
+// invalid; 401 no or a bad token; 413 body too large; 422 the key was used
+// with another body; 429 rate limited, with Retry-After.
+func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
+	buyer, err := a.g.buyerOf(r)
+	if err != nil {
+		if a.g.allow(w, r, 0, nil) { // a bad token counts against its address
+			a.refuseBuyer(w, err)
+		}
 		return
 	}
-	res, err := a.s.click(r.Context(), in.UserID)
+	key, ok := keyOf(w, r)
+	if !ok {
+		return
+	}
+	body, ok := readBody(w, r, 1<<12)
+	if !ok {
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		var in orderRequest
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&in); err != nil || d.More() {
+			writeError(w, http.StatusBadRequest, "invalid",
+				`body must be empty or {"activity_id": <id>, "sku_id": <id>}; the buyer is the bearer token's subject`)
+			return
+		}
+		if (in.ActivityID != 0 && in.ActivityID != a.s.Item.ActivityID) || (in.SKUID != 0 && in.SKUID != a.s.Item.SKUID) {
+			writeError(w, http.StatusNotFound, "unknown_item", "no such item on sale")
+			return
+		}
+	}
+	var claim *claimOp
+	if key != "" {
+		claim = a.g.newClaim(r, "orders:"+strconv.FormatInt(buyer, 10), key, body)
+	}
+	if !a.g.allow(w, r, buyer, claim) { // the limits and the key's claim: one round trip
+		return
+	}
+	run := func(ctx context.Context, w http.ResponseWriter) { a.click(ctx, w, r, buyer) }
+	if claim == nil {
+		run(r.Context(), w)
+		return
+	}
+	a.g.idempotent(w, r, claim, run)
+}
+
+// reservationSink, in a request's context, receives the reservation a
+// click made: the example's in-process buyers hand it to the scanner that
+// re-sends reservations.
+type reservationSink struct{}
+
+func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request, buyer int64) {
+	res, err := a.s.click(ctx, buyer)
 	switch {
 	case errors.Is(err, errFrontSoldOut):
 		writeError(w, http.StatusGone, "sold_out", err.Error())
@@ -91,13 +223,19 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "already_reserved", err.Error())
 	case errors.Is(err, errSaleClosed):
 		writeError(w, http.StatusForbidden, "closed", err.Error())
-	case errors.Is(err, errBusy), errors.Is(err, errFrontDoorDown):
+	case errors.Is(err, errBusy):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "busy", "the queue is full, try again")
+	case errors.Is(err, errFrontDoorDown):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
 	default:
-		tc, _ := traceFrom(r.Context())
+		if sink, ok := ctx.Value(reservationSink{}).(*reservation); ok {
+			*sink = res
+		}
+		tc, _ := traceFrom(ctx)
 		writeJSON(w, http.StatusAccepted, map[string]any{
 			"status": "queued", "request_id": res.RequestID, "reservation_id": res.ReservationID, "order_id": res.OrderID,
 			"trace_id": tc.TraceIDString(),
@@ -105,29 +243,40 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// orderStatus: GET /orders/{request_id}. The order when it exists; else the
-// reservation's fate (rejected, with the reason) or "queued".
+// orderStatus: GET /orders/{request_id}, "Authorization: Bearer <buyer
+// token>". The order when it exists; else the reservation's fate
+// (rejected, with the reason) or "queued". Another buyer's request is 404,
+// as an unknown one; 401 no or a bad token.
 func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
+	buyer, ok := a.authBuyer(w, r)
+	if !ok {
+		return
+	}
 	reqID, err := uuid.Parse(r.PathValue("request_id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "request id must be a UUID")
 		return
 	}
 	o, err := a.s.Orders.GetByRequest(r.Context(), a.s.Pool, reqID)
-	if err == nil {
+	if err == nil && o.UserID == buyer {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"status": o.Status.String(), "order_id": o.OrderID, "order_no": o.OrderNo, "amount": o.TotalAmount,
 			"currency": o.Currency, "expire_at": o.ExpireAt,
 		})
 		return
 	}
+	if err == nil {
+		writeError(w, http.StatusNotFound, "unknown", "no such request")
+		return
+	}
 	if !errors.Is(err, order.ErrNotFound) {
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
 		return
 	}
 	resID, ok, err := a.s.front.ReservationOf(r.Context(), reqID)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
 		return
 	}
 	if !ok {
@@ -139,7 +288,9 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, inventory.ErrReservationNotFound):
 		writeJSON(w, http.StatusOK, map[string]any{"status": "queued"})
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
+	case res.UserID != buyer:
+		writeError(w, http.StatusNotFound, "unknown", "no such request")
 	case res.Status == inventory.StatusRejected:
 		writeJSON(w, http.StatusOK, map[string]any{"status": "rejected", "reason": res.FailureCode})
 	default:
@@ -147,13 +298,35 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// paymentCallback: POST /payments/callback. 200 with what happened (paid,
-// duplicate, refund); 404 unknown order; 422 amount or currency mismatch;
-// 400 invalid.
+// paymentCallback: POST /payments/callback, signed (Seckill-Signature, see
+// callback.go) by the payment provider. 200 with what happened (paid,
+// duplicate: the callback id or trade number seen before, with the first
+// payment's id; refund); 401 unsigned, badly signed, expired or replayed
+// (nothing parsed, nothing written); 404 unknown order; 422 amount or
+// currency mismatch, or a callback id seen before with another payment
+// (idempotency_mismatch); 400 invalid; 413 body too large.
 func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r, 1<<14)
+	if !ok {
+		return
+	}
+	reason, err := a.g.verifyCallback(r.Context(), r.Header.Get(signatureHeader), body)
+	if err != nil {
+		a.g.storeDown(w, r, "signature store", err)
+		return
+	}
+	if reason != "" {
+		a.g.refusedCallbacks.inc(1, reason)
+		w.Header().Set("WWW-Authenticate", signatureHeader)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"status": statusUnauthorized, "reason": reason,
+			"error": "the callback's signature is " + reason})
+		return
+	}
 	var p flow.Payment
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<14)).Decode(&p); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil || d.More() {
+		writeError(w, http.StatusBadRequest, "invalid", `body must be {"order_id", "provider_trade_no", "callback_id", "amount", "currency"}`)
 		return
 	}
 	res, err := a.s.pay(r.Context(), p)
@@ -161,18 +334,46 @@ func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, order.ErrInvalidArgument):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, order.ErrNotFound):
-		writeError(w, http.StatusNotFound, "unknown_order", err.Error())
+		writeError(w, http.StatusNotFound, "unknown_order", "no such order")
 	case errors.Is(err, order.ErrAmountMismatch), errors.Is(err, order.ErrCurrencyMismatch):
 		writeError(w, http.StatusUnprocessableEntity, "mismatch", err.Error())
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
 	default:
+		if res.Kind == order.PaymentDuplicate {
+			same, err := a.samePayment(r.Context(), p, res.PaymentID)
+			if err != nil {
+				a.g.internalError(w, r, err)
+				return
+			}
+			if !same {
+				writeError(w, http.StatusUnprocessableEntity, statusMismatch, "this callback id or trade number was recorded with another payment")
+				return
+			}
+		}
 		out := map[string]any{"result": paymentResults[res.Kind], "order_status": res.Order.Status.String(), "payment_id": res.PaymentID}
 		if res.Refund != nil {
 			out["refund"] = res.Refund
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// samePayment reports whether the payment recorded as id is the one p
+// describes (a redelivery), not another payment under the same callback id
+// or trade number.
+func (a *api) samePayment(ctx context.Context, p flow.Payment, id uuid.UUID) (bool, error) {
+	recs, err := a.s.Orders.Payments(ctx, a.s.Pool, p.OrderID)
+	if err != nil {
+		return false, err
+	}
+	for _, rec := range recs {
+		if rec.PaymentID == id {
+			return rec.ProviderTradeNo == p.ProviderTradeNo && rec.CallbackID == p.CallbackID && rec.Amount == p.Amount &&
+				(p.Currency == "" || rec.Currency == p.Currency), nil
+		}
+	}
+	return false, nil
 }
 
 // paymentResults names the payment outcomes in the API.
@@ -196,7 +397,7 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) {
 	atRest := r.URL.Query().Get("at_rest") == "true"
 	checks, err := a.s.audit(r.Context(), !atRest)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
 		return
 	}
 	rep := report{Checks: checks}
@@ -215,12 +416,13 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) {
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	st, err := a.s.Outbox.Stats(r.Context(), a.s.Pool)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
 		return
 	}
 	front, err := a.s.front.State(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "busy", err.Error())
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
 		return
 	}
 	c := &a.s.stats
@@ -245,7 +447,7 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 func (a *api) reconcile(w http.ResponseWriter, r *http.Request) {
 	rec, err := a.s.reconcileSettled(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "error", err.Error())
+		a.g.internalError(w, r, err)
 		return
 	}
 	code := http.StatusOK

@@ -16,16 +16,27 @@
 // During the run it serves the operator view, a live page of the sale,
 // on -page (default: a free port on 127.0.0.1; it prints the URL).
 //
-// With -serve it keeps an HTTP API up instead:
+// With -serve it keeps an HTTP API up instead. The buyers' face, on the
+// -serve address:
 //
-//	GET  /                                             → the operator view (a live page)
-//	GET  /events                                       → its server-sent event stream
-//	POST /orders            {"user_id": 42}            → 202 {"request_id": …, "status": "queued"}
-//	GET  /orders/{request}                             → the order's status
-//	POST /payments/callback {"order_id": …, "provider_trade_no": …, "amount": …, "currency": "CNY"}
-//	GET  /audit                                        → every invariant, checked now in one snapshot (live; ?at_rest=true: strict)
-//	GET  /stats                                        → counters and outbox figures
-//	GET  /reconcile                                    → the three-way reconciliation, now
+//	POST /orders            Authorization: Bearer <buyer token>, Idempotency-Key   → 202 {"request_id": …, "status": "queued"}
+//	GET  /orders/{request}  Authorization: Bearer <buyer token>                    → the order's status
+//	POST /payments/callback Seckill-Signature: t=…,v1=… {"order_id": …, "provider_trade_no": …, "callback_id": …, "amount": …, "currency": "CNY"}
+//
+// The operators' face, on the -page address (loopback only), or on the
+// -serve address with "Authorization: Bearer $SECKILL_OPERATOR_TOKEN":
+//
+//	GET  /          → the operator view (a live page)
+//	GET  /events    → its server-sent event stream
+//	GET  /audit     → every invariant, checked now in one snapshot (live; ?at_rest=true: strict)
+//	GET  /stats     → counters and outbox figures
+//	GET  /reconcile → the three-way reconciliation, now
+//	GET  /metrics   → the figures, in the Prometheus text format
+//
+// -serve reads its keys from SECKILL_BUYER_TOKEN_KEYS and
+// SECKILL_CALLBACK_SECRETS (and SECKILL_OPERATOR_TOKEN); -mint-token and
+// -sign-callback make a buyer token and a callback signature with them.
+// See the example's README, "Security: buyers, callbacks, operators".
 package main
 
 import (
@@ -78,21 +89,41 @@ func main() {
 	redisURL := flag.String("redis", "", "Redis URL of an existing server, or of a Redis Cluster as redis://host1:port1?addr=host2:port2 (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
 	natsURL := flag.String("nats", "", "NATS URL of an existing server with JetStream (default: "+stackharness.EnvNATSURL+", else a throwaway nats-server -js)")
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
-	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none)`)
+	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none); with -serve, every operator route (a loopback address)`)
+	mint := flag.Int64("mint-token", 0, "print a bearer token for this buyer id, signed with the first key of "+EnvBuyerKeys+", and exit")
+	tokenTTL := flag.Duration("token-ttl", time.Hour, "with -mint-token: how long the token is valid")
+	rateBuyer := flag.Int("rate-buyer", defaultBuyerRate, "POST /orders per second per buyer; more get 429 (-1: no limit)")
+	rateAddr := flag.Int("rate-addr", defaultAddrRate, "POST /orders per second per client address; more get 429 (-1: no limit)")
+	idemTTL := flag.Duration("idempotency-ttl", 0, "how long an answer stays stored under its Idempotency-Key; must cover the sale (default 24h; the default run's sale: 10m)")
+	tolerance := flag.Duration("callback-tolerance", defaultTolerance, "how far a payment callback's signed timestamp may be from now")
+	sign := flag.Bool("sign-callback", false, "print the "+signatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+EnvCallbackSecrets+", and exit")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	trace := flag.Bool("trace-log", false, "with -v: also log every processed order message and consumed event, with its trace_id")
 	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby) and kill the leader mid-sale")
 	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
 	flag.Parse()
+	if *mint != 0 || *sign {
+		if err := keyTool(os.Stdin, os.Stdout, *mint, *tokenTTL, *sign); err != nil {
+			fmt.Fprintln(os.Stderr, "seckill:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
+	sec, err := securityFromEnv(*serve != "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(1)
+	}
+	sec.BuyerRate, sec.AddrRate, sec.IdempotencyTTL, sec.Tolerance = *rateBuyer, *rateAddr, *idemTTL, *tolerance
+	cfg.Security = sec
 	level := slog.LevelWarn
 	if *trace {
 		level = slog.LevelDebug
 	}
-	var err error
 	if *ha {
 		err = runHA(ctx, cfg, *failoverAt, *verbose, level)
 	} else {
@@ -106,8 +137,11 @@ func main() {
 
 func run(ctx context.Context, cfg config, serve, page string, verbose bool, level slog.Level) error {
 	log := slog.New(slog.DiscardHandler)
-	if verbose {
+	switch {
+	case verbose:
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	case serve != "": // the error ids of 500 answers reach the log
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	srv, err := pgharness.Start(ctx, pgharness.Options{})
 	if err != nil {
@@ -153,7 +187,7 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 	}
 
 	if serve != "" {
-		return serveHTTP(ctx, pool, cfg, serve, log)
+		return serveHTTP(ctx, pool, cfg, serve, page, log)
 	}
 	if os.Getenv(pgharness.EnvURL) == "" {
 		fmt.Fprintln(os.Stderr, "seckill: started a throwaway PostgreSQL; set", pgharness.EnvURL, "to use your own")
@@ -198,25 +232,33 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 	return nil
 }
 
-func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr string, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr string, log *slog.Logger) error {
+	if opAddr != "" && !loopback(opAddr) {
+		return fmt.Errorf("-page %q: the operator routes ask for no credentials there, so they are served on a loopback address only (e.g. 127.0.0.1:8081; reach them through a tunnel, or on the -serve address with %s)", opAddr, EnvOperatorToken)
+	}
 	api, err := newAPI(ctx, pool, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer api.Close()
-	hs := &http.Server{Addr: addr, Handler: api, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Addr: addr, Handler: api, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}
+	ops := &http.Server{Handler: api.Operator(), ReadHeaderTimeout: 5 * time.Second}
+	if opAddr != "" { // "": the operator routes only on addr, with the operator token
+		opLn, err := net.Listen("tcp", opAddr)
+		if err != nil {
+			return fmt.Errorf("-page %s: %w", opAddr, err)
+		}
+		go func() { _ = ops.Serve(opLn) }()
+		fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/ (%s)\n", opLn.Addr(), strings.Join([]string{"GET /", "GET /audit", "GET /stats", "GET /reconcile", "GET /metrics"}, ", "))
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
+		_ = ops.Shutdown(sctx)
 	}()
-	fmt.Fprintf(os.Stderr, "seckill: serving on %s (%s)\n", addr, strings.Join([]string{"GET / (operator view)", "POST /orders", "GET /orders/{request_id}", "POST /payments/callback", "GET /audit", "GET /stats", "GET /reconcile"}, ", "))
-	host, port, _ := net.SplitHostPort(addr)
-	if host == "" {
-		host = "localhost"
-	}
-	fmt.Fprintf(os.Stderr, "seckill: operator view on http://%s/\n", net.JoinHostPort(host, port))
+	fmt.Fprintf(os.Stderr, "seckill: serving buyers on %s (%s)\n", addr, strings.Join([]string{"POST /orders", "GET /orders/{request_id}", "POST /payments/callback"}, ", "))
 	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

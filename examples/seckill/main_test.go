@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +67,7 @@ func smallConfig(t *testing.T) config {
 	cfg.FrontDrift, cfg.FrontForget = 0.1, 0.05
 	cfg.PayRate, cfg.LatePayRate, cfg.DupCallback = 0.5, 0.1, 0.2
 	cfg.OrderTTL = 2 * time.Second
+	cfg.Security = testSecurity
 	return cfg
 }
 
@@ -179,22 +179,18 @@ func checkSale(t *testing.T, cfg config, rep report) {
 	}
 }
 
+// do sends a request as the test's clients do: a body map's "user_id" is
+// the buyer, who sends a bearer token of their own instead (see
+// testRequest); a callback is signed.
 func do(t *testing.T, method, url string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd *bytes.Reader
-	switch b := body.(type) {
-	case nil:
-		rd = bytes.NewReader(nil)
-	case string:
-		rd = bytes.NewReader([]byte(b))
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return doAs(t, 0, method, url, body)
+}
+
+// doAs is do as buyer (0: the buyer do would pick).
+func doAs(t *testing.T, buyer int64, method, url string, body any) (int, map[string]any) {
+	t.Helper()
+	req := testRequest(t, context.Background(), buyer, method, url, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +198,7 @@ func do(t *testing.T, method, url string, body any) (int, map[string]any) {
 	defer resp.Body.Close()
 	var out map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&out)
+	noteOwner(req, resp.StatusCode, out)
 	return resp.StatusCode, out
 }
 
@@ -237,7 +234,7 @@ func testHTTPAPI(t *testing.T, stack string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a)
+	srv := serveTest(t, a)
 	defer func() { srv.Close(); a.Close() }()
 	base := srv.URL
 
@@ -249,9 +246,9 @@ func testHTTPAPI(t *testing.T, stack string) {
 	if code, _ := do(t, "POST", base+"/orders", map[string]any{"user_id": 1}); code != http.StatusConflict {
 		t.Errorf("second click of the same user = %d, want 409", code)
 	}
-	for _, bad := range []string{`{}`, `{"user_id": -3}`, `not json`, `{"user_id": "x"}`} {
-		if code, _ := do(t, "POST", base+"/orders", bad); code != http.StatusBadRequest {
-			t.Errorf("POST /orders %s = %d, want 400", bad, code)
+	for _, bad := range []string{`{"user_id": 4}`, `{"user_id": -3}`, `not json`, `{"sku_id": "x"}`, `{} {}`, `[]`} {
+		if code, _ := doAs(t, 4, "POST", base+"/orders", bad); code != http.StatusBadRequest {
+			t.Errorf("POST /orders %s = %d, want 400 (the buyer comes from the token)", bad, code)
 		}
 	}
 	code, out = do(t, "POST", base+"/orders", map[string]any{"user_id": 2})
@@ -352,7 +349,7 @@ func testHTTPBusy(t *testing.T, stack string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a)
+	srv := serveTest(t, a)
 	defer func() { srv.Close(); a.Close() }()
 	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 1}); code != http.StatusAccepted {
 		t.Fatalf("first click = %d", code)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +133,7 @@ func testMetricsMatchDatabase(t *testing.T, stack string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a)
+	srv := serveTest(t, a)
 	defer func() { srv.Close(); a.Close() }()
 
 	const buyers = 30 // more than the stock: some are sold out at the front door
@@ -379,13 +378,12 @@ func testTracePropagation(t *testing.T, stack string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a)
+	srv := serveTest(t, a)
 	defer func() { srv.Close(); a.Close() }()
 
 	const traceID, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	post := func(traceparent string, body map[string]any, path string) (*http.Response, map[string]any) {
-		raw, _ := json.Marshal(body)
-		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+path, bytes.NewReader(raw))
+		req := testRequest(t, ctx, 0, "POST", srv.URL+path, body)
 		if traceparent != "" {
 			req.Header.Set(traceHeader, traceparent)
 		}

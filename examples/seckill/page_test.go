@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +87,7 @@ func pageService(t *testing.T, stack string, stock, buckets int) (*api, string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a)
+	srv := serveTest(t, a)
 	t.Cleanup(func() { srv.Close(); a.Close() })
 	return a, srv.URL, cfg
 }

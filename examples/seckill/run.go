@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,10 @@ type config struct {
 	// which a cancelled order's reservation is MANUAL_REQUIRED (0: the
 	// default, flow.DefaultMaxReleaseFailures).
 	ReleaseFailures int
+
+	// Security holds the keys and limits of the HTTP face (zero: random
+	// keys, the defaults); the default run's buyers and payer use them too.
+	Security securityConfig
 }
 
 // item is the SKU on sale.
@@ -152,6 +157,15 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		return report{}, err
 	}
 	defer s.close()
+	// The buyers and the payment provider go through the HTTP face: tokens,
+	// idempotency keys, signed callbacks.
+	sec := cfg.Security
+	sec.IdempotencyTTL = cmp.Or(sec.IdempotencyTTL, 10*time.Minute) // the run's sale is over well before
+	g, err := newGuard(s, sec)
+	if err != nil {
+		return report{}, err
+	}
+	web := newClient(newFaces(s, g, nil))
 	if cfg.FrontDrift > 0 { // the front door believes in a little more stock than PostgreSQL has
 		if err := s.front.AddDrift(ctx, int32(float64(cfg.Stock)*cfg.FrontDrift)); err != nil {
 			return report{}, err
@@ -221,14 +235,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		go func() {
 			defer payers.Done()
 			for p := range payCh {
-				_, err := s.pay(ctx, p)
-				// The provider calls back again while the database is
-				// unreachable (a failover), for up to 30s.
-				for try := 1; err != nil && try < 120 && ctx.Err() == nil && databaseUnavailable(err); try++ {
-					time.Sleep(250 * time.Millisecond)
-					_, err = s.pay(ctx, p)
-				}
-				if err != nil {
+				if _, err := web.pay(ctx, p); err != nil {
 					payErrs.Add(1)
 					log.Warn("payment failed", "order_id", p.OrderID, "error", err)
 				}
@@ -236,6 +243,22 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		}()
 	}
 	var late []int64
+	// redeliver is the provider calling back again a moment later (a
+	// delivery it did not see acknowledged), signed afresh.
+	var redeliveries sync.WaitGroup
+	redeliver := func(p flow.Payment) {
+		redeliveries.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(1100 * time.Millisecond):
+			}
+			if _, err := web.pay(ctx, p); err != nil {
+				payErrs.Add(1)
+				log.Warn("payment failed", "order_id", p.OrderID, "error", err)
+			}
+		})
+	}
 	buyersDone := make(chan struct{})
 	go func() {
 		defer close(buyersDone)
@@ -250,7 +273,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 				p := s.paymentFor(id)
 				payCh <- p
 				if chance(cfg.DupCallback) {
-					payCh <- p // the provider calls back twice
+					redeliver(p) // the provider calls back twice
 				}
 			case chance(cfg.LatePayRate / (1 - cfg.PayRate)):
 				late = append(late, id)
@@ -264,6 +287,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	finishBuyers := sync.OnceFunc(func() {
 		closeCreated()
 		<-buyersDone
+		redeliveries.Wait()
 		if lateToo {
 			for _, id := range late { // paid after the cancel: a refund
 				payCh <- s.paymentFor(id)
@@ -307,7 +331,8 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 				if hooks != nil && hooks.click != nil {
 					hooks.click(i, len(clicks))
 				}
-				r, err := s.click(ctx, u)
+				key := uuid.NewString() // the click's Idempotency-Key, the same for its retries
+				r, err := web.click(ctx, u, key)
 				// Back-pressure or recovery: the buyer retries a moment
 				// later, until the run is cancelled (its consumers then
 				// stop, and a full queue stays full).
@@ -317,14 +342,14 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 						time.Sleep(20 * time.Millisecond)
 						s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
 					}
-					r, err = s.click(ctx, u)
+					r, err = web.click(ctx, u, key)
 				}
 				if err != nil {
 					continue
 				}
 				if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
 					if err := s.front.Forget(ctx, u); err == nil {
-						if _, err := s.click(ctx, u); err == nil {
+						if _, err := web.click(ctx, u, uuid.NewString()); err == nil {
 							s.stats.clicks.Add(-1) // the same buyer's click, counted once
 						}
 					}

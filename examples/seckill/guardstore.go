@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// guardStore keeps what the HTTP face remembers between requests: the
+// signatures already used, the rate windows and the idempotency records.
+// It is Redis on the real stack (every key on its own: fine on Redis
+// Cluster) and an in-process map with -stack memory, with the same
+// semantics. Keys are hashed: a client's key never becomes a Redis key.
+type guardStore interface {
+	// useOnce reports whether key is used for the first time within ttl.
+	useOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	// hit counts one request in each key's fixed window of length window
+	// and, when claim is not nil, runs it, all in one round trip; for a
+	// key over its limit it returns how long until its window ends (> 0),
+	// else 0.
+	hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error)
+	// settle replaces pending by final for ttl (final "" deletes), only
+	// if key still holds pending; false when it did not (the lease ran out
+	// and another request took the key).
+	settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error)
+}
+
+// claimOp claims an idempotency key: it stores pending under key for
+// lease unless key holds a value. Claimed tells whether it stored; else
+// Held is the value held.
+type claimOp struct {
+	key, pending string
+	lease        time.Duration
+	fingerprint  string // of the request, as in pending
+
+	claimed bool
+	held    string
+}
+
+// storeKey is the store's key for a client-chosen key in a namespace.
+func storeKey(prefix, ns, key string) string {
+	h := sha256.Sum256([]byte(key))
+	return prefix + ns + ":" + hex.EncodeToString(h[:])
+}
+
+// redisGuardStore is guardStore on Redis.
+type redisGuardStore struct{ rdb redis.UniversalClient }
+
+var (
+	// hitScript: KEYS window; ARGV limit, window (ms). 0 when within the
+	// limit, else the window's remaining milliseconds.
+	hitScript = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if n <= tonumber(ARGV[1]) then return 0 end
+local t = redis.call('PTTL', KEYS[1])
+if t <= 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  t = tonumber(ARGV[2])
+end
+return t
+`)
+	// claimScript: KEYS key; ARGV pending, lease (ms). The value held, or
+	// nil when pending was stored.
+	claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+`)
+	// settleScript: KEYS key; ARGV pending, final ("" deletes), ttl (ms).
+	settleScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 1
+`)
+)
+
+func (s redisGuardStore) useOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	return s.rdb.SetNX(ctx, key, 1, ttl).Result()
+}
+
+func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error) {
+	if len(keys) == 1 && claim == nil { // EVALSHA, falling back to EVAL
+		ms, err := hitScript.Run(ctx, s.rdb, keys, limits[0], window.Milliseconds()).Int64()
+		return []time.Duration{time.Duration(ms) * time.Millisecond}, err
+	}
+	// Several keys, in several slots on a Cluster: one pipeline (EVAL:
+	// a pipeline cannot fall back from a NOSCRIPT).
+	cmds := make([]*redis.Cmd, len(keys))
+	var claimCmd *redis.Cmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = hitScript.Eval(ctx, p, []string{k}, limits[i], window.Milliseconds())
+		}
+		if claim != nil {
+			claimCmd = claimScript.Eval(ctx, p, []string{claim.key}, claim.pending, claim.lease.Milliseconds())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) { // Nil: the claim stored
+		return nil, err
+	}
+	out := make([]time.Duration, len(keys))
+	for i, c := range cmds {
+		ms, err := c.Int64()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = time.Duration(ms) * time.Millisecond
+	}
+	if claim != nil {
+		v, err := claimCmd.Text()
+		switch {
+		case errors.Is(err, redis.Nil):
+			claim.claimed = true
+		case err != nil:
+			return nil, err
+		default:
+			claim.held = v
+		}
+	}
+	return out, nil
+}
+
+func (s redisGuardStore) settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
+	n, err := settleScript.Run(ctx, s.rdb, []string{key}, pending, final, ttl.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+// memGuardStore is guardStore in process, for -stack memory.
+type memGuardStore struct {
+	mu     sync.Mutex
+	vals   map[string]memValue
+	sweeps int
+}
+
+type memValue struct {
+	v   string
+	n   int
+	exp time.Time
+}
+
+func newMemGuardStore() *memGuardStore { return &memGuardStore{vals: map[string]memValue{}} }
+
+// get returns key's live value; the caller holds mu. Now and then it drops
+// the expired ones, so the map does not grow without bound.
+func (s *memGuardStore) get(key string, now time.Time) (memValue, bool) {
+	if s.sweeps++; s.sweeps >= 4096 {
+		s.sweeps = 0
+		for k, v := range s.vals {
+			if !now.Before(v.exp) {
+				delete(s.vals, k)
+			}
+		}
+	}
+	v, ok := s.vals[key]
+	if ok && !now.Before(v.exp) {
+		delete(s.vals, key)
+		return memValue{}, false
+	}
+	return v, ok
+}
+
+func (s *memGuardStore) useOnce(_ context.Context, key string, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if _, ok := s.get(key, now); ok {
+		return false, nil
+	}
+	s.vals[key] = memValue{v: "1", exp: now.Add(ttl)}
+	return true, nil
+}
+
+func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	out := make([]time.Duration, len(keys))
+	for i, key := range keys {
+		v, ok := s.get(key, now)
+		if !ok {
+			v = memValue{exp: now.Add(window)}
+		}
+		v.n++
+		s.vals[key] = v
+		if v.n > limits[i] {
+			out[i] = max(v.exp.Sub(now), time.Millisecond)
+		}
+	}
+	if claim != nil {
+		if v, ok := s.get(claim.key, now); ok {
+			claim.held = v.v
+		} else {
+			s.vals[claim.key] = memValue{v: claim.pending, exp: now.Add(claim.lease)}
+			claim.claimed = true
+		}
+	}
+	return out, nil
+}
+
+func (s *memGuardStore) settle(_ context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if v, ok := s.get(key, now); !ok || v.v != pending {
+		return false, nil
+	}
+	if final == "" {
+		delete(s.vals, key)
+	} else {
+		s.vals[key] = memValue{v: final, exp: now.Add(ttl)}
+	}
+	return true, nil
+}
