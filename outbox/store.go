@@ -129,6 +129,7 @@ type Store struct {
 	recoverSpec          string
 	statsSQL             string
 	purgeSQL             string
+	archiveSentSQL       string
 
 	eventsByStatusSQL string
 }
@@ -178,6 +179,7 @@ func New(cfg Config) (*Store, error) {
 	s.recoverSpec = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", "AND locked_by = $3 AND locked_at = $4"))
 	s.statsSQL = r.Replace(statsSQL)
 	s.purgeSQL = r.Replace(purgeSQL)
+	s.archiveSentSQL = r.Replace(archiveSentSQL)
 	s.eventsByStatusSQL = r.Replace(eventsByStatusSQL)
 	return s, nil
 }
