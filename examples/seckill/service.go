@@ -158,6 +158,11 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	}
 	s.js.onPoison = s.recordPoison
 	s.q = s.js
+	if err := s.guardInboxRetention(ctx, cfg.Citus); err != nil {
+		s.js.Close()
+		s.rdb.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
