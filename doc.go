@@ -119,8 +119,8 @@
 // inventory, order): the helpers then send statements Citus routes whole to
 // that worker, so every order transaction commits there with one phase;
 // results, errors and guarantees stay the same. Leave it off on plain
-// PostgreSQL, where the defaults send fewer statements. The README's
-// Scale-out section has the set-up, what else changes (NOTIFY and advisory
+// PostgreSQL, where the defaults send fewer statements. docs/citus.md in
+// the repository has the set-up, what else changes (NOTIFY and advisory
 // locks act on the coordinator) and the checks that count two-phase
 // commits.
 package seckill

@@ -129,3 +129,34 @@ func joinDocs(docs ...string) string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// repoTextFiles returns the path of every file of the repository (both
+// modules) that a user reads as text: Go source, SQL, markdown, HTML and
+// the CI script. Hidden directories are skipped.
+func repoTextFiles(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && strings.HasPrefix(d.Name(), ".") && d.Name() != ".ci" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".sql", ".md", ".html":
+			out = append(out, path)
+		}
+		if filepath.Dir(path) == ".ci" {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

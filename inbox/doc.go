@@ -1,7 +1,7 @@
 // Package inbox is the idempotent consumer: the consumer_inbox table and the
 // helpers that let a message consumer claim a message inside its own
 // transaction, so that a redelivered message is recognised and answered with
-// the result of its first processing (seed 000 §7.2, §9.1).
+// the result of its first processing.
 //
 // A broker delivers at least once: after a crash, a lost ack or a replay the
 // same message arrives again, possibly at another instance, possibly hours
@@ -37,16 +37,17 @@
 // committed result; after its rollback the claim becomes the owner. Fresh
 // claims and duplicates of committed messages cost one statement; a
 // duplicate that had to wait costs a second one (the claiming statement's
-// snapshot cannot see a row committed while it waited; see claim.go). A
+// snapshot cannot see a row committed while it waited, so a new statement
+// reads it). A
 // duplicate writes nothing and takes no row lock.
 //
 // [Inbox.Lookup] reads a stored row by [Key] through any [pgtx.Querier].
 // [Inbox.Purge] deletes rows processed before a cutoff in small batches;
-// retention must exceed the broker's replay window (seed §16, error 11).
-// [Inbox.Archive] moves them to consumer_inbox_history instead, one
-// DELETE … RETURNING feeding an INSERT per batch. Config.MinRetention makes
-// both refuse a horizon younger than the replay window with a
-// *[RetentionError].
+// retention must exceed the broker's replay window, or a redelivery of a
+// purged message is processed again. [Inbox.Archive] moves them to
+// consumer_inbox_history instead, one DELETE … RETURNING feeding an INSERT
+// per batch. Config.MinRetention makes both refuse a horizon younger than
+// the replay window with a *[RetentionError].
 //
 // # Pipelining
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
 )
 
@@ -33,7 +34,7 @@ func ExampleInbox_ClaimMessage() {
 		PayloadHash: inbox.HashPayload(body),
 	}
 	consume := func() {
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			c, err := in.ClaimMessage(ctx, tx, msg)
 			if err != nil {
 				return err

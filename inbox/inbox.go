@@ -122,8 +122,8 @@ type Message struct {
 	// Group is the consumer group, 1 to 128 characters.
 	Group string
 	// MessageID identifies the message across redeliveries; not the zero
-	// UUID. A producer that re-sends with a new id defeats the inbox (seed
-	// §7.3): business unique keys must catch that case.
+	// UUID. A producer that re-sends with a new id defeats the inbox:
+	// business unique keys must catch that case.
 	MessageID uuid.UUID
 	// Topic is the topic the message came from, 1 to 128 characters.
 	Topic string

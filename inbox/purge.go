@@ -13,7 +13,7 @@ const (
 	// DefaultPurgeBatchSize is the batch size Purge uses when given 0.
 	DefaultPurgeBatchSize = 1000
 	// MaxPurgeBatchSize bounds one DELETE, keeping each batch's locks, WAL
-	// burst and vacuum debt small (seed §8.5: delete in small batches).
+	// burst and vacuum debt small.
 	MaxPurgeBatchSize = 10000
 )
 
@@ -40,9 +40,9 @@ WHERE i.consumer_group = d.consumer_group AND i.message_id = d.message_id`
 //
 // Retention must exceed the broker's replay window (plus the time any
 // compensation or manual redelivery may take): a message redelivered after
-// its row is purged is processed again (seed §8.5, §16 error 11). With
-// Config.MinRetention set, a horizon younger than that is refused with a
-// *[RetentionError] and nothing is deleted.
+// its row is purged is processed again. With Config.MinRetention set, a
+// horizon younger than that is refused with a *[RetentionError] and
+// nothing is deleted.
 //
 // Given a pool, each batch commits on its own, which is what a retention
 // job wants; given a pgx.Tx, all batches commit or roll back with it. Rows

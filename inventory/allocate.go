@@ -157,7 +157,8 @@ const allocationOutcome = `       CASE WHEN l.ledger_id IS NULL THEN
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at`
 
-// allocateSQL is seed §9.4 and §9.5 in one statement. The UPDATE decrements
+// allocateSQL is the bucket decrement and its ledger row in one
+// statement. The UPDATE decrements
 // only when the bucket has the stock AND no ALLOCATE row exists for the
 // reservation; the ledger INSERT runs only for the updated row. When nothing
 // was updated the final SELECT classifies why: an existing ledger row, read
@@ -258,8 +259,8 @@ SELECT l.ledger_id, l.created_at,
 // decrement, which writes the counters into that row or, refused, deletes
 // it. The outcomes are the same.
 //
-// Lock order (seed §11.6): the bucket row is the hottest lock of the order
-// transaction; call AllocateBucket as late as correctness allows (after the
+// Lock order: the reservation, then the bucket. The bucket row is the
+// hottest lock of the order transaction; call AllocateBucket as late as correctness allows (after the
 // reservation lock and the order insert) so the row is held only until
 // COMMIT.
 func (s *Store) AllocateBucket(ctx context.Context, tx pgx.Tx, a Allocation) (Allocated, error) {
@@ -429,7 +430,7 @@ func (r StockRelease) validate() error {
 	return checkCode("Reason", r.Reason)
 }
 
-// releaseSQL is the mirror of allocateSQL (seed §9.10): it takes bucket,
+// releaseSQL is the mirror of allocateSQL: it takes bucket,
 // quantity and buyer from the reservation's ALLOCATE ledger row, so a
 // release gives back exactly what was allocated, to the same bucket, and
 // there is no RELEASE without its ALLOCATE. Guards: allocated_stock >=
@@ -481,7 +482,7 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
 // the ALLOCATE row's quantity from allocated back to available on the same
 // bucket and writes the RELEASE ledger row (idempotency key
 // RELEASE:<reservation_id>), in one statement, in the caller's transaction
-// tx (with the order cancellation and the compensation event, seed §9.10).
+// tx (with the order cancellation and the compensation event).
 //
 // Outcomes: nil error (released; counters in the result); *AppliedError
 // ([ErrAlreadyApplied]) when the RELEASE row exists (nothing changed; with

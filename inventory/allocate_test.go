@@ -17,7 +17,7 @@ import (
 	"github.com/seckillkit/seckill/inventory"
 )
 
-// Seed §13.2 "库存为 1": stock 1, 1,000 buyers, each in its own
+// The last unit: stock 1, 1,000 buyers, each in its own
 // transaction (reservation insert and lock, AllocateBucket, reservation
 // ORDERED or REJECTED, commit): exactly one gets it.
 func TestAllocateStockOneThousandBuyers(t *testing.T) {
@@ -75,7 +75,7 @@ func TestAllocateStockOneThousandBuyers(t *testing.T) {
 	})
 }
 
-// Seed §6.3/§13.2 numbers: 64 buckets, 10,000 stock, 20,000 buyers through
+// A bucketed sale: 64 buckets, 10,000 stock, 20,000 buyers through
 // a bounded worker pool; each buyer's bucket comes from PickBucket. Each
 // buyer is one transaction whose BEGIN and AllocateBucket travel in one
 // batch, then COMMIT (the reservation steps are exercised by the other

@@ -14,8 +14,8 @@ import (
 // FindingKind names an invariant that [Store.Audit] found broken.
 type FindingKind string
 
-// Finding kinds: the inventory invariants of seed 000 §13.3 and of the
-// design's invariants 2 and 3.
+// Finding kinds: the inventory invariants (bucket and SKU conservation, the
+// ledger agreeing with the counters and the reservations).
 const (
 	// FindingBucketConservation: a bucket's total is not available +
 	// allocated (Expected: available + allocated, Actual: total).

@@ -23,8 +23,7 @@ import (
 // reserves, and records it in the reservation. The order transaction then
 // decrements exactly that bucket ([Allocation].Bucket) and never switches to
 // another one, even when it is sold out: otherwise the front door's and
-// PostgreSQL's per-bucket stock could no longer be reconciled (seed 000
-// §6.3). Stranded stock in other buckets is moved by [Store.Rebalance], not
+// PostgreSQL's per-bucket stock could no longer be reconciled. Stranded stock in other buckets is moved by [Store.Rebalance], not
 // by the order transaction.
 //
 // bucketCount outside 1..[MaxBuckets] gives a *ValidationError.

@@ -6,21 +6,20 @@
 // # Tables
 //
 // [Migrations] (applied by [Migrate]) creates, in the configured schema
-// (default "seckill"), the tables of seed 000 §8.2 that concern stock:
+// (default "seckill"), the tables of the stock:
 //
 //   - inventory_sku: one row per (activity_id, sku_id) with the planned stock
-//     and the bucket count. It stands in for the seed's seckill_sku as far as
-//     stock is concerned; the service's catalogue tables stay the service's.
+//     and the bucket count, as far as stock is concerned; the service's catalogue tables stay the service's.
 //   - sku_inventory: one row per bucket (activity_id, sku_id, bucket_no) with
 //     total, available and allocated stock; CHECKs keep every counter >= 0
 //     and total = available + allocated.
 //   - inventory_reservation: the database record of a front-door
-//     reservation, with the status machine of seed §8.1.
+//     reservation, with its status machine (see Reservation lifecycle).
 //   - inventory_ledger: one row per stock change (ALLOCATE, RELEASE, ADJUST,
 //     PROVISION) with before/after counters and a unique idempotency key.
 //     Its ledger_id is an identity column (unique across processes by
 //     construction, increasing over time); the migration file
-//     explains this and the other deviations from the seed DDL. ADJUST
+//     explains this and every other choice of the DDL. ADJUST
 //     rows also carry operator and approval_ref (migration 005).
 //   - inventory_sale_log (migration 003): every change of a SKU's sale
 //     status and window, with operator, reason and time; the status and
@@ -33,7 +32,7 @@
 // orders update different rows. The front door picks a bucket once, e.g. with
 // [PickBucket] (FNV-1a of a key, modulo the bucket count), and records it in
 // the reservation; the order transaction decrements exactly that bucket and
-// never switches buckets (seed §6.3). With one bucket (bucket 0) it is the
+// never switches buckets, even when it is sold out. With one bucket (bucket 0) it is the
 // plain single-row inventory.
 //
 // Bucketing costs partial sell-outs: a bucket can be empty while others hold
@@ -54,13 +53,13 @@
 // [Store.Buckets], [Store.SKUTotals], [Store.GetReservation],
 // [Store.ReservationLedger], [Store.Adjustments], [Store.SaleLog],
 // [Store.LedgerByType], [Store.Audit], [Store.AuditAll]) take a
-// pgtx.Querier. Transactions are expected to be Read Committed (seed §6.1).
+// pgtx.Querier. Transactions are expected to be Read Committed.
 //
 // Every helper is one SQL statement (data-modifying CTEs; AcquireReservation
 // and Provision send it a second time after a concurrent insert, see
 // [ErrConcurrentInsert]) except Rebalance, which needs its locks before it
 // computes. In the order transaction the rows other transactions contend
-// for are locked in the order of seed §11.6: the reservation first
+// for are locked in one order, everywhere: the reservation first
 // (AcquireReservation locks it FOR UPDATE), the bucket after it. New rows
 // (the order, the outbox event) may be inserted in between; the bucket is
 // best decremented last (AllocateBucket as the transaction's last
@@ -93,7 +92,7 @@
 //
 // # Reservation lifecycle
 //
-// Every status of seed 000 §8.1 is reached through a helper:
+// Every reservation status is reached through a helper:
 // [Store.AcquireReservation] records PENDING_DB (or ORDERED);
 // [Store.TransitionReservation] moves along [AllowedFrom] (ORDERED,
 // REJECTED, RELEASE_PENDING while a front-door release is in flight,
@@ -160,7 +159,7 @@
 // # Audit
 //
 // [Store.Audit] checks, in one read-only statement, the inventory invariants
-// of seed §13.3 and of the design: bucket conservation and non-negativity,
+// of the kit: bucket conservation and non-negativity,
 // SKU total = planned stock, ledger replay reproducing every counter, at
 // most one ALLOCATE and RELEASE per reservation with every RELEASE paired
 // with its ALLOCATE, and reservation statuses agreeing with the ledger. It
@@ -176,7 +175,7 @@
 //
 //	store, err := inventory.New(inventory.Config{Schema: "seckill"})
 //	...
-//	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+//	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 //		acq, err := store.AcquireReservation(ctx, tx, reservation)
 //		if err != nil {
 //			return err

@@ -175,10 +175,10 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 	})
 }
 
-// Seed 000 §13.2 scale: 10,000 buyers for 100 units in 16 buckets, then
+// At scale: 10,000 buyers for 100 units in 16 buckets, then
 // every allocated reservation released twice at once. Every pair gives one
 // release and one already applied, whatever the bucket's stock.
-func TestConcurrentDoubleReleasesAtSeedScale(t *testing.T) {
+func TestConcurrentDoubleReleasesAtScale(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 1, 1, 100, 16)

@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
 )
 
-// The inventory half of the order transaction (seed §9.11): record and lock
+// The inventory half of the order transaction: record and lock
 // the reservation, take the stock from its bucket, mark it ORDERED, commit.
 // The last unit goes to the first buyer; the second is refused in
 // PostgreSQL and its reservation rejected in the same transaction.
@@ -36,7 +37,7 @@ func Example() {
 			ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1,
 			ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
 		}
-		return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			acq, err := store.AcquireReservation(ctx, tx, r)
 			if err != nil {
 				return err
@@ -122,7 +123,7 @@ func ExampleStore_AllocateBucket() {
 	// buyer are the allocation's.
 	now := time.Now()
 	var a inventory.Allocation
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		acq, err := store.AcquireReservation(ctx, tx, inventory.NewReservation{
 			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
 			ActivityID: 1, SKUID: 1, UserID: 9, Bucket: 0, Quantity: 2, ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
@@ -134,7 +135,7 @@ func ExampleStore_AllocateBucket() {
 		panic(err)
 	}
 	for range 2 {
-		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			got, err := store.AllocateBucket(ctx, tx, a)
 			if errors.Is(err, inventory.ErrAlreadyApplied) {
 				fmt.Println("redelivery: already applied")
@@ -147,7 +148,7 @@ func ExampleStore_AllocateBucket() {
 			panic(err)
 		}
 	}
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		got, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: a.ReservationID, Reason: "PAY_TIMEOUT"})
 		fmt.Printf("released %d: available %d -> %d\n", got.Quantity, got.BeforeAvailable, got.AfterAvailable)
 		return err

@@ -98,7 +98,7 @@ func inTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error 
 	return tx.Commit(ctx)
 }
 
-// buy runs the inventory half of the order transaction (seed §9.11) for r:
+// buy runs the inventory half of the order transaction for r:
 // acquire and lock the reservation, allocate its bucket, mark it ORDERED
 // (or REJECTED when sold out) and commit. It returns nil when the stock was
 // allocated and an error matching inventory.ErrSoldOut when it was not.

@@ -8,9 +8,9 @@ import (
 
 // Observer receives the classified result of every allocation and
 // release, for metrics such as the per-bucket success rate and the
-// partial sell-out rate (seed §10.2). It follows the shape of every
-// observer of this module (see pgtx.Observer): the context first, one
-// event struct per hook, [NopObserver] to embed.
+// partial sell-out rate (a bucket sold out while others hold stock). It
+// follows the shape of every observer of this module (see pgtx.Observer):
+// the context first, one event struct per hook, [NopObserver] to embed.
 //
 // Both hooks fire once per execution of the statement — per attempt, not
 // per commit. They run on the caller's goroutine while the caller's

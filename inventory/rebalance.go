@@ -104,8 +104,8 @@ SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
 
 // Rebalance moves available stock between the buckets of one SKU so that
 // their available stock is even again (differing by at most one unit),
-// answering the cost of bucketing the seed names ("局部售罄", partial sell-out:
-// one bucket sold out while others still hold stock). It runs in the
+// answering the cost of bucketing, partial sell-out (one bucket sold out
+// while others still hold stock). It runs in the
 // caller's transaction tx (Read Committed) and takes two statements:
 //
 //  1. SELECT … FOR UPDATE of every bucket of the SKU, in bucket_no order.

@@ -30,7 +30,8 @@ SELECT activity_id, sku_id, ledger_type, count(*),
  GROUP BY activity_id, sku_id, ledger_type
  ORDER BY sku_id, ledger_type`
 
-// LedgerByType is the second reconciliation report of seed 003 §13: the
+// LedgerByType is the inventory side of a reconciliation (with order's
+// QuantitiesByStatus and outbox's EventsByStatus): the
 // ledger's rows and quantities per type (ALLOCATE, RELEASE, ADJUST,
 // PROVISION) for one activity and SKU (skuID 0: every SKU of the
 // activity). Types without rows are absent. ALLOCATE minus RELEASE is the

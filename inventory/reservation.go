@@ -163,7 +163,7 @@ const insertReservationSQL = `INSERT INTO {schema}.inventory_reservation (
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
 	        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)`
 
-// acquireSQL is seed §9.2 in one statement: insert PENDING_DB (or ORDERED
+// acquireSQL is one statement: insert PENDING_DB (or ORDERED
 // for order $11 when $11 > 0) unless the reservation, its request id or the
 // order id exists; otherwise lock the existing row FOR UPDATE (or report
 // the reservation holding the request id or the order id).
@@ -199,13 +199,14 @@ type Acquired struct {
 	Reservation Reservation // the row, locked FOR UPDATE until the transaction ends
 	// Created is true when this call inserted the row (status PENDING_DB)
 	// and false when it already existed (a redelivery): then check
-	// Reservation.Status before doing anything else (seed §7.3).
+	// Reservation.Status before doing anything else: the same reservation
+	// re-sent under a new message id may have been decided already.
 	Created bool
 }
 
 // AcquireReservation records a reservation as PENDING_DB (or, with
 // r.OrderID, as ORDERED) unless it exists, and locks the row FOR UPDATE in
-// either case, in one statement (seed §9.2): the lock serialises different
+// either case, in one statement: the lock serialises different
 // messages for the same reservation until tx ends. It must run in the
 // caller's Read Committed transaction.
 //
@@ -399,7 +400,7 @@ func (t Transition) validate() error {
 	return checkCode("FailureCode", t.FailureCode)
 }
 
-// transitionSQL is the conditional transition of seed §9.6 plus its 0-row
+// transitionSQL is the conditional transition plus its 0-row
 // classification in the same statement: lock first, then decide.
 //
 // lk locks the row FOR UPDATE; being a locking read in Read Committed it

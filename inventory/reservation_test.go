@@ -206,7 +206,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 
 // The row stays locked until the acquiring transaction ends: a second
 // transaction acquiring the same reservation waits and then sees the first
-// one's result (seed §7.3).
+// one's result.
 func TestAcquireReservationLocksAndSerialises(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {

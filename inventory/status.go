@@ -6,7 +6,7 @@ import "github.com/seckillkit/seckill/internal/enum"
 // values mirror the CHECK constraint ck_reservation_status one to one.
 type ReservationStatus int16
 
-// Reservation statuses (seed 000 §8.1).
+// Reservation statuses.
 const (
 	// StatusPendingDB: recorded in PostgreSQL, stock not yet decided.
 	StatusPendingDB ReservationStatus = 0
@@ -27,7 +27,7 @@ const (
 // ReservationStatuses returns every reservation status in ascending order.
 func ReservationStatuses() []ReservationStatus { return statusSet.Values() }
 
-// String returns the seed's name of the status, e.g. "PENDING_DB".
+// String returns the name of the status, e.g. "PENDING_DB".
 func (s ReservationStatus) String() string { return statusSet.Name(s) }
 
 // Valid reports whether s is one of the defined statuses.

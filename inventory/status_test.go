@@ -70,8 +70,8 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 	}
 }
 
-// The transition table is the one the package documents (seed §8.1, §9.6,
-// §9.10), spelled out independently here.
+// The transition table is the one the package documents, spelled out
+// independently here.
 func TestTransitionTable(t *testing.T) {
 	t.Parallel()
 	want := map[inventory.ReservationStatus][]inventory.ReservationStatus{

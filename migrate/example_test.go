@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
 )
 
@@ -39,7 +40,7 @@ func ExampleApplyTx() {
 	db := seckilltest.Example() // a fresh, empty schema
 	widgets := migrate.Component{Name: "widgets", FS: os.DirFS("testdata/v2")}
 
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		res, err := migrate.ApplyTx(ctx, tx, db.Schema, widgets)
 		if err != nil {
 			return err

@@ -45,8 +45,8 @@
 // and with golang-migrate (v4), which reads the annotations as comments;
 // connect those tools with search_path set to the schema (for example
 // search_path=seckill in the connection URL) and keep one version table
-// per component, since every component numbers its files from 001. The
-// module's README shows the steps for both tools.
+// per component, since every component numbers its files from 001.
+// docs/migrating.md in the repository shows the steps for both tools.
 package migrate
 
 import (

@@ -12,7 +12,8 @@ import (
 // FindingKind names an order invariant that Audit found broken.
 type FindingKind string
 
-// The invariants Audit checks (seed 000 §13.3, seed 003 §8 amount checks).
+// The invariants Audit checks: one order per buyer, status and timestamps,
+// and amounts.
 const (
 	// FindingDuplicateUserOrder: more than one order for one (activity,
 	// sku, user). OrderID is the lowest of them.

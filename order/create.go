@@ -19,7 +19,7 @@ import (
 type NewOrder struct {
 	// OrderID is the new order's primary key; required (> 0). The id
 	// scheme is the service's: time-ordered ids keep inserts at the right
-	// edge of the primary-key index (seed §8.3). Carry it in the message so
+	// edge of the primary-key index. Carry it in the message so
 	// a redelivery reuses it; an id already taken by another order is
 	// [ErrIDCollision].
 	OrderID int64
@@ -113,7 +113,7 @@ func createArgs(in NewOrder) []any {
 }
 
 // createSQL inserts the order and, only when it was inserted, its item line,
-// in one statement (seed §9.3 plus the item of §9.11 step 5). ON CONFLICT DO
+// in one statement. ON CONFLICT DO
 // NOTHING without a target covers every unique constraint of orders: the
 // indexes decide; classifyCreateSQL only explains the decision afterwards.
 const createSQL = `WITH ins AS (
@@ -153,8 +153,7 @@ WHERE order_id = $1 OR order_no = $2
 // round trips).
 //
 // When a unique constraint stops the insert, nothing is written and Create
-// runs one more statement to classify the conflict, in the seed's order
-// (§9.3):
+// runs one more statement to classify the conflict, in this order:
 //
 //   - same request id, reservation id or source message id (and the same
 //     activity, SKU and user): the order exists already — result with
@@ -261,7 +260,7 @@ func (s *Store) classifyCreate(ctx context.Context, q pgtx.Querier, in NewOrder)
 	if err := rows.Err(); err != nil {
 		return CreateResult{}, fmt.Errorf("order: classify create conflict %d: %w", in.OrderID, err)
 	}
-	// 1. The same request (seed: reservation_id / request_id first).
+	// 1. The same request (reservation_id / request_id first).
 	for _, m := range ms {
 		if m.sameReq {
 			if m.sameUser {

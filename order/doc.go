@@ -11,7 +11,7 @@
 // # Tables
 //
 // [Migrations] (applied by [Migrate] or [migrate.Apply]) creates, in the
-// configured schema (default "seckill"), the seed's tables 5–7:
+// configured schema (default "seckill"), these tables:
 //
 //   - orders: one row per order. Unique keys: order_id, order_no,
 //     request_id, reservation_id, source_message_id and (activity_id,
@@ -95,8 +95,8 @@
 //     [Store.Payments] read rows.
 //
 // Time comparisons use the database clock (statement_timestamp()), never
-// the client's. Helpers are written for Read Committed, the seed's level for
-// order, payment and cancel transactions.
+// the client's. Helpers are written for Read Committed, the level to run
+// order, payment and cancel transactions at.
 //
 // # Pipelining
 //
@@ -133,7 +133,7 @@
 // The order id (NewOrder.OrderID, a positive BIGINT), the user-facing order
 // number (NewOrder.OrderNo) and the currency are the service's: the
 // package generates none of them. Prefer time-ordered ids, so inserts land
-// at the right edge of the primary-key index (seed §8.3), and derive both
+// at the right edge of the primary-key index, and derive both
 // from the request, so a redelivery carries the same ones; the example
 // service's scheme (examples/internal/orderid) is one to copy. An id held by
 // another order is an [*IDCollisionError]; Config.DefaultCurrency, when
@@ -143,7 +143,7 @@
 //
 //	store, err := order.New(order.Config{Schema: "seckill"})
 //	...
-//	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+//	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 //		res, err := store.TransitionOrder(ctx, tx, order.TimeoutCancel(id))
 //		if err != nil {
 //			return err // ErrIllegalTransition: paid meanwhile; ErrNotExpired: too early
@@ -154,6 +154,7 @@
 //		return nil
 //	})
 //
-// Compensation (seed table 11) has no queue of its own here: emit it
+// Compensation (giving stock or a reservation back after a cancel or a
+// rejection) has no table of its own here: emit it as an event
 // through the outbox in the same transaction.
 package order

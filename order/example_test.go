@@ -68,7 +68,7 @@ func ExampleStore_Create() {
 	in := exampleOrder(1001, time.Now().Add(15*time.Minute))
 
 	consume := func(in order.NewOrder) {
-		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			res, err := store.Create(ctx, tx, in)
 			var already *order.UserAlreadyOrderedError
 			switch {
@@ -104,7 +104,7 @@ func ExampleStore_Create() {
 func ExampleStore_TransitionOrder() {
 	ctx, pool, store := exampleStore()
 	var id int64
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		res, err := store.Create(ctx, tx, exampleOrder(1, time.Now().Add(-time.Second)))
 		id = res.Order.OrderID
 		return err
@@ -114,7 +114,7 @@ func ExampleStore_TransitionOrder() {
 	}
 
 	for range 2 {
-		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			res, err := store.TransitionOrder(ctx, tx, order.TimeoutCancel(id))
 			if err != nil {
 				return err
@@ -148,7 +148,7 @@ func ExampleStore_TransitionOrder() {
 func ExampleStore_RecordPayment() {
 	ctx, pool, store := exampleStore()
 	var paid, cancelled order.Order
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		r1, err := store.Create(ctx, tx, exampleOrder(1, time.Now().Add(time.Minute)))
 		if err != nil {
 			return err
@@ -206,7 +206,7 @@ func ExampleStore_RecordPayment() {
 // is released in the same transaction.
 func ExampleStore_CancelExpired() {
 	ctx, pool, store := exampleStore()
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		for user := range int64(5) {
 			expire := time.Now().Add(-time.Minute) // expired
 			if user == 4 {
@@ -223,7 +223,7 @@ func ExampleStore_CancelExpired() {
 	}
 	for {
 		var n int
-		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			cancelled, err := store.CancelExpired(ctx, tx, 3)
 			for _, c := range cancelled {
 				_ = c.Order.ReservationID // release this reservation's stock here, in tx

@@ -22,7 +22,7 @@ ORDER BY expire_at, order_id
 LIMIT $1
 FOR NO KEY UPDATE SKIP LOCKED`
 
-// cancelExpiredSQL is dueForExpirySQL plus the timeout cancel of §9.10 in
+// cancelExpiredSQL is dueForExpirySQL plus the timeout cancel in
 // one statement. The CTE locks the rows, and a locking read returns only
 // latest versions that still match its guard (status and expiry), so every
 // row it returns is cancelled by this statement; the UPDATE joins back by

@@ -152,7 +152,7 @@ func paymentArgs(p Payment) []any {
 		p.CallbackID, p.Amount, p.Currency, string(p.RawPayload)}
 }
 
-// paymentSQL is RecordPayment's statement (seed §9.9 in one round trip):
+// paymentSQL is RecordPayment's statement, one round trip:
 // lock the order (as in transitionSQL, so the decision uses the latest
 // version), check amount and currency, insert the payment — SUCCEEDED when
 // the order is payable, REFUND_PENDING otherwise — with ON CONFLICT DO
@@ -201,7 +201,7 @@ WHERE p.payment_id = $1 OR p.payment_request_id = $2
 	OR (p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, '')))`
 
 // RecordPayment records a successful payment for an order in the caller's
-// transaction and applies it (seed §9.9). Outcomes that are not errors are
+// transaction and applies it. Outcomes that are not errors are
 // told by PaymentResult.Kind:
 //
 //   - PaymentPaid: payment SUCCEEDED, order CREATED/PAYING → PAID;

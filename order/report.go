@@ -26,7 +26,8 @@ SELECT activity_id, sku_id, status, count(*), coalesce(sum(quantity), 0), coales
  GROUP BY activity_id, sku_id, status
  ORDER BY sku_id, status`
 
-// QuantitiesByStatus is the first reconciliation report of seed 003 §13:
+// QuantitiesByStatus is the order side of a reconciliation (with
+// inventory's LedgerByType and outbox's EventsByStatus):
 // the order count, quantity and amount per status, for one activity and
 // SKU (skuID 0: every SKU of the activity). Statuses without orders are
 // absent. One read; run it on a replica or in a Repeatable Read

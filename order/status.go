@@ -3,7 +3,7 @@ package order
 import "github.com/seckillkit/seckill/internal/enum"
 
 // Status is an order's state, stored in orders.status. The values mirror the
-// ck_orders_status CHECK constraint 1:1 (seed 000 §8.1).
+// ck_orders_status CHECK constraint 1:1.
 type Status int16
 
 // The order statuses.
@@ -32,7 +32,7 @@ func Statuses() []Status { return statusSet.Values() }
 // Valid reports whether s is one of the order statuses.
 func (s Status) Valid() bool { return statusSet.Valid(s) }
 
-// String returns the seed's name of s (e.g. "CREATED"), or "Status(n)" for
+// String returns the name of s (e.g. "CREATED"), or "Status(n)" for
 // an unknown value.
 func (s Status) String() string { return statusSet.Name(s) }
 
@@ -69,8 +69,7 @@ func AllowedFrom(to Status) []Status { return transitions.AllowedFrom(to) }
 func CanTransition(from, to Status) bool { return transitions.Can(from, to) }
 
 // PaymentStatus is the state of a payment_record row, mirroring the
-// ck_payment_status CHECK constraint 1:1. The seed fixes the codes but not
-// their names; these are this package's names.
+// ck_payment_status CHECK constraint 1:1.
 type PaymentStatus int16
 
 // The payment statuses. [Store.RecordPayment] writes only

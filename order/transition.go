@@ -14,7 +14,7 @@ import (
 // Cancel reasons this package uses; any other non-empty reason of at most 64
 // characters is accepted too.
 const (
-	// CancelReasonPayTimeout is the reason of a timeout cancel (seed §9.10).
+	// CancelReasonPayTimeout is the reason of a timeout cancel.
 	CancelReasonPayTimeout = "PAY_TIMEOUT"
 	// CancelReasonUser is the reason of a cancel requested by the user.
 	CancelReasonUser = "USER_CANCEL"

@@ -165,7 +165,7 @@ func (s *Store) claimAfter(ctx context.Context, db pgtx.Querier, owner string, l
 // to SENDING with locked_by = owner and locked_at = now. In ordered mode
 // only the head of each ordering key is claimable. No events ready is an
 // empty claim, not an error. Run it outside a long transaction (on a pool):
-// the claim must commit before publishing (seed §9.8), and publish must not
+// the claim must commit before publishing, and publish must not
 // hold a transaction open.
 func (s *Store) ClaimOutboxBatch(ctx context.Context, db pgtx.Querier, owner string, limit int) (Claim, error) {
 	if db == nil {

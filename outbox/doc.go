@@ -9,8 +9,7 @@
 // FOR UPDATE SKIP LOCKED ([Store.ClaimOutboxBatch]), publish them through a
 // [Publisher] with no transaction open, and mark the outcome. A broker
 // never sees an event of a rolled-back transaction, and no committed event
-// is lost: it ends SENT or, after its retries, DEAD (seed 000 §7.7, §9.7,
-// §9.8).
+// is lost: it ends SENT or, after its retries, DEAD.
 //
 // # Table
 //
@@ -22,8 +21,8 @@
 // backlog, not the SENT history), idx_outbox_stale_sending for lease
 // recovery, idx_outbox_ordering for ordered mode, and idx_outbox_dead
 // (DEAD only, for [Store.Stats] and review). fillfactor 80 and
-// aggressive per-table autovacuum settings (seed §10.6). Added to the seed:
-// seq (identity, the enqueue order), ordering_key, and CHECKs tying
+// aggressive per-table autovacuum settings, since the table is updated at
+// the rate of orders. Also: seq (identity, the enqueue order), ordering_key, and CHECKs tying
 // locked_by/locked_at to SENDING, sent_at to SENT and last_error to 4000
 // bytes.
 //
@@ -51,7 +50,7 @@
 //   - Lease recovery only touches rows still SENDING under the same claim
 //     with an expired lease (river issue 1302); the lost attempt counts.
 //   - Delivery is at least once: an event published and not yet marked when
-//     a relay dies is published again after the lease expires (seed §9.7).
+//     a relay dies is published again after the lease expires.
 //     Consumers must be idempotent (see the inbox package).
 //
 // # Ordered mode
@@ -148,7 +147,7 @@
 //
 //	store, err := outbox.New(outbox.Config{Schema: "shop"})
 //	...
-//	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+//	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 //		// ... insert the order ...
 //		_, err := store.Enqueue(ctx, tx, outbox.Event{
 //			Topic: "ORDER_EVENT", Tag: "ORDER_CREATED",

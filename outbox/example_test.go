@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
 )
 
@@ -30,7 +31,7 @@ func ExampleStore_Enqueue() {
 		Payload:       json.RawMessage(`{"order_id": 1001, "sku": "A1"}`),
 	}
 	for range 2 { // the second enqueue is a duplicate: nothing written
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			// ... the order insert would go here, in the same tx ...
 			res, err := store.Enqueue(ctx, tx, ev)
 			fmt.Println("new:", res.New)
@@ -53,7 +54,7 @@ func ExampleStore_ClaimOutboxBatch() {
 	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
 	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "e1", Payload: []byte(`1`)},
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "e2", Payload: []byte(`2`)},
@@ -94,7 +95,7 @@ func ExampleRelay() {
 	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
 	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		var evs []outbox.Event
 		for i := 1; i <= 3; i++ {
 			evs = append(evs, outbox.Event{

@@ -23,7 +23,8 @@ SELECT topic, coalesce(tag, ''), status, count(*)
  GROUP BY topic, coalesce(tag, ''), status
  ORDER BY 1, 2, 3`
 
-// EventsByStatus is the third reconciliation report of seed 003 §13: the
+// EventsByStatus is the outbox side of a reconciliation (with order's
+// QuantitiesByStatus and inventory's LedgerByType): the
 // outbox events per topic, tag and status (topic "" for every topic).
 // Events carry no activity or SKU column; a service that needs the report
 // per activity gives each activity its own topic (or tag) and filters on

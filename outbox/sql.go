@@ -172,7 +172,7 @@ const readySQL = `FROM {schema}.event_outbox AS o
 	LIMIT $1
 	FOR UPDATE OF o SKIP LOCKED`
 
-// claimSQL claims up to $1 ready events for owner $2 (seed §9.8), oldest
+// claimSQL claims up to $1 ready events for owner $2, oldest
 // first, skipping rows other relays hold. An event with an ordering key is
 // claimable only when no earlier event (lower seq) of the same key is still
 // unfinished ({blocking} statuses), so only the head of each key is ever
@@ -302,7 +302,8 @@ LEFT JOIN LATERAL (
 	FOR KEY SHARE
 ) AS e ON true`
 
-// recoverSQL returns expired leases to RETRY (seed §9.8, made strict): $1
+// recoverSQL returns expired leases to RETRY (compare-and-set on status,
+// owner and claim time): $1
 // lease duration (µs), $2 limit, [$3 owner, $4 locked_at of one claim]. The
 // candidate rows are locked (SKIP LOCKED: a row being marked right now is
 // left alone) and the UPDATE re-checks status, expiry (and owner/claim) on

@@ -11,7 +11,8 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// Stats is a snapshot of the outbox (seed §12.2 metrics).
+// Stats is a snapshot of the outbox: the counts and the age an operator
+// watches.
 type Stats struct {
 	// Pending, Sending, Retry and Dead are exact counts.
 	Pending, Sending, Retry, Dead int64

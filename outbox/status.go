@@ -3,7 +3,7 @@ package outbox
 import "github.com/seckillkit/seckill/internal/enum"
 
 // Status is the state of an event_outbox row. The values mirror the CHECK
-// constraint ck_outbox_status one to one (seed 000 §8.1).
+// constraint ck_outbox_status one to one.
 type Status int16
 
 // The statuses of an outbox event.
@@ -28,7 +28,7 @@ const (
 // caller may change.
 func Statuses() []Status { return statusSet.Values() }
 
-// String returns the status name used by the seed ("PENDING", "SENDING", …)
+// String returns the status name ("PENDING", "SENDING", …)
 // or "Status(n)" for an unknown value.
 func (s Status) String() string { return statusSet.Name(s) }
 

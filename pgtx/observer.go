@@ -32,7 +32,7 @@ import (
 // cannot alter a retry or a commit decision. As River's OpenTelemetry
 // support (otelriver) lives outside River's core module, an OpenTelemetry
 // or Prometheus observer for this module lives in the service (the example
-// service's metrics.go is one).
+// service, examples/seckill, has a Prometheus one).
 //
 // The hooks run synchronously on the goroutine of the call they observe
 // and must be fast and safe for concurrent use. They receive the

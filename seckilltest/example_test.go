@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
 )
 
@@ -23,7 +24,7 @@ func ExampleExample() {
 	}
 	msg := inbox.Message{Group: "orders", MessageID: uuid.MustParse("0190f5b2-8c1e-7000-8000-000000000001"), Topic: "seckill.reserve"}
 	for range 2 {
-		err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		err := pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			c, err := in.ClaimMessage(ctx, tx, msg)
 			if err != nil {
 				return err

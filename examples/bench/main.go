@@ -7,9 +7,9 @@
 //
 //   - raw:  the minimal transaction, hand-written: conditional bucket
 //     UPDATE + order INSERT, one statement per round trip;
-//   - seed: the statement sequence of seed §9.11 (inbox, reservation insert
-//     and lock, order, bucket decrement, item, ledger, reservation ORDERED,
-//     outbox), one statement per round trip, hand-written;
+//   - seed: the textbook statement sequence the kit started from (inbox,
+//     reservation insert and lock, order, bucket decrement, item, ledger,
+//     reservation ORDERED, outbox), one statement per round trip, hand-written;
 //   - kit:  flow.Service.PlaceOrder, the transaction examples/seckill runs.
 //
 // Each variant has its own schema (the same DDL: the kit's migrations);

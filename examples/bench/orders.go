@@ -112,8 +112,8 @@ func placeRaw(ctx context.Context, svc *flow.Service, o orderMsg) error {
 	})
 }
 
-// The seed §9.1–§9.7 statements, adapted to the kit's DDL only where a
-// column differs (the inbox's ref and result columns).
+// The textbook statements (variant "seed"), one per step, written
+// against the kit's DDL.
 const (
 	seedInboxSQL = `INSERT INTO {s}.consumer_inbox (consumer_group, message_id, topic, tag, message_key, ref,
     payload_hash, status, result_code, result_payload)
@@ -143,7 +143,7 @@ ON CONFLICT (dedup_key) DO NOTHING`
 
 var errSeedBranch = errors.New("seed: not the fresh path")
 
-// placeSeed is the seed §9.11 fresh path, one statement per round trip:
+// placeSeed is the textbook fresh path, one statement per round trip:
 // BEGIN, SET LOCAL timeouts, inbox, reservation insert, reservation lock,
 // order, bucket decrement, item, ledger, reservation ORDERED, outbox,
 // COMMIT (12 round trips).

@@ -45,7 +45,7 @@ SELECT format('%s-0000-7000-8000-%s', lpad(to_hex($4::int), 8, '0'), lpad(to_hex
        CASE WHEN $3 THEN 20 ELSE 0 END, CASE WHEN $3 THEN statement_timestamp() END
 FROM generate_series(1, $2::int) AS g`
 
-// The hand-written relay loop: the seed §9.8 claim, then one mark-sent
+// The hand-written relay loop: a SKIP LOCKED claim, then one mark-sent
 // UPDATE for the whole batch.
 const (
 	rawClaimSQL = `WITH candidates AS (

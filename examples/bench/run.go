@@ -263,7 +263,7 @@ func run(ctx context.Context, o options) error {
 			kn += a.orders + a.errors
 		}
 	}
-	// The kit over the seed sequence in its worst cell.
+	// The kit over the textbook sequence (variant "seed") in its worst cell.
 	flowVsSeedMin := 0.0
 	for _, b := range bucketSet {
 		for _, c := range consumerSet {

@@ -69,7 +69,7 @@ type frontDoor interface {
 	// lost recent writes would.
 	Forget(ctx context.Context, user int64) error
 	// AddDrift makes the front door believe in extra units beyond
-	// PostgreSQL's, spread over the buckets (seed §7.4).
+	// PostgreSQL's, spread over the buckets (PostgreSQL refuses them).
 	AddDrift(ctx context.Context, extra int32) error
 	// ReservationOf returns the reservation made for a request.
 	ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error)

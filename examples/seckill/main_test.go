@@ -132,7 +132,7 @@ func checkSale(t *testing.T, cfg config, rep report) {
 	}
 	// The three reports: every difference matches (in one snapshot, at the
 	// end of a run, nothing is in flight).
-	if rep.Reconciliation.Reports == nil || !strings.Contains(out.String(), "reports (seed 003 §13)") {
+	if rep.Reconciliation.Reports == nil || !strings.Contains(out.String(), "reports, one snapshot:") {
 		t.Fatal("the reconciliation reports are missing from the run's output")
 	}
 	for _, d := range rep.Reconciliation.Reports.Differences {

@@ -47,7 +47,7 @@ type brokerFigures struct {
 // A message is delivered again when its handler fails (nack) or does not
 // finish within the visibility timeout, and a configurable share of
 // messages is delivered twice on purpose. Its depth is bounded: a full
-// queue answers errBusy instead of growing (seed §10.5).
+// queue answers errBusy instead of growing (backpressure).
 
 var errBusy = errors.New("busy: queue full, try again")
 

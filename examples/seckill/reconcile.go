@@ -14,7 +14,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 )
 
-// The reconciliation compares the three stores (seed 003 §9, §13): the
+// The reconciliation compares the three stores: the
 // front door (Redis) against PostgreSQL's buckets against the ledger, the
 // orders by status against the ledger by type, and the events by status
 // against the stream and the consumers' inbox rows. It changes nothing:
@@ -73,7 +73,7 @@ type reconciliation struct {
 		Queued      int64 `json:"queued"`
 		Redelivered int64 `json:"redelivered"` // deliveries after the first, since start-up
 	} `json:"order_messages"`
-	// Reports are the three reconciliation reports of seed 003 §13 (orders
+	// Reports are the three reconciliation reports (orders
 	// by status, ledger by type, events by status) read in one snapshot,
 	// with their differences classified (flow.Service.Reconcile). Every
 	// difference but a release in flight is unexplained.
@@ -486,7 +486,7 @@ func (r *reconciliation) print(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s: %d (%s)\n", status, c, a.n, strings.Join(a.where, ", "))
 	}
 	if r.Reports != nil {
-		fmt.Fprintln(w, "  reports (seed 003 §13), one snapshot:")
+		fmt.Fprintln(w, "  reports, one snapshot:")
 		for _, l := range strings.Split(strings.TrimSuffix(r.Reports.String(), "\n"), "\n") {
 			fmt.Fprintln(w, "    "+l)
 		}

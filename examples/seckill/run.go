@@ -55,10 +55,10 @@ type config struct {
 
 	QueueDepth  int
 	DupRate     float64 // deliveries duplicated on purpose
-	ResendRate  float64 // reservations re-sent under a new message id (seed §7.3)
+	ResendRate  float64 // reservations re-sent under a new message id
 	DoubleClick float64 // buyers who click twice
-	FrontDrift  float64 // extra stock the front door believes in (seed §7.4)
-	FrontForget float64 // reservations whose buyer the front door forgets (seed §7.4)
+	FrontDrift  float64 // extra stock the front door believes in (PostgreSQL refuses it)
+	FrontForget float64 // reservations whose buyer the front door forgets (PostgreSQL refuses the second order)
 
 	PayRate     float64 // orders paid in time
 	LatePayRate float64 // orders paid after they were cancelled
@@ -334,7 +334,7 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	if ctx.Err() != nil {
 		return report{}, ctx.Err()
 	}
-	for _, r := range resent { // a scanner re-sends reservations under new message ids (seed §7.3)
+	for _, r := range resent { // a scanner re-sends reservations under new message ids
 		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) && ctx.Err() == nil {
 			time.Sleep(2 * time.Millisecond)
 		}

@@ -1,14 +1,14 @@
 -- +goose Up
 -- consumer_inbox: one row per (consumer group, message) that a consumer has
 -- processed. The row is inserted by the consumer's own transaction, so it
--- exists only if that transaction committed (seed 000 §8.2 table 9, §9.1).
+-- exists only if that transaction committed.
 --
--- Adapted from the seed:
---   * reservation_id and order_id are dropped: they tie the table to the
+-- Choices, and why:
+--   * no reservation_id or order_id columns: they would tie the table to the
 --     order flow. The generic replacement is ref (any business reference the
 --     consumer wants to find messages by, e.g. a reservation id as text),
 --     result_code and result_payload (jsonb: "what I did", returned to
---     duplicates). The seed's idx_inbox_reservation becomes a partial index
+--     duplicates). idx_inbox_ref is a partial index
 --     on ref, so consumers that do not set ref pay nothing for it.
 --   * message_key is optional (not every broker message has a key).
 --   * status has two values instead of one: 10 CLAIMED (the processing
@@ -16,7 +16,8 @@
 --     (result recorded). result_code is NULL exactly while CLAIMED.
 --   * created_at is the claim time, processed_at the time the result was
 --     recorded (equal to created_at for rows never completed), so retention
---     can work on processed_at alone (BRIN, seed §10.3). On PostgreSQL 16+
+--     can work on processed_at alone (BRIN: tiny, and enough for a
+--     column that grows with insertion order). On PostgreSQL 16+
 --     BRIN is a summarizing index and does not prevent HOT updates, so
 --     Complete's update usually stays on the page; fillfactor 90 leaves room
 --     for that one update.

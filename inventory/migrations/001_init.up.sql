@@ -1,17 +1,16 @@
 -- +goose Up
 -- inventory: bucketed stock, reservations and the stock ledger.
 --
--- Taken from seed 000 §8.2 (tables 3, 4 and 8). Names are unqualified:
+-- Names are unqualified:
 -- migrate.Apply runs this file with search_path set to the target schema
 -- (goose / golang-migrate users: SET search_path TO <schema> first).
--- Every deviation from the seed DDL is explained where it is made.
+-- Every choice that is not obvious is explained where it is made.
 
 -- =========================================================
--- inventory_sku: what the inventory needs of the seed's seckill_sku
--- (table 2): the planned total and the bucket count of one SKU of one
--- activity. The seed's activity/SKU configuration tables (prices, titles,
--- per-user limits) belong to the service, not to this package; sku_inventory
--- references this table instead of seckill_sku, so that
+-- inventory_sku: what the inventory needs to know of a SKU: the planned
+-- total and the bucket count of one SKU of one activity. The activity and
+-- SKU configuration (prices, titles, per-user limits) belongs to the
+-- service, not to this package; sku_inventory references this table, so that
 -- "sum of bucket totals = planned stock" has an anchor inventory owns.
 -- =========================================================
 CREATE TABLE inventory_sku (
@@ -70,8 +69,8 @@ WITH (fillfactor = 80);
 
 -- =========================================================
 -- inventory_reservation: the database record of a front-door reservation.
--- Deviation: the seed fixes quantity = 1 (one item per user is a business
--- rule of the activity); the inventory mechanics are quantity-generic, so
+-- Quantity: one item per user is a business rule of the activity (the order
+-- package enforces quantity = 1); the inventory mechanics are quantity-generic, so
 -- the CHECK only demands a positive quantity. Bucket bounded like above.
 -- =========================================================
 CREATE TABLE inventory_reservation (
@@ -124,19 +123,17 @@ CREATE INDEX idx_reservation_pending_expire
 -- inventory_ledger: append-only stock ledger; replaying it reproduces every
 -- bucket's counters.
 --
--- Deviations from the seed, all for ledger types the seed names but does not
--- spell out (10 ALLOCATE, 20 RELEASE, 30 ADJUST, 40 PROVISION):
+-- Ledger types: 10 ALLOCATE, 20 RELEASE, 30 ADJUST, 40 PROVISION. Choices:
 --  * ledger_id is an identity column instead of an application-generated
 --    id: unique across any number of processes by construction, no clock or
 --    node-id coordination, no collision retry, and still increasing in
---    insertion order (the B-tree locality the seed wants from time-ordered
---    ids). Gaps after rollbacks are normal and carry no meaning.
+--    insertion order (the B-tree locality of time-ordered ids). Gaps after rollbacks are normal and carry no meaning.
 --  * total_delta: PROVISION (initial stock) and ADJUST (a rebalance move
---    between buckets of one SKU) change a bucket's total, which the seed's
+--    between buckets of one SKU) change a bucket's total, which
 --    "available_delta + allocated_delta = 0" cannot express. The conservation
 --    CHECK becomes available_delta + allocated_delta = total_delta, and
 --    ck_ledger_total_delta keeps total_delta = 0 for ALLOCATE and RELEASE, so
---    for them the seed's rule still holds exactly.
+--    for them "available_delta + allocated_delta = 0" still holds exactly.
 --  * reservation_id, source_message_id and user_id are NULL for PROVISION
 --    and ADJUST rows (no buyer behind them) and required for the others.
 -- =========================================================

@@ -1,13 +1,11 @@
 -- +goose Up
--- Sale status and sale window of a SKU (seed 003 §1, §8.2: the stock
--- UPDATE carries "stock sufficient, product valid, activity state
--- allowed"). AllocateBucket decrements only while the SKU is ON_SALE and
--- statement_timestamp() is inside [sale_starts_at, sale_ends_at); NULL
--- bounds are open. Existing SKUs stay ON_SALE with an open window.
+-- Sale status and sale window of a SKU (the stock UPDATE checks in one
+-- statement that the stock suffices and the sale is on). AllocateBucket
+-- decrements only while the SKU is ON_SALE and statement_timestamp() is
+-- inside [sale_starts_at, sale_ends_at); NULL bounds are open. Existing SKUs stay ON_SALE with an open window.
 --
--- The seed's seckill_sku.status allows 10, 20, 30 and 40 without naming
--- them; here 10 is ON_SALE (the seed's default), 20 PAUSED and 30 ENDED.
--- 40 is not used: a SKU taken off sale for good is ENDED.
+-- 10 is ON_SALE (the default), 20 PAUSED and 30 ENDED. A SKU taken off
+-- sale for good is ENDED.
 ALTER TABLE inventory_sku
     ADD COLUMN sale_status    SMALLINT    NOT NULL DEFAULT 10,
     ADD COLUMN sale_starts_at TIMESTAMPTZ,

@@ -2,7 +2,7 @@
 -- compensation_failures counts the failed attempts to give a
 -- RELEASE_PENDING reservation back to the front door;
 -- RecordCompensationFailure moves the reservation to MANUAL_REQUIRED when
--- the count reaches the caller's limit (seed 000 §8.1: a human takes over).
+-- the count reaches the caller's limit (a human takes over).
 ALTER TABLE inventory_reservation
     ADD COLUMN compensation_failures SMALLINT NOT NULL DEFAULT 0;
 

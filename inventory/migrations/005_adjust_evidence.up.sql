@@ -1,5 +1,5 @@
 -- +goose Up
--- ADJUST ledger rows are evidence (seed 003 §13): who made the adjustment
+-- ADJUST ledger rows are evidence for reconciliation: who made the adjustment
 -- (operator), under which approval (approval_ref), and why (reason, which
 -- every row has). A new ADJUST row without operator and approval reference
 -- is refused by ck_ledger_adjust_evidence. The constraint is NOT VALID:

@@ -1,7 +1,7 @@
 -- +goose Up
--- event_outbox: the transactional outbox (seed 000 §8.2 table 10).
+-- event_outbox: the transactional outbox.
 --
--- Differences from the seed, and why:
+-- Choices, and why:
 --   * seq: a BIGINT identity assigned at insert. Ordered mode publishes the
 --     events of one ordering key in seq order; Enqueue takes a per-key
 --     transaction advisory lock before the row gets its seq, so for one key
@@ -55,7 +55,7 @@ CREATE TABLE event_outbox (
 WITH (fillfactor = 80);
 
 -- The claim: ready rows, oldest first. Only PENDING/RETRY rows are indexed,
--- so the scan cost follows the backlog, not the SENT history (seed §10.3).
+-- so the scan cost follows the backlog, not the SENT history.
 CREATE INDEX idx_outbox_ready
     ON event_outbox (available_at, created_at, event_id)
     INCLUDE (topic, tag, message_key, aggregate_type, aggregate_id)
@@ -72,7 +72,8 @@ CREATE INDEX idx_outbox_ordering
     INCLUDE (status)
     WHERE ordering_key IS NOT NULL AND status IN (0, 10, 30, 40);
 
--- Seed §10.6: vacuum and analyze the hot queue table early.
+-- Every event is inserted and updated at least once at the rate of orders:
+-- vacuum and analyze this hot queue table early.
 ALTER TABLE event_outbox SET (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_threshold = 500,

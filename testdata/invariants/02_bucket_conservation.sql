@@ -1,4 +1,4 @@
--- Seed 000 §13.3: each bucket conserves its stock.
+-- Invariant 2: each bucket conserves its stock.
 SELECT *
   FROM {schema}.sku_inventory
  WHERE total_stock <> available_stock + allocated_stock

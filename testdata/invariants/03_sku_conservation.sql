@@ -1,5 +1,5 @@
--- Seed 000 §13.3: the buckets of a SKU add up to its planned stock
--- (inventory_sku holds the planned stock the seed keeps in seckill_sku).
+-- Invariant 2: the buckets of a SKU add up to its planned stock
+-- (inventory_sku holds the planned stock).
 SELECT s.activity_id, s.sku_id, s.planned_stock, sum(i.total_stock) AS bucket_total
   FROM {schema}.inventory_sku AS s
   JOIN {schema}.sku_inventory AS i

@@ -1,4 +1,4 @@
--- Seed 000 §13.3: every live order has its ALLOCATE ledger row.
+-- Invariant 3: every live order has its ALLOCATE ledger row.
 SELECT o.order_id
   FROM {schema}.orders AS o
   LEFT JOIN {schema}.inventory_ledger AS l

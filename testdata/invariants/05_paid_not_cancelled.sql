@@ -1,4 +1,4 @@
--- Seed 000 §13.3: a paid order is never cancelled (a refund has its own
+-- Invariant 4: a paid order is never cancelled (a refund has its own
 -- status).
 SELECT *
   FROM {schema}.orders

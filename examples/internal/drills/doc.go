@@ -1,7 +1,7 @@
 // Package drills holds the fault, crash and pooler drills of the seckill
 // kit: tests that run the example order flow (examples/seckill/flow) under
 // the faults a production deployment meets and then prove that the
-// invariants of DESIGN.md still hold. It has no code of its own besides
+// invariants of docs/design.md still hold. It has no code of its own besides
 // this overview; everything is in the _test.go files.
 //
 // # What every drill does

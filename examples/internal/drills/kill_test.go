@@ -21,7 +21,7 @@ import (
 )
 
 // TestFaultKillConsumerBeforeCommit kills consumers between the bucket
-// decrement and COMMIT (seed §7.7) while other consumers run. In the
+// decrement and COMMIT while other consumers run. In the
 // general transaction (PlaceOrderTx): half by closing the socket (the
 // process died), half by cancelling the ctx before COMMIT (the consumer
 // was stopped). In the fresh pipelined path (PlaceOrder's one batch, BEGIN
@@ -225,7 +225,7 @@ func (r *rig) bucket(b int16) int32 {
 
 // TestFaultRelayKilledBetweenPublishAndMark kills a relay of the running
 // flow after its publisher published a batch and before the relay marked
-// it SENT (seed §7.7): its ctx is cancelled and its connections are cut,
+// it SENT: its ctx is cancelled and its connections are cut,
 // so the mark never reaches the server. The events stay SENDING under the
 // dead relay's lease; the other relays recover them once the lease expires
 // and publish them again. Nothing is lost: every event is published at

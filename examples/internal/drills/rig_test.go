@@ -239,7 +239,7 @@ func (r *rig) messages(p plan) []*msg {
 	return out
 }
 
-// resend is m re-sent under a new message id (seed §7.3).
+// resend is m re-sent under a new message id.
 func resend(m *msg) *msg { return &msg{ID: uuid.Must(uuid.NewV7()), Body: m.Body, M: m.M, Pay: m.Pay} }
 
 func (r *rig) signal() {

@@ -9,8 +9,8 @@ import (
 )
 
 // TestFaultDuplicateStorm delivers every message three times at once, and
-// every tenth reservation a fourth time under a new message id (a re-send,
-// seed §7.3), each copy redelivered until acknowledged. Every message id
+// every tenth reservation a fourth time under a new message id (a
+// re-send), each copy redelivered until acknowledged. Every message id
 // gets exactly one answer that is not a duplicate, and every reservation
 // exactly one order: allocated = orders, one inbox row per message id.
 func TestFaultDuplicateStorm(t *testing.T) {

@@ -27,7 +27,7 @@ const (
 // New returns a new positive, time-ordered BIGINT order id: the 41
 // bits below the sign bit are milliseconds since [EpochUnixMilli], the 22
 // low bits are random. Ids of different milliseconds sort by time, so inserts land
-// at the right edge of the primary-key B-tree (seed §8.3). It keeps no
+// at the right edge of the primary-key B-tree. It keeps no
 // state and is safe for concurrent use.
 //
 // Two ids drawn in the same millisecond collide with probability 2^-22, so

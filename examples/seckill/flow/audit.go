@@ -13,7 +13,7 @@ import (
 // Check is one line of the audit: an invariant of the design, checked
 // against the database.
 type Check struct {
-	Invariant string `json:"invariant"` // the DESIGN invariant number, "-" for the flow's own
+	Invariant string `json:"invariant"` // the invariant's number in docs/design.md, "-" for the flow's own
 	Name      string `json:"name"`
 	Pass      bool   `json:"pass"`
 	Detail    string `json:"detail"`

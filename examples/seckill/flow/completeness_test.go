@@ -15,8 +15,8 @@ import (
 	"github.com/seckillkit/seckill/order"
 )
 
-// testdata is the repository's shared SQL (seed §13.3 and event
-// completeness), three levels up from this package.
+// testdata is the repository's shared SQL (the invariant assertions and
+// event completeness), three levels up from this package.
 const testdata = "../../../testdata"
 
 // runTestdata runs one query file of testdata with the schema filled in and
@@ -55,7 +55,7 @@ func testdataFiles(t *testing.T, dir string) []string {
 }
 
 // Every state change of the flow that promises an event has it: after a
-// run with every kind of change, the seed's §13.3 assertions and the event
+// run with every kind of change, the invariant assertions and the event
 // completeness queries find nothing, and the audit passes. Then each kind
 // of event is lost in turn (deleted, as a lost enqueue would leave it):
 // its query finds exactly that change, and the audit's invariant-7 check

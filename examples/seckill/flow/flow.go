@@ -1,5 +1,5 @@
 // Package flow is the seckill order flow of the example service, built
-// from the kit's packages: the consumer transaction of seed §9.11 with every
+// from the kit's packages: the consumer transaction with every
 // branch, payments, the timeout canceller and the audit of every invariant.
 // The example program (examples/seckill) and the benchmark program
 // (examples/bench) run exactly this code.
@@ -63,7 +63,8 @@ const (
 const DefaultBucketConcurrency = 4
 
 // OrderMessage is the body of the queue message the front door sends for
-// one reservation (seed §9.11 OrderCreateMessage).
+// one reservation: every id the order transaction needs, fixed once by
+// the front door so a redelivery carries the same ones.
 type OrderMessage struct {
 	RequestID     uuid.UUID `json:"request_id"`
 	ReservationID uuid.UUID `json:"reservation_id"`
@@ -305,7 +306,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 // PlaceOrder processes one delivery of an order message and tells the
 // caller what to do with it. It is the pipelined form of the order
 // transaction: it first sends the fresh order as ONE batch (BEGIN, every
-// write of a new order and COMMIT: one round trip, see freshOrderBatch),
+// write of a new order, each with its "or abort" helper, and COMMIT: one
+// round trip),
 // in which every condition that makes the message something else than a
 // plain fresh order raises an error, so the server skips the rest of the
 // batch and commits nothing. Only then does it run PlaceOrderTx, the
@@ -550,7 +552,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	return &b, nil
 }
 
-// PlaceOrderTx is the consumer transaction of seed §9.11 with every
+// PlaceOrderTx is the consumer transaction with every
 // branch, one helper call per step, in the caller's transaction tx (Read
 // Committed). It returns the message's Outcome; ErrDuplicate (answer from
 // the inbox, roll back), an error matching ErrPoison (roll back, ack and
@@ -560,8 +562,8 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 //
 //  1. claim the message in the inbox; a duplicate ends here;
 //  2. record the reservation and lock it; one that an earlier message
-//     already decided (the same reservation under a new message id, seed
-//     §7.3) is answered with that decision;
+//     already decided (the same reservation under a new message id) is
+//     answered with that decision;
 //  3. a savepoint, so that a refusal at step 4 or 8 undoes steps 4–7;
 //  4. create the order and its item; a buyer who already ordered is
 //     rejected, an existing order of this very request is answered;
@@ -572,9 +574,9 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 //     the hot bucket row stays locked only until COMMIT; sold out or the
 //     sale not on rejects the reservation.
 //
-// A rejection (seed §7.4) moves the reservation to REJECTED and enqueues
-// the compensation event that gives the front-door reservation back, in
-// the same transaction.
+// A rejection (PostgreSQL refuses what the front door accepted) moves the
+// reservation to REJECTED and enqueues the compensation event that gives
+// the front-door reservation back, in the same transaction.
 func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, hash []byte, m OrderMessage) (Outcome, error) {
 	key := inbox.Key{Group: ConsumerGroup, MessageID: msgID}
 	result, err := resultOf(Outcome{Code: CodeOrderCreated, OrderID: m.OrderID})
@@ -734,7 +736,7 @@ func (s *Service) rollBackAndReject(ctx context.Context, tx pgx.Tx, key inbox.Ke
 	return s.reject(ctx, tx, key, m, code, orderID)
 }
 
-// reject is the seed §7.4 branch: the reservation is REJECTED and a
+// reject is the rejection branch: the reservation is REJECTED and a
 // compensation event gives the front-door reservation back, in the same
 // transaction.
 func (s *Service) reject(ctx context.Context, tx pgx.Tx, key inbox.Key, m OrderMessage, code string, orderID int64) (Outcome, error) {

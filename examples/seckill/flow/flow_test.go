@@ -144,7 +144,7 @@ func TestFreshOrderWritesEverythingOnce(t *testing.T) {
 	if err != nil || !out.Duplicate {
 		t.Fatalf("redelivery = %+v, %v; want a duplicate", out, err)
 	}
-	// The same reservation under a new message id (seed §7.3): the existing order.
+	// The same reservation under a new message id: the existing order.
 	msgID2 := uuid.Must(uuid.NewV7())
 	out, err = b.s.PlaceOrder(b.ctx, msgID2, body(t, m))
 	if err != nil || out.Code != flow.CodeOrderAlready || out.OrderID != m.OrderID {
@@ -197,7 +197,7 @@ func TestSoldOutInPostgresRejectsAndCompensates(t *testing.T) {
 	if out, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, b.msg(1, 0))); err != nil || out.Code != flow.CodeOrderCreated {
 		t.Fatalf("first order: %+v %v", out, err)
 	}
-	// The front door believed there was a second unit (seed §7.4).
+	// The front door believed there was a second unit; PostgreSQL refuses it.
 	m := b.msg(2, 0)
 	out, err := b.s.PlaceOrder(b.ctx, uuid.Must(uuid.NewV7()), body(t, m))
 	if err != nil || out.Code != flow.CodeSoldOut || out.OrderID != 0 {

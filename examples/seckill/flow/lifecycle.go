@@ -16,7 +16,7 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// Payment is a payment provider's success callback (seed §9.9). What
+// Payment is a payment provider's success callback. What
 // POST /payments/callback receives.
 type Payment struct {
 	OrderID         int64  `json:"order_id"`
@@ -87,7 +87,7 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 	return res, err
 }
 
-// CancelExpired is one sweep of the timeout canceller (seed §9.10): up to
+// CancelExpired is one sweep of the timeout canceller: up to
 // limit expired unpaid orders are cancelled, their stock released (RELEASE
 // ledger row), their reservations RELEASE_PENDING and a front-door release
 // event enqueued — all in one transaction, so a crash leaves all or

@@ -12,7 +12,8 @@ import (
 	"github.com/seckillkit/seckill/outbox"
 )
 
-// Reconciliation is the three reports of seed 003 §13 for the item on
+// Reconciliation is the three reconciliation reports (orders by status,
+// ledger by type, events by status) for the item on
 // sale, read in one Repeatable Read snapshot, and the differences between
 // them, each classified.
 type Reconciliation struct {
