@@ -145,7 +145,7 @@ func ExampleStore_ArchiveSent() {
 	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
 	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "e1", Payload: []byte(`1`)},
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "e2", Payload: []byte(`2`)},
