@@ -111,6 +111,20 @@ func TestArchiveSentMovesSentEventsInBatches(t *testing.T) {
 	if n, err := b.store.ArchiveSent(b.ctx, b.pool, time.Now().Add(-7*24*time.Hour), 0); err != nil || n != 0 {
 		t.Fatalf("second ArchiveSent = %d, %v; want 0", n, err)
 	}
+	// The reconciliation's report still counts the archived events as SENT.
+	report, err := b.store.EventsByStatus(b.ctx, b.pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent int64
+	for _, r := range report {
+		if r.Status == outbox.StatusSent {
+			sent += r.Events
+		}
+	}
+	if sent != 2520 {
+		t.Fatalf("EventsByStatus counts %d SENT events after the archive, want 2520 (2500 archived, 20 active)", sent)
+	}
 	// Everything SENT, with the default batch size; nothing unfinished.
 	if n, err := b.store.ArchiveSent(b.ctx, b.pool, time.Now().Add(time.Hour), 0); err != nil || n != 20 {
 		t.Fatalf("ArchiveSent of the recent events = %d, %v; want 20", n, err)

@@ -12,8 +12,8 @@
 --     that event is archived in its turn.
 --   * No index serves a relay: nothing claims from this table. BRIN on
 --     sent_at serves retention of the history itself (drop or detach old
---     ranges), the aggregate index serves an audit that looks for the events
---     of one order.
+--     ranges); the aggregate and dedup-key indexes serve an audit that looks
+--     for the events of one order, or for the event a state change promises.
 CREATE TABLE event_outbox_history (
     LIKE event_outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
     archived_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp(),
@@ -25,3 +25,6 @@ CREATE INDEX idx_outbox_history_sent_brin
 
 CREATE INDEX idx_outbox_history_aggregate
     ON event_outbox_history (aggregate_type, aggregate_id);
+
+CREATE INDEX idx_outbox_history_dedup
+    ON event_outbox_history (dedup_key);

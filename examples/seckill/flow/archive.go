@@ -33,8 +33,10 @@ import (
 
 // archiveOrdersSQL moves up to $2 orders of activity $1 with their items,
 // payments, payment reviews and their SENT events (ORDER_CREATED,
-// ORDER_PAID, REFUND_REQUESTED of their payments). It returns the orders
-// and the events moved.
+// ORDER_PAID, REFUND_REQUESTED of their payments), from event_outbox and
+// from event_outbox_history (where outbox.Store.ArchiveSent put the older
+// ones) to the same table of the archive. It returns the orders and the
+// events moved.
 const archiveOrdersSQL = `WITH batch AS (
 	SELECT order_id FROM {src}.orders WHERE activity_id = $1 LIMIT $2 FOR UPDATE
 ), items AS (
@@ -51,6 +53,14 @@ const archiveOrdersSQL = `WITH batch AS (
 	DELETE FROM {src}.event_outbox AS t USING payments AS p
 	WHERE t.dedup_key = 'REFUND_REQUESTED:' || p.payment_id AND t.status = 20
 	RETURNING t.*
+), archived_events AS (
+	DELETE FROM {src}.event_outbox_history AS t USING batch AS b
+	WHERE t.dedup_key IN ('ORDER_CREATED:' || b.order_id, 'ORDER_PAID:' || b.order_id)
+	RETURNING t.*
+), archived_refunds AS (
+	DELETE FROM {src}.event_outbox_history AS t USING payments AS p
+	WHERE t.dedup_key = 'REFUND_REQUESTED:' || p.payment_id
+	RETURNING t.*
 ), gone AS (
 	DELETE FROM {src}.orders AS t USING batch AS b WHERE t.order_id = b.order_id RETURNING t.*
 ), kept AS (
@@ -65,13 +75,18 @@ const archiveOrdersSQL = `WITH batch AS (
 	INSERT INTO {dst}.event_outbox OVERRIDING SYSTEM VALUE
 	SELECT * FROM order_events UNION ALL SELECT * FROM refund_events
 	RETURNING 1
+), kept_archived AS (
+	INSERT INTO {dst}.event_outbox_history
+	SELECT * FROM archived_events UNION ALL SELECT * FROM archived_refunds
+	RETURNING 1
 )
-SELECT (SELECT count(*) FROM kept), (SELECT count(*) FROM kept_events)`
+SELECT (SELECT count(*) FROM kept), (SELECT count(*) FROM kept_events) + (SELECT count(*) FROM kept_archived)`
 
 // archiveReservationsSQL moves up to $2 reservations of activity $1 with
 // their ledger rows, their SENT FRONTDOOR_RELEASE events and the inbox rows
-// of the order messages that made them (ref = reservation id). It returns
-// the reservations, ledger rows, events and inbox rows moved.
+// of the order messages that made them (ref = reservation id), the active
+// and the already archived ones alike. It returns the reservations, ledger
+// rows, events and inbox rows moved.
 const archiveReservationsSQL = `WITH batch AS (
 	SELECT reservation_id FROM {src}.inventory_reservation WHERE activity_id = $1 LIMIT $2 FOR UPDATE
 ), ledger AS (
@@ -80,8 +95,14 @@ const archiveReservationsSQL = `WITH batch AS (
 	DELETE FROM {src}.event_outbox AS t USING batch AS b
 	WHERE t.dedup_key = 'FRONTDOOR_RELEASE:' || b.reservation_id AND t.status = 20
 	RETURNING t.*
+), archived_events AS (
+	DELETE FROM {src}.event_outbox_history AS t USING batch AS b
+	WHERE t.dedup_key = 'FRONTDOOR_RELEASE:' || b.reservation_id
+	RETURNING t.*
 ), messages AS (
 	DELETE FROM {src}.consumer_inbox AS t USING batch AS b WHERE t.ref = b.reservation_id::text RETURNING t.*
+), archived_messages AS (
+	DELETE FROM {src}.consumer_inbox_history AS t USING batch AS b WHERE t.ref = b.reservation_id::text RETURNING t.*
 ), gone AS (
 	DELETE FROM {src}.inventory_reservation AS t USING batch AS b WHERE t.reservation_id = b.reservation_id RETURNING t.*
 ), kept AS (
@@ -92,9 +113,14 @@ const archiveReservationsSQL = `WITH batch AS (
 	INSERT INTO {dst}.event_outbox OVERRIDING SYSTEM VALUE SELECT * FROM events RETURNING 1
 ), kept_messages AS (
 	INSERT INTO {dst}.consumer_inbox SELECT * FROM messages RETURNING 1
+), kept_archived_events AS (
+	INSERT INTO {dst}.event_outbox_history SELECT * FROM archived_events RETURNING 1
+), kept_archived_messages AS (
+	INSERT INTO {dst}.consumer_inbox_history SELECT * FROM archived_messages RETURNING 1
 )
 SELECT (SELECT count(*) FROM kept), (SELECT count(*) FROM kept_ledger),
-       (SELECT count(*) FROM kept_events), (SELECT count(*) FROM kept_messages)`
+       (SELECT count(*) FROM kept_events) + (SELECT count(*) FROM kept_archived_events),
+       (SELECT count(*) FROM kept_messages) + (SELECT count(*) FROM kept_archived_messages)`
 
 // archiveLedgerSQL moves up to $2 ledger rows of activity $1 that belong
 // to no reservation (PROVISION, ADJUST): the last rows of the activity's
@@ -123,6 +149,10 @@ const archiveSKUsSQL = `WITH batch AS (
 	DELETE FROM {src}.event_outbox AS t USING batch AS b
 	WHERE t.aggregate_type = 'SKU' AND t.aggregate_id = b.activity_id || ':' || b.sku_id AND t.status = 20
 	RETURNING t.*
+), archived_events AS (
+	DELETE FROM {src}.event_outbox_history AS t USING batch AS b
+	WHERE t.aggregate_type = 'SKU' AND t.aggregate_id = b.activity_id || ':' || b.sku_id
+	RETURNING t.*
 ), gone AS (
 	DELETE FROM {src}.inventory_sku AS t USING batch AS b
 	WHERE t.activity_id = b.activity_id AND t.sku_id = b.sku_id RETURNING t.*
@@ -134,8 +164,10 @@ const archiveSKUsSQL = `WITH batch AS (
 	INSERT INTO {dst}.inventory_sale_log OVERRIDING SYSTEM VALUE SELECT * FROM log
 ), kept_events AS (
 	INSERT INTO {dst}.event_outbox OVERRIDING SYSTEM VALUE SELECT * FROM events RETURNING 1
+), kept_archived AS (
+	INSERT INTO {dst}.event_outbox_history SELECT * FROM archived_events RETURNING 1
 )
-SELECT (SELECT count(*) FROM kept), (SELECT count(*) FROM kept_events)`
+SELECT (SELECT count(*) FROM kept), (SELECT count(*) FROM kept_events) + (SELECT count(*) FROM kept_archived)`
 
 // activityOpenSQL counts what keeps activity $1 from being archived: SKUs
 // still on sale or paused, orders not final (CREATED, PAYING,
