@@ -93,8 +93,12 @@
 //   - TestPgBouncerFullFlow: the whole flow — orders, payments, cancels,
 //     relays polling with DisableListen — through PgBouncer in transaction
 //     pooling mode with pgx's exec query mode.
+//   - TestAutovacuumHeldBack: a sale in phases while an open snapshot, then
+//     an abandoned logical replication slot, holds vacuum back; the oldest
+//     xmin age, the dead versions VACUUM cannot remove and the outbox
+//     claim's buffers show it, and all recover when it is released.
 //
 // Run them alone with, e.g.,
 //
-//	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer' ./examples/internal/drills/
+//	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer|TestAutovacuum' ./examples/internal/drills/
 package drills
