@@ -1,6 +1,7 @@
 package flow_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,8 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
 )
 
 // publishAll marks every event of the schema SENT, as relays would.
@@ -210,4 +214,116 @@ func TestArchiveActivityWhileAnotherSells(t *testing.T) {
 	if res, err := a.s.ArchiveActivity(a.ctx, schema, 2); err != nil || res != (flow.ActivityArchived{}) {
 		t.Fatalf("second ArchiveActivity = %+v, %v; want nothing moved", res, err)
 	}
+}
+
+// An activity archive interrupted inside a batch (its statement waiting
+// after its DELETEs, the context then cancelled) moved whole batches only;
+// run again, it moves the rest: every order is in the archive exactly
+// once, none is left, and the audit passes on the archive.
+func TestArchiveActivityInterruptedThenResumed(t *testing.T) {
+	t.Parallel()
+	a := setup(t, nil, 6, 1)
+	var last flow.OrderMessage
+	for u := int64(1); u <= 6; u++ {
+		m := a.msg(u, 0)
+		if out, err := a.s.PlaceOrder(a.ctx, uuid.Must(uuid.NewV7()), body(t, m)); err != nil || out.Code != flow.CodeOrderCreated {
+			t.Fatalf("order %d: %+v, %v", u, out, err)
+		}
+		if _, err := a.s.Pay(a.ctx, flow.Payment{OrderID: m.OrderID, ProviderTradeNo: fmt.Sprint("T", u), Amount: m.UnitPrice, Currency: "CNY"}); err != nil {
+			t.Fatal(err)
+		}
+		last = m
+	}
+	if _, err := a.s.SetSaleStatus(a.ctx, inventory.SaleEnded, time.Now().Add(-time.Hour), time.Now(), "ops", "sold out"); err != nil {
+		t.Fatal(err)
+	}
+	a.publishAll(t)
+	schema := a.s.Schema + "_arch"
+	t.Cleanup(func() {
+		_, _ = a.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	})
+	if _, err := migrate.Apply(a.ctx, a.pool, schema, inbox.Migrations, outbox.Migrations, inventory.Migrations, order.Migrations); err != nil {
+		t.Fatal(err)
+	}
+	// An uncommitted copy of the last order in the archive makes the batch
+	// that moves it wait inside its statement.
+	blocker, err := a.pool.Begin(a.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(a.ctx)
+	if _, err := blocker.Exec(a.ctx, `INSERT INTO `+pgx.Identifier{schema, "orders"}.Sanitize()+` SELECT * FROM `+
+		pgx.Identifier{a.s.Schema, "orders"}.Sanitize()+` WHERE order_id = $1`, last.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	var blockerPID int
+	if err := blocker.QueryRow(a.ctx, `SELECT pg_backend_pid()`).Scan(&blockerPID); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := a.s.ArchiveActivity(ctx, schema, 2); done <- err }()
+	for { // until the archive waits for the blocker
+		var waiting bool
+		if err := a.pool.QueryRow(a.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, blockerPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case <-a.ctx.Done():
+			t.Fatal("the archive never waited for the blocker")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("interrupted ArchiveActivity = %v, want context.Canceled", err)
+		}
+	case <-a.ctx.Done():
+		t.Fatal("the interrupted archive did not return")
+	}
+	if err := blocker.Rollback(a.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The server may finish the waiting batch once the blocker ends, if it
+	// has not seen the cancel yet: wait until no statement of the archive
+	// runs, then resume.
+	for {
+		var busy bool
+		if err := a.pool.QueryRow(a.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%kept_archived%' AND pid <> pg_backend_pid())`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if !busy {
+			break
+		}
+		select {
+		case <-a.ctx.Done():
+			t.Fatal("the interrupted statement never ended")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	moved := bundle{ctx: a.ctx, s: a.s, pool: a.pool}
+	if n := moved.count(t, "orders", "true"); n == 0 || n == 6 {
+		t.Fatalf("%d orders left in the active schema after the interruption, want some moved and some not", n)
+	}
+	if _, err := a.s.ArchiveActivity(a.ctx, schema, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.count(t, "orders", "true"); n != 0 {
+		t.Fatalf("%d orders left after the resumed archive", n)
+	}
+	arch, err := flow.New(a.ctx, a.pool, flow.Config{Schema: schema, Item: a.s.Item})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab := bundle{ctx: a.ctx, s: arch, pool: a.pool}
+	if n := ab.count(t, "orders", "true"); n != 6 {
+		t.Fatalf("%d orders in the archive, want 6", n)
+	}
+	passes(t, ab, "the archive after an interrupted and resumed archive")
 }
