@@ -2,7 +2,9 @@
 // after round of new buyers on one SKU (its four hot bucket rows updated all
 // run long), double clicks, payments and timeout cancels, the
 // outbox relayed, and after every round the retention jobs (inbox purge,
-// outbox purge) while autovacuum runs. After each round it samples what
+// outbox purge; or, with Config.Archive, the archives that move the rows
+// to the history tables, after an optional preloaded history of
+// Config.Backlog rows) while autovacuum runs. After each round it samples what
 // must stay bounded: the size of the purged tables and of the hot
 // inventory rows, and the cost of an outbox claim. The drill TestSoak runs
 // it briefly and asserts the bounds against the run's own start; the
