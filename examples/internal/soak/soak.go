@@ -298,28 +298,8 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 
 	// Retention: everything processed or sent before now goes.
 	cut := time.Now().Add(time.Millisecond)
-	if cfg.Archive {
-		// The audit's event-completeness checks read the history table.
-		if err := archive(ctx, cfg, svc, cut, &s); err != nil {
-			return s, err
-		}
-	} else {
-		// PurgeHistory records the horizon, so the audit's
-		// event-completeness checks skip the changes whose events went
-		// with the history.
-		var lsn0 string
-		if err := cfg.Pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn0); err != nil {
-			return s, err
-		}
-		t0 := time.Now()
-		n, err := svc.PurgeHistory(ctx, cut, 500)
-		if err != nil {
-			return s, fmt.Errorf("purge: %w", err)
-		}
-		s.Purged, s.RetentionTime = n, time.Since(t0)
-		if err := cfg.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::int8`, lsn0).Scan(&s.RetentionWAL); err != nil {
-			return s, err
-		}
+	if err := retain(ctx, cfg, svc, cut, &s); err != nil {
+		return s, err
 	}
 	if err := measure(ctx, cfg, svc, &s); err != nil {
 		return s, err
