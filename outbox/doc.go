@@ -38,7 +38,7 @@
 //     nothing. Event ids are UUIDv7 (time-ordered).
 //   - [Store.ClaimOutboxBatch], [Store.MarkSent], [Store.MarkFailed],
 //     [Store.ReleaseLease], [Store.RecoverExpired], [Store.RecoverLease],
-//     [Store.PurgeSent] are stand-alone writes: pass a pool (each runs as
+//     [Store.PurgeSent], [Store.ArchiveSent] are stand-alone writes: pass a pool (each runs as
 //     its own implicit transaction), or a transaction when you know why.
 //     Never hold a transaction open across Publish.
 //   - Every update of a claimed event is a compare-and-set on the [Lease]
