@@ -38,8 +38,9 @@
 //     nothing. Event ids are UUIDv7 (time-ordered).
 //   - [Store.ClaimOutboxBatch], [Store.MarkSent], [Store.MarkFailed],
 //     [Store.ReleaseLease], [Store.RecoverExpired], [Store.RecoverLease],
-//     [Store.PurgeSent], [Store.ArchiveSent] are stand-alone writes: pass a pool (each runs as
-//     its own implicit transaction), or a transaction when you know why.
+//     [Store.PurgeSent], [Store.ArchiveSent] are stand-alone writes: pass
+//     a pool (each runs as its own implicit transaction), or a transaction
+//     when you know why.
 //     Never hold a transaction open across Publish.
 //   - Every update of a claimed event is a compare-and-set on the [Lease]
 //     (owner AND claim time AND status SENDING). A row that no longer
