@@ -20,10 +20,13 @@ const backlogChunk = 100_000
 
 // preloadEventSQL writes SENT events $1..$2 of a past sale, sent 30 days
 // ago: the history an outbox holds when its retention job has not run.
+// Their ids grow with g, as the outbox's time-ordered (UUIDv7) ids do, and
+// below every real one: the history lies in the table in id order, as it
+// would have been written.
 const preloadEventSQL = `INSERT INTO %[1]s.event_outbox (
 	event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key, schema_version, payload,
 	status, available_at, sent_at, created_at, updated_at)
-SELECT gen_random_uuid(), 'SOAK_HISTORY:' || g, 'ORDER', g::text, 'SOAK_HISTORY', 'SOAK_HISTORY', g::text, 1,
+SELECT lpad(to_hex(g), 32, '0')::uuid, 'SOAK_HISTORY:' || g, 'ORDER', g::text, 'SOAK_HISTORY', 'SOAK_HISTORY', g::text, 1,
        jsonb_build_object('order_id', g, 'sku', 'history'),
        20, now() - interval '30 days', now() - interval '30 days', now() - interval '30 days', now() - interval '30 days'
 FROM generate_series($1::int8, $2::int8) AS g`
@@ -31,7 +34,7 @@ FROM generate_series($1::int8, $2::int8) AS g`
 // preloadInboxSQL writes processed inbox rows $1..$2 of a past sale.
 const preloadInboxSQL = `INSERT INTO %[1]s.consumer_inbox (
 	consumer_group, message_id, topic, tag, ref, status, result_code, result_payload, created_at, processed_at)
-SELECT 'soak-history', gen_random_uuid(), 'SOAK_HISTORY', 'SOAK_HISTORY', g::text, 20, 'OK', jsonb_build_object('order_id', g),
+SELECT 'soak-history', lpad(to_hex(g), 32, '0')::uuid, 'SOAK_HISTORY', 'SOAK_HISTORY', g::text, 20, 'OK', jsonb_build_object('order_id', g),
        now() - interval '30 days', now() - interval '30 days'
 FROM generate_series($1::int8, $2::int8) AS g`
 
