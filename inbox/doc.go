@@ -44,7 +44,10 @@
 // [Inbox.Lookup] reads a stored row by [Key] through any [pgtx.Querier].
 // [Inbox.Purge] deletes rows processed before a cutoff in small batches;
 // retention must exceed the broker's replay window, or a redelivery of a
-// purged message is processed again.
+// purged message is processed again. [Inbox.Archive] moves them to
+// consumer_inbox_history instead, one DELETE … RETURNING feeding an INSERT
+// per batch. Config.MinRetention makes both refuse a horizon younger than
+// the replay window with a *[RetentionError].
 //
 // # Pipelining
 //

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -117,4 +118,24 @@ func ExampleInbox_Purge() {
 	fmt.Println("purged", n)
 	// Output:
 	// purged 0
+}
+
+// A retention job moves rows older than the broker can replay to
+// consumer_inbox_history; Config.MinRetention refuses a horizon inside the
+// replay window.
+func ExampleInbox_Archive() {
+	ctx := context.Background()
+	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
+	pool, schema := db.Pool, db.Schema
+	const replayWindow = 7 * 24 * time.Hour // the broker's MaxAge, plus repair time
+	in, _ := inbox.New(inbox.Config{Schema: schema, MinRetention: replayWindow})
+
+	_, err := in.Archive(ctx, pool, time.Now().Add(-24*time.Hour), 0)
+	fmt.Println("one day:", errors.Is(err, inbox.ErrRetentionTooShort))
+
+	n, err := in.Archive(ctx, pool, time.Now().Add(-replayWindow), 1000)
+	fmt.Println("seven days:", n, err)
+	// Output:
+	// one day: true
+	// seven days: 0 <nil>
 }

@@ -47,16 +47,27 @@ type Config struct {
 	// two phases. On plain PostgreSQL both work; the default saves the
 	// look-up statement.
 	Citus bool
+	// MinRetention is the youngest horizon [Inbox.Purge] and
+	// [Inbox.Archive] accept: a row must stay in consumer_inbox at least
+	// this long after it was processed, because a message redelivered
+	// after its row left is processed again. Set it to the broker's
+	// replay window (for JetStream: the stream's MaxAge, or at least its
+	// duplicate window and the longest redelivery) plus the time a
+	// compensation or a manual repair may take to resend. A call with a
+	// younger horizon fails with a *[RetentionError] and writes nothing.
+	// Defaults to 0: no guard. Negative is rejected by [New].
+	MinRetention time.Duration
 }
 
 // Inbox runs the statements on consumer_inbox in one schema. It holds no
 // connection and no mutable state: it is safe for concurrent use and cheap
 // to keep for the life of the process.
 type Inbox struct {
-	schema string
-	citus  bool
-	sql    statements
-	fail   *failure.Classifier
+	schema       string
+	citus        bool
+	minRetention time.Duration
+	sql          statements
+	fail         *failure.Classifier
 }
 
 // New validates cfg and builds every SQL statement once. An invalid schema
@@ -70,8 +81,11 @@ func New(cfg Config) (*Inbox, error) {
 	if schema == "" {
 		schema = migrate.DefaultSchema
 	}
-	return &Inbox{schema: schema, citus: cfg.Citus, sql: buildStatements(quoted),
-		fail: &failure.Classifier{Schema: schema, Component: "inbox", Objects: []string{"consumer_inbox"},
+	if cfg.MinRetention < 0 {
+		return nil, invalid("Config.MinRetention", "negative ("+cfg.MinRetention.String()+")")
+	}
+	return &Inbox{schema: schema, citus: cfg.Citus, minRetention: cfg.MinRetention, sql: buildStatements(quoted),
+		fail: &failure.Classifier{Schema: schema, Component: "inbox", Objects: []string{"consumer_inbox", "consumer_inbox_history"},
 			Constraints: map[string]error{ConstraintClaimed: ErrDuplicate}}}, nil
 }
 
@@ -201,6 +215,7 @@ type Claim struct {
 type statements struct {
 	claim, lookup, complete, purge string
 	claimOrAbort, claimInsert      string
+	archive                        string
 }
 
 func buildStatements(quoted string) statements {
@@ -210,6 +225,7 @@ func buildStatements(quoted string) statements {
 		lookup:   r.Replace(lookupSQL),
 		complete: r.Replace(completeSQL),
 		purge:    r.Replace(purgeSQL),
+		archive:  r.Replace(archiveSQL),
 
 		claimOrAbort: r.Replace(claimOrAbortSQL),
 		claimInsert:  r.Replace(claimInsertSQL),

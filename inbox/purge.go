@@ -40,7 +40,9 @@ WHERE i.consumer_group = d.consumer_group AND i.message_id = d.message_id`
 //
 // Retention must exceed the broker's replay window (plus the time any
 // compensation or manual redelivery may take): a message redelivered after
-// its row is purged is processed again.
+// its row is purged is processed again. With Config.MinRetention set, a
+// horizon younger than that is refused with a *[RetentionError] and
+// nothing is deleted.
 //
 // Given a pool, each batch commits on its own, which is what a retention
 // job wants; given a pgx.Tx, all batches commit or roll back with it. Rows
@@ -57,6 +59,9 @@ func (in *Inbox) Purge(ctx context.Context, db pgtx.Querier, olderThan time.Time
 		return 0, invalid("batchSize", fmt.Sprintf("%d, want 0 (default) to %d", batchSize, MaxPurgeBatchSize))
 	case batchSize == 0:
 		batchSize = DefaultPurgeBatchSize
+	}
+	if err := in.checkRetention("purge", olderThan); err != nil {
+		return 0, err
 	}
 	var total int64
 	for {

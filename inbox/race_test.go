@@ -18,9 +18,10 @@ import (
 // transaction's lock can make wait, with the reason; every other method
 // has races in inboxRaces (TestRaceTableCoversInbox checks both).
 var unguarded = map[string]string{
-	"Lookup": "read without a lock",
-	"Schema": "returns the configured schema name",
-	"Check":  "reads the catalog",
+	"Lookup":       "read without a lock",
+	"MinRetention": "returns the configured minimum retention",
+	"Schema":       "returns the configured schema name",
+	"Check":        "reads the catalog",
 	// Complete updates only a CLAIMED row its own transaction inserted:
 	// that row is invisible to every other transaction until it commits,
 	// so none can hold its lock. A row claimed by a committed transaction
@@ -214,40 +215,51 @@ func inboxRaces(b *testBundle) []racetest.Race {
 		},
 	})
 
-	// Purge passes over a row another transaction holds (SKIP LOCKED).
-	races = append(races, racetest.Race{
-		Method: "Purge", State: "PROCESSED_locked", Skips: true,
-		Setup: func(t *testing.T) racetest.Round {
-			own := setup(t) // the purge sees the whole schema
-			locked, free := newMessage("race"), newMessage("race")
-			for _, m := range []inbox.Message{locked, free} {
-				if err := pgx.BeginFunc(own.ctx, own.pool, func(tx pgx.Tx) error {
-					_, err := own.in.ClaimMessageWithResult(own.ctx, tx, m, inbox.Result{Code: "OK"})
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return racetest.Round{
-				Pool: own.pool,
-				Hold: func(ctx context.Context, tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{own.schema, "consumer_inbox"}.Sanitize()+
-						` WHERE consumer_group = $1 AND message_id = $2 FOR UPDATE`, locked.Group, locked.MessageID)
-					return err
-				},
-				Call: func(ctx context.Context, tx pgx.Tx) (any, error) {
-					return own.in.Purge(ctx, tx, time.Now().Add(time.Hour), 10)
-				},
-				Check: func(t *testing.T, end racetest.End, got any, err error) {
-					if n, _ := got.(int64); err != nil || n != 1 {
-						t.Fatalf("purged %v, %v; want only the unlocked row", got, err)
-					}
-					if _, err := own.in.Lookup(own.ctx, own.pool, locked.Key()); err != nil {
-						t.Fatalf("the locked row: %v, want it kept", err)
-					}
-				},
-			}
+	// Purge and Archive pass over a row another transaction holds (SKIP
+	// LOCKED).
+	sweeps := map[string]func(ctx context.Context, in *inbox.Inbox, tx pgx.Tx) (int64, error){
+		"Purge": func(ctx context.Context, in *inbox.Inbox, tx pgx.Tx) (int64, error) {
+			return in.Purge(ctx, tx, time.Now().Add(time.Hour), 10)
 		},
-	})
+		"Archive": func(ctx context.Context, in *inbox.Inbox, tx pgx.Tx) (int64, error) {
+			return in.Archive(ctx, tx, time.Now().Add(time.Hour), 10)
+		},
+	}
+	for method, sweep := range sweeps {
+		races = append(races, racetest.Race{
+			Method: method, State: "PROCESSED_locked", Skips: true,
+			Setup: func(t *testing.T) racetest.Round {
+				own := setup(t) // the purge sees the whole schema
+				locked, free := newMessage("race"), newMessage("race")
+				for _, m := range []inbox.Message{locked, free} {
+					if err := pgx.BeginFunc(own.ctx, own.pool, func(tx pgx.Tx) error {
+						_, err := own.in.ClaimMessageWithResult(own.ctx, tx, m, inbox.Result{Code: "OK"})
+						return err
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return racetest.Round{
+					Pool: own.pool,
+					Hold: func(ctx context.Context, tx pgx.Tx) error {
+						_, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{own.schema, "consumer_inbox"}.Sanitize()+
+							` WHERE consumer_group = $1 AND message_id = $2 FOR UPDATE`, locked.Group, locked.MessageID)
+						return err
+					},
+					Call: func(ctx context.Context, tx pgx.Tx) (any, error) {
+						return sweep(ctx, own.in, tx)
+					},
+					Check: func(t *testing.T, end racetest.End, got any, err error) {
+						if n, _ := got.(int64); err != nil || n != 1 {
+							t.Fatalf("%s moved %v, %v; want only the unlocked row", method, got, err)
+						}
+						if _, err := own.in.Lookup(own.ctx, own.pool, locked.Key()); err != nil {
+							t.Fatalf("the locked row: %v, want it kept", err)
+						}
+					},
+				}
+			},
+		})
+	}
 	return races
 }

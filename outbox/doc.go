@@ -38,8 +38,9 @@
 //     nothing. Event ids are UUIDv7 (time-ordered).
 //   - [Store.ClaimOutboxBatch], [Store.MarkSent], [Store.MarkFailed],
 //     [Store.ReleaseLease], [Store.RecoverExpired], [Store.RecoverLease],
-//     [Store.PurgeSent] are stand-alone writes: pass a pool (each runs as
-//     its own implicit transaction), or a transaction when you know why.
+//     [Store.PurgeSent], [Store.ArchiveSent] are stand-alone writes: pass
+//     a pool (each runs as its own implicit transaction), or a transaction
+//     when you know why.
 //     Never hold a transaction open across Publish.
 //   - Every update of a claimed event is a compare-and-set on the [Lease]
 //     (owner AND claim time AND status SENDING). A row that no longer
@@ -134,7 +135,10 @@
 //
 // [Store.PurgeSent] deletes SENT events older than a cutoff in small
 // batches (keyset over the primary key, each batch its own statement);
-// PENDING, SENDING, RETRY and DEAD rows are never purged. [Store.Stats]
+// PENDING, SENDING, RETRY and DEAD rows are never purged.
+// [Store.ArchiveSent] moves them instead, in the same small batches (one
+// DELETE … RETURNING feeding an INSERT per batch), to event_outbox_history,
+// for teams that keep their events for an audit period. [Store.Stats]
 // counts events per status and the age of the oldest waiting event without
 // reading the SENT history: every status but SENT is counted exactly
 // through its partial index, SENT exactly only while the table is small

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -137,4 +138,42 @@ func ExampleRelay() {
 	// published ORDER_EVENT {"step": 2}
 	// published ORDER_EVENT {"step": 3}
 	// sent: 3
+}
+
+func ExampleStore_ArchiveSent() {
+	ctx := context.Background()
+	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
+	pool, schema := db.Pool, db.Schema
+	store, _ := outbox.New(outbox.Config{Schema: schema})
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "e1", Payload: []byte(`1`)},
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "e2", Payload: []byte(`2`)},
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "3", DedupKey: "e3", Payload: []byte(`3`)},
+		})
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	c, _ := store.ClaimOutboxBatch(ctx, pool, "relay-1", 2)
+	// ... publish c.Messages ...
+	if _, err := store.MarkSent(ctx, pool, c.Lease, c.IDs()); err != nil {
+		panic(err)
+	}
+	// A retention job: move what was sent before the horizon (here: all of
+	// it) to event_outbox_history, 1000 rows per statement.
+	moved, err := store.ArchiveSent(ctx, pool, time.Now().Add(time.Minute), 0)
+	if err != nil {
+		panic(err)
+	}
+	again, _ := store.ArchiveSent(ctx, pool, time.Now().Add(time.Minute), 0)
+	st, _ := store.Stats(ctx, pool)
+	var archived int
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "event_outbox_history"}.Sanitize()).Scan(&archived)
+	fmt.Println("moved:", moved, "then:", again)
+	fmt.Println("pending:", st.Pending, "sent:", st.Sent, "archived:", archived)
+	// Output:
+	// moved: 2 then: 0
+	// pending: 1 sent: 0 archived: 2
 }

@@ -225,6 +225,17 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 			n, err := b.store.PurgeSent(ctx, tx, time.Now().Add(time.Hour), 10)
 			return int(n), err
 		}},
+		"ArchiveSent": {prepare: func(t *testing.T, b *bundle) outbox.Claim {
+			b.enqueue(t, event(1))
+			c := b.claim(t, "relay-1", 10)
+			if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, []uuid.UUID{c.Messages[0].EventID}); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}, call: func(ctx context.Context, b *bundle, tx pgx.Tx, _ outbox.Claim) (int, error) {
+			n, err := b.store.ArchiveSent(ctx, tx, time.Now().Add(time.Hour), 10)
+			return int(n), err
+		}},
 	}
 	for method, sw := range sweeps {
 		races = append(races, racetest.Race{

@@ -18,7 +18,9 @@ type TagStatusCount struct {
 
 const eventsByStatusSQL = `
 SELECT topic, coalesce(tag, ''), status, count(*)
-  FROM {schema}.event_outbox
+  FROM (SELECT topic, tag, status FROM {schema}.event_outbox
+        UNION ALL
+        SELECT topic, tag, status FROM {schema}.event_outbox_history) AS e
  WHERE ($1::text IS NULL OR topic = $1)
  GROUP BY topic, coalesce(tag, ''), status
  ORDER BY 1, 2, 3`
@@ -28,8 +30,9 @@ SELECT topic, coalesce(tag, ''), status, count(*)
 // outbox events per topic, tag and status (topic "" for every topic).
 // Events carry no activity or SKU column; a service that needs the report
 // per activity gives each activity its own topic (or tag) and filters on
-// it. It reads the whole selection, SENT history included: for a cheap
-// gauge use [Store.Stats].
+// it. It reads the whole selection, SENT history included (the events
+// [Store.ArchiveSent] moved to event_outbox_history count as SENT): for a
+// cheap gauge use [Store.Stats].
 func (s *Store) EventsByStatus(ctx context.Context, db pgtx.Querier, topic string) (_ []TagStatusCount, err error) {
 	defer s.fail.Explain(&err)
 	if db == nil {

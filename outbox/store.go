@@ -130,6 +130,7 @@ type Store struct {
 	recoverSpec          string
 	statsSQL             string
 	purgeSQL             string
+	archiveSentSQL       string
 
 	eventsByStatusSQL string
 
@@ -154,7 +155,7 @@ func New(cfg Config) (*Store, error) {
 	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
 
 	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema),
-		fail: &failure.Classifier{Schema: cfg.Schema, Component: "outbox", Objects: []string{"event_outbox"},
+		fail: &failure.Classifier{Schema: cfg.Schema, Component: "outbox", Objects: []string{"event_outbox", "event_outbox_history"},
 			Constraints: map[string]error{"uq_outbox_dedup": ErrDuplicate}}}
 	r := strings.NewReplacer("{schema}", quoted)
 	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
@@ -183,6 +184,7 @@ func New(cfg Config) (*Store, error) {
 	s.recoverSpec = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", "AND locked_by = $3 AND locked_at = $4"))
 	s.statsSQL = r.Replace(statsSQL)
 	s.purgeSQL = r.Replace(purgeSQL)
+	s.archiveSentSQL = r.Replace(archiveSentSQL)
 	s.eventsByStatusSQL = r.Replace(eventsByStatusSQL)
 	return s, nil
 }

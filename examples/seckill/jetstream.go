@@ -26,6 +26,8 @@ type jsConfig struct {
 	AckWait     time.Duration // redelivery when a consumer neither acks nor reports progress
 	MaxDeliver  int           // deliveries before a message is recorded as poison and terminated
 	Duplicates  time.Duration // the streams' duplicate window (Nats-Msg-Id)
+	MaxAge      time.Duration // the streams' MaxAge; with Duplicates and RepairTime, the inbox's minimum retention
+	RepairTime  time.Duration // compensation and manual repair time added to the inbox's minimum retention
 	PubAckWait  time.Duration // how long a publish waits for its PubAck before trying again
 	PublishFor  time.Duration // how long a click keeps republishing an unanswered order message
 	RetryDelay  time.Duration // NakWithDelay after a failed transaction
@@ -42,6 +44,8 @@ func (c jsConfig) withDefaults() jsConfig {
 	}
 	def(&c.AckWait, 10*time.Second)
 	def(&c.Duplicates, 2*time.Minute)
+	def(&c.MaxAge, defaultStreamMaxAge)
+	def(&c.RepairTime, defaultRepairTime)
 	def(&c.PubAckWait, 2*time.Second)
 	def(&c.PublishFor, time.Minute)
 	def(&c.RetryDelay, 100*time.Millisecond)
@@ -145,7 +149,7 @@ func (j *jsStack) setup(ctx context.Context) error {
 	_, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: j.orderStream, Subjects: []string{j.orderSubject}, Storage: jetstream.FileStorage,
 		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, MaxMsgs: int64(j.cfg.Depth),
-		Duplicates: j.cfg.Duplicates,
+		Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: order stream: %w", err)
@@ -164,7 +168,7 @@ func (j *jsStack) setup(ctx context.Context) error {
 	}
 	_, err = j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: j.eventStream, Subjects: []string{j.eventPrefix + "*"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, Duplicates: j.cfg.Duplicates,
+		Retention: jetstream.LimitsPolicy, Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: event stream: %w", err)

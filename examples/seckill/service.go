@@ -111,6 +111,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	item := cfg.item()
 	s.metrics = newServiceMetrics()
 	s.serviceFigures(s.metrics)
+	s.vacuumFigures(s.metrics)
 	s.txObs = txObserver{m: s.metrics, stats: &s.stats}
 	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, Citus: cfg.Citus,
 		TxOptions:  pgtx.Options{Name: orderTxName},
@@ -158,6 +159,11 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	}
 	s.js.onPoison = s.recordPoison
 	s.q = s.js
+	if err := s.guardInboxRetention(ctx, cfg.Citus); err != nil {
+		s.js.Close()
+		s.rdb.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

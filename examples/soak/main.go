@@ -5,6 +5,13 @@
 // touched, and its latency) and the order transactions' latency.
 //
 //	go run ./examples/soak -duration 30m -svg .
+//	go run ./examples/soak -rows 10000000 -duration 10m
+//
+// With -archive the retention jobs archive (inbox.Inbox.Archive,
+// outbox.Store.ArchiveSent) instead of purging, and every round also
+// prints the rows archived, the time and the WAL per archived row; -rows N
+// (which implies -archive) first preloads N rows of history (half SENT
+// events, half processed inbox rows) for the first round to move.
 //
 // It uses SECKILL_DATABASE_URL when set (then it works in a schema of its
 // own, dropped at the end unless -keep); otherwise a throwaway cluster with
@@ -37,14 +44,16 @@ func main() {
 	schema := flag.String("schema", fmt.Sprintf("soak_%d", time.Now().Unix()), "schema to work in")
 	keep := flag.Bool("keep", false, "keep the schema at the end")
 	svgDir := flag.String("svg", "", "also write table sizes, the claim's cost and the backlog over time as SVG charts into this directory")
+	archive := flag.Bool("archive", false, "archive the inbox and the outbox instead of purging them")
+	rows := flag.Int64("rows", 0, "preload this many rows of history (half events, half inbox rows) for the archive to move (implies -archive)")
 	flag.Parse()
-	if err := run(*duration, *users, *workers, *schema, *keep, *svgDir); err != nil {
+	if err := run(*duration, *users, *workers, *schema, *keep, *svgDir, *archive || *rows > 0, *rows); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, users, workers int, schema string, keep bool, svgDir string) error {
+func run(duration time.Duration, users, workers int, schema string, keep bool, svgDir string, archive bool, rows int64) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	srv, err := pgharness.Start(ctx, pgharness.Options{MaxConnections: 60, Settings: soak.ServerSettings})
@@ -65,9 +74,15 @@ func run(duration time.Duration, users, workers int, schema string, keep bool, s
 	if !srv.Owned() && !keep {
 		defer pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	}
-	fmt.Printf("soak: %v, %d buyers a round, %d consumers, schema %s\n", duration, users, workers, schema)
+	fmt.Printf("soak: %v, %d buyers a round, %d consumers, schema %s, archive %v, %d rows of history\n", duration, users, workers, schema, archive, rows)
+	began := time.Now()
 	samples, err := soak.Run(ctx, soak.Config{Pool: pool, Schema: schema, Duration: duration, Users: users, Workers: workers,
-		Sample: func(s soak.Sample) { fmt.Println(s) }})
+		Archive: archive, Backlog: rows, Sample: func(s soak.Sample) {
+			if s.Round == 1 && rows > 0 {
+				fmt.Printf("preloaded %d rows of history in %v\n", rows, (time.Since(began) - s.Elapsed).Round(time.Second))
+			}
+			fmt.Println(s)
+		}})
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -88,7 +103,7 @@ func run(duration time.Duration, users, workers int, schema string, keep bool, s
 	// The audit reads every order and ledger row: minutes after a long run.
 	actx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	began := time.Now()
+	began = time.Now()
 	checks, err := last.Flow.Audit(actx)
 	if err != nil {
 		return err

@@ -120,10 +120,14 @@
 //     Replicas: 3); the order stream's leader is killed mid-sale;
 //     publishes, consumers and relays go on, duplicates are absorbed by
 //     the Nats-Msg-Id window and the inbox, nothing is lost.
+//   - TestAutovacuumHeldBack: a sale in phases while an open snapshot, then
+//     an abandoned logical replication slot, holds vacuum back; the oldest
+//     xmin age, the dead versions VACUUM cannot remove and the outbox
+//     claim's buffers show it, and all recover when it is released.
 //
 // Run them alone with, e.g.,
 //
-//	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer' ./examples/internal/drills/
+//	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer|TestAutovacuum' ./examples/internal/drills/
 //	go test -race -count=1 -run 'TestPatroni|TestPgBackRest|TestJetStream' ./examples/internal/drills/
 //
 // The Patroni and pgBackRest drills need the patroni, etcd-server and

@@ -2,7 +2,9 @@
 // after round of new buyers on one SKU (its four hot bucket rows updated all
 // run long), double clicks, payments and timeout cancels, the
 // outbox relayed, and after every round the retention jobs (inbox purge,
-// outbox purge) while autovacuum runs. After each round it samples what
+// outbox purge; or, with Config.Archive, the archives that move the rows
+// to the history tables, after an optional preloaded history of
+// Config.Backlog rows) while autovacuum runs. After each round it samples what
 // must stay bounded: the size of the purged tables and of the hot
 // inventory rows, and the cost of an outbox claim. The drill TestSoak runs
 // it briefly and asserts the bounds against the run's own start; the
@@ -52,6 +54,15 @@ type Config struct {
 	Workers  int // consumers; defaults to 8
 	// Sample, when set, is called with every round's sample.
 	Sample func(Sample)
+	// Archive makes the retention jobs archive (inbox.Inbox.Archive,
+	// outbox.Store.ArchiveSent) instead of purge. Defaults to false.
+	Archive bool
+	// Backlog, with Archive, preloads that many rows of history before the
+	// first round (half SENT events, half processed inbox rows, all 30
+	// days old), which the first round's retention moves. Defaults to 0.
+	Backlog int64
+	// ArchiveBatch is the archives' batch size. Defaults to 1000.
+	ArchiveBatch int
 }
 
 // Sample is what one round leaves behind, measured after its purges.
@@ -67,6 +78,10 @@ type Sample struct {
 	InboxBytes, OutboxBytes, BucketBytes int64
 	DeadInbox, DeadOutbox                int64 // dead tuples waiting for vacuum
 	Purged                               int64 // inbox and outbox rows purged this round
+	Archived                             int64 // inbox and outbox rows archived this round (Config.Archive)
+	RetentionWAL                         int64 // bytes of WAL the round's purge or archive wrote
+	RetentionTime                        time.Duration
+	DeadBuckets                          int64 // dead tuples of the hot bucket table
 	Autovacuums                          int64 // autovacuum runs on the three tables so far
 	ClaimBlocks                          int64 // buffers one outbox claim touches (heap and index, the fewest of 3)
 	ClaimLatency                         time.Duration
@@ -75,9 +90,9 @@ type Sample struct {
 }
 
 func (s Sample) String() string {
-	return fmt.Sprintf("round %4d  %8s  orders %7d  inbox %5d rows %7s (dead %5d)  outbox %5d rows %7s (dead %5d)  buckets %7s  purged %6d  autovacuums %4d  claim %3d blocks %8s  place p50 %8s p99 %8s",
+	return fmt.Sprintf("round %4d  %8s  orders %7d  inbox %5d rows %7s (dead %5d)  outbox %5d rows %7s (dead %5d)  buckets %7s (dead %4d)  purged %6d  archived %8d in %8s (WAL %5d B/row)  autovacuums %4d  claim %3d blocks %8s  place p50 %8s p99 %8s",
 		s.Round, s.Elapsed.Round(time.Second), s.Orders, s.InboxRows, kb(s.InboxBytes), s.DeadInbox, s.OutboxRows, kb(s.OutboxBytes), s.DeadOutbox,
-		kb(s.BucketBytes), s.Purged, s.Autovacuums, s.ClaimBlocks, s.ClaimLatency.Round(time.Microsecond),
+		kb(s.BucketBytes), s.DeadBuckets, s.Purged, s.Archived, s.RetentionTime.Round(time.Millisecond), s.WALPerRow(), s.Autovacuums, s.ClaimBlocks, s.ClaimLatency.Round(time.Microsecond),
 		s.PlaceP50.Round(time.Microsecond), s.PlaceP99.Round(time.Microsecond))
 }
 
@@ -101,9 +116,20 @@ func Run(ctx context.Context, cfg Config) ([]Sample, error) {
 	if cfg.Rounds <= 0 && cfg.Duration <= 0 {
 		return nil, errors.New("soak: set Rounds or Duration")
 	}
+	if cfg.ArchiveBatch <= 0 {
+		cfg.ArchiveBatch = 1000
+	}
+	if cfg.Backlog > 0 && !cfg.Archive {
+		return nil, errors.New("soak: Backlog needs Archive")
+	}
 	svc, err := newFlow(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("soak: %w", err)
+	}
+	if cfg.Backlog > 0 {
+		if err := preload(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("soak: %w", err)
+		}
 	}
 	start := time.Now()
 	var samples []Sample
@@ -272,13 +298,9 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 
 	// Retention: everything processed or sent before now goes.
 	cut := time.Now().Add(time.Millisecond)
-	// PurgeHistory records the horizon, so the audit's event-completeness
-	// checks skip the changes whose events went with the history.
-	n, err := svc.PurgeHistory(ctx, cut, 500)
-	if err != nil {
-		return s, fmt.Errorf("purge: %w", err)
+	if err := retain(ctx, cfg, svc, cut, &s); err != nil {
+		return s, err
 	}
-	s.Purged = n
 	if err := measure(ctx, cfg, svc, &s); err != nil {
 		return s, err
 	}
@@ -310,9 +332,9 @@ func measure(ctx context.Context, cfg Config, svc *flow.Service, s *Sample) erro
 		return fmt.Errorf("sizes: %w", err)
 	}
 	if err := cfg.Pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'consumer_inbox'), 0), coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'event_outbox'), 0),
-			coalesce(sum(autovacuum_count), 0)
+			coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'sku_inventory'), 0), coalesce(sum(autovacuum_count), 0)
 		FROM pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('consumer_inbox', 'event_outbox', 'sku_inventory')`, cfg.Schema).
-		Scan(&s.DeadInbox, &s.DeadOutbox, &s.Autovacuums); err != nil {
+		Scan(&s.DeadInbox, &s.DeadOutbox, &s.DeadBuckets, &s.Autovacuums); err != nil {
 		return fmt.Errorf("table stats: %w", err)
 	}
 	// The claim's cost: buffers of event_outbox (heap and indexes) that

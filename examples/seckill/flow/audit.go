@@ -211,8 +211,10 @@ func (s *Service) AuditTx(ctx context.Context, tx pgx.Tx, opts AuditOptions) ([]
 
 	// Invariant 7: every state change that promises an event has it in the
 	// outbox. The counts above cannot see a lost enqueue; these join the
-	// outbox to the state changes (by the events' dedup keys). They need the
-	// SENT events: purge with Service.PurgeHistory, which records its horizon.
+	// outbox to the state changes (by the events' dedup keys), in
+	// event_outbox and in event_outbox_history (where outbox.Store.ArchiveSent
+	// moves SENT events). They need the SENT events: archive them, or purge
+	// with Service.PurgeHistory, which records its horizon.
 	// After PurgeHistory, only the changes made since its horizon are
 	// checked: the events of older ones may have left with the history.
 	scope := ""
@@ -236,19 +238,22 @@ var eventChecks = []struct{ name, what, changes, missing string }{
 		name: "event completeness: every live order has its ORDER_CREATED event", what: "live orders",
 		changes: `SELECT count(*) FROM {s}.orders WHERE status IN (10, 20, 30, 60) AND created_at >= $1`,
 		missing: `SELECT count(*) FROM {s}.orders AS o WHERE o.status IN (10, 20, 30, 60) AND o.created_at >= $1
-			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_CREATED:' || o.order_id::text)`,
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_CREATED:' || o.order_id::text)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox_history AS e WHERE e.dedup_key = 'ORDER_CREATED:' || o.order_id::text)`,
 	},
 	{
 		name: "event completeness: every paid order has its ORDER_PAID event", what: "paid orders",
 		changes: `SELECT count(*) FROM {s}.orders WHERE paid_at >= $1`,
 		missing: `SELECT count(*) FROM {s}.orders AS o WHERE o.paid_at >= $1
-			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_PAID:' || o.order_id::text)`,
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'ORDER_PAID:' || o.order_id::text)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox_history AS e WHERE e.dedup_key = 'ORDER_PAID:' || o.order_id::text)`,
 	},
 	{
 		name: "event completeness: every rejected, released (or release pending or escalated) or expired reservation has its FRONTDOOR_RELEASE event", what: "rejected, released or expired reservations",
 		changes: `SELECT count(*) FROM {s}.inventory_reservation WHERE status IN (20, 30, 40, 50, 60) AND updated_at >= $1`,
 		missing: `SELECT count(*) FROM {s}.inventory_reservation AS r WHERE r.status IN (20, 30, 40, 50, 60) AND r.updated_at >= $1
-			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'FRONTDOOR_RELEASE:' || r.reservation_id::text)`,
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'FRONTDOOR_RELEASE:' || r.reservation_id::text)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox_history AS e WHERE e.dedup_key = 'FRONTDOOR_RELEASE:' || r.reservation_id::text)`,
 	},
 	{
 		name: "event completeness: every payment after a cancel has its REFUND_REQUESTED event", what: "payments after a cancel",
@@ -256,7 +261,8 @@ var eventChecks = []struct{ name, what, changes, missing string }{
 			WHERE o.status = 40 AND p.status IN (40, 50) AND p.created_at >= $1`,
 		missing: `SELECT count(*) FROM {s}.payment_record AS p JOIN {s}.orders AS o ON o.order_id = p.order_id
 			WHERE o.status = 40 AND p.status IN (40, 50) AND p.created_at >= $1
-			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text)`,
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text)
+			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox_history AS e WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text)`,
 	},
 }
 

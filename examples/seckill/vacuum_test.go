@@ -1,0 +1,58 @@
+package main
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+)
+
+// GET /metrics shows what holds vacuum back: while a transaction keeps a
+// snapshot open, the age of the oldest xmin held by a backend grows with
+// every transaction after it; once it ends, the age falls back. The dead
+// tuples and the HOT and non-HOT updates of the bucket table are there too.
+func TestMetricsShowXminHeldBack(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 2*time.Minute)
+	cfg := smallConfig(t)
+	useStack(t, &cfg, stackMemory, false)
+	pool := pgtest.Pool(t)
+	a, err := newAPI(ctx, pool, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	defer func() { srv.Close(); a.Close() }()
+
+	holder, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT 1`); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+	// 300 transactions that take a transaction id each.
+	for range 300 {
+		if _, err := pool.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := value(scrape(t, srv.URL), "seckill_db_oldest_xmin_age", "holder", "backend")
+	if held < 300 {
+		t.Fatalf("oldest backend xmin age %v while a snapshot is held across 300 transactions, want at least 300", held)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, srv.URL)
+	if after := value(fams, "seckill_db_oldest_xmin_age", "holder", "backend"); after >= 300 {
+		t.Fatalf("oldest backend xmin age %v after the snapshot ended, was %v: not released", after, held)
+	}
+	if fams["seckill_db_dead_tuples"] == nil || fams["seckill_db_updates"] == nil || fams["seckill_db_inactive_slot_wal_bytes"] == nil {
+		t.Fatal("the dead tuples, updates or slot WAL gauges are missing from /metrics")
+	}
+}
