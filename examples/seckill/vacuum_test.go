@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -24,8 +23,8 @@ func TestMetricsShowXminHeldBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a)
-	defer func() { srv.Close(); a.Close() }()
+	defer a.Close()
+	srv := serveTest(t, a) // /metrics from the operators' face
 
 	holder, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {

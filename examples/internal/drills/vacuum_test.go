@@ -57,13 +57,17 @@ func (p vacuumPhase) String() string {
 //     It holds catalog_xmin, the system catalogs' horizon, not the user
 //     tables' (their dead versions are removed), and it keeps WAL: the
 //     signal is the inactive slot's retained WAL, which only grows.
+//   - vanished standby: a physical slot whose standby sent
+//     hot_standby_feedback and then died keeps the standby's last xmin:
+//     it holds the user tables like the open transaction (the slot's xmin
+//     age is the signal), until the slot is dropped.
 //
 // Every phase logs the order transaction's median time, the bucket rows'
 // HOT share, the tables' sizes and the outbox claim's buffers (figures, not
 // asserted: speed is for benchmarks). The sale ends with the audit.
 func TestAutovacuumHeldBack(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t, 4*time.Minute)
+	ctx := pgtest.Context(t, 6*time.Minute)
 	settings := append(slices.Clone(soak.ServerSettings), "wal_level=logical", "max_replication_slots=4")
 	srv, err := pgharness.StartThrowaway(ctx, pgharness.Options{MaxConnections: 60, Settings: settings})
 	if err != nil {
@@ -204,6 +208,58 @@ func TestAutovacuumHeldBack(t *testing.T) {
 	}
 	if v := signals(); v.SlotRetainedWALBytes != 0 || v.SlotCatalogXminAge != 0 {
 		t.Errorf("after dropping the slot: %d bytes of WAL kept, catalog_xmin age %d; want none", v.SlotRetainedWALBytes, v.SlotCatalogXminAge)
+	}
+
+	// A standby that streamed through a physical slot with
+	// hot_standby_feedback, then vanished: the slot keeps the last xmin
+	// the standby reported, and holds the user tables' horizon as an open
+	// transaction does, with no session to see.
+	if _, err := pool.Exec(ctx, `SELECT pg_create_physical_replication_slot('vacuum_drill_standby', true)`); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := srv.StartStandby(ctx, pgharness.StandbyOptions{Name: "vacuum_drill",
+		Settings: []string{"primary_slot_name=vacuum_drill_standby", "hot_standby_feedback=on", "wal_receiver_status_interval=1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedback, stopWaiting := context.WithTimeout(ctx, time.Minute)
+	defer stopWaiting()
+	for { // the standby's first feedback sets the slot's xmin
+		var set bool
+		if err := pool.QueryRow(feedback, `SELECT xmin IS NOT NULL FROM pg_replication_slots WHERE slot_name = 'vacuum_drill_standby'`).Scan(&set); err != nil {
+			t.Fatalf("the standby's feedback never set the slot's xmin: %v", err)
+		}
+		if set {
+			break
+		}
+		select {
+		case <-feedback.Done():
+			t.Fatal("the standby's feedback never set the slot's xmin within a minute")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := sb.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	gone := phase("vanished standby's slot")
+	switch {
+	case gone.sig.SlotXminAge < gone.orders:
+		t.Errorf("vanished standby: slot xmin age %d, want at least the phase's %d order transactions", gone.sig.SlotXminAge, gone.orders)
+	case gone.sig.OldestXminAge < gone.sig.SlotXminAge:
+		t.Errorf("vanished standby: oldest xmin age %d below the slot's %d", gone.sig.OldestXminAge, gone.sig.SlotXminAge)
+	case gone.deadBuckets < gone.orders:
+		t.Errorf("vanished standby: VACUUM left %d dead bucket versions, want every one of the phase's %d updates", gone.deadBuckets, gone.orders)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot('vacuum_drill_standby')`); err != nil {
+		t.Fatal(err)
+	}
+	recovered := phase("slot dropped")
+	if recovered.deadBuckets != 0 || recovered.sig.SlotXminAge != 0 {
+		t.Errorf("after dropping the standby's slot: %d dead bucket versions left, slot xmin age %d; want 0 and 0",
+			recovered.deadBuckets, recovered.sig.SlotXminAge)
 	}
 	stopRelays()
 	r.assertAudit()
