@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/schematest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/pgtx"
@@ -34,11 +35,7 @@ func TestNotMigratedSchema(t *testing.T) {
 	}
 	notMigrated := func(what string, err error) {
 		t.Helper()
-		var nm *migrate.NotMigratedError
-		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != other || nm.Component != "inventory" ||
-			!strings.Contains(err.Error(), `migrate.Apply(ctx, db, "`+other+`", inventory.Migrations)`) {
-			t.Fatalf("%s: %v, want a *migrate.NotMigratedError naming schema %s and migrate.Apply", what, err, other)
-		}
+		schematest.NotMigrated(t, what, err, other, "inventory")
 	}
 	tb := testBundle{} // for newReservation's ids
 	tb.ids = new(atomic.Int64)
@@ -76,11 +73,7 @@ func TestNotMigratedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm *migrate.CitusMismatchError
-	if err := citus.Check(ctx, pool); !errors.Is(err, migrate.ErrCitusMismatch) || !errors.As(err, &cm) || !cm.Option || cm.Citus ||
-		cm.Distributed || cm.Schema != migrated || !strings.Contains(err.Error(), "no Citus extension: unset it") {
-		t.Fatalf("Check of Config.Citus on plain PostgreSQL: %v, want a *migrate.CitusMismatchError", err)
-	}
+	schematest.CitusOnPlain(t, citus.Check(ctx, pool), migrated)
 }
 
 // TestNotMigratedFunction: a schema migrated before the refusal function

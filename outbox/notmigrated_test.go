@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/schematest"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
@@ -33,11 +34,7 @@ func TestNotMigratedSchema(t *testing.T) {
 	}
 	notMigrated := func(what string, err error) {
 		t.Helper()
-		var nm *migrate.NotMigratedError
-		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != other || nm.Component != "outbox" ||
-			!strings.Contains(err.Error(), `migrate.Apply(ctx, db, "`+other+`", outbox.Migrations)`) {
-			t.Fatalf("%s: %v, want a *migrate.NotMigratedError naming schema %s and migrate.Apply", what, err, other)
-		}
+		schematest.NotMigrated(t, what, err, other, "outbox")
 	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := store.Enqueue(ctx, tx, event(1))
@@ -69,9 +66,5 @@ func TestNotMigratedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm *migrate.CitusMismatchError
-	if err := citus.Check(ctx, pool); !errors.Is(err, migrate.ErrCitusMismatch) || !errors.As(err, &cm) || !cm.Option || cm.Citus ||
-		cm.Distributed || cm.Schema != migrated || !strings.Contains(err.Error(), "no Citus extension: unset it") {
-		t.Fatalf("Check of Config.Citus on plain PostgreSQL: %v, want a *migrate.CitusMismatchError", err)
-	}
+	schematest.CitusOnPlain(t, citus.Check(ctx, pool), migrated)
 }
