@@ -4,8 +4,10 @@
 // retries, crashes and hot-row contention. PostgreSQL is the source of
 // truth; a front door (Redis in production) only filters.
 //
-// The module has no code of its own at this level: services import the
-// packages below and call their helpers inside their own pgx transactions.
+// At this level the module has one type, Request: the ids of one purchase,
+// which the inputs of inventory and order embed so a service writes each
+// id once. Services import the packages below and call their helpers
+// inside their own pgx transactions.
 //
 // # Packages
 //
