@@ -25,7 +25,7 @@ var Migrations = migrate.Embedded("inbox", migrationFiles, "migrations")
 
 // Migrate creates or upgrades the inbox tables in schema ("" means
 // "seckill"). It is idempotent and safe to run concurrently; see
-// [migrate.Apply]. An invalid schema name returns a *migrate.SchemaError
+// [migrate.Apply]. An invalid schema name returns a *migrate.Error
 // and writes nothing.
 func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
 	_, err := migrate.Apply(ctx, db, schema, Migrations)
@@ -71,7 +71,7 @@ type Inbox struct {
 }
 
 // New validates cfg and builds every SQL statement once. An invalid schema
-// name returns a *migrate.SchemaError (matching migrate.ErrInvalidSchema).
+// name returns a *migrate.Error (matching migrate.ErrInvalidSchema).
 func New(cfg Config) (*Inbox, error) {
 	quoted, err := migrate.QuoteSchema(cfg.Schema)
 	if err != nil {

@@ -67,7 +67,7 @@ func queueClaimMessageOrAbort(t *testing.T, b *testBundle) {
 	// Processed before: the insert raises, nothing commits.
 	err = claim(msg)
 	var se *pgtx.StatementError
-	if c, ok := pgtx.UniqueViolationOf(err); !errors.As(err, &se) || se.Index != 0 || !ok || c != inbox.ConstraintClaimed || !pgtx.IsNotCommitted(err) {
+	if c, ok := pgtx.UniqueViolationOf(err); !errors.As(err, &se) || se.Index != 0 || !ok || c != inbox.ConstraintClaimed || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("duplicate: err = %v, want statement 0 to raise unique_violation on %s", err, inbox.ConstraintClaimed)
 	}
 	if !errors.Is(err, inbox.ErrDuplicate) || se.Call != "inbox.Inbox.QueueClaimMessageOrAbort(g "+msg.MessageID.String()+")" ||

@@ -69,7 +69,7 @@ type Store struct {
 }
 
 // New validates cfg and returns a Store. An invalid schema name gives a
-// *migrate.SchemaError (matching [migrate.ErrInvalidSchema]).
+// *migrate.Error (matching [migrate.ErrInvalidSchema]).
 func New(cfg Config) (*Store, error) {
 	schema := cmp.Or(cfg.Schema, migrate.DefaultSchema)
 	quoted, err := migrate.QuoteSchema(schema)

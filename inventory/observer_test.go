@@ -18,7 +18,7 @@ type txOutcomes struct {
 	retryErr                     error
 }
 
-func (o *txOutcomes) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+func (o *txOutcomes) AttemptEnd(_ context.Context, e pgtx.Event) {
 	o.attempts++
 	if e.Retry {
 		o.retries++
@@ -26,8 +26,8 @@ func (o *txOutcomes) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
 	}
 }
 
-func (o *txOutcomes) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
-	if e.Outcome == pgtx.TxCommitted {
+func (o *txOutcomes) TxEnd(_ context.Context, e pgtx.Event) {
+	if pgtx.Classify(e.Err).Committed {
 		o.committed++
 	}
 }
@@ -91,7 +91,7 @@ func TestObserverPerAttempt(t *testing.T) {
 	if err != nil || runs != 2 {
 		t.Fatalf("RunInTx = %v after %d runs, want nil after 2", err, runs)
 	}
-	if !pgtx.IsSerializationFailure(txo.retryErr) {
+	if !pgtx.Classify(txo.retryErr).SerializationFailure {
 		t.Fatalf("the retry's cause is %v, want a serialization failure", txo.retryErr)
 	}
 	if got := rec.count("allocate", true); got != 2 {

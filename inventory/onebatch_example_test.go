@@ -53,7 +53,7 @@ func ExampleStore_QueueAllocateBucketOrAbort() {
 		case err == nil:
 			fmt.Printf("user %d: ordered, available %d → %d\n", userID, got.BeforeAvailable, got.AfterAvailable)
 		case errors.Is(err, inventory.ErrSoldOut):
-			fmt.Printf("user %d: refused, nothing committed: %v\n", userID, pgtx.IsNotCommitted(err))
+			fmt.Printf("user %d: refused, nothing committed: %v\n", userID, pgtx.Classify(err).NotCommitted)
 		default:
 			return err
 		}

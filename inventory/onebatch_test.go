@@ -52,7 +52,7 @@ func (tb testBundle) allocationOrder() (decrement, ledger int) {
 func abortedAt(t *testing.T, what string, err error, i int) {
 	t.Helper()
 	var se *pgtx.StatementError
-	if !errors.As(err, &se) || se.Index != i || !pgtx.IsNotCommitted(err) {
+	if !errors.As(err, &se) || se.Index != i || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("%s: err = %v, want statement %d to abort the batch", what, err, i)
 	}
 }
@@ -65,7 +65,7 @@ func abortedBy(t *testing.T, what string, err error, helper string, sentinel err
 	t.Helper()
 	var se *pgtx.StatementError
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inventory.Store."+helper+"(") || !pgtx.IsNotCommitted(err) {
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inventory.Store."+helper+"(") || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("%s: err = %v, want a call of %s to abort the batch", what, err, helper)
 	}
 	if !errors.Is(err, sentinel) || !errors.As(err, &pgErr) || pgErr.Code != code {

@@ -125,11 +125,11 @@ func TestEditedMigrationDetected(t *testing.T) {
 		"002_more.up.sql", "CREATE TABLE gadget (id int);")}
 	want, _ := edited.Migrations()
 	_, err := migrate.Apply(ctx, pool, schema, edited)
-	var ce *migrate.ChecksumError
+	var ce *migrate.Error
 	if !errors.Is(err, migrate.ErrChecksumMismatch) || !errors.As(err, &ce) ||
-		ce.Version != 1 || ce.Name != "001_init.up.sql" || ce.Component != "widgets" || ce.Schema != schema ||
+		ce.Version != 1 || ce.File != "001_init.up.sql" || ce.Component != "widgets" || ce.Schema != schema ||
 		ce.Current != want[0].Checksum || ce.Recorded == ce.Current {
-		t.Fatalf("Apply of an edited migration = %v, want a *ChecksumError for version 1", err)
+		t.Fatalf("Apply of an edited migration = %v, want a *migrate.Error for version 1", err)
 	}
 	if tableExists(t, ctx, pool, schema, "gadget") {
 		t.Fatal("Apply applied version 2 after finding version 1 edited")

@@ -31,9 +31,9 @@ func TestQueryExecModes(t *testing.T) {
 			if err := migrate.Validate(ctx, pool, schema, good); err != nil {
 				t.Fatalf("Validate after Apply: %v", err)
 			}
-			var ve *migrate.VersionError
+			var ve *migrate.Error
 			if err := migrate.Validate(ctx, pool, schema, v2); !errors.As(err, &ve) || ve.Applied != 1 || ve.Latest != 2 {
-				t.Fatalf("Validate of v2 = %v, want a VersionError 1 < 2", err)
+				t.Fatalf("Validate of v2 = %v, want a *migrate.Error 1 < 2", err)
 			}
 			if res, err = migrate.Apply(ctx, pool, schema, v2); err != nil || len(res.Applied["widgets"]) != 1 || res.Applied["widgets"][0] != 2 {
 				t.Fatalf("Apply v2 = %v, %v; want version 2 applied", res, err)

@@ -28,7 +28,7 @@ func reservedWord(name string) bool {
 
 // FuzzSchemaNameRule extends FuzzValidateSchema (migrate_test.go): the
 // accepted set is exactly the documented rule, ValidateSchema and
-// QuoteSchema agree, a rejection is a *SchemaError naming the input, and
+// QuoteSchema agree, a rejection is an *Error naming the input, and
 // Apply and Validate reject an invalid name before using the database (they
 // get a nil pool here).
 func FuzzSchemaNameRule(f *testing.F) {
@@ -47,9 +47,9 @@ func FuzzSchemaNameRule(f *testing.F) {
 			t.Fatalf("QuoteSchema(%q) = %v but ValidateSchema = %v", name, qerr, err)
 		}
 		if err != nil {
-			var se *migrate.SchemaError
-			if !errors.As(err, &se) || se.Name != name || se.Reason == "" || !errors.Is(err, migrate.ErrInvalidSchema) {
-				t.Fatalf("ValidateSchema(%q) = %#v, want a *SchemaError naming it", name, err)
+			var se *migrate.Error
+			if !errors.As(err, &se) || se.Schema != name || se.Reason == "" || !errors.Is(err, migrate.ErrInvalidSchema) {
+				t.Fatalf("ValidateSchema(%q) = %#v, want a *migrate.Error naming it", name, err)
 			}
 			// Rejected before the database is touched: a nil pool does not panic.
 			if name != "" {

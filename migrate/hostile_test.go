@@ -16,7 +16,7 @@ import (
 // TestEveryEntryPointRejectsInvalidInput covers what TestBadSchemaNamesRejected
 // and the fuzz targets do not: invalid components (no name, no FS, a file
 // without a positive version, two files with one version, a file that
-// cannot be split into statements) are rejected with a *ComponentError by
+// cannot be split into statements) are rejected with an *Error by
 // Apply, ApplyTx, Component.Migrations and Component.Latest before the
 // database is used — Apply and ApplyTx get nil handles here, which would
 // panic if they were touched — and by Validate, which only reads.
@@ -39,9 +39,9 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 		"no statement":   {Name: "x", FS: fstest.MapFS{"001_a.up.sql": {Data: []byte("-- +goose Up\n-- nothing yet\n")}}},
 	} {
 		check := func(what string, err error) {
-			var ce *migrate.ComponentError
+			var ce *migrate.Error
 			if !errors.Is(err, migrate.ErrInvalidComponent) || !errors.As(err, &ce) || ce.Reason == "" || ce.Component != c.Name {
-				t.Errorf("%s: %s = %v, want a *ComponentError", name, what, err)
+				t.Errorf("%s: %s = %v, want a *migrate.Error", name, what, err)
 			}
 		}
 		_, err := c.Migrations()
@@ -96,7 +96,7 @@ func TestNoSQLInjection(t *testing.T) {
 	}
 }
 
-// A component whose FS cannot be read is a *ComponentError that wraps the
+// A component whose FS cannot be read is an *Error that wraps the
 // fs error.
 func TestUnreadableComponent(t *testing.T) {
 	t.Parallel()

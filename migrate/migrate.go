@@ -2,8 +2,8 @@
 // package of this module ships for the tables it owns.
 //
 // Every package (inbox, outbox, inventory, order) exposes a [Component] named
-// Migrations and a Migrate function that calls [Apply] with it. A service that
-// uses several packages can migrate them together in one transaction:
+// Migrations to pass to [Apply]. A service that uses several packages can
+// migrate them together in one transaction:
 //
 //	_, err := migrate.Apply(ctx, pool, "seckill", inbox.Migrations, outbox.Migrations)
 //
@@ -17,11 +17,12 @@
 // [ApplyTx] does the same inside the caller's transaction, so a service can
 // migrate these tables together with its own.
 //
-// Each applied file is recorded with a checksum of its statements
-// ([Migration.Checksum]): a file edited after it was applied is refused by
-// Apply and reported by [Validate] with a *[ChecksumError], instead of
-// being silently skipped. Comments, goose annotations and layout do not
-// count as edits.
+// Each applied file is recorded with a checksum of its statements (SHA-256
+// of the statements with comments, goose annotations and the amount of
+// whitespace between tokens left out): a file edited after it was applied
+// is refused by Apply and reported by [Validate] with an error matching
+// [ErrChecksumMismatch], instead of being silently skipped. Comments, goose
+// annotations and layout do not count as edits.
 //
 // Each statement of a file is sent as a query of its own (Citus runs DDL
 // only one statement per query): the files are split at the semicolons
@@ -30,9 +31,11 @@
 // StatementBegin and -- +goose StatementEnd is kept whole.
 //
 // Invalid input is rejected before the database is used: a schema name
-// with a *[SchemaError] (the rule in [ValidateSchema] makes a name mean the
-// same schema whether or not a tool quotes it), a component or file that
-// cannot be read or split with a *[ComponentError].
+// with [ErrInvalidSchema] (the rule in [ValidateSchema] makes a name mean
+// the same schema whether or not a tool quotes it), a component or file
+// that cannot be read or split with [ErrInvalidComponent]. Every refusal
+// of Apply, ApplyTx and Validate is an *[Error] that matches its sentinel
+// with errors.Is and says which schema, component and file it concerns.
 //
 // # Files
 //
@@ -84,7 +87,7 @@ type Component struct {
 //
 // It panics when dir is not a valid path, which for a directory embedded
 // next to the call cannot happen at run time; missing or misnamed files are
-// reported by [Component.Migrations] and [Apply].
+// reported by [Apply], [ApplyTx] and [Validate].
 func Embedded(name string, fsys fs.FS, dir string) Component {
 	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
@@ -93,8 +96,8 @@ func Embedded(name string, fsys fs.FS, dir string) Component {
 	return Component{Name: name, FS: sub}
 }
 
-// Migration is one numbered SQL file of a component.
-type Migration struct {
+// migration is one numbered SQL file of a component.
+type migration struct {
 	Version int    // the NNN prefix of the file name
 	Name    string // the file name
 	SQL     string // the file's contents
@@ -107,14 +110,13 @@ type Migration struct {
 	stmts []statement
 }
 
-// Statements returns the statements of a file read by
-// [Component.Migrations] in order, each without its terminating
-// semicolon: what [Apply] sends, one statement per query (Citus, for one,
-// runs DDL only one statement at a time). Comments
+// statements returns the statements of the file in order, each without
+// its terminating semicolon: what [Apply] sends, one statement per query
+// (Citus, for one, runs DDL only one statement at a time). Comments
 // between statements are dropped; a statement written between the goose
 // annotations -- +goose StatementBegin and -- +goose StatementEnd is one
 // statement whatever it contains.
-func (m Migration) Statements() []string {
+func (m migration) statements() []string {
 	out := make([]string, len(m.stmts))
 	for i, st := range m.stmts {
 		out[i] = st.sql
@@ -123,96 +125,104 @@ func (m Migration) Statements() []string {
 }
 
 // ErrPending is matched by the error [Validate] returns when a component has
-// migrations that are not applied yet. The concrete type is *VersionError.
+// migrations that are not applied yet (Error.Applied < Error.Latest).
 var ErrPending = errors.New("migrate: migrations pending")
 
 // ErrSchemaNewer is matched by the error [Validate] returns when the database
-// records a version newer than the code knows: the code is older than the
-// schema. The concrete type is *VersionError.
+// records a version newer than the code knows (Error.Applied >
+// Error.Latest): the code is older than the schema.
 var ErrSchemaNewer = errors.New("migrate: database schema is newer than this code")
 
-// VersionError reports the versions of one component that [Validate] found.
-type VersionError struct {
-	Schema    string // the schema checked ([DefaultSchema] when "" was passed)
-	Component string // the Name of the first of comps whose versions differ
-	Applied   int    // highest version recorded in the database (0: none)
-	Latest    int    // highest version embedded in the code
+// ErrInvalidComponent is matched (with errors.Is) by every error that
+// rejects a [Component] or one of its files before the database is used.
+var ErrInvalidComponent = errors.New("migrate: invalid component")
+
+// ErrChecksumMismatch is matched by the error [Apply], [ApplyTx] and
+// [Validate] return when a migration recorded as applied has been edited
+// since: its statements no longer have the checksum recorded when it ran.
+// Restore the file and add the change as a new migration.
+var ErrChecksumMismatch = errors.New("migrate: applied migration was edited")
+
+// ErrInvalidSchema is matched (with errors.Is) by every error that rejects a
+// schema name ([ValidateSchema], [QuoteSchema], [Apply], [ApplyTx],
+// [Validate]). Nothing was written.
+var ErrInvalidSchema = errors.New("migrate: invalid schema name")
+
+// Error is the error of [Apply], [ApplyTx], [Validate], [ValidateSchema]
+// and [QuoteSchema] when they refuse. Kind is the sentinel it matches
+// with errors.Is; the other fields say what was refused, those that do
+// not apply to the refusal being zero.
+type Error struct {
+	// Kind is [ErrInvalidSchema], [ErrInvalidComponent],
+	// [ErrChecksumMismatch], [ErrPending] or [ErrSchemaNewer].
+	Kind error
+	// Schema is the schema ([DefaultSchema] when "" was passed); for
+	// ErrInvalidSchema the rejected name.
+	Schema string
+	// Component is the component's Name (for ErrPending and
+	// ErrSchemaNewer the first of the components whose versions differ).
+	Component string
+	// File is the file at fault: the file rejected (ErrInvalidComponent;
+	// "" for the component as a whole) or the edited file
+	// (ErrChecksumMismatch).
+	File string
+	// Version is the edited file's version, its NNN prefix
+	// (ErrChecksumMismatch).
+	Version int
+	// Applied is the highest version recorded in the database (0: none)
+	// and Latest the highest embedded in the code (ErrPending,
+	// ErrSchemaNewer).
+	Applied, Latest int
+	// Recorded is the checksum recorded when the file was applied and
+	// Current the checksum of the file in the code (ErrChecksumMismatch).
+	Recorded, Current string
+	// Reason says why, in words (ErrInvalidSchema, ErrInvalidComponent),
+	// e.g. "no FS" or the splitter's complaint with its line.
+	Reason string
+
+	cause error // the fs error behind Reason, if any
 }
 
-// Error names the schema and the component and gives the applied and the
-// expected version.
-func (e *VersionError) Error() string {
+// Error says what was refused and why: the schema, the component, the
+// file, and for an edited file the first 12 hex digits of the current and
+// of the recorded checksum.
+func (e *Error) Error() string {
+	switch e.Kind {
+	case ErrInvalidSchema:
+		return fmt.Sprintf("migrate: invalid schema name %q: %s", e.Schema, e.Reason)
+	case ErrInvalidComponent:
+		if e.File == "" {
+			return fmt.Sprintf("migrate: component %q: %s", e.Component, e.Reason)
+		}
+		return fmt.Sprintf("migrate: component %q: file %s: %s", e.Component, e.File, e.Reason)
+	case ErrChecksumMismatch:
+		return fmt.Sprintf("migrate: schema %q component %q: %s (version %d) was edited after it was applied (checksum %s, applied %s)",
+			e.Schema, e.Component, e.File, e.Version, short(e.Current), short(e.Recorded))
+	}
 	return fmt.Sprintf("migrate: schema %q component %q at version %d, code expects %d",
 		e.Schema, e.Component, e.Applied, e.Latest)
 }
 
-// Is matches [ErrPending] when the database is behind and [ErrSchemaNewer]
-// when it is ahead.
-func (e *VersionError) Is(target error) bool {
-	return target == ErrPending && e.Applied < e.Latest ||
-		target == ErrSchemaNewer && e.Applied > e.Latest
-}
-
-// ErrInvalidComponent is matched (with errors.Is) by every error that
-// rejects a [Component] or one of its files before the database is used.
-// The concrete type is *ComponentError.
-var ErrInvalidComponent = errors.New("migrate: invalid component")
-
-// ComponentError rejects a component, or one of its files, and says why.
-// Nothing was sent to the database.
-type ComponentError struct {
-	Component string // the component's Name
-	File      string // the file at fault; "" for the component as a whole
-	Reason    string // why, in words, e.g. "no FS" or the splitter's complaint with its line
-	Err       error  // the fs error behind Reason, if any
-}
-
-// Error names the component, the file when there is one, and the reason.
-func (e *ComponentError) Error() string {
-	if e.File == "" {
-		return fmt.Sprintf("migrate: component %q: %s", e.Component, e.Reason)
+// Unwrap returns Kind and the fs error behind the refusal, if any.
+func (e *Error) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.Kind, e.cause}
 	}
-	return fmt.Sprintf("migrate: component %q: file %s: %s", e.Component, e.File, e.Reason)
+	return []error{e.Kind}
 }
-
-// Is reports whether target is [ErrInvalidComponent].
-func (e *ComponentError) Is(target error) bool { return target == ErrInvalidComponent }
-
-// Unwrap returns the fs error behind the rejection, if any.
-func (e *ComponentError) Unwrap() error { return e.Err }
-
-// ErrChecksumMismatch is matched by the error [Apply] and [Validate] return
-// when a migration recorded as applied has been edited since: its
-// statements no longer have the checksum recorded when it ran. The
-// concrete type is *ChecksumError. Restore the file and add the change as
-// a new migration.
-var ErrChecksumMismatch = errors.New("migrate: applied migration was edited")
-
-// ChecksumError reports an applied migration whose file changed.
-type ChecksumError struct {
-	Schema    string // the schema ([DefaultSchema] when "" was passed)
-	Component string // the component's Name
-	Version   int    // the edited file's version, its NNN prefix
-	Name      string // the file name in the code
-	Recorded  string // the checksum recorded when it was applied
-	Current   string // the checksum of the file in the code
-}
-
-// Error names the schema, the component, the file and its version, with the
-// first 12 hex digits of the current and of the recorded checksum.
-func (e *ChecksumError) Error() string {
-	return fmt.Sprintf("migrate: schema %q component %q: %s (version %d) was edited after it was applied (checksum %s, applied %s)",
-		e.Schema, e.Component, e.Name, e.Version, short(e.Current), short(e.Recorded))
-}
-
-// Is reports whether target is [ErrChecksumMismatch].
-func (e *ChecksumError) Is(target error) bool { return target == ErrChecksumMismatch }
 
 func short(sum string) string {
 	if len(sum) > 12 {
 		return sum[:12]
 	}
 	return sum
+}
+
+// checksumError reports applied file m of component, whose checksum
+// recorded is not the code's.
+func checksumError(schema, component string, m migration, recorded string) error {
+	return &Error{Kind: ErrChecksumMismatch, Schema: schema, Component: component, File: m.Name, Version: m.Version,
+		Recorded: recorded, Current: m.Checksum}
 }
 
 // checksum is the SHA-256 of the normalised statements.
@@ -225,16 +235,16 @@ func checksum(stmts []statement) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Migrations returns the component's migrations ordered by version, each
-// split into its statements. It fails with a *ComponentError (matching
-// [ErrInvalidComponent]) on a component without a name or FS, a file name
+// migrations returns the component's migrations ordered by version, each
+// split into its statements. It fails with an *Error matching
+// [ErrInvalidComponent] on a component without a name or FS, a file name
 // without a positive numeric prefix, two files with the same version, or a
 // file that cannot be split into statements (a string, quoted identifier,
 // dollar quote or comment never closed; unbalanced or unknown goose
 // annotations).
-func (c Component) Migrations() ([]Migration, error) {
+func (c Component) migrations() ([]migration, error) {
 	bad := func(file, format string, args ...any) error {
-		return &ComponentError{Component: c.Name, File: file, Reason: fmt.Sprintf(format, args...)}
+		return &Error{Kind: ErrInvalidComponent, Component: c.Name, File: file, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case c.Name == "":
@@ -246,9 +256,9 @@ func (c Component) Migrations() ([]Migration, error) {
 	}
 	entries, err := fs.ReadDir(c.FS, ".")
 	if err != nil {
-		return nil, &ComponentError{Component: c.Name, Reason: "read the migrations: " + err.Error(), Err: err}
+		return nil, &Error{Kind: ErrInvalidComponent, Component: c.Name, Reason: "read the migrations: " + err.Error(), cause: err}
 	}
-	var out []Migration
+	var out []migration
 	seen := map[int]string{}
 	for _, e := range entries {
 		name := e.Name()
@@ -266,7 +276,7 @@ func (c Component) Migrations() ([]Migration, error) {
 		seen[v] = name
 		b, err := fs.ReadFile(c.FS, path.Clean(name))
 		if err != nil {
-			return nil, &ComponentError{Component: c.Name, File: name, Reason: "read: " + err.Error(), Err: err}
+			return nil, &Error{Kind: ErrInvalidComponent, Component: c.Name, File: name, Reason: "read: " + err.Error(), cause: err}
 		}
 		stmts, err := splitStatements(string(b))
 		if err != nil {
@@ -275,15 +285,15 @@ func (c Component) Migrations() ([]Migration, error) {
 		if len(stmts) == 0 {
 			return nil, bad(name, "no SQL statement")
 		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(b), Checksum: checksum(stmts), stmts: stmts})
+		out = append(out, migration{Version: v, Name: name, SQL: string(b), Checksum: checksum(stmts), stmts: stmts})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
 }
 
-// Latest returns the highest version the component embeds (0 if none).
-func (c Component) Latest() (int, error) {
-	ms, err := c.Migrations()
+// latest returns the highest version the component embeds (0 if none).
+func (c Component) latest() (int, error) {
+	ms, err := c.migrations()
 	if err != nil || len(ms) == 0 {
 		return 0, err
 	}
@@ -329,13 +339,14 @@ func Apply(ctx context.Context, db pgtx.TxBeginner, schema string, comps ...Comp
 // versions not yet recorded, in order, each statement of a file sent on
 // its own with search_path set to the schema; search_path is restored
 // before ApplyTx returns. Each applied file is recorded with its
-// [Migration.Checksum]. A recorded file whose checksum differs from the
-// code's gives a *ChecksumError (matching [ErrChecksumMismatch]) and
+// checksum. A recorded file whose checksum differs from the code's gives
+// an *[Error] matching [ErrChecksumMismatch] and
 // applies nothing more; a recorded file without a checksum (applied by a
 // version of this package that kept none) gets the code's recorded.
 //
-// An invalid schema name gives a *SchemaError and an invalid component a
-// *ComponentError, before anything is sent. After any other error the
+// An invalid schema name gives an *Error matching [ErrInvalidSchema] and
+// an invalid component one matching [ErrInvalidComponent], before anything
+// is sent. After any other error the
 // caller's transaction is aborted (roll it back).
 func ApplyTx(ctx context.Context, tx pgx.Tx, schema string, comps ...Component) (Result, error) {
 	schema, plans, err := prepare(schema, comps)
@@ -394,8 +405,7 @@ func ApplyTx(ctx context.Context, tx pgx.Tx, schema string, comps ...Component) 
 						return Result{}, fmt.Errorf("migrate: record checksum of %s %s: %w", c.Name, m.Name, err)
 					}
 				case sum != m.Checksum:
-					return Result{}, &ChecksumError{Schema: schema, Component: c.Name, Version: m.Version, Name: m.Name,
-						Recorded: sum, Current: m.Checksum}
+					return Result{}, checksumError(schema, c.Name, m, sum)
 				}
 				continue
 			}
@@ -424,17 +434,17 @@ const checksumColumnSQL = `SELECT EXISTS (SELECT FROM pg_attribute
 
 // prepare validates the schema name (defaulting it) and reads every
 // component's migrations, before anything is sent.
-func prepare(schema string, comps []Component) (string, [][]Migration, error) {
+func prepare(schema string, comps []Component) (string, [][]migration, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if err := ValidateSchema(schema); err != nil {
 		return "", nil, err
 	}
-	plans := make([][]Migration, len(comps))
+	plans := make([][]migration, len(comps))
 	for i, c := range comps {
 		var err error
-		if plans[i], err = c.Migrations(); err != nil {
+		if plans[i], err = c.migrations(); err != nil {
 			return "", nil, err
 		}
 	}
@@ -462,12 +472,12 @@ func appliedChecksums(ctx context.Context, q pgtx.Querier, quoted, component str
 }
 
 // Validate checks that schema has exactly the migrations of comps applied,
-// unedited. It returns nil when it has; a *ChecksumError matching
+// unedited. It returns nil when it has; an *[Error] matching
 // [ErrChecksumMismatch] when an applied file was edited (a file applied
-// without a checksum is taken as it is); a *VersionError matching
-// [ErrPending] or [ErrSchemaNewer] when versions differ (for the first
-// component that differs); a *SchemaError or *ComponentError for invalid
-// input; or the query error. It writes nothing.
+// without a checksum is taken as it is); one matching [ErrPending] or
+// [ErrSchemaNewer] when versions differ (for the first component that
+// differs); one matching [ErrInvalidSchema] or [ErrInvalidComponent] for
+// invalid input; or the query error. It writes nothing.
 func Validate(ctx context.Context, db pgtx.Querier, schema string, comps ...Component) error {
 	schema, plans, err := prepare(schema, comps)
 	if err != nil {
@@ -500,7 +510,7 @@ func Validate(ctx context.Context, db pgtx.Querier, schema string, comps ...Comp
 		}
 		for _, m := range plans[i] {
 			if sum := applied[m.Version]; sum != "" && sum != m.Checksum {
-				return &ChecksumError{Schema: schema, Component: c.Name, Version: m.Version, Name: m.Name, Recorded: sum, Current: m.Checksum}
+				return checksumError(schema, c.Name, m, sum)
 			}
 		}
 		newest := 0
@@ -508,7 +518,11 @@ func Validate(ctx context.Context, db pgtx.Querier, schema string, comps ...Comp
 			newest = max(newest, v)
 		}
 		if newest != latest {
-			return &VersionError{Schema: schema, Component: c.Name, Applied: newest, Latest: latest}
+			kind := ErrPending
+			if newest > latest {
+				kind = ErrSchemaNewer
+			}
+			return &Error{Kind: kind, Schema: schema, Component: c.Name, Applied: newest, Latest: latest}
 		}
 	}
 	return nil

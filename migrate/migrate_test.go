@@ -92,7 +92,7 @@ func TestValidateReportsVersions(t *testing.T) {
 
 	// Nothing applied yet: pending.
 	err := migrate.Validate(ctx, pool, schema, good)
-	var ve *migrate.VersionError
+	var ve *migrate.Error
 	if !errors.Is(err, migrate.ErrPending) || !errors.As(err, &ve) || ve.Applied != 0 || ve.Latest != 1 {
 		t.Fatalf("Validate on empty schema = %v, want ErrPending 0→1", err)
 	}
@@ -143,9 +143,9 @@ func TestBadSchemaNamesRejected(t *testing.T) {
 	pool := pgtest.Pool(t)
 	for _, name := range []string{`a;drop`, `a"b`, strings.Repeat("x", 64), "1abc", "pg_temp", "séckill", "a b", "a-b", "Shop", "seckilL", "user", "order"} {
 		_, err := migrate.Apply(ctx, pool, name, good)
-		var se *migrate.SchemaError
-		if !errors.Is(err, migrate.ErrInvalidSchema) || !errors.As(err, &se) || se.Name != name {
-			t.Errorf("Apply(schema %q) = %v, want *SchemaError", name, err)
+		var se *migrate.Error
+		if !errors.Is(err, migrate.ErrInvalidSchema) || !errors.As(err, &se) || se.Schema != name {
+			t.Errorf("Apply(schema %q) = %v, want *migrate.Error", name, err)
 		}
 		if err := migrate.Validate(ctx, pool, name, good); !errors.Is(err, migrate.ErrInvalidSchema) {
 			t.Errorf("Validate(schema %q) = %v, want ErrInvalidSchema", name, err)

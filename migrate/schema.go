@@ -18,35 +18,18 @@ const DefaultSchema = "seckill"
 // truncated by the server.
 const MaxIdentifierLength = 63
 
-// ErrInvalidSchema is matched (with errors.Is) by every error that rejects a
-// schema name. The concrete type is *SchemaError.
-var ErrInvalidSchema = errors.New("migrate: invalid schema name")
-
-// SchemaError rejects a schema name and says why. Nothing was written.
-type SchemaError struct {
-	Name   string // the rejected name
-	Reason string // why it was rejected
-}
-
-// Error quotes the rejected name and gives the reason.
-func (e *SchemaError) Error() string {
-	return fmt.Sprintf("migrate: invalid schema name %q: %s", e.Name, e.Reason)
-}
-
-// Is reports whether target is [ErrInvalidSchema].
-func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema }
-
 // ValidateSchema checks that name is a schema name this module accepts: 1 to
 // 63 bytes of lower-case ASCII letters, digits and underscores, starting
 // with a letter or underscore, not starting with "pg_" (reserved by
 // PostgreSQL), and not a reserved SQL key word (such as "user", "order" or
-// "select"; see [ReservedWords]). The rule is deliberately narrower than
+// "select": those PostgreSQL lists in pg_get_keywords() as reserved or as
+// usable only as a type or function name). The rule is deliberately narrower than
 // what PostgreSQL allows when quoted, so that a name means the same schema
 // whether or not a tool quotes it: unquoted, PostgreSQL folds "Shop" to
-// shop, and a reserved word is a syntax error. An invalid name gives a
-// *SchemaError.
+// shop, and a reserved word is a syntax error. An invalid name gives an
+// *[Error] matching [ErrInvalidSchema], with the name and the reason.
 func ValidateSchema(name string) error {
-	bad := func(reason string) error { return &SchemaError{Name: name, Reason: reason} }
+	bad := func(reason string) error { return &Error{Kind: ErrInvalidSchema, Schema: name, Reason: reason} }
 	switch {
 	case name == "":
 		return bad("empty")
@@ -72,11 +55,11 @@ func ValidateSchema(name string) error {
 	return nil
 }
 
-// ReservedWords returns the key words [ValidateSchema] rejects: those
+// reservedWords returns the key words [ValidateSchema] rejects: those
 // PostgreSQL (15 to 18) lists in pg_get_keywords() as reserved or as
 // usable only as a type or function name, which cannot name a schema
 // unquoted.
-func ReservedWords() []string {
+func reservedWords() []string {
 	out := make([]string, 0, len(reserved))
 	for w := range reserved {
 		out = append(out, w)

@@ -46,171 +46,221 @@ func gooseAnnotation(line string) string {
 // (for example a -- +goose Down section, which golang-migrate would run),
 // gives an error saying where.
 func splitStatements(src string) ([]statement, error) {
-	var (
-		out     []statement
-		sql     strings.Builder // current statement as written
-		norm    strings.Builder // current statement normalised
-		started bool            // the current statement has a token
-		start   int             // line of its first token
-		inBlock bool            // inside StatementBegin … StatementEnd
-		blockAt int
-		line    = 1
-	)
+	s := &splitter{src: src, line: 1, atLineStart: true}
+	for s.i < len(src) {
+		if s.atLineStart {
+			done, err := s.annotation()
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				continue
+			}
+		}
+		s.atLineStart = false
+		if err := s.lexeme(); err != nil {
+			return nil, err
+		}
+	}
+	if s.inBlock {
+		return nil, errAt(s.blockAt, "-- +goose StatementBegin without StatementEnd")
+	}
+	s.flush()
+	return s.out, nil
+}
+
+// splitter is the state of splitStatements: the position in src and the
+// statement being read.
+type splitter struct {
+	src         string
+	i           int  // next byte of src to read
+	line        int  // line of src[i], 1-based
+	atLineStart bool // src[i] starts a line (a goose annotation may follow)
+
+	out     []statement
+	sql     strings.Builder // current statement as written
+	norm    strings.Builder // current statement normalised
+	started bool            // the current statement has a token
+	start   int             // line of its first token
+	inBlock bool            // inside StatementBegin … StatementEnd
+	blockAt int
 	// In norm, whitespace and comments separate two tokens by one space
 	// where both sides are word characters, and by nothing elsewhere.
-	pendingSpace := false
-	space := func() { pendingSpace = started }
-	token := func(s string) {
-		if !started {
-			started, start = true, line
-		}
-		if pendingSpace && norm.Len() > 0 && identByte(norm.String()[norm.Len()-1]) && identByte(s[0]) {
-			norm.WriteByte(' ')
-		}
-		pendingSpace = false
-		sql.WriteString(s)
-		norm.WriteString(s)
+	pendingSpace bool
+}
+
+func errAt(l int, format string, args ...any) error {
+	return fmt.Errorf("line %d: %s", l, fmt.Sprintf(format, args...))
+}
+
+// space notes whitespace or a comment between two tokens.
+func (s *splitter) space() { s.pendingSpace = s.started }
+
+// token adds tok, a token of the current statement.
+func (s *splitter) token(tok string) {
+	if !s.started {
+		s.started, s.start = true, s.line
 	}
-	flush := func() {
-		if started {
-			out = append(out, statement{
-				sql:   strings.TrimSpace(sql.String()),
-				norm:  strings.TrimSpace(norm.String()),
-				line:  start,
-				block: inBlock,
-			})
+	if s.pendingSpace && s.norm.Len() > 0 && identByte(s.norm.String()[s.norm.Len()-1]) && identByte(tok[0]) {
+		s.norm.WriteByte(' ')
+	}
+	s.pendingSpace = false
+	s.sql.WriteString(tok)
+	s.norm.WriteString(tok)
+}
+
+// flush ends the current statement, if it has a token.
+func (s *splitter) flush() {
+	if s.started {
+		s.out = append(s.out, statement{
+			sql:   strings.TrimSpace(s.sql.String()),
+			norm:  strings.TrimSpace(s.norm.String()),
+			line:  s.start,
+			block: s.inBlock,
+		})
+	}
+	s.sql.Reset()
+	s.norm.Reset()
+	s.started, s.pendingSpace = false, false
+}
+
+// restOfLine returns the length of the rest of the current line, without
+// its newline.
+func (s *splitter) restOfLine() int {
+	end := strings.IndexByte(s.src[s.i:], '\n')
+	if end < 0 {
+		end = len(s.src) - s.i
+	}
+	return end
+}
+
+// annotation handles a goose annotation at the start of a line: done is
+// true when the line was one (and has been read), false when it is SQL.
+func (s *splitter) annotation() (done bool, err error) {
+	end := s.restOfLine()
+	switch cmd := gooseAnnotation(s.src[s.i : s.i+end]); cmd {
+	case "":
+		return false, nil
+	case gooseUp:
+		if s.inBlock {
+			return false, errAt(s.line, "-- +goose Up inside a StatementBegin block")
 		}
-		sql.Reset()
-		norm.Reset()
-		started, pendingSpace = false, false
-	}
-	errAt := func(l int, format string, args ...any) error {
-		return fmt.Errorf("line %d: %s", l, fmt.Sprintf(format, args...))
-	}
-	atLineStart := true
-	for i := 0; i < len(src); {
-		c := src[i]
-		if atLineStart {
-			end := strings.IndexByte(src[i:], '\n')
-			if end < 0 {
-				end = len(src) - i
-			}
-			switch cmd := gooseAnnotation(src[i : i+end]); cmd {
-			case "":
-			case gooseUp:
-				if inBlock {
-					return nil, errAt(line, "-- +goose Up inside a StatementBegin block")
-				}
-				i += end
-				atLineStart = false
-				continue
-			case gooseStatementBegin:
-				if inBlock {
-					return nil, errAt(line, "-- +goose StatementBegin inside the block begun on line %d", blockAt)
-				}
-				if started && strings.TrimSpace(sql.String()) != "" {
-					return nil, errAt(line, "-- +goose StatementBegin inside the statement begun on line %d (missing ';'?)", start)
-				}
-				flush()
-				inBlock, blockAt = true, line
-				i += end
-				atLineStart = false
-				continue
-			case gooseStatementEnd:
-				if !inBlock {
-					return nil, errAt(line, "-- +goose StatementEnd without StatementBegin")
-				}
-				s := strings.TrimSpace(sql.String())
-				if !started || s == "" || s == ";" {
-					return nil, errAt(line, "empty StatementBegin block (begun on line %d)", blockAt)
-				}
-				// The block's statement may end with its own ';'.
-				trimEnd(&sql, &norm)
-				flush()
-				inBlock = false
-				i += end
-				atLineStart = false
-				continue
-			default:
-				return nil, errAt(line, "goose annotation %q: only Up, StatementBegin and StatementEnd are allowed "+
-					"(a Down section belongs in a .down.sql file; golang-migrate would run it as part of the up migration)",
-					strings.TrimSpace(src[i:i+end]))
-			}
+	case gooseStatementBegin:
+		if s.inBlock {
+			return false, errAt(s.line, "-- +goose StatementBegin inside the block begun on line %d", s.blockAt)
 		}
-		atLineStart = false
-		switch {
-		case c == '\n':
-			line++
-			atLineStart = true
-			sql.WriteByte(c)
-			space()
-			i++
-		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
-			sql.WriteByte(c)
-			space()
-			i++
-		case c == '-' && i+1 < len(src) && src[i+1] == '-':
-			end := strings.IndexByte(src[i:], '\n')
-			if end < 0 {
-				end = len(src) - i
-			}
-			if started {
-				sql.WriteString(src[i : i+end])
-			}
-			space()
-			i += end
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			n, lines, ok := blockComment(src[i:])
-			if !ok {
-				return nil, errAt(line, "comment /* never closed")
-			}
-			if started {
-				sql.WriteString(src[i : i+n])
-			}
-			space()
-			line += lines
-			i += n
-		case c == '\'' || c == '"':
-			escapes := c == '\'' && i > 0 && (src[i-1] == 'E' || src[i-1] == 'e') && (i < 2 || !identByte(src[i-2]))
-			n, lines, ok := quoted(src[i:], c, escapes)
-			if !ok {
-				what := "string"
-				if c == '"' {
-					what = "quoted identifier"
-				}
-				return nil, errAt(line, "%s never closed", what)
-			}
-			token(src[i : i+n])
-			line += lines
-			i += n
-		case c == '$' && (i == 0 || !identByte(src[i-1])):
-			tag, ok := dollarTag(src[i:])
-			if !ok { // a parameter such as $1, or a plain '$'
-				token(src[i : i+1])
-				i++
-				break
-			}
-			end := strings.Index(src[i+len(tag):], tag)
-			if end < 0 {
-				return nil, errAt(line, "dollar quote %s never closed", tag)
-			}
-			n := len(tag) + end + len(tag)
-			token(src[i : i+n])
-			line += strings.Count(src[i:i+n], "\n")
-			i += n
-		case c == ';' && !inBlock:
-			flush()
-			i++
-		default:
-			token(src[i : i+1])
-			i++
+		if s.started && strings.TrimSpace(s.sql.String()) != "" {
+			return false, errAt(s.line, "-- +goose StatementBegin inside the statement begun on line %d (missing ';'?)", s.start)
 		}
+		s.flush()
+		s.inBlock, s.blockAt = true, s.line
+	case gooseStatementEnd:
+		if !s.inBlock {
+			return false, errAt(s.line, "-- +goose StatementEnd without StatementBegin")
+		}
+		sql := strings.TrimSpace(s.sql.String())
+		if !s.started || sql == "" || sql == ";" {
+			return false, errAt(s.line, "empty StatementBegin block (begun on line %d)", s.blockAt)
+		}
+		// The block's statement may end with its own ';'.
+		trimEnd(&s.sql, &s.norm)
+		s.flush()
+		s.inBlock = false
+	default:
+		return false, errAt(s.line, "goose annotation %q: only Up, StatementBegin and StatementEnd are allowed "+
+			"(a Down section belongs in a .down.sql file; golang-migrate would run it as part of the up migration)",
+			strings.TrimSpace(s.src[s.i:s.i+end]))
 	}
-	if inBlock {
-		return nil, errAt(blockAt, "-- +goose StatementBegin without StatementEnd")
+	s.i += end
+	s.atLineStart = false
+	return true, nil
+}
+
+// lexeme reads one piece of SQL: whitespace, a comment, a string or quoted
+// identifier, a dollar quote, a ';' or any other byte of a token.
+func (s *splitter) lexeme() error {
+	src, i, c := s.src, s.i, s.src[s.i]
+	switch {
+	case c == '\n':
+		s.line++
+		s.atLineStart = true
+		s.sql.WriteByte(c)
+		s.space()
+		s.i++
+	case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+		s.sql.WriteByte(c)
+		s.space()
+		s.i++
+	case c == '-' && i+1 < len(src) && src[i+1] == '-':
+		end := s.restOfLine()
+		if s.started {
+			s.sql.WriteString(src[i : i+end])
+		}
+		s.space()
+		s.i += end
+	case c == '/' && i+1 < len(src) && src[i+1] == '*':
+		n, lines, ok := blockComment(src[i:])
+		if !ok {
+			return errAt(s.line, "comment /* never closed")
+		}
+		if s.started {
+			s.sql.WriteString(src[i : i+n])
+		}
+		s.space()
+		s.line += lines
+		s.i += n
+	case c == '\'' || c == '"':
+		return s.quotedToken(c)
+	case c == '$' && (i == 0 || !identByte(src[i-1])):
+		return s.dollarToken()
+	case c == ';' && !s.inBlock:
+		s.flush()
+		s.i++
+	default:
+		s.token(src[i : i+1])
+		s.i++
 	}
-	flush()
-	return out, nil
+	return nil
+}
+
+// quotedToken reads a string ('…', E'…' with backslash escapes) or a quoted
+// identifier ("…") starting with quote q.
+func (s *splitter) quotedToken(q byte) error {
+	src, i := s.src, s.i
+	escapes := q == '\'' && i > 0 && (src[i-1] == 'E' || src[i-1] == 'e') && (i < 2 || !identByte(src[i-2]))
+	n, lines, ok := quoted(src[i:], q, escapes)
+	if !ok {
+		what := "string"
+		if q == '"' {
+			what = "quoted identifier"
+		}
+		return errAt(s.line, "%s never closed", what)
+	}
+	s.token(src[i : i+n])
+	s.line += lines
+	s.i += n
+	return nil
+}
+
+// dollarToken reads a dollar-quoted body ($$…$$, $tag$…$tag$), or a '$'
+// that starts none (a parameter such as $1, or a plain '$').
+func (s *splitter) dollarToken() error {
+	src, i := s.src, s.i
+	tag, ok := dollarTag(src[i:])
+	if !ok {
+		s.token(src[i : i+1])
+		s.i++
+		return nil
+	}
+	end := strings.Index(src[i+len(tag):], tag)
+	if end < 0 {
+		return errAt(s.line, "dollar quote %s never closed", tag)
+	}
+	n := len(tag) + end + len(tag)
+	s.token(src[i : i+n])
+	s.line += strings.Count(src[i:i+n], "\n")
+	s.i += n
+	return nil
 }
 
 // trimEnd removes a trailing ';' (and the space after it) from a block's

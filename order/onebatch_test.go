@@ -69,7 +69,7 @@ func queueCreateOrAbort(t *testing.T, b testBundle) {
 		err := create(c.in)
 		var se *pgtx.StatementError
 		con, ok := pgtx.UniqueViolationOf(err)
-		if !errors.As(err, &se) || se.Index != 0 || !ok || con != c.constraint || !pgtx.IsNotCommitted(err) {
+		if !errors.As(err, &se) || se.Index != 0 || !ok || con != c.constraint || !pgtx.Classify(err).NotCommitted {
 			t.Fatalf("%s: err = %v, want statement 0 to violate %s", name, err, c.constraint)
 		}
 		if !errors.Is(err, c.sentinel) || se.Call != fmt.Sprintf("order.Store.QueueCreateOrAbort(order %d)", c.in.OrderID) {

@@ -62,7 +62,7 @@ type Store struct {
 }
 
 // New validates cfg and builds the Store's SQL. An invalid schema returns a
-// *migrate.SchemaError; an invalid currency a *ValidationError.
+// *migrate.Error; an invalid currency a *ValidationError.
 func New(cfg Config) (*Store, error) {
 	quoted, err := migrate.QuoteSchema(cfg.Schema)
 	if err != nil {

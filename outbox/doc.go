@@ -128,7 +128,7 @@
 // column limits (counted in characters, like VARCHAR), invalid UTF-8 or
 // NUL bytes, a payload that is not JSON (or holds \u0000, which jsonb
 // rejects) or exceeds [Config].MaxPayloadBytes, negative delays, retries
-// or backoffs, nil ids. An invalid schema returns a *migrate.SchemaError.
+// or backoffs, nil ids. An invalid schema returns a *migrate.Error.
 // Lost leases: [ErrLeaseLost]. Database errors are wrapped with %w.
 //
 // # Retention and monitoring

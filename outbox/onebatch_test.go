@@ -51,7 +51,7 @@ func TestQueueEnqueueOrAbort(t *testing.T) {
 		}
 		var se *pgtx.StatementError
 		if !errors.Is(err, outbox.ErrDuplicate) || !errors.As(err, &se) || se.Call != "outbox.Store.QueueEnqueueOrAbort(k1)" ||
-			!pgtx.IsNotCommitted(err) {
+			!pgtx.Classify(err).NotCommitted {
 			t.Fatalf("notify %v: duplicate dedup key: %v, want outbox.ErrDuplicate from the named call", notify, err)
 		}
 		if again != (outbox.Enqueued{}) {

@@ -54,7 +54,7 @@ const (
 type Config struct {
 	// Schema holds event_outbox. Defaults to "seckill". Validated with
 	// [migrate.QuoteSchema]; an invalid name fails [New] with a
-	// *migrate.SchemaError.
+	// *migrate.Error.
 	Schema string
 
 	// Notify makes Enqueue send a NOTIFY: every Enqueue/EnqueueMany

@@ -58,7 +58,7 @@ func TestNameCall(t *testing.T) {
 	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	var se *pgtx.StatementError
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &se) || se.Call != "test.QueueInsertTwice(1)" || se.Index != 2 || !pgtx.IsNotCommitted(err) {
+	if !errors.As(err, &se) || se.Call != "test.QueueInsertTwice(1)" || se.Index != 2 || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("duplicate: %v (%+v), want the call test.QueueInsertTwice(1) to abort the batch", err, se)
 	}
 	if !errors.Is(err, errTaken) || !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UniqueViolation {
@@ -96,7 +96,7 @@ func TestNameCall(t *testing.T) {
 	pgtx.NameCall(batch, from, "test.QueueFive", nil)
 	err = pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	var re *pgtx.ResultError
-	if !errors.As(err, &re) || re.Call != "test.QueueFive" || !errors.Is(err, errCallback) || pgtx.IsNotCommitted(err) ||
+	if !errors.As(err, &re) || re.Call != "test.QueueFive" || !errors.Is(err, errCallback) || pgtx.Classify(err).NotCommitted ||
 		b.count(t, "id = 5") != 1 || !strings.Contains(err.Error(), "batch call test.QueueFive") {
 		t.Fatalf("callback error: %v (%+v)", err, re)
 	}
@@ -152,7 +152,7 @@ func TestNameCallUnplaced(t *testing.T) {
 	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	var se *pgtx.StatementError
 	if !errors.As(err, &se) || se.Call != "test.QueueMissing" || !errors.Is(err, errNoTable) || errors.Is(err, errTaken) ||
-		(se.Index != -1 && se.Index != 2) || !pgtx.IsNotCommitted(err) {
+		(se.Index != -1 && se.Index != 2) || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("missing table: %v (%+v), want the call test.QueueMissing and errNoTable", err, se)
 	}
 	t.Logf("failed at statement %d: %v", se.Index, err)

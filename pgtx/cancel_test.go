@@ -18,7 +18,7 @@ import (
 )
 
 // A cancel request sent because RunInTx's context ended raises the same
-// SQLSTATE (57014) as statement_timeout; IsStatementTimeout tells them
+// SQLSTATE (57014) as statement_timeout; Classify's StatementTimeout tells them
 // apart without reading the server's message.
 func TestCancelRequestIsNotStatementTimeout(t *testing.T) {
 	t.Parallel()
@@ -52,9 +52,9 @@ func TestCancelRequestIsNotStatementTimeout(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
 		t.Fatalf("err = %v, want the server's 57014 from the cancel request", err)
 	}
-	if pgtx.IsStatementTimeout(err) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v: IsStatementTimeout = %v, matches context.Canceled = %v; want false, true",
-			err, pgtx.IsStatementTimeout(err), errors.Is(err, context.Canceled))
+	if pgtx.Classify(err).StatementTimeout || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v: StatementTimeout = %v, matches context.Canceled = %v; want false, true",
+			err, pgtx.Classify(err).StatementTimeout, errors.Is(err, context.Canceled))
 	}
 }
 
@@ -74,8 +74,8 @@ func TestIsStatementTimeoutIgnoresTheMessage(t *testing.T) {
 		{&pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}, false},
 		{errors.New("canceling statement due to statement timeout"), false},
 	} {
-		if got := pgtx.IsStatementTimeout(tc.err); got != tc.want {
-			t.Errorf("IsStatementTimeout(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := pgtx.Classify(tc.err).StatementTimeout; got != tc.want {
+			t.Errorf("StatementTimeout(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

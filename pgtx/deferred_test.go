@@ -367,7 +367,7 @@ func TestDeferBeginBrokenPipeline(t *testing.T) {
 		fnErr = tx.SendBatch(b.ctx, bt).Close()
 		return fnErr
 	})
-	if err == nil || fnErr == nil || !pgtx.IsNotCommitted(err) || px.Cuts() != 1 {
+	if err == nil || fnErr == nil || !pgtx.Classify(err).NotCommitted || px.Cuts() != 1 {
 		t.Fatalf("RunInTx = %v (fn saw %v, %d cuts), want a not-committed error", err, fnErr, px.Cuts())
 	}
 	if n := b.count(t, "id = 1"); n != 0 {
@@ -395,7 +395,7 @@ func TestDeferBeginIgnoredBeginFailureIsNotCommitted(t *testing.T) {
 		_ = tx.SendBatch(b.ctx, bt).Close() // a careless fn
 		return nil
 	})
-	if err == nil || !pgtx.IsNotCommitted(err) {
+	if err == nil || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("RunInTx = %v, want the begin failure", err)
 	}
 }

@@ -16,10 +16,10 @@
 // because RunInTx runs the whole transaction again when it fails with a
 // serialization failure (SQLSTATE 40001) or a deadlock (40P01) — only those
 // two, matched explicitly — after a jittered exponential backoff
-// ([Backoff]), up to [Options.MaxAttempts]. Retrying the whole transaction,
-// not the failed statement, is what makes the retry correct: the failed
-// attempt was rolled back in full. When the attempts run out, the error is
-// an *[AttemptsError] that unwraps to the last cause.
+// ([Options.BaseBackoff]), up to [Options.MaxAttempts]. Retrying the whole
+// transaction, not the failed statement, is what makes the retry correct:
+// the failed attempt was rolled back in full. When the attempts run out,
+// the error matches [ErrTooManyAttempts] and unwraps to the last cause.
 //
 // Any other error of fn rolls the transaction back and comes back
 // unchanged. A panic rolls back and is re-raised. ROLLBACK always runs on a
@@ -72,15 +72,23 @@
 // read-only one, whose outcome cannot matter.
 //
 // RunInTx returns nil exactly when the transaction committed; every other
-// error proves it did not ([IsNotCommitted]), except one that matches
-// [ErrCommitOutcomeUnknown].
+// error proves it did not ([ErrorClass.NotCommitted]), except one that
+// matches [ErrCommitOutcomeUnknown].
 //
 // # Classifying errors
 //
-// The predicates [IsRetryable], [IsSerializationFailure], [IsDeadlock],
-// [UniqueViolationOf] (with the constraint name), [IsLockTimeout],
-// [IsStatementTimeout], [IsCommitOutcomeUnknown] and [IsNotCommitted] work on
-// any error chain built with %w; use them in fn and around RunInTx.
+// [Classify] tells what an error means: the transaction's outcome
+// (committed, not committed, unknown) and the condition a caller acts on
+// (retryable, serialization failure, deadlock, lock timeout, statement
+// timeout), as the fields of an [ErrorClass]:
+//
+//	if c := pgtx.Classify(err); c.LockTimeout {
+//		// the hot row was busy: answer "try again" without queueing
+//	}
+//
+// [UniqueViolationOf] reports a unique violation with the constraint's
+// name. Both work on any error chain built with %w; use them in fn and
+// around RunInTx.
 //
 // # Handles
 //
@@ -92,7 +100,7 @@
 // # Observing
 //
 // An [Observer] in [Options.Observer] is told of each call (TxStart,
-// TxEnd: once, with the outcome) and of each attempt (AttemptStart,
+// TxEnd: once, with what the call returns) and of each attempt (AttemptStart,
 // AttemptEnd: once per attempt, with its error, whether it is retried and
 // whether its COMMIT's answer was lost) — enough to count retries per
 // attempt and commits per commit, or to open a span per call and per

@@ -19,9 +19,11 @@ import (
 // [Options.ResolveCommit]. The concrete type is *[CommitError].
 var ErrCommitOutcomeUnknown = errors.New("pgtx: commit outcome unknown")
 
-// ErrTooManyAttempts is matched by the error [RunInTx] returns when every
-// attempt failed with a retryable error. The concrete type is
-// *[AttemptsError].
+// ErrTooManyAttempts is matched by the error [RunInTx] and [RunBatch]
+// return when the last allowed attempt ([Options.MaxAttempts]) failed with
+// a retryable error. The error's text gives the number of attempts, and it
+// unwraps to the last attempt's error too, so errors.As finds the
+// *pgconn.PgError and [Classify] reports the last attempt's condition.
 var ErrTooManyAttempts = errors.New("pgtx: retryable error on every attempt")
 
 // ErrInvalidOptions is matched by the error [RunInTx] returns, before
@@ -86,26 +88,6 @@ func (e *CommitError) Is(target error) bool {
 	return target == ErrCommitOutcomeUnknown && e.Unknown
 }
 
-// AttemptsError is returned by [RunInTx] when the last allowed attempt
-// failed with a retryable error. It matches [ErrTooManyAttempts] and
-// unwraps to the last attempt's error, so errors.As finds the
-// *pgconn.PgError.
-type AttemptsError struct {
-	Attempts int   // how many attempts ran
-	Err      error // the last attempt's error
-}
-
-// Error gives the number of attempts and the last attempt's error.
-func (e *AttemptsError) Error() string {
-	return fmt.Sprintf("pgtx: gave up after %d attempts: %v", e.Attempts, e.Err)
-}
-
-// Unwrap returns the last attempt's error.
-func (e *AttemptsError) Unwrap() error { return e.Err }
-
-// Is matches [ErrTooManyAttempts].
-func (e *AttemptsError) Is(target error) bool { return target == ErrTooManyAttempts }
-
 // sqlState returns the SQLSTATE of the first *pgconn.PgError in err's chain.
 func sqlState(err error) (string, *pgconn.PgError) {
 	var pgErr *pgconn.PgError
@@ -115,30 +97,80 @@ func sqlState(err error) (string, *pgconn.PgError) {
 	return "", nil
 }
 
-// IsRetryable reports whether err means the whole transaction failed in a
-// way that running it again may fix: serialization_failure (40001) or
-// deadlock_detected (40P01). These two codes are matched explicitly:
-// transaction_integrity_constraint_violation (40002) and
-// statement_completion_unknown (40003), in the same class, are not. An error whose outcome is
-// unknown ([ErrCommitOutcomeUnknown]) is never retryable.
-func IsRetryable(err error) bool {
-	if errors.Is(err, ErrCommitOutcomeUnknown) {
-		return false
+// ErrorClass is what [Classify] reads from an error: what became of the
+// transaction (Committed, NotCommitted or OutcomeUnknown: exactly one is
+// true) and which condition a caller acts on caused it. The conditions are
+// read from the SQLSTATE of the first *pgconn.PgError in the chain.
+type ErrorClass struct {
+	// Committed is true for a nil error and a [RunBatch] *[ResultError]:
+	// the transaction committed.
+	Committed bool
+	// NotCommitted is true for every other error of [RunInTx] or
+	// [RunBatch] except an unknown outcome: it proves the transaction did
+	// not commit, so running the work again cannot apply it twice.
+	NotCommitted bool
+	// OutcomeUnknown is true when the error matches
+	// [ErrCommitOutcomeUnknown]: COMMIT was sent and its answer lost.
+	OutcomeUnknown bool
+
+	// Retryable is true when the whole transaction failed in a way that
+	// running it again may fix: serialization_failure (40001) or
+	// deadlock_detected (40P01). These two codes are matched explicitly:
+	// transaction_integrity_constraint_violation (40002) and
+	// statement_completion_unknown (40003), in the same class, are not.
+	// An unknown outcome is never retryable.
+	Retryable bool
+	// SerializationFailure is true for SQLSTATE 40001.
+	SerializationFailure bool
+	// Deadlock is true for SQLSTATE 40P01.
+	Deadlock bool
+	// LockTimeout is true for lock_not_available (55P03): the statement
+	// gave up waiting for a lock because of lock_timeout (see
+	// [Options.LockTimeout]) or NOWAIT.
+	LockTimeout bool
+	// StatementTimeout is true for query_canceled (57014) that no ended
+	// context explains: the statement ran past statement_timeout (see
+	// [Options.StatementTimeout]).
+	//
+	// PostgreSQL raises 57014 both for statement_timeout and for a cancel
+	// request (one that pgx sends when a context ends mid-query, with
+	// pgconn.CancelRequestContextWatcherHandler, or pg_cancel_backend),
+	// and tells them apart only in the message text, which follows the
+	// server's lc_messages; pgconn reports no cancel request in the error
+	// either. So Classify reads no message: StatementTimeout is false when
+	// the error also matches context.Canceled or context.DeadlineExceeded,
+	// which [RunInTx] adds to a 57014 that fn returns after RunInTx's
+	// context ended. For an error from outside RunInTx, check the context
+	// (or wrap its error) yourself. A pg_cancel_backend by another
+	// session, with the context still live, is indistinguishable and
+	// counts as a timeout.
+	StatementTimeout bool
+}
+
+// Classify tells what err, returned by [RunInTx], [RunBatch], fn or any
+// statement, means: see [ErrorClass]. It works on any error chain built
+// with %w (or errors.Join). Classify(nil) reports Committed and nothing
+// else. A unique violation is told by [UniqueViolationOf], with the
+// constraint's name.
+func Classify(err error) ErrorClass {
+	var c ErrorClass
+	var re *ResultError
+	switch {
+	case err == nil, errors.As(err, &re):
+		c.Committed = true
+	case errors.Is(err, ErrCommitOutcomeUnknown):
+		c.OutcomeUnknown = true
+	default:
+		c.NotCommitted = true
 	}
 	code, _ := sqlState(err)
-	return code == pgerrcode.SerializationFailure || code == pgerrcode.DeadlockDetected
-}
-
-// IsSerializationFailure reports whether err carries SQLSTATE 40001.
-func IsSerializationFailure(err error) bool {
-	code, _ := sqlState(err)
-	return code == pgerrcode.SerializationFailure
-}
-
-// IsDeadlock reports whether err carries SQLSTATE 40P01.
-func IsDeadlock(err error) bool {
-	code, _ := sqlState(err)
-	return code == pgerrcode.DeadlockDetected
+	c.SerializationFailure = code == pgerrcode.SerializationFailure
+	c.Deadlock = code == pgerrcode.DeadlockDetected
+	c.Retryable = (c.SerializationFailure || c.Deadlock) && !c.OutcomeUnknown
+	c.LockTimeout = code == pgerrcode.LockNotAvailable
+	c.StatementTimeout = code == pgerrcode.QueryCanceled &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return c
 }
 
 // UniqueViolationOf reports whether err is a unique_violation (23505) and, if
@@ -171,55 +203,13 @@ func UniqueViolationOf(err error) (constraint string, ok bool) {
 	return name, true
 }
 
-// IsLockTimeout reports whether err is lock_not_available (55P03): the
-// statement gave up waiting for a lock because of lock_timeout (see
-// [Options.LockTimeout]) or NOWAIT.
-func IsLockTimeout(err error) bool {
-	code, _ := sqlState(err)
-	return code == pgerrcode.LockNotAvailable
-}
-
-// IsStatementTimeout reports whether err is query_canceled (57014) that no
-// ended context explains: the statement ran past statement_timeout (see
-// [Options.StatementTimeout]).
-//
-// PostgreSQL raises 57014 both for statement_timeout and for a cancel
-// request (one that pgx sends when a context ends mid-query, with
-// pgconn.CancelRequestContextWatcherHandler, or pg_cancel_backend), and
-// tells them apart only in the message text, which follows the server's
-// lc_messages; pgconn reports no cancel request in the error either. So
-// the predicate reads no message: it returns false when err also matches
-// context.Canceled or context.DeadlineExceeded, which [RunInTx] adds to a
-// 57014 that fn returns after RunInTx's context ended. For an error from
-// outside RunInTx, check the context (or wrap its error) yourself. A
-// pg_cancel_backend by another session, with the context still live, is
-// indistinguishable and counts as a timeout.
-func IsStatementTimeout(err error) bool {
-	code, _ := sqlState(err)
-	return code == pgerrcode.QueryCanceled &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
 // withContextEnd adds ctx's error to err when err is query_canceled (57014)
-// and ctx has ended, so that [IsStatementTimeout] can tell the cancel
-// request an ended context caused from a statement timeout.
+// and ctx has ended, so that [Classify] can tell the cancel request an
+// ended context caused from a statement timeout.
 func withContextEnd(ctx context.Context, err error) error {
 	if code, _ := sqlState(err); code != pgerrcode.QueryCanceled || ctx.Err() == nil ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return fmt.Errorf("%w (cancelled because the context ended: %w)", err, ctx.Err())
-}
-
-// IsCommitOutcomeUnknown reports whether errors.Is(err,
-// [ErrCommitOutcomeUnknown]).
-func IsCommitOutcomeUnknown(err error) bool { return errors.Is(err, ErrCommitOutcomeUnknown) }
-
-// IsNotCommitted reports whether err, returned by [RunInTx] or [RunBatch],
-// proves the transaction did not commit — every non-nil error except one
-// whose outcome is unknown and a [RunBatch] *[ResultError] (committed).
-// Re-running the work after such an error cannot apply it twice.
-func IsNotCommitted(err error) bool {
-	var re *ResultError
-	return err != nil && !IsCommitOutcomeUnknown(err) && !errors.As(err, &re)
 }

@@ -37,7 +37,7 @@ func ExampleRunInTx() {
 	}
 	fmt.Println("first buyer:", buy())
 	err := buy()
-	fmt.Println("second buyer:", err, "| not committed:", pgtx.IsNotCommitted(err))
+	fmt.Println("second buyer:", err, "| not committed:", pgtx.Classify(err).NotCommitted)
 	// Output:
 	// first buyer: <nil>
 	// second buyer: sold out | not committed: true
@@ -51,14 +51,14 @@ type retryCounter struct {
 	retries, commits int
 }
 
-func (c *retryCounter) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+func (c *retryCounter) AttemptEnd(_ context.Context, e pgtx.Event) {
 	if e.Retry {
 		c.retries++
 	}
 }
 
-func (c *retryCounter) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
-	if e.Outcome == pgtx.TxCommitted {
+func (c *retryCounter) TxEnd(_ context.Context, e pgtx.Event) {
+	if pgtx.Classify(e.Err).Committed {
 		c.commits++
 	}
 }
@@ -88,7 +88,7 @@ func ExampleCommitError() {
 		switch {
 		case err == nil:
 			return "ack"
-		case pgtx.IsCommitOutcomeUnknown(err):
+		case pgtx.Classify(err).OutcomeUnknown:
 			return "nack: redelivery and the inbox will tell"
 		default:
 			return "nack: nothing committed, safe to process again"
@@ -154,7 +154,7 @@ func ExampleRunBatch() {
 	err := buy("bob")
 	var se *pgtx.StatementError
 	if errors.As(err, &se) {
-		fmt.Println("bob: statement", se.Index, "raised | not committed:", pgtx.IsNotCommitted(err))
+		fmt.Println("bob: statement", se.Index, "raised | not committed:", pgtx.Classify(err).NotCommitted)
 	}
 	// Output:
 	// ann: <nil>

@@ -134,7 +134,7 @@ func TestResolveCommitAfterFailover(t *testing.T) {
 	close(resolveDB.open)
 	err = testwait.RecvWithin(t, done, testwait.Long, "RunInTx to resolve the commit")
 	var ce *pgtx.CommitError
-	if !errors.As(err, &ce) || !pgtx.IsCommitOutcomeUnknown(err) || uint64(xid) != ce.XID {
+	if !errors.As(err, &ce) || !pgtx.Classify(err).OutcomeUnknown || uint64(xid) != ce.XID {
 		t.Fatalf("RunInTx = %v, want an unknown outcome for xid %d: its COMMIT never reached the new primary", err, xid)
 	}
 	if !strings.Contains(ce.Resolution, "timeline changed from 00000001 to 00000002") {
@@ -209,7 +209,7 @@ func TestCommitTerminatedWhileWaitingForStandbyIsUnknown(t *testing.T) {
 	if rows != 1 {
 		t.Fatalf("%d rows on the primary, want 1: the transaction committed locally before the wait", rows)
 	}
-	if !pgtx.IsCommitOutcomeUnknown(err) || pgtx.IsNotCommitted(err) {
+	if !pgtx.Classify(err).OutcomeUnknown || pgtx.Classify(err).NotCommitted {
 		t.Fatalf("RunInTx = %v, want an unknown outcome: the transaction committed (locally) though COMMIT's answer was an error", err)
 	}
 	if err := standby.ReleaseReplication(); err != nil {

@@ -13,9 +13,9 @@ import (
 )
 
 // FuzzErrorClassification feeds arbitrary SQLSTATE codes, messages,
-// constraint names and wrapping depths to the error predicates and checks
-// their invariants: a predicate is true only for its own code; wrapping
-// with %w (any depth, errors.Join, AttemptsError) never changes a result; an
+// constraint names and wrapping depths to Classify and UniqueViolationOf
+// and checks their invariants: a condition is true only for its own code; wrapping
+// with %w (any depth, errors.Join, the error of too many attempts) never changes a result; an
 // unknown commit outcome is never retryable and never "not committed".
 func FuzzErrorClassification(f *testing.F) {
 	for _, s := range []struct {
@@ -51,23 +51,27 @@ func FuzzErrorClassification(f *testing.F) {
 		}
 		classify := func(err error) result {
 			c, u := pgtx.UniqueViolationOf(err)
-			return result{pgtx.IsRetryable(err), pgtx.IsSerializationFailure(err), pgtx.IsDeadlock(err), u,
-				pgtx.IsLockTimeout(err), pgtx.IsStatementTimeout(err), pgtx.IsCommitOutcomeUnknown(err), pgtx.IsNotCommitted(err), c}
+			cl := pgtx.Classify(err)
+			if n := btoi(cl.Committed) + btoi(cl.NotCommitted) + btoi(cl.OutcomeUnknown); n != 1 {
+				t.Fatalf("Classify(%v) = %+v: %d outcomes, want exactly one", err, cl, n)
+			}
+			return result{cl.Retryable, cl.SerializationFailure, cl.Deadlock, u,
+				cl.LockTimeout, cl.StatementTimeout, cl.OutcomeUnknown, cl.NotCommitted, c}
 		}
 		r := classify(err)
 		switch {
 		case r.retryable && code != "40001" && code != "40P01":
-			t.Fatalf("IsRetryable true for code %q", code)
+			t.Fatalf("Retryable true for code %q", code)
 		case r.retryable && unknown, r.outcome != unknown, r.notCommitted == unknown:
 			t.Fatalf("unknown=%v: retryable=%v outcome=%v notCommitted=%v", unknown, r.retryable, r.outcome, r.notCommitted)
 		case !unknown && r.retryable != (code == "40001" || code == "40P01"):
-			t.Fatalf("IsRetryable=%v for code %q", r.retryable, code)
+			t.Fatalf("Retryable=%v for code %q", r.retryable, code)
 		case r.serial != (code == "40001"), r.deadlock != (code == "40P01"), r.lock != (code == "55P03"):
 			t.Fatalf("code %q: %+v", code, r)
 		case r.unique != (code == "23505"), r.unique && r.constraint != constraint, !r.unique && r.constraint != "":
 			t.Fatalf("code %q: UniqueViolation = %q, %v", code, r.constraint, r.unique)
 		case r.stmt != (code == "57014"):
-			t.Fatalf("IsStatementTimeout = %v for code %q, message %q (the message must not matter)", r.stmt, code, msg)
+			t.Fatalf("StatementTimeout = %v for code %q, message %q (the message must not matter)", r.stmt, code, msg)
 		}
 		// Wrapping preserves every answer.
 		wrapped := err
@@ -84,9 +88,9 @@ func FuzzErrorClassification(f *testing.F) {
 		if got := classify(wrapped); got != r {
 			t.Fatalf("wrapped %d times: %+v, unwrapped %+v", depth%16, got, r)
 		}
-		// AttemptsError keeps the classification of its cause.
-		if got := classify(&pgtx.AttemptsError{Attempts: 2, Err: err}); got != r {
-			t.Fatalf("in AttemptsError: %+v, want %+v", got, r)
+		// The error of too many attempts keeps the classification of its cause.
+		if got := classify(pgtx.NewAttemptsError(2, err)); got != r {
+			t.Fatalf("in the attempts error: %+v, want %+v", got, r)
 		}
 		// Nothing classifies nil or a plain error.
 		for _, e := range []error{nil, errors.New(msg)} {
@@ -94,8 +98,8 @@ func FuzzErrorClassification(f *testing.F) {
 				t.Fatalf("classify(%v) = %+v", e, got)
 			}
 		}
-		if pgtx.IsNotCommitted(nil) {
-			t.Fatal("IsNotCommitted(nil)")
+		if cl := pgtx.Classify(nil); cl.NotCommitted || !cl.Committed {
+			t.Fatalf("Classify(nil) = %+v, want Committed only", cl)
 		}
 	})
 }
@@ -136,4 +140,11 @@ func FuzzBackoff(f *testing.F) {
 			t.Fatalf("Backoff(%d, %v, %v) = %v, want in [%v, %v]", attempt, time.Duration(base), time.Duration(maxWait), got, time.Duration(lo), time.Duration(d))
 		}
 	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -80,4 +80,4 @@ type nameHook struct {
 	got *string
 }
 
-func (h *nameHook) TxEnd(_ context.Context, e pgtx.TxEndEvent) { *h.got = e.Name }
+func (h *nameHook) TxEnd(_ context.Context, e pgtx.Event) { *h.got = e.Name }

@@ -14,8 +14,8 @@ import (
 //
 // Every package of this module that reports anything does it the same
 // way: an Observer interface in its config, one method per hook, the
-// context first, one event struct per hook (structs can gain fields
-// without breaking anyone), and a Nop type to embed so that an observer
+// context first, an event struct (structs can gain fields without
+// breaking anyone), and a Nop type to embed so that an observer
 // implementing only some hooks keeps compiling when hooks are added.
 // A hook that opens something that later ends (a call, an attempt)
 // returns a context: it is handed to the matching end hook and to the
@@ -45,23 +45,32 @@ import (
 //	TxStart
 //	  AttemptStart, AttemptEnd   (once per attempt; AttemptEnd.Retry when another follows)
 //	TxEnd                        (once, when the call returns)
+//
+// Every hook receives an [Event] with the fields that describe the call
+// (Name, Batch, IsoLevel, MaxAttempts); the attempt and end hooks fill in
+// more. [Classify] applied to an end hook's Event.Err tells the outcome:
+// committed (Err nil, or RunBatch's *[ResultError]), not committed, or
+// unknown ([ErrCommitOutcomeUnknown]).
 type Observer interface {
 	// TxStart fires once per call, before the first attempt. The context
 	// it returns is passed to every later hook of the call.
-	TxStart(ctx context.Context, e TxStartEvent) context.Context
-	// AttemptStart fires once per attempt, before its BEGIN. The context
-	// it returns is passed to the attempt's AttemptEnd.
-	AttemptStart(ctx context.Context, e AttemptStartEvent) context.Context
+	TxStart(ctx context.Context, e Event) context.Context
+	// AttemptStart fires once per attempt, before its BEGIN, with
+	// e.Attempt set. The context it returns is passed to the attempt's
+	// AttemptEnd.
+	AttemptStart(ctx context.Context, e Event) context.Context
 	// AttemptEnd fires once per attempt, when it is over: committed,
 	// rolled back (to be retried or not), or COMMIT sent and its answer
 	// lost (after the resolution, when ResolveCommit is set). Per
-	// attempt: a transaction that was retried reports several.
-	AttemptEnd(ctx context.Context, e AttemptEndEvent)
+	// attempt: a transaction that was retried reports several. e has
+	// Attempt, Err, Retry, Backoff, CommitLost and Elapsed set.
+	AttemptEnd(ctx context.Context, e Event)
 	// TxEnd fires once per call, just before RunInTx or RunBatch returns:
 	// after the COMMIT that committed (or the resolution that found it
 	// committed), or once the call gave up. Per outcome: count committed
-	// transactions here.
-	TxEnd(ctx context.Context, e TxEndEvent)
+	// transactions here. e has Attempt (the attempts made), Err and
+	// Elapsed set.
+	TxEnd(ctx context.Context, e Event)
 }
 
 // NopObserver implements [Observer] and does nothing. Embed it in an
@@ -70,93 +79,45 @@ type Observer interface {
 type NopObserver struct{}
 
 // TxStart returns ctx.
-func (NopObserver) TxStart(ctx context.Context, _ TxStartEvent) context.Context { return ctx }
+func (NopObserver) TxStart(ctx context.Context, _ Event) context.Context { return ctx }
 
 // AttemptStart returns ctx.
-func (NopObserver) AttemptStart(ctx context.Context, _ AttemptStartEvent) context.Context { return ctx }
+func (NopObserver) AttemptStart(ctx context.Context, _ Event) context.Context { return ctx }
 
 // AttemptEnd does nothing.
-func (NopObserver) AttemptEnd(context.Context, AttemptEndEvent) {}
+func (NopObserver) AttemptEnd(context.Context, Event) {}
 
 // TxEnd does nothing.
-func (NopObserver) TxEnd(context.Context, TxEndEvent) {}
+func (NopObserver) TxEnd(context.Context, Event) {}
 
-// TxStartEvent describes a [RunInTx] or [RunBatch] call about to make its
-// first attempt.
-type TxStartEvent struct {
+// Event describes a [RunInTx] or [RunBatch] call to the [Observer]'s
+// hooks. The call's fields are set for every hook; each hook's
+// documentation says which of the others it fills in (the rest are zero).
+type Event struct {
 	Name        string         // Options.Name
 	Batch       bool           // a RunBatch call
 	IsoLevel    pgx.TxIsoLevel // the isolation level in effect
 	MaxAttempts int            // the bound on attempts in effect
-}
 
-// AttemptStartEvent describes an attempt about to begin its transaction.
-type AttemptStartEvent struct {
-	Name    string // Options.Name
-	Attempt int    // 1-based
-}
-
-// TxOutcome is what became of a transaction.
-type TxOutcome int
-
-const (
-	// TxNotCommitted: nothing of the transaction committed.
-	TxNotCommitted TxOutcome = iota + 1
-	// TxCommitted: the transaction committed.
-	TxCommitted
-	// TxOutcomeUnknown: COMMIT was sent and no answer came; the
-	// resolution, if enabled, could not decide
-	// ([ErrCommitOutcomeUnknown]).
-	TxOutcomeUnknown
-)
-
-// String returns the outcome's name: "not_committed", "committed" or
-// "unknown", usable as a metric label.
-func (o TxOutcome) String() string {
-	switch o {
-	case TxNotCommitted:
-		return "not_committed"
-	case TxCommitted:
-		return "committed"
-	case TxOutcomeUnknown:
-		return "unknown"
-	}
-	return "invalid"
-}
-
-// AttemptEndEvent describes an attempt that is over.
-type AttemptEndEvent struct {
-	Name    string // Options.Name
-	Attempt int    // 1-based
-	// Outcome is the attempt's transaction's fate. TxCommitted with a
-	// non-nil Err is RunBatch's *ResultError (committed, a result
-	// callback failed).
-	Outcome TxOutcome
-	// Err is the attempt's error: nil when it committed cleanly.
+	// Attempt is the attempt's number, from 1 (AttemptStart,
+	// AttemptEnd), or the number of attempts made (TxEnd; at least 1).
+	Attempt int
+	// Err is the attempt's error (AttemptEnd) or what the call returns
+	// (TxEnd; for a panic in fn: an error naming it, the panic then
+	// propagates): nil when the transaction committed cleanly. [Classify]
+	// tells the outcome from it: Committed with a non-nil Err is
+	// RunBatch's *ResultError (committed, a result callback failed); with
+	// ResolveCommit and CommitLost, the outcome is what the resolution
+	// found (OutcomeUnknown when it could not tell).
 	Err error
 	// Retry is true when another attempt follows (Err is a serialization
 	// failure or a deadlock and attempts remain), after Backoff.
 	Retry   bool
 	Backoff time.Duration // the wait before the next attempt; 0 when Retry is false
 	// CommitLost is true when COMMIT was sent and its answer never came.
-	// With ResolveCommit, Outcome is then what the resolution found
-	// (TxOutcomeUnknown when it could not tell).
 	CommitLost bool
-	// Elapsed is the attempt's duration, resolution included.
-	Elapsed time.Duration
-}
-
-// TxEndEvent describes a call that is returning.
-type TxEndEvent struct {
-	Name     string // Options.Name
-	Attempts int    // attempts made (at least 1)
-	// Outcome is the call's result: TxCommitted exactly when the
-	// transaction committed (Err is then nil, or RunBatch's
-	// *ResultError), TxOutcomeUnknown for [ErrCommitOutcomeUnknown].
-	Outcome TxOutcome
-	// Err is what the call returns (for a panic in fn: an error naming
-	// it; the panic then propagates).
-	Err error
-	// Elapsed is the time since the call began, backoffs included.
+	// Elapsed is the attempt's duration, resolution included
+	// (AttemptEnd), or the time since the call began, backoffs included
+	// (TxEnd).
 	Elapsed time.Duration
 }

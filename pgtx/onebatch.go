@@ -28,7 +28,7 @@ type BatchSender interface {
 // StatementError is returned by [RunBatch] when a statement of the batch
 // raised an error: the server skipped the rest of the batch, COMMIT
 // included, so nothing of the transaction committed. It unwraps to the
-// server's error (a *pgconn.PgError), so [IsRetryable], [UniqueViolationOf]
+// server's error (a *pgconn.PgError), so [Classify], [UniqueViolationOf]
 // and errors.As work on it. When the statement belongs to a call marked by
 // [NameCall] (as the one-batch helpers of this module mark theirs), Call
 // names that call and Err is the call's classified error, so errors.Is
@@ -72,8 +72,8 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // batch (QueuedQuery.Exec, Query or QueryRow) returned an error of its
 // own — one that is not a statement's server error — while the
 // transaction went on to commit. The callbacks run as the results arrive,
-// after COMMIT was sent, so they cannot stop it. [IsNotCommitted] reports
-// false for a ResultError: the transaction committed.
+// after COMMIT was sent, so they cannot stop it. [Classify] reports
+// Committed for a ResultError: the transaction committed.
 type ResultError struct {
 	// Index is the statement's position in the caller's batch, from 0.
 	Index int
@@ -149,7 +149,7 @@ union all select null, null, repeat(' ', 16384)`
 //
 // RunBatch returns nil exactly when the transaction committed (and every
 // callback returned nil). Every error except an unknown outcome and a
-// *ResultError means nothing of it committed ([IsNotCommitted]). b is not
+// *ResultError means nothing of it committed ([ErrorClass.NotCommitted]). b is not
 // modified; an empty batch is an error.
 func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) error {
 	o, err := opts.withDefaults()
@@ -192,126 +192,173 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 	case *pgx.Conn:
 		conn = d
 	}
-	closedBefore := conn != nil && conn.PgConn().IsClosed()
-	if closedBefore {
+	if conn != nil && conn.PgConn().IsClosed() {
 		return fmt.Errorf("pgtx: send batch: %w", pgconn.ErrConnClosed)
 	}
+	br := &batchReader{r: r, ctx: ctx, conn: conn, caller: b}
+	br.layout(b)
+	br.br = db.SendBatch(ctx, br.nb)
+	return br.read()
+}
 
+// batchReader reads the results of one attempt's batch: BEGIN, the SET
+// LOCALs, the caller's statements, the transaction id's read (with
+// ResolveCommit) and COMMIT, in that order.
+type batchReader struct {
+	r      *runner
+	ctx    context.Context
+	conn   *pgx.Conn  // nil when the BatchSender is neither a pool nor a conn
+	caller *pgx.Batch // the caller's batch, not modified
+	nb     *pgx.Batch // the batch sent
+	br     pgx.BatchResults
+
+	first, end int // the caller's statements are nb.QueuedQueries[first:end]
+	capture    int // the transaction id's read; -1 without ResolveCommit
+	commit     int // COMMIT
+
+	xid      uint64
+	timeline string
+	xidRead  bool
+	cbErr    error // the first error a caller's callback returned on its own
+	cbIndex  int
+	received bool // some answer of the server arrived
+}
+
+// layout builds the batch to send around the caller's statements.
+func (s *batchReader) layout(b *pgx.Batch) {
+	o := s.r.o
 	nb := &pgx.Batch{}
-	nb.BeginTx(pgx.TxOptions{IsoLevel: r.o.IsoLevel, AccessMode: r.o.AccessMode, DeferrableMode: r.o.DeferrableMode})
-	for _, s := range r.setLocals {
-		nb.Queue(s)
+	nb.BeginTx(pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode})
+	for _, q := range s.r.setLocals {
+		nb.Queue(q)
 	}
-	first := len(nb.QueuedQueries)
+	s.first = len(nb.QueuedQueries)
 	for _, qq := range b.QueuedQueries {
 		// Copies: a failure clears the callbacks of the statements the
 		// server skipped, which pgx would otherwise call from Close.
 		cp := *qq
 		nb.QueuedQueries = append(nb.QueuedQueries, &cp)
 	}
-	end := len(nb.QueuedQueries) // one past the caller's last statement
-	capture := -1
-	if r.o.ResolveCommit {
-		capture = len(nb.QueuedQueries)
+	s.end = len(nb.QueuedQueries)
+	s.capture = -1
+	if o.ResolveCommit {
+		s.capture = len(nb.QueuedQueries)
 		nb.Queue(qBatchCaptureXID)
 	}
-	commit := len(nb.QueuedQueries)
+	s.commit = len(nb.QueuedQueries)
 	nb.Queue("commit")
+	s.nb = nb
+}
 
-	br := db.SendBatch(ctx, nb)
-	var (
-		xid      uint64
-		timeline string
-		xidRead  bool
-		cbErr    error
-		cbIndex  int
-		fail     error // the attempt's error, once known
-		received bool  // some answer of the server arrived
-	)
-	broken := func() bool { return conn != nil && conn.PgConn().IsClosed() }
-	for i, qq := range nb.QueuedQueries {
-		var err error
-		var tag pgconn.CommandTag
-		switch {
-		case i == capture:
-			xid, timeline, xidRead, err = readBatchXID(br)
-		case i >= first && i < end:
-			if qq.Fn != nil {
-				err = qq.Fn(callbackResults{br})
-			} else {
-				_, err = br.Exec()
-			}
-		default:
-			tag, err = br.Exec()
-		}
+// isCaller reports whether statement i is one of the caller's.
+func (s *batchReader) isCaller(i int) bool { return i >= s.first && i < s.end }
+
+// broken reports whether the connection is known to be closed.
+func (s *batchReader) broken() bool { return s.conn != nil && s.conn.PgConn().IsClosed() }
+
+// read reads the results in order and returns the attempt's error.
+func (s *batchReader) read() error {
+	for i, qq := range s.nb.QueuedQueries {
+		tag, err := s.result(i, qq)
 		var pgErr *pgconn.PgError
+		var fail error // the attempt's error, once known
 		switch {
 		case err == nil:
-			received = true
-			if i == commit && tag.String() == "ROLLBACK" {
-				fail = &CommitError{Err: pgx.ErrTxCommitRollback, XID: xid}
+			s.received = true
+			if i == s.commit && tag.String() == "ROLLBACK" {
+				fail = &CommitError{Err: pgx.ErrTxCommitRollback, XID: s.xid}
 			}
 		case errors.As(err, &pgErr):
 			// The server raised: it skips the rest of the batch up to the
 			// Sync, COMMIT included.
-			switch {
-			case i == commit:
-				fail = &CommitError{Err: err, XID: xid}
-			case i < first:
-				call, err := classifyUnplaced(b, err)
-				fail = &StatementError{Index: -1, Call: call, Err: withContextEnd(ctx, err)}
-			case i == capture:
-				fail = fmt.Errorf("pgtx: read transaction id: %w", err)
-			default:
-				call, err := callOf(err)
-				fail = &StatementError{Index: i - first, Call: call, SQL: qq.SQL, Err: withContextEnd(ctx, err)}
-			}
-		case i >= first && i < end && !broken() && ctx.Err() == nil:
+			fail = s.raised(i, qq, err)
+		case s.isCaller(i) && !s.broken() && s.ctx.Err() == nil:
 			// The caller's callback failed on its own; the results go on.
 			// The first such error is reported.
-			if cbErr == nil {
-				cbErr, cbIndex = err, i-first
+			if s.cbErr == nil {
+				s.cbErr, s.cbIndex = err, i-s.first
 			}
-			continue
-		case !received && commitNeverLeft(err, false):
+		case !s.received && commitNeverLeft(err, false):
 			// Nothing was written: the batch never left the client.
 			fail = fmt.Errorf("pgtx: send batch: %w", err)
 		default:
-			ce := &CommitError{Err: err, XID: xid, Unknown: true, timeline: timeline}
-			for _, rest := range nb.QueuedQueries[i+1:] {
-				rest.Fn = nil
-			}
-			_ = br.Close()
-			r.commitLost = true
-			if !r.o.ResolveCommit {
-				return ce
-			}
-			if !xidRead {
-				ce.Resolution = "the transaction id never arrived"
-				return ce
-			}
-			return r.resolve(ctx, ce)
+			return s.lost(i, err)
 		}
 		if fail != nil {
-			for _, rest := range nb.QueuedQueries[i+1:] {
-				rest.Fn = nil
-			}
-			break
+			s.dropCallbacks(i)
+			_ = s.br.Close()
+			s.r.rollbackFailed(s.ctx, s.conn)
+			return fail
 		}
 	}
-	// Without fail, COMMIT's answer arrived: the transaction committed,
-	// whatever Close (the Sync's answer) reports; a connection it leaves
-	// broken is discarded by the pool or closed.
-	_ = br.Close()
-	if fail != nil {
-		r.rollbackFailed(ctx, conn)
-		return fail
-	}
-	if cbErr != nil {
-		call, err := callOf(cbErr)
-		return &ResultError{Index: cbIndex, Call: call, Err: err}
+	// COMMIT's answer arrived: the transaction committed, whatever Close
+	// (the Sync's answer) reports; a connection it leaves broken is
+	// discarded by the pool or closed.
+	_ = s.br.Close()
+	if s.cbErr != nil {
+		call, err := callOf(s.cbErr)
+		return &ResultError{Index: s.cbIndex, Call: call, Err: err}
 	}
 	return nil
+}
+
+// result reads the result of statement i (running the caller's callback
+// for the caller's statements).
+func (s *batchReader) result(i int, qq *pgx.QueuedQuery) (pgconn.CommandTag, error) {
+	switch {
+	case i == s.capture:
+		var err error
+		s.xid, s.timeline, s.xidRead, err = readBatchXID(s.br)
+		return pgconn.CommandTag{}, err
+	case s.isCaller(i):
+		if qq.Fn != nil {
+			return pgconn.CommandTag{}, qq.Fn(callbackResults{s.br})
+		}
+		_, err := s.br.Exec()
+		return pgconn.CommandTag{}, err
+	}
+	return s.br.Exec()
+}
+
+// raised returns the attempt's error for a server error that statement i
+// raised.
+func (s *batchReader) raised(i int, qq *pgx.QueuedQuery, err error) error {
+	switch {
+	case i == s.commit:
+		return &CommitError{Err: err, XID: s.xid}
+	case i < s.first:
+		call, err := classifyUnplaced(s.caller, err)
+		return &StatementError{Index: -1, Call: call, Err: withContextEnd(s.ctx, err)}
+	case i == s.capture:
+		return fmt.Errorf("pgtx: read transaction id: %w", err)
+	}
+	call, err := callOf(err)
+	return &StatementError{Index: i - s.first, Call: call, SQL: qq.SQL, Err: withContextEnd(s.ctx, err)}
+}
+
+// lost handles a break after the batch left the client, before COMMIT's
+// answer arrived: the outcome is unknown, unless the resolution finds it.
+func (s *batchReader) lost(i int, err error) error {
+	ce := &CommitError{Err: err, XID: s.xid, Unknown: true, timeline: s.timeline}
+	s.dropCallbacks(i)
+	_ = s.br.Close()
+	s.r.commitLost = true
+	if !s.r.o.ResolveCommit {
+		return ce
+	}
+	if !s.xidRead {
+		ce.Resolution = "the transaction id never arrived"
+		return ce
+	}
+	return s.r.resolve(s.ctx, ce)
+}
+
+// dropCallbacks clears the callbacks of the statements after i, which the
+// server skipped (pgx would otherwise call them from Close).
+func (s *batchReader) dropCallbacks(i int) {
+	for _, rest := range s.nb.QueuedQueries[i+1:] {
+		rest.Fn = nil
+	}
 }
 
 // readBatchXID reads the answer of qBatchCaptureXID: the transaction id

@@ -99,9 +99,9 @@ func TestRunBatchAbortsAtEveryPosition(t *testing.T) {
 			if name, ok := pgtx.UniqueViolationOf(err); !ok || name != "items_pkey" {
 				t.Fatalf("position %d: UniqueViolation = %q, %v; want items_pkey", p, name, ok)
 			}
-			if !pgtx.IsNotCommitted(err) || pgtx.IsRetryable(err) || obs.n(evAttempt) != 1 {
-				t.Fatalf("position %d: IsNotCommitted %v, IsRetryable %v, attempts %d; want true, false, 1",
-					p, pgtx.IsNotCommitted(err), pgtx.IsRetryable(err), obs.n(evAttempt))
+			if !pgtx.Classify(err).NotCommitted || pgtx.Classify(err).Retryable || obs.n(evAttempt) != 1 {
+				t.Fatalf("position %d: NotCommitted %v, Retryable %v, attempts %d; want true, false, 1",
+					p, pgtx.Classify(err).NotCommitted, pgtx.Classify(err).Retryable, obs.n(evAttempt))
 			}
 		})
 		if n := b.count(t, fmt.Sprintf("id BETWEEN %d AND %d AND v = 1", 10*p+1, 10*p+3)); n != 0 {
@@ -167,9 +167,8 @@ func TestRunBatchRetriesSerializationFailure(t *testing.T) {
 	batch = &pgx.Batch{}
 	batch.Queue(`DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40P01'; END $$`)
 	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{MaxAttempts: 2, BaseBackoff: time.Millisecond}, batch)
-	var ae *pgtx.AttemptsError
-	if !errors.As(err, &ae) || ae.Attempts != 2 || !pgtx.IsDeadlock(err) {
-		t.Fatalf("err = %v, want an *AttemptsError after 2 deadlocks", err)
+	if n, ok := pgtx.AttemptsOf(err); !ok || n != 2 || !errors.Is(err, pgtx.ErrTooManyAttempts) || !pgtx.Classify(err).Deadlock {
+		t.Fatalf("err = %v, want ErrTooManyAttempts after 2 deadlocks", err)
 	}
 }
 
@@ -203,7 +202,7 @@ func TestRunBatchInvalidInput(t *testing.T) {
 }
 
 // TestRunBatchCallbackError: a callback's own error cannot stop the COMMIT
-// already sent; it is reported as a *ResultError and IsNotCommitted is false.
+// already sent; it is reported as a *ResultError and Classify says committed.
 func TestRunBatchCallbackError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -214,8 +213,8 @@ func TestRunBatchCallbackError(t *testing.T) {
 	batch.Queue(`SELECT v FROM `+b.table+` WHERE id = $1`, 1).QueryRow(func(r pgx.Row) error { return r.Scan(&later) })
 	err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	var re *pgtx.ResultError
-	if !errors.As(err, &re) || re.Index != 0 || !errors.Is(err, errMine) || pgtx.IsNotCommitted(err) {
-		t.Fatalf("err = %v (IsNotCommitted %v), want a *ResultError at 0 wrapping errMine, committed", err, pgtx.IsNotCommitted(err))
+	if !errors.As(err, &re) || re.Index != 0 || !errors.Is(err, errMine) || pgtx.Classify(err).NotCommitted {
+		t.Fatalf("err = %v (NotCommitted %v), want a *ResultError at 0 wrapping errMine, committed", err, pgtx.Classify(err).NotCommitted)
 	}
 	if later != 1 || b.count(t, "id = 1") != 1 {
 		t.Fatalf("later callback read %d, rows %d; want 1 and 1", later, b.count(t, "id = 1"))
@@ -251,9 +250,9 @@ func TestRunBatchQueryRowScanError(t *testing.T) {
 		batch.Queue(`SELECT v FROM `+b.table+` WHERE id = $1`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&later) })
 		err := pgtx.RunBatch(b.ctx, b.pool, opts, batch)
 		var re *pgtx.ResultError
-		if !errors.As(err, &re) || re.Index != 0 || pgtx.IsCommitOutcomeUnknown(err) || pgtx.IsNotCommitted(err) {
+		if !errors.As(err, &re) || re.Index != 0 || pgtx.Classify(err).OutcomeUnknown || pgtx.Classify(err).NotCommitted {
 			t.Fatalf("ResolveCommit %v: err = %v (unknown %v), want a *ResultError at 0, committed",
-				opts.ResolveCommit, err, pgtx.IsCommitOutcomeUnknown(err))
+				opts.ResolveCommit, err, pgtx.Classify(err).OutcomeUnknown)
 		}
 		if later != 7 || b.count(t, fmt.Sprintf("id = %d", id)) != 1 {
 			t.Fatalf("ResolveCommit %v: later callback read %d, rows %d; want 7 and 1", opts.ResolveCommit, later, b.count(t, fmt.Sprintf("id = %d", id)))
@@ -294,7 +293,7 @@ func TestRunBatchCutBeforeSendIsNotCommitted(t *testing.T) {
 	conn := c.Hijack()
 	_ = conn.Close(b.ctx)
 	err = pgtx.RunBatch(b.ctx, conn, pgtx.Options{}, insertBatch(b.table, 1, 1))
-	if err == nil || !pgtx.IsNotCommitted(err) || !errors.Is(err, pgconn.ErrConnClosed) {
+	if err == nil || !pgtx.Classify(err).NotCommitted || !errors.Is(err, pgconn.ErrConnClosed) {
 		t.Fatalf("closed connection: err = %v, want a not-committed conn-closed error", err)
 	}
 	// The proxy drops the batch before the server sees it. The client
@@ -347,7 +346,7 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 	armed.Store(true)
 	err := pgtx.RunBatch(b.ctx, conn, opts, insertBatch(b.table, 1, 1))
 	var ce *pgtx.CommitError
-	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || pgtx.IsNotCommitted(err) {
+	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || pgtx.Classify(err).NotCommitted {
 		t.Fatalf("cut after send: err = %v, want ErrCommitOutcomeUnknown", err)
 	}
 	if obs.n(evAttempt) != 2 || obs.n(evCommitUnknown) != 1 || b.count(t, "id = 1") != 1 {

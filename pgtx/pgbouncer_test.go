@@ -145,7 +145,7 @@ func TestPgBouncerLockTimeoutApplied(t *testing.T) {
 		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
 		return err
 	})
-	if !pgtx.IsLockTimeout(err) || obs.n(evAttempt) != 1 {
+	if !pgtx.Classify(err).LockTimeout || obs.n(evAttempt) != 1 {
 		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(evAttempt))
 	}
 }
@@ -319,7 +319,7 @@ func TestPgBouncerResolveCommit(t *testing.T) {
 		return err
 	})
 	var ce *pgtx.CommitError
-	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 || !pgtx.IsNotCommitted(err) {
+	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("err = %v, want a resolved, not-committed *CommitError", err)
 	}
 	if n := b.count(t, "id = 2"); n != 0 {

@@ -13,17 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Defaults of [Options].
+// Defaults of [Options], documented on its fields.
 const (
-	DefaultMaxAttempts     = 5
-	DefaultBaseBackoff     = 10 * time.Millisecond
-	DefaultMaxBackoff      = 1 * time.Second
-	DefaultRollbackTimeout = 5 * time.Second
-	DefaultResolveTimeout  = 10 * time.Second
+	defaultMaxAttempts     = 5
+	defaultBaseBackoff     = 10 * time.Millisecond
+	defaultMaxBackoff      = 1 * time.Second
+	defaultRollbackTimeout = 5 * time.Second
+	defaultResolveTimeout  = 10 * time.Second
 )
 
 // Options configure [RunInTx]. The zero value means: Read Committed, the
-// server's timeouts, up to [DefaultMaxAttempts] attempts, no resolution of
+// server's timeouts, up to 5 attempts, no resolution of
 // unknown commits.
 type Options struct {
 	// IsoLevel is the isolation level. Defaults to pgx.ReadCommitted.
@@ -36,29 +36,27 @@ type Options struct {
 
 	// LockTimeout, when positive, is applied with SET LOCAL lock_timeout:
 	// a statement waiting longer than this for a lock fails with 55P03
-	// ([IsLockTimeout]). Defaults to 0: the server's setting. Whole
+	// ([ErrorClass.LockTimeout]). Defaults to 0: the server's setting. Whole
 	// milliseconds; a positive value below 1ms counts as 1ms.
 	LockTimeout time.Duration
 	// StatementTimeout, when positive, is applied with SET LOCAL
-	// statement_timeout ([IsStatementTimeout]). Defaults to 0: the
+	// statement_timeout ([ErrorClass.StatementTimeout]). Defaults to 0: the
 	// server's setting.
 	StatementTimeout time.Duration
 
-	// MaxAttempts bounds how many times fn runs. Defaults to
-	// [DefaultMaxAttempts]; 1 disables retries.
+	// MaxAttempts bounds how many times fn runs. Defaults to 5; 1
+	// disables retries.
 	MaxAttempts int
 	// BaseBackoff is the wait before the second attempt; it doubles with
 	// every further attempt, up to MaxBackoff, and each wait is drawn at
-	// random from its upper half (jitter). Defaults to
-	// [DefaultBaseBackoff].
+	// random from its upper half (jitter). Defaults to 10ms.
 	BaseBackoff time.Duration
-	// MaxBackoff caps the wait between attempts. Defaults to
-	// [DefaultMaxBackoff].
+	// MaxBackoff caps the wait between attempts. Defaults to 1s.
 	MaxBackoff time.Duration
 
 	// RollbackTimeout bounds ROLLBACK, which runs on a context detached
 	// from the caller's cancellation so that a cancelled caller still
-	// releases its locks promptly. Defaults to [DefaultRollbackTimeout].
+	// releases its locks promptly. Defaults to 5s.
 	RollbackTimeout time.Duration
 
 	// ResolveCommit enables the resolution of unknown commits. Before
@@ -85,8 +83,7 @@ type Options struct {
 	ResolveDB Querier
 	// ResolveTimeout bounds the resolution, which runs on a context
 	// detached from the caller's cancellation (a cancelled caller is a
-	// common cause of unknown commits). Defaults to
-	// [DefaultResolveTimeout].
+	// common cause of unknown commits). Defaults to 10s.
 	ResolveTimeout time.Duration
 
 	// DeferBegin sends BEGIN (and the SET LOCALs) with fn's first
@@ -154,22 +151,22 @@ func (o Options) withDefaults() (Options, error) {
 		o.IsoLevel = pgx.ReadCommitted
 	}
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	}
 	if o.BaseBackoff == 0 {
-		o.BaseBackoff = DefaultBaseBackoff
+		o.BaseBackoff = defaultBaseBackoff
 	}
 	if o.MaxBackoff == 0 {
-		o.MaxBackoff = DefaultMaxBackoff
+		o.MaxBackoff = defaultMaxBackoff
 	}
 	if o.MaxBackoff < o.BaseBackoff {
 		o.MaxBackoff = o.BaseBackoff
 	}
 	if o.RollbackTimeout == 0 {
-		o.RollbackTimeout = DefaultRollbackTimeout
+		o.RollbackTimeout = defaultRollbackTimeout
 	}
 	if o.ResolveTimeout == 0 {
-		o.ResolveTimeout = DefaultResolveTimeout
+		o.ResolveTimeout = defaultResolveTimeout
 	}
 	return o, nil
 }
@@ -213,9 +210,9 @@ func (o Options) setLocals() []string {
 	return sets
 }
 
-// Backoff returns the wait before attempt+1 after attempt failed: drawn at
+// backoff returns the wait before attempt+1 after attempt failed: drawn at
 // random from [d/2, d] where d = base·2^(attempt-1), capped at maxWait.
-func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
+func backoff(attempt int, base, maxWait time.Duration) time.Duration {
 	d := base
 	for i := 1; i < attempt && d < maxWait; i++ {
 		if d > maxWait/2 { // doubling would pass the cap (or overflow)
@@ -241,7 +238,7 @@ func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
 // deadlock (40P01) — and only then — the whole transaction is rolled back
 // and run again, after a jittered exponential backoff that ends early if
 // ctx does, up to opts.MaxAttempts times. After the last attempt the error
-// is an *[AttemptsError] that unwraps to the last cause. Errors must be
+// matches [ErrTooManyAttempts] and unwraps to the last cause. Errors must be
 // wrapped with %w for the retry to see them.
 //
 // Any other error from fn rolls the transaction back and is returned as it
@@ -258,7 +255,8 @@ func Backoff(attempt int, base, maxWait time.Duration) time.Duration {
 // from the server (see [Options.ResolveCommit]).
 //
 // RunInTx returns nil exactly when the transaction committed. Every error
-// except an unknown outcome means nothing of it committed ([IsNotCommitted]).
+// except an unknown outcome means nothing of it committed
+// ([ErrorClass.NotCommitted]).
 func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) error) error {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -291,11 +289,12 @@ func (r *runner) retry(ctx context.Context, once func(attempt int) error) (err e
 	obs := o.Observer
 	octx, attempts := ctx, 0
 	if obs != nil {
-		octx = obs.TxStart(ctx, TxStartEvent{Name: o.Name, Batch: r.batch, IsoLevel: o.IsoLevel, MaxAttempts: o.MaxAttempts})
+		octx = obs.TxStart(ctx, r.event())
 		defer func() {
-			e := TxEndEvent{Name: o.Name, Attempts: attempts, Outcome: outcomeOf(err), Err: err, Elapsed: time.Since(r.start)}
+			e := r.event()
+			e.Attempt, e.Err, e.Elapsed = attempts, err, time.Since(r.start)
 			if p := recover(); p != nil {
-				e.Outcome, e.Err = TxNotCommitted, fmt.Errorf("pgtx: fn panicked: %v", p)
+				e.Err = fmt.Errorf("pgtx: fn panicked: %v", p)
 				obs.TxEnd(octx, e)
 				panic(p)
 			}
@@ -324,13 +323,14 @@ func (r *runner) attempt(octx context.Context, once func(attempt int) error, att
 	o := r.o
 	r.commitLost = false
 	if obs := o.Observer; obs != nil {
-		actx := obs.AttemptStart(octx, AttemptStartEvent{Name: o.Name, Attempt: attempt})
+		e := r.event()
+		e.Attempt = attempt
+		actx := obs.AttemptStart(octx, e)
 		start := time.Now()
 		defer func() {
-			e := AttemptEndEvent{Name: o.Name, Attempt: attempt, Outcome: outcomeOf(err), Err: err, Retry: retry,
-				Backoff: wait, CommitLost: r.commitLost, Elapsed: time.Since(start)}
+			e.Err, e.Retry, e.Backoff, e.CommitLost, e.Elapsed = err, retry, wait, r.commitLost, time.Since(start)
 			if p := recover(); p != nil {
-				e.Outcome, e.Err = TxNotCommitted, fmt.Errorf("pgtx: fn panicked: %v", p)
+				e.Err = fmt.Errorf("pgtx: fn panicked: %v", p)
 				obs.AttemptEnd(actx, e)
 				panic(p)
 			}
@@ -339,26 +339,32 @@ func (r *runner) attempt(octx context.Context, once func(attempt int) error, att
 	}
 	err = once(attempt)
 	switch {
-	case err == nil || !IsRetryable(err):
+	case err == nil || !Classify(err).Retryable:
 		return false, 0, err
 	case attempt >= o.MaxAttempts:
-		return false, 0, &AttemptsError{Attempts: attempt, Err: err}
+		return false, 0, &attemptsError{attempts: attempt, err: err}
 	}
-	return true, Backoff(attempt, o.BaseBackoff, o.MaxBackoff), err
+	return true, backoff(attempt, o.BaseBackoff, o.MaxBackoff), err
 }
 
-// outcomeOf tells what an error returned by an attempt or a call means
-// for its transaction.
-func outcomeOf(err error) TxOutcome {
-	var re *ResultError
-	switch {
-	case err == nil, errors.As(err, &re):
-		return TxCommitted
-	case IsCommitOutcomeUnknown(err):
-		return TxOutcomeUnknown
-	}
-	return TxNotCommitted
+// event returns an Event with the call's fields set.
+func (r *runner) event() Event {
+	return Event{Name: r.o.Name, Batch: r.batch, IsoLevel: r.o.IsoLevel, MaxAttempts: r.o.MaxAttempts}
 }
+
+// attemptsError is the error of a call whose last allowed attempt failed
+// with a retryable error: it matches [ErrTooManyAttempts] and unwraps to
+// the last attempt's error.
+type attemptsError struct {
+	attempts int
+	err      error
+}
+
+func (e *attemptsError) Error() string {
+	return fmt.Sprintf("pgtx: gave up after %d attempts: %v", e.attempts, e.err)
+}
+
+func (e *attemptsError) Unwrap() []error { return []error{ErrTooManyAttempts, e.err} }
 
 type runner struct {
 	o     Options

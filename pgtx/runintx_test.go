@@ -32,7 +32,7 @@ const (
 	evAttempt       kind = iota + 1 // AttemptStart
 	evRetry                         // AttemptEnd with Retry
 	evCommitUnknown                 // AttemptEnd with CommitLost
-	evResolved                      // AttemptEnd with CommitLost and a known Outcome
+	evResolved                      // AttemptEnd with CommitLost and a known outcome
 	evCommitted                     // TxEnd, committed
 	evFailed                        // TxEnd, not committed
 )
@@ -43,8 +43,8 @@ type counter struct {
 	mu      sync.Mutex
 	counts  map[kind]int
 	hooks   []string // hook names in order
-	attempt []pgtx.AttemptEndEvent
-	tx      []pgtx.TxEndEvent
+	attempt []pgtx.Event
+	tx      []pgtx.Event
 }
 
 func (c *counter) add(hook string, ks ...kind) {
@@ -57,21 +57,21 @@ func (c *counter) add(hook string, ks ...kind) {
 	c.hooks = append(c.hooks, hook)
 }
 
-func (c *counter) TxStart(ctx context.Context, _ pgtx.TxStartEvent) context.Context {
+func (c *counter) TxStart(ctx context.Context, _ pgtx.Event) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.add("tx_start")
 	return ctx
 }
 
-func (c *counter) AttemptStart(ctx context.Context, _ pgtx.AttemptStartEvent) context.Context {
+func (c *counter) AttemptStart(ctx context.Context, _ pgtx.Event) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.add("attempt_start", evAttempt)
 	return ctx
 }
 
-func (c *counter) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+func (c *counter) AttemptEnd(_ context.Context, e pgtx.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var ks []kind
@@ -80,7 +80,7 @@ func (c *counter) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
 	}
 	if e.CommitLost {
 		ks = append(ks, evCommitUnknown)
-		if e.Outcome != pgtx.TxOutcomeUnknown {
+		if !pgtx.Classify(e.Err).OutcomeUnknown {
 			ks = append(ks, evResolved)
 		}
 	}
@@ -88,13 +88,13 @@ func (c *counter) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
 	c.attempt = append(c.attempt, e)
 }
 
-func (c *counter) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
+func (c *counter) TxEnd(_ context.Context, e pgtx.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch e.Outcome {
-	case pgtx.TxCommitted:
+	switch outcome := pgtx.Classify(e.Err); {
+	case outcome.Committed:
 		c.add("tx_end", evCommitted)
-	case pgtx.TxNotCommitted:
+	case outcome.NotCommitted:
 		c.add("tx_end", evFailed)
 	default:
 		c.add("tx_end")
@@ -209,7 +209,7 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.
 		t.Fatalf("attempts = %d, commits = %d, want %d and 2", a, c, 2+retries)
 	}
 	for _, e := range obs.attempt {
-		if e.Retry && !pgtx.IsSerializationFailure(e.Err) {
+		if e.Retry && !pgtx.Classify(e.Err).SerializationFailure {
 			t.Fatalf("retry cause = %v, want serialization failure", e.Err)
 		}
 	}
@@ -275,7 +275,7 @@ func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.O
 			retries, obs.n(evCommitted), obs.n(evAttempt))
 	}
 	for _, e := range obs.attempt {
-		if e.Retry && !pgtx.IsDeadlock(e.Err) {
+		if e.Retry && !pgtx.Classify(e.Err).Deadlock {
 			t.Fatalf("retry cause = %v, want deadlock", e.Err)
 		}
 	}
@@ -294,9 +294,8 @@ func TestAttemptsExhausted(t *testing.T) {
 			}
 			return raise(b.ctx, tx, "40001")
 		})
-	var ae *pgtx.AttemptsError
-	if !errors.Is(err, pgtx.ErrTooManyAttempts) || !errors.As(err, &ae) || ae.Attempts != 3 {
-		t.Fatalf("err = %v, want *AttemptsError after 3 attempts", err)
+	if n, ok := pgtx.AttemptsOf(err); !errors.Is(err, pgtx.ErrTooManyAttempts) || !ok || n != 3 || !strings.Contains(err.Error(), "after 3 attempts") {
+		t.Fatalf("err = %v, want ErrTooManyAttempts after 3 attempts", err)
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "40001" {
@@ -328,7 +327,7 @@ func TestContextCancelledDuringBackoff(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if !pgtx.IsDeadlock(err) {
+	if !pgtx.Classify(err).Deadlock {
 		t.Fatalf("err = %v, want it to also carry the last cause (40P01)", err)
 	}
 	if runs != 1 {
@@ -354,15 +353,15 @@ func TestNonRetryableErrorsReturnedAsIs(t *testing.T) {
 	if obs.n(evAttempt) != 1 || obs.n(evRetry) != 0 {
 		t.Fatalf("attempts=%d retries=%d, want 1 and 0", obs.n(evAttempt), obs.n(evRetry))
 	}
-	if pgtx.IsRetryable(err) || pgtx.IsCommitOutcomeUnknown(err) || !pgtx.IsNotCommitted(err) {
+	if pgtx.Classify(err).Retryable || pgtx.Classify(err).OutcomeUnknown || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("classification of %v is wrong", err)
 	}
 
 	// 40003 (statement_completion_unknown) is in the same class as 40001 but must not be retried.
 	runs := 0
 	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{}, func(tx pgx.Tx) error { runs++; return raise(b.ctx, tx, "40003") })
-	if runs != 1 || pgtx.IsRetryable(err) {
-		t.Fatalf("40003: runs = %d, IsRetryable = %v; want 1, false", runs, pgtx.IsRetryable(err))
+	if runs != 1 || pgtx.Classify(err).Retryable {
+		t.Fatalf("40003: runs = %d, Retryable = %v; want 1, false", runs, pgtx.Classify(err).Retryable)
 	}
 
 	// An application error comes back unchanged.
@@ -525,14 +524,14 @@ func TestLockAndStatementTimeoutsClassified(t *testing.T) {
 		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
 		return err
 	})
-	if !pgtx.IsLockTimeout(err) || pgtx.IsRetryable(err) || obs.n(evAttempt) != 1 {
+	if !pgtx.Classify(err).LockTimeout || pgtx.Classify(err).Retryable || obs.n(evAttempt) != 1 {
 		t.Fatalf("err = %v (attempts %d), want one attempt ending in a lock timeout", err, obs.n(evAttempt))
 	}
 	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{StatementTimeout: 20 * time.Millisecond}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `SELECT pg_sleep(30)`)
 		return err
 	})
-	if !pgtx.IsStatementTimeout(err) || pgtx.IsLockTimeout(err) {
+	if !pgtx.Classify(err).StatementTimeout || pgtx.Classify(err).LockTimeout {
 		t.Fatalf("err = %v, want a statement timeout", err)
 	}
 }
@@ -628,7 +627,7 @@ func TestCommitOutcomeUnknownWhenCutAfterCommit(t *testing.T) {
 	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || !errors.As(err, &ce) || !ce.Unknown {
 		t.Fatalf("err = %v, want ErrCommitOutcomeUnknown", err)
 	}
-	if pgtx.IsRetryable(err) || pgtx.IsNotCommitted(err) || runs != 1 {
+	if pgtx.Classify(err).Retryable || pgtx.Classify(err).NotCommitted || runs != 1 {
 		t.Fatalf("unknown commit was treated as retryable or not committed (runs=%d)", runs)
 	}
 	if obs.n(evCommitUnknown) != 1 || obs.n(evCommitted) != 0 {
@@ -661,8 +660,8 @@ func TestResolveCommitFindsCommitted(t *testing.T) {
 		t.Fatalf("events: %v", obs.counts)
 	}
 	for _, e := range obs.attempt {
-		if e.CommitLost && e.Outcome != pgtx.TxCommitted {
-			t.Fatalf("resolution reported %v, want committed", e.Outcome)
+		if e.CommitLost && !pgtx.Classify(e.Err).Committed {
+			t.Fatalf("resolution reported %+v, want committed", pgtx.Classify(e.Err))
 		}
 	}
 	if n := b.count(t, "id = 1"); n != 1 {
@@ -686,7 +685,7 @@ func TestResolveCommitFindsAborted(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Unknown || ce.Resolution != "aborted" || ce.XID == 0 {
 		t.Fatalf("err = %v, want a resolved, not-committed *CommitError", err)
 	}
-	if !pgtx.IsNotCommitted(err) || pgtx.IsCommitOutcomeUnknown(err) {
+	if !pgtx.Classify(err).NotCommitted || pgtx.Classify(err).OutcomeUnknown {
 		t.Fatalf("classification of %v is wrong", err)
 	}
 	if n := b.count(t, "id = 1"); n != 0 {
@@ -698,7 +697,7 @@ func TestResolveCommitFindsAborted(t *testing.T) {
 		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (2, 0)`)
 		return err
 	})
-	if !pgtx.IsCommitOutcomeUnknown(err) {
+	if !pgtx.Classify(err).OutcomeUnknown {
 		t.Fatalf("err = %v, want unknown without resolution", err)
 	}
 }
@@ -721,7 +720,7 @@ func TestCutBeforeCommitIsSentIsNotCommitted(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Unknown {
 		t.Fatalf("err = %v, want a known not-committed *CommitError", err)
 	}
-	if !pgtx.IsNotCommitted(err) || !pgconn.SafeToRetry(err) {
+	if !pgtx.Classify(err).NotCommitted || !pgconn.SafeToRetry(err) {
 		t.Fatalf("err = %v should be safe to retry", err)
 	}
 	if n := b.count(t, "id = 1"); n != 0 {
@@ -744,7 +743,7 @@ func TestResolveCommitWithoutTransactionID(t *testing.T) {
 		return err
 	})
 	var ce *pgtx.CommitError
-	if !pgtx.IsCommitOutcomeUnknown(err) || !errors.As(err, &ce) || ce.XID != 0 || ce.Resolution != "no transaction id before COMMIT" {
+	if !pgtx.Classify(err).OutcomeUnknown || !errors.As(err, &ce) || ce.XID != 0 || ce.Resolution != "no transaction id before COMMIT" {
 		t.Fatalf("NOTIFY-only transaction whose COMMIT was lost: %v, want an unknown outcome", err)
 	}
 
@@ -767,7 +766,7 @@ type retryHook struct {
 	onRetry func()
 }
 
-func (h *retryHook) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+func (h *retryHook) AttemptEnd(_ context.Context, e pgtx.Event) {
 	if e.Retry {
 		h.onRetry()
 	}
@@ -783,12 +782,12 @@ type spanHook struct {
 	wrong []string
 }
 
-func (h *spanHook) TxStart(ctx context.Context, e pgtx.TxStartEvent) context.Context {
+func (h *spanHook) TxStart(ctx context.Context, e pgtx.Event) context.Context {
 	h.counter.TxStart(ctx, e)
 	return context.WithValue(ctx, hookKey("tx"), e.Name)
 }
 
-func (h *spanHook) AttemptStart(ctx context.Context, e pgtx.AttemptStartEvent) context.Context {
+func (h *spanHook) AttemptStart(ctx context.Context, e pgtx.Event) context.Context {
 	if ctx.Value(hookKey("tx")) != e.Name {
 		h.wrong = append(h.wrong, "attempt_start without the tx context")
 	}
@@ -796,14 +795,14 @@ func (h *spanHook) AttemptStart(ctx context.Context, e pgtx.AttemptStartEvent) c
 	return context.WithValue(ctx, hookKey("attempt"), e.Attempt)
 }
 
-func (h *spanHook) AttemptEnd(ctx context.Context, e pgtx.AttemptEndEvent) {
+func (h *spanHook) AttemptEnd(ctx context.Context, e pgtx.Event) {
 	if ctx.Value(hookKey("attempt")) != e.Attempt || ctx.Value(hookKey("tx")) != e.Name {
 		h.wrong = append(h.wrong, "attempt_end without its attempt's context")
 	}
 	h.counter.AttemptEnd(ctx, e)
 }
 
-func (h *spanHook) TxEnd(ctx context.Context, e pgtx.TxEndEvent) {
+func (h *spanHook) TxEnd(ctx context.Context, e pgtx.Event) {
 	if ctx.Value(hookKey("tx")) != e.Name || ctx.Value(hookKey("attempt")) != nil {
 		h.wrong = append(h.wrong, "tx_end without the tx context (or with an attempt's)")
 	}
@@ -836,12 +835,12 @@ func TestObserverHooks(t *testing.T) {
 	}
 	for i, e := range obs.attempt {
 		last := i == len(obs.attempt)-1
-		if e.Attempt != i+1 || e.Retry == last || (e.Outcome == pgtx.TxCommitted) != last || (e.Err == nil) != last ||
-			(e.Retry && (e.Backoff <= 0 || !pgtx.IsSerializationFailure(e.Err))) {
+		if e.Attempt != i+1 || e.Retry == last || pgtx.Classify(e.Err).Committed != last || (e.Err == nil) != last ||
+			(e.Retry && (e.Backoff <= 0 || !pgtx.Classify(e.Err).SerializationFailure)) {
 			t.Errorf("attempt %d: %+v", i+1, e)
 		}
 	}
-	if end := obs.tx[0]; end.Attempts != 3 || end.Outcome != pgtx.TxCommitted || end.Err != nil || end.Name != "buy" {
+	if end := obs.tx[0]; end.Attempt != 3 || !pgtx.Classify(end.Err).Committed || end.Err != nil || end.Name != "buy" {
 		t.Errorf("tx end %+v, want 3 attempts, committed", end)
 	}
 	if obs.n(evCommitted) != 1 || b.count(t, "id = 1") != 1 {
@@ -860,7 +859,7 @@ func TestObserverHooks(t *testing.T) {
 		_ = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: p}, func(tx pgx.Tx) error { panic("boom") })
 	}()
 	if !slices.Equal(p.hooks, []string{"tx_start", "attempt_start", "attempt_end", "tx_end"}) ||
-		p.attempt[0].Outcome != pgtx.TxNotCommitted || p.tx[0].Outcome != pgtx.TxNotCommitted || p.tx[0].Err == nil {
+		!pgtx.Classify(p.attempt[0].Err).NotCommitted || !pgtx.Classify(p.tx[0].Err).NotCommitted || p.tx[0].Err == nil {
 		t.Fatalf("after a panic: hooks %v, attempt %+v, tx %+v", p.hooks, p.attempt, p.tx)
 	}
 }

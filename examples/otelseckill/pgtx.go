@@ -52,7 +52,7 @@ func spanName(name string) string {
 }
 
 // TxStart starts the call's span, a child of ctx's span.
-func (o *txObserver) TxStart(ctx context.Context, e pgtx.TxStartEvent) context.Context {
+func (o *txObserver) TxStart(ctx context.Context, e pgtx.Event) context.Context {
 	ctx, _ = o.tracer.Start(ctx, spanName(e.Name), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			semconv.DBSystemNamePostgreSQL,
@@ -65,22 +65,22 @@ func (o *txObserver) TxStart(ctx context.Context, e pgtx.TxStartEvent) context.C
 }
 
 // AttemptStart starts the attempt's span, a child of the call's.
-func (o *txObserver) AttemptStart(ctx context.Context, e pgtx.AttemptStartEvent) context.Context {
+func (o *txObserver) AttemptStart(ctx context.Context, e pgtx.Event) context.Context {
 	ctx, _ = o.tracer.Start(ctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.DBSystemNamePostgreSQL, AttrTxName.String(e.Name), AttrTxAttempt.Int(e.Attempt)))
 	return ctx
 }
 
 // AttemptEnd ends the attempt's span with its outcome and counts it.
-func (o *txObserver) AttemptEnd(ctx context.Context, e pgtx.AttemptEndEvent) {
-	attrs := []attribute.KeyValue{AttrTxName.String(e.Name), AttrTxOutcome.String(e.Outcome.String()), AttrTxRetry.Bool(e.Retry)}
+func (o *txObserver) AttemptEnd(ctx context.Context, e pgtx.Event) {
+	attrs := []attribute.KeyValue{AttrTxName.String(e.Name), AttrTxOutcome.String(outcome(e.Err)), AttrTxRetry.Bool(e.Retry)}
 	state := sqlState(e.Err)
 	if state != "" {
 		attrs = append(attrs, semconv.DBResponseStatusCode(state))
 	}
 	o.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
 	if e.CommitLost {
-		o.commitLost.Add(ctx, 1, metric.WithAttributes(AttrTxName.String(e.Name), AttrTxOutcome.String(e.Outcome.String())))
+		o.commitLost.Add(ctx, 1, metric.WithAttributes(AttrTxName.String(e.Name), AttrTxOutcome.String(outcome(e.Err))))
 	}
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
@@ -100,14 +100,14 @@ func (o *txObserver) AttemptEnd(ctx context.Context, e pgtx.AttemptEndEvent) {
 }
 
 // TxEnd ends the call's span with its outcome and records its duration.
-func (o *txObserver) TxEnd(ctx context.Context, e pgtx.TxEndEvent) {
-	outcome := AttrTxOutcome.String(e.Outcome.String())
-	o.duration.Record(ctx, e.Elapsed.Seconds(), metric.WithAttributes(AttrTxName.String(e.Name), outcome))
+func (o *txObserver) TxEnd(ctx context.Context, e pgtx.Event) {
+	outcomeAttr := AttrTxOutcome.String(outcome(e.Err))
+	o.duration.Record(ctx, e.Elapsed.Seconds(), metric.WithAttributes(AttrTxName.String(e.Name), outcomeAttr))
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(outcome, AttrTxAttempts.Int(e.Attempts))
+	span.SetAttributes(outcomeAttr, AttrTxAttempts.Int(e.Attempt))
 	if e.Err != nil {
 		state := sqlState(e.Err)
 		if state != "" {
@@ -118,6 +118,18 @@ func (o *txObserver) TxEnd(ctx context.Context, e pgtx.TxEndEvent) {
 		span.SetStatus(codes.Error, e.Err.Error())
 	}
 	span.End()
+}
+
+// outcome is the seckill.tx.outcome of an attempt's or a call's error:
+// committed, not_committed or unknown.
+func outcome(err error) string {
+	switch c := pgtx.Classify(err); {
+	case c.Committed:
+		return "committed"
+	case c.OutcomeUnknown:
+		return "unknown"
+	}
+	return "not_committed"
 }
 
 // errorType is the error.type of err: its SQLSTATE when it has one,

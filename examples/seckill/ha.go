@@ -243,7 +243,7 @@ func databaseUnavailable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.As(err, &ce), pgconn.SafeToRetry(err), pgconn.Timeout(err), pgtx.IsCommitOutcomeUnknown(err):
+	case errors.As(err, &ce), pgconn.SafeToRetry(err), pgconn.Timeout(err), pgtx.Classify(err).OutcomeUnknown:
 		return true
 	case errors.As(err, &pe):
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "25006"

@@ -266,13 +266,25 @@ func newServiceMetrics() *serviceMetrics {
 
 // retryCause names a retried attempt's error.
 func retryCause(err error) string {
-	switch {
-	case pgtx.IsDeadlock(err):
+	switch c := pgtx.Classify(err); {
+	case c.Deadlock:
 		return "deadlock"
-	case pgtx.IsSerializationFailure(err):
+	case c.SerializationFailure:
 		return "serialization_failure"
 	}
 	return "other"
+}
+
+// txOutcome names what became of an attempt's or a call's transaction:
+// committed, not_committed or unknown.
+func txOutcome(err error) string {
+	switch c := pgtx.Classify(err); {
+	case c.Committed:
+		return "committed"
+	case c.OutcomeUnknown:
+		return "unknown"
+	}
+	return "not_committed"
 }
 
 // stockResult names an allocation's or a release's classified result.
@@ -301,7 +313,7 @@ type txObserver struct {
 }
 
 // AttemptEnd counts per attempt.
-func (o txObserver) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+func (o txObserver) AttemptEnd(_ context.Context, e pgtx.Event) {
 	o.m.txAttempts.inc(1, e.Name)
 	if e.Retry {
 		o.m.txRetries.inc(1, e.Name, retryCause(e.Err))
@@ -310,7 +322,7 @@ func (o txObserver) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
 		}
 	}
 	if e.CommitLost {
-		o.m.txCommitLost.inc(1, e.Name, e.Outcome.String())
+		o.m.txCommitLost.inc(1, e.Name, txOutcome(e.Err))
 		if e.Name == orderTxName {
 			o.stats.unknownCmts.Add(1)
 		}
@@ -318,8 +330,8 @@ func (o txObserver) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
 }
 
 // TxEnd counts per call, once the outcome is final.
-func (o txObserver) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
-	o.m.txTotal.inc(1, e.Name, e.Outcome.String())
+func (o txObserver) TxEnd(_ context.Context, e pgtx.Event) {
+	o.m.txTotal.inc(1, e.Name, txOutcome(e.Err))
 	o.m.txDuration.observe(e.Elapsed.Seconds(), e.Name)
 }
 

@@ -164,7 +164,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 		var se *pgtx.StatementError
 		var pgErr *pgconn.PgError
 		switch {
-		case !errors.As(err, &se) || !strings.HasPrefix(se.Call, a.call) || !pgtx.IsNotCommitted(err):
+		case !errors.As(err, &se) || !strings.HasPrefix(se.Call, a.call) || !pgtx.Classify(err).NotCommitted:
 			t.Errorf("%s: %v, want the call %s… to abort the batch", a.name, err, a.call)
 		case !errors.Is(err, a.sentinel) || !errors.As(err, &pgErr) || pgErr.Code != a.code:
 			t.Errorf("%s: %v, want %v (SQLSTATE %s)", a.name, err, a.sentinel, a.code)

@@ -60,7 +60,7 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 				t.Fatalf("victim %d: bucket in the transaction = %+v, %v; want available %d", i, b, err, before-1)
 			}
 			if _, err := r.admin.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 4 FOR UPDATE NOWAIT`),
-				r.svc.Item.ActivityID, r.svc.Item.SKUID); !pgtx.IsLockTimeout(err) {
+				r.svc.Item.ActivityID, r.svc.Item.SKUID); !pgtx.Classify(err).LockTimeout {
 				t.Fatalf("victim %d: the bucket row is not locked by the open transaction: %v", i, err)
 			}
 		}
@@ -86,7 +86,7 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 				return nil
 			})
 			cancel()
-			if !pgtx.IsNotCommitted(err) || !errors.Is(err, context.Canceled) {
+			if !pgtx.Classify(err).NotCommitted || !errors.Is(err, context.Canceled) {
 				t.Fatalf("victim %d: RunInTx = %v; want a known non-commit caused by the cancellation", i, err)
 			}
 		}
@@ -130,7 +130,7 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 				for deadline := time.Now().Add(time.Minute); r.ctx.Err() == nil && time.Now().Before(deadline); {
 					_, err := r.admin.Exec(r.ctx, r.q(`SELECT 1 FROM %s.sku_inventory WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 4 FOR UPDATE NOWAIT`),
 						r.svc.Item.ActivityID, r.svc.Item.SKUID)
-					if locked = pgtx.IsLockTimeout(err); locked {
+					if locked = pgtx.Classify(err).LockTimeout; locked {
 						break
 					}
 					time.Sleep(5 * time.Millisecond)
@@ -147,7 +147,7 @@ func TestFaultKillConsumerBeforeCommit(t *testing.T) {
 			t.Fatalf("fresh victim %d: cut at COMMIT %v, general path's savepoint seen %v, bucket locked at the cut %v; want a cut of the fresh path holding the lock", i, cut, savepoint, locked)
 		}
 		mu.Unlock()
-		if err == nil || (!pgtx.IsCommitOutcomeUnknown(err) && !pgtx.IsNotCommitted(err)) {
+		if err == nil || (!pgtx.Classify(err).OutcomeUnknown && !pgtx.Classify(err).NotCommitted) {
 			t.Fatalf("fresh victim %d: PlaceOrder = %v, want an error (the consumer died at COMMIT)", i, err)
 		}
 		r.waitBucketUnlocked(4)

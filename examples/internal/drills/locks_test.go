@@ -206,7 +206,7 @@ func (r *rig) deadlockEpisode(v *msg, opts pgtx.Options) (hostileFailed bool, er
 	}
 	_, err = tx.Exec(r.ctx, r.q(`INSERT INTO %s.consumer_inbox (consumer_group, message_id, topic) VALUES ($1, $2, 'DRILL')`), flow.ConsumerGroup, v.ID)
 	switch {
-	case pgtx.IsDeadlock(err):
+	case pgtx.Classify(err).Deadlock:
 		hostileFailed = true
 	case err != nil:
 		return false, err

@@ -44,9 +44,9 @@ type txEvents struct {
 
 func newTxEvents() *txEvents { return &txEvents{n: map[string]int64{}} }
 
-func (c *txEvents) TxStart(ctx context.Context, _ pgtx.TxStartEvent) context.Context { return ctx }
+func (c *txEvents) TxStart(ctx context.Context, _ pgtx.Event) context.Context { return ctx }
 
-func (c *txEvents) AttemptStart(ctx context.Context, _ pgtx.AttemptStartEvent) context.Context {
+func (c *txEvents) AttemptStart(ctx context.Context, _ pgtx.Event) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n["attempt"]++
@@ -55,22 +55,22 @@ func (c *txEvents) AttemptStart(ctx context.Context, _ pgtx.AttemptStartEvent) c
 
 // AttemptEnd counts retries (by cause), lost COMMIT answers and what their
 // resolution found.
-func (c *txEvents) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
+func (c *txEvents) AttemptEnd(_ context.Context, e pgtx.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.Retry {
 		c.n["retry"]++
-		if pgtx.IsDeadlock(e.Err) {
+		if pgtx.Classify(e.Err).Deadlock {
 			c.n["retry_deadlock"]++
 		}
 	}
 	if e.CommitLost {
 		c.n["commit_unknown"]++
-		switch e.Outcome {
-		case pgtx.TxCommitted:
+		switch outcome := pgtx.Classify(e.Err); {
+		case outcome.Committed:
 			c.n["resolved"]++
 			c.n["resolved_committed"]++
-		case pgtx.TxNotCommitted:
+		case outcome.NotCommitted:
 			c.n["resolved"]++
 			c.n["resolved_aborted"]++
 		}
@@ -79,10 +79,17 @@ func (c *txEvents) AttemptEnd(_ context.Context, e pgtx.AttemptEndEvent) {
 
 // TxEnd counts the calls' outcomes ("committed", "not_committed",
 // "unknown").
-func (c *txEvents) TxEnd(_ context.Context, e pgtx.TxEndEvent) {
+func (c *txEvents) TxEnd(_ context.Context, e pgtx.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[e.Outcome.String()]++
+	switch outcome := pgtx.Classify(e.Err); {
+	case outcome.Committed:
+		c.n["committed"]++
+	case outcome.NotCommitted:
+		c.n["not_committed"]++
+	default:
+		c.n["unknown"]++
+	}
 }
 
 func (c *txEvents) get(k string) int64 {
@@ -260,13 +267,13 @@ func (r *rig) ack(m *msg, out flow.Outcome) {
 // errClass names the class of a consumer error.
 func errClass(err error) string {
 	switch {
-	case pgtx.IsCommitOutcomeUnknown(err):
+	case pgtx.Classify(err).OutcomeUnknown:
 		return "commit_unknown"
 	case errors.Is(err, pgtx.ErrTooManyAttempts):
 		return "too_many_attempts"
-	case pgtx.IsDeadlock(err):
+	case pgtx.Classify(err).Deadlock:
 		return "deadlock"
-	case pgtx.IsLockTimeout(err):
+	case pgtx.Classify(err).LockTimeout:
 		return "lock_timeout"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline"

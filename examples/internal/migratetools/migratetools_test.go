@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +69,7 @@ func TestGooseAndGolangMigrateMakeTheSameSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("goose up: %s: %v", c.Name, err)
 		}
-		latest, _ := c.Latest()
+		latest := latestVersion(t, c)
 		if len(res) != latest {
 			t.Fatalf("goose applied %d files of %s, want %d", len(res), c.Name, latest)
 		}
@@ -91,7 +93,7 @@ func TestGooseAndGolangMigrateMakeTheSameSchema(t *testing.T) {
 			t.Fatalf("golang-migrate up: %s: %v", c.Name, err)
 		}
 		v, dirty, err := m.Version()
-		latest, _ := c.Latest()
+		latest := latestVersion(t, c)
 		if err != nil || dirty || int(v) != latest {
 			t.Fatalf("golang-migrate %s at version %d (dirty %v, %v), want %d", c.Name, v, dirty, err, latest)
 		}
@@ -166,6 +168,23 @@ func describe(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema stri
 	}
 	slices.Sort(out)
 	return out
+}
+
+// latestVersion returns the highest version of c's files (NNN_title.up.sql).
+func latestVersion(t *testing.T, c migrate.Component) int {
+	t.Helper()
+	entries, err := fs.ReadDir(c.FS, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := 0
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if v, err := strconv.Atoi(num); ok && err == nil && strings.HasSuffix(e.Name(), ".up.sql") {
+			latest = max(latest, v)
+		}
+	}
+	return latest
 }
 
 func diff(want, got []string) string {

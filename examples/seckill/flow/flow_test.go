@@ -501,7 +501,7 @@ func TestCommitOutcomeUnknownResolvedByRedelivery(t *testing.T) {
 	m := b.msg(1, 0)
 	id := uuid.Must(uuid.NewV7())
 	_, err = b.s.PlaceOrder(b.ctx, id, body(t, m))
-	if !pgtx.IsCommitOutcomeUnknown(err) {
+	if !pgtx.Classify(err).OutcomeUnknown {
 		t.Fatalf("PlaceOrder through a cut COMMIT = %v, want ErrCommitOutcomeUnknown", err)
 	}
 	out, err := b.s.PlaceOrder(b.ctx, id, body(t, m)) // the queue redelivers

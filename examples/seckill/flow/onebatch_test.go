@@ -309,7 +309,7 @@ func TestBatchCutBeforeTheServerIsRedeliveredFresh(t *testing.T) {
 	armed.Store(true)
 	m := b.msg(1, 0)
 	id := uuid.Must(uuid.NewV7())
-	if _, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); !pgtx.IsCommitOutcomeUnknown(err) {
+	if _, err := b.s.PlaceOrder(b.ctx, id, body(t, m)); !pgtx.Classify(err).OutcomeUnknown {
 		t.Fatalf("PlaceOrder through a cut before the batch = %v, want ErrCommitOutcomeUnknown (the client wrote it)", err)
 	}
 	if px.Cuts() != 1 {
