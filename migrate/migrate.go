@@ -110,20 +110,6 @@ type migration struct {
 	stmts []statement
 }
 
-// statements returns the statements of the file in order, each without
-// its terminating semicolon: what [Apply] sends, one statement per query
-// (Citus, for one, runs DDL only one statement at a time). Comments
-// between statements are dropped; a statement written between the goose
-// annotations -- +goose StatementBegin and -- +goose StatementEnd is one
-// statement whatever it contains.
-func (m migration) statements() []string {
-	out := make([]string, len(m.stmts))
-	for i, st := range m.stmts {
-		out[i] = st.sql
-	}
-	return out
-}
-
 // ErrPending is matched by the error [Validate] returns when a component has
 // migrations that are not applied yet (Error.Applied < Error.Latest).
 var ErrPending = errors.New("migrate: migrations pending")
@@ -289,15 +275,6 @@ func (c Component) migrations() ([]migration, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
-}
-
-// latest returns the highest version the component embeds (0 if none).
-func (c Component) latest() (int, error) {
-	ms, err := c.migrations()
-	if err != nil || len(ms) == 0 {
-		return 0, err
-	}
-	return ms[len(ms)-1].Version, nil
 }
 
 // Result tells what [Apply] did.

@@ -3,7 +3,6 @@ package migrate
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -55,19 +54,9 @@ func ValidateSchema(name string) error {
 	return nil
 }
 
-// reservedWords returns the key words [ValidateSchema] rejects: those
-// PostgreSQL (15 to 18) lists in pg_get_keywords() as reserved or as
-// usable only as a type or function name, which cannot name a schema
-// unquoted.
-func reservedWords() []string {
-	out := make([]string, 0, len(reserved))
-	for w := range reserved {
-		out = append(out, w)
-	}
-	sort.Strings(out)
-	return out
-}
-
+// reserved holds the key words [ValidateSchema] rejects: those PostgreSQL
+// (15 to 18) lists in pg_get_keywords() as reserved or as usable only as a
+// type or function name, which cannot name a schema unquoted.
 var reserved = func() map[string]struct{} {
 	m := map[string]struct{}{}
 	for _, w := range strings.Fields(`all analyse analyze and any array as asc asymmetric authorization

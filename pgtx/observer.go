@@ -43,7 +43,7 @@ import (
 // For one call the hooks fire in this order:
 //
 //	TxStart
-//	  AttemptStart, AttemptEnd   (once per attempt; AttemptEnd.Retry when another follows)
+//	  AttemptStart, AttemptEnd   (once per attempt; Event.Retry when another follows)
 //	TxEnd                        (once, when the call returns)
 //
 // Every hook receives an [Event] with the fields that describe the call
