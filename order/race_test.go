@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/racetest"
 	"github.com/seckillkit/seckill/order"
@@ -22,15 +24,13 @@ import (
 var unguarded = map[string]string{
 	"Audit":              "read without a lock",
 	"Get":                "read without a lock",
-	"GetByBuyer":         "read without a lock",
-	"GetByRequest":       "read without a lock",
-	"Items":              "read without a lock",
+	"Items":              "test hook: read without a lock",
 	"OpenPaymentReviews": "read without a lock",
 	"Payments":           "read without a lock",
 	"QuantitiesByStatus": "read without a lock",
-	"Schema":             "returns the configured schema name",
 	"Check":              "reads the catalog",
 	// Test hooks of export_test.go.
+	"Schema":           "test hook: returns the configured schema name",
 	"CancelExpiredSQL": "test hook: returns the statement text",
 	"DueForExpirySQL":  "test hook: returns the statement text",
 }
@@ -73,7 +73,7 @@ func (b testBundle) raceOrder(t *testing.T, expired bool) order.Order {
 
 func (b testBundle) get(t *testing.T, id int64) order.Order {
 	t.Helper()
-	o, err := b.store.Get(b.ctx, b.pool, id)
+	o, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +116,8 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 							return b.store.TransitionOrder(ctx, tx, tr)
 						}
 						var batch pgx.Batch
-						var dst order.TransitionResult
-						if err := b.store.QueueTransitionOrder(&batch, tr, &dst); err != nil {
+						var dst order.Result
+						if err := b.store.QueueTransitionOrder(&batch, tr, &dst, pgtx.Return); err != nil {
 							return dst, err
 						}
 						return dst, tx.SendBatch(ctx, &batch).Close()
@@ -127,11 +127,11 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 						if end == racetest.Commit {
 							left = aTo
 						}
-						res, _ := got.(order.TransitionResult)
+						res, _ := got.(order.Result)
 						now := b.get(t, o.OrderID)
 						switch {
 						case left == target:
-							if err != nil || !res.AlreadyInState || res.Changed || res.Order.Version != now.Version {
+							if err != nil || !res.Existing || res.Changed || res.Order.Version != now.Version {
 								t.Fatalf("got %+v, %v; want AlreadyInState with the stored row (v%d)", res, err, now.Version)
 							}
 						case order.CanTransition(left, target):
@@ -139,8 +139,8 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 								t.Fatalf("got %+v, %v; want Changed from %s", res, err, left)
 							}
 						default:
-							var ie *order.IllegalTransitionError
-							if !errors.As(err, &ie) || ie.From != left || res.From != left || res.Order.Status != left || res.Order.Version != now.Version {
+							var ie *order.Error
+							if !errors.As(err, &ie) || !errors.Is(err, order.ErrIllegalTransition) || ie.From != left || res.From != left || res.Order.Status != left || res.Order.Version != now.Version {
 								t.Fatalf("got %+v, %v; want *IllegalTransitionError from %s with the stored row (v%d)", res, err, left, now.Version)
 							}
 						}
@@ -174,7 +174,7 @@ func orderRaces(b testBundle) []racetest.Race {
 		"ClassifyPaymentConflict": func(ctx context.Context, tx pgx.Tx, p order.Payment) (order.PaymentResult, error) {
 			var batch pgx.Batch
 			var dst order.PaymentResult
-			if err := b.store.QueueRecordPayment(&batch, p, &dst); err != nil {
+			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			err := tx.SendBatch(ctx, &batch).Close()
@@ -186,7 +186,7 @@ func orderRaces(b testBundle) []racetest.Race {
 		"QueueRecordPayment": func(ctx context.Context, tx pgx.Tx, p order.Payment) (order.PaymentResult, error) {
 			var batch pgx.Batch
 			var dst order.PaymentResult
-			if err := b.store.QueueRecordPayment(&batch, p, &dst); err != nil {
+			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			return dst, tx.SendBatch(ctx, &batch).Close()
@@ -258,15 +258,15 @@ func orderRaces(b testBundle) []racetest.Race {
 
 	// Create and its twins: A creates the same order (B waits on its
 	// keys), or another order of the same buyer and SKU.
-	type createCall func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error)
+	type createCall func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error)
 	creates := map[string]createCall{
-		"Create": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"Create": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			return b.store.Create(ctx, tx, in)
 		},
-		"ClassifyConflict": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"ClassifyConflict": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			var batch pgx.Batch
-			var dst order.CreateResult
-			if err := b.store.QueueCreate(&batch, in, &dst); err != nil {
+			var dst order.Result
+			if err := b.store.QueueCreate(&batch, in, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			err := tx.SendBatch(ctx, &batch).Close()
@@ -275,20 +275,21 @@ func orderRaces(b testBundle) []racetest.Race {
 			}
 			return dst, err
 		},
-		"QueueCreate": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"QueueCreate": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			var batch pgx.Batch
-			var dst order.CreateResult
-			if err := b.store.QueueCreate(&batch, in, &dst); err != nil {
+			var dst order.Result
+			if err := b.store.QueueCreate(&batch, in, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			return dst, tx.SendBatch(ctx, &batch).Close()
 		},
-		"QueueCreateOrAbort": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"QueueCreate/Abort": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			var batch pgx.Batch
-			if err := b.store.QueueCreateOrAbort(&batch, in); err != nil {
-				return order.CreateResult{}, err
+			var dst order.Result
+			if err := b.store.QueueCreate(&batch, in, &dst, pgtx.Abort); err != nil {
+				return dst, err
 			}
-			return order.CreateResult{}, tx.SendBatch(ctx, &batch).Close()
+			return dst, tx.SendBatch(ctx, &batch).Close()
 		},
 	}
 	for method, call := range creates {
@@ -297,8 +298,12 @@ func orderRaces(b testBundle) []racetest.Race {
 			if !same {
 				state = "other_order_of_the_buyer_created"
 			}
+			name, variant, _ := strings.Cut(method, "/")
+			if variant != "" {
+				state += "/" + variant
+			}
 			races = append(races, racetest.Race{
-				Method: method, State: state,
+				Method: name, State: state,
 				Setup: func(t *testing.T) racetest.Round {
 					in := newOrder(1_000_000 + raceUsers.Add(1))
 					aIn := in
@@ -313,13 +318,13 @@ func orderRaces(b testBundle) []racetest.Race {
 						},
 						Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, in) },
 						Check: func(t *testing.T, end racetest.End, got any, err error) {
-							res, _ := got.(order.CreateResult)
+							res, _ := got.(order.Result)
 							switch {
 							case end == racetest.Rollback:
 								if err != nil || res.Existing {
 									t.Fatalf("got %+v, %v; want the order created", res, err)
 								}
-							case method == "QueueCreateOrAbort":
+							case method == "QueueCreate/Abort":
 								if _, ok := pgtx.UniqueViolationOf(err); !ok {
 									t.Fatalf("err = %v, want a unique_violation", err)
 								}
@@ -334,8 +339,8 @@ func orderRaces(b testBundle) []racetest.Race {
 									t.Fatalf("got %+v, %v; want Existing", res, err)
 								}
 							default:
-								var ue *order.UserAlreadyOrderedError
-								if !errors.As(err, &ue) {
+								var ue *order.Error
+								if !errors.As(err, &ue) || !errors.Is(err, order.ErrUserAlreadyOrdered) {
 									t.Fatalf("err = %v, want *UserAlreadyOrderedError", err)
 								}
 							}
@@ -354,7 +359,7 @@ func orderRaces(b testBundle) []racetest.Race {
 		},
 		"QueueCancelExpired": func(ctx context.Context, b testBundle, tx pgx.Tx) ([]int64, error) {
 			var batch pgx.Batch
-			var res []order.TransitionResult
+			var res []order.Result
 			if err := b.store.QueueCancelExpired(&batch, 10, &res); err != nil {
 				return nil, err
 			}
@@ -397,7 +402,7 @@ func orderRaces(b testBundle) []racetest.Race {
 	// Payment reviews: A records the same review (B waits on its key), or
 	// A resolves it (B finds it resolved).
 	review := func(o int64) order.Payment {
-		p := newPayment(order.Order{OrderID: o, TotalAmount: 100, Currency: "CNY"})
+		p := newPayment(order.Order{Request: seckill.Request{OrderID: o}, TotalAmount: 100, Currency: "CNY"})
 		p.ProviderTradeNo = fmt.Sprintf("REVIEW-%d", o)
 		return p
 	}
@@ -408,11 +413,11 @@ func orderRaces(b testBundle) []racetest.Race {
 			return racetest.Round{
 				Pool: b.pool,
 				Hold: func(ctx context.Context, tx pgx.Tx) error {
-					_, _, err := b.store.RecordPaymentReview(ctx, tx, p, order.ReviewUnknownOrder)
+					_, _, err := b.store.RecordPaymentReview(ctx, tx, p, order.PaymentResult{}, order.ErrNotFound)
 					return err
 				},
 				Call: func(ctx context.Context, tx pgx.Tx) (any, error) {
-					_, created, err := b.store.RecordPaymentReview(ctx, tx, p, order.ReviewUnknownOrder)
+					_, created, err := b.store.RecordPaymentReview(ctx, tx, p, order.PaymentResult{}, order.ErrNotFound)
 					return created, err
 				},
 				Check: func(t *testing.T, end racetest.End, got any, err error) {
@@ -426,7 +431,7 @@ func orderRaces(b testBundle) []racetest.Race {
 	races = append(races, racetest.Race{
 		Method: "ResolvePaymentReview", State: "RESOLVED",
 		Setup: func(t *testing.T) racetest.Round {
-			rv, _, err := b.store.RecordPaymentReview(b.ctx, b.pool, review(9_000_000+raceUsers.Add(1)), order.ReviewUnknownOrder)
+			rv, _, err := b.store.RecordPaymentReview(b.ctx, b.pool, review(9_000_000+raceUsers.Add(1)), order.PaymentResult{}, order.ErrNotFound)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -456,7 +461,7 @@ func orderRaces(b testBundle) []racetest.Race {
 	return races
 }
 
-func transitioned(res []order.TransitionResult) []int64 {
+func transitioned(res []order.Result) []int64 {
 	var ids []int64
 	for _, r := range res {
 		if r.Changed {

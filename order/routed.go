@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -57,25 +56,25 @@ const (
 // item from the order insert's RETURNING in a CTE, which Citus splits; an
 // INSERT … SELECT of the item from orders meets the Citus bug described
 // above.)
-const insertOrderRoutedSQL = insertOrderOrAbortSQL + `
+const insertOrderRoutedSQL = insertOrderSQL + `
 ON CONFLICT DO NOTHING
 RETURNING {cols}`
 
 // createRouted is Create for Config.Citus (in normalized): two round trips
 // for a new order (the order, then its item) and for a conflict (the
 // insert, then its classification), with the same results.
-func (s *Store) createRouted(ctx context.Context, tx pgx.Tx, in NewOrder) (CreateResult, error) {
-	var res CreateResult
+func (s *Store) createRouted(ctx context.Context, tx pgx.Tx, in NewOrder) (Result, error) {
+	res := Result{Changed: true}
 	args := createArgs(in)
 	err := scanOrder(tx.QueryRow(ctx, s.sql.insertOrderRouted, args[:13]...), &res.Order)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.classifyCreate(ctx, tx, in)
 	}
 	if err != nil {
-		return CreateResult{}, fmt.Errorf("order: create %d: %w", in.OrderID, err)
+		return Result{}, fmt.Errorf("order: create %d: %w", in.OrderID, err)
 	}
 	if _, err := tx.Exec(ctx, s.sql.insertItemOrAbort, in.OrderID, in.ActivityID, in.SKUID, in.SKUTitle, in.Quantity, in.UnitPrice); err != nil {
-		return CreateResult{}, fmt.Errorf("order: create %d: item: %w", in.OrderID, err)
+		return Result{}, fmt.Errorf("order: create %d: item: %w", in.OrderID, err)
 	}
 	return res, nil
 }
@@ -87,17 +86,13 @@ func (s *Store) recordPaymentRouted(ctx context.Context, tx pgx.Tx, p Payment) (
 	var cur Order
 	err := scanOrder(tx.QueryRow(ctx, s.sql.lockForPayment, p.OrderID), &cur)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PaymentResult{}, &NotFoundError{OrderID: p.OrderID}
+		return PaymentResult{}, notFound("RecordPayment", p.OrderID)
 	}
 	if err != nil {
 		return PaymentResult{}, fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
 	}
-	if cur.TotalAmount != p.Amount {
-		return PaymentResult{}, &MismatchError{OrderID: p.OrderID, Field: "amount",
-			Order: strconv.FormatInt(cur.TotalAmount, 10), Payment: strconv.FormatInt(p.Amount, 10)}
-	}
-	if cur.Currency != p.Currency {
-		return PaymentResult{}, &MismatchError{OrderID: p.OrderID, Field: "currency", Order: cur.Currency, Payment: p.Currency}
+	if err := mismatch("RecordPayment", p, cur, cur.TotalAmount == p.Amount, cur.Currency == p.Currency); err != nil {
+		return PaymentResult{}, err
 	}
 	status := PaymentRefundPending
 	if cur.Status == StatusCreated || cur.Status == StatusPaying {
@@ -138,5 +133,5 @@ func (s *Store) recordPaymentRouted(ctx context.Context, tx pgx.Tx, p Payment) (
 	if changed {
 		res.Order = paid
 	}
-	return res, decidePayment(p, &res, changed, cur.Status, *payID, *payStatus)
+	return res, decidePayment("RecordPayment", p, &res, changed, cur.Status, *payID, *payStatus)
 }
