@@ -39,9 +39,9 @@ type Config struct {
 	// into subplans that touch every worker, so the transaction commits
 	// with two phases. Results and errors are the same either way. Leave
 	// it off on plain PostgreSQL. The queued forms ([Store.QueueCreate],
-	// [Store.QueueRecordPayment]) with pgtx.Return always queue the one
-	// statement; [Store.QueueCreate] with pgtx.Abort is routed whole
-	// either way.
+	// [Store.QueueRecordPayment]) always queue the one statement, except
+	// [Store.QueueCreate] with pgtx.Abort, whose two plain statements are
+	// routed whole either way.
 	Citus bool
 }
 
