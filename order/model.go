@@ -38,6 +38,32 @@ type Order struct {
 	UpdatedAt    time.Time  // updated_at: the last transition (CreatedAt when none)
 }
 
+// Result is the outcome of a write to one order that is not an error:
+// [Store.Create], [Store.TransitionOrder], and each order of
+// [Store.CancelExpired].
+type Result struct {
+	// Order is the order after the call: the inserted or updated row when
+	// Changed, the existing row otherwise. It carries what a cancel needs
+	// to release stock in the same transaction (ReservationID,
+	// ActivityID, SKUID, UserID, Bucket, Quantity, TotalAmount).
+	Order Order
+	// From is the status the order had before a transition (0 for
+	// Create).
+	From Status
+	// Changed is true when this call wrote the order: inserted it
+	// (Create) or performed the transition. Exactly one caller ever sees
+	// Changed for a given order and target, so "release stock when a
+	// cancel Changed" releases it exactly once.
+	Changed bool
+	// Existing is true when nothing was written because the order already
+	// was what the call asked for: Create found the order of the same
+	// request (same request id, reservation id or message id, and the
+	// same activity, SKU and user) — treat it as success of a retry;
+	// TransitionOrder found the order already in the target status
+	// (idempotent repeat: do not release stock again).
+	Existing bool
+}
+
 // orderColumns lists the orders columns in the order scanOrder expects.
 var orderColumns = []string{
 	"order_id", "order_no", "request_id", "reservation_id", "source_message_id",

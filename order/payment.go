@@ -432,3 +432,97 @@ func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, 
 	}
 	return PaymentResult{}, modelError("RecordPayment", p.OrderID, "payment insert conflicted but no conflicting payment is visible")
 }
+
+// The statements of RecordPayment with Config.Citus: the order read and
+// locked, then in a second round trip a plain INSERT … VALUES of the
+// payment and an UPDATE … FROM of the order. Each is a shape Citus routes
+// whole to the one node that holds the schema. paymentSQL, one statement
+// whose data-modifying CTEs feed one another, is split by Citus into
+// subplans whose results it ships between nodes, and the transaction then
+// commits with two phases. (An INSERT … SELECT from orders, which would
+// keep one round trip, is planned by Citus 13.2 for a schema's tables
+// ("single-shard" tables) into an invalid statement: the worker reports a
+// syntax error at "( IS NOT NULL)".)
+const (
+	lockForPaymentSQL = `SELECT {cols} FROM {schema}.orders WHERE order_id = $1 FOR NO KEY UPDATE`
+
+	// Parameters: paymentArgs, then $10 the payment status decided from
+	// the locked order.
+	insertPaymentSQL = `INSERT INTO {schema}.payment_record (
+		payment_id, payment_request_id, order_id, provider, provider_trade_no, callback_id,
+		amount, currency, status, raw_payload, paid_at)
+	VALUES ($1, $2, $3, $4, $5, NULLIF($6::text, ''), $7, $8, $10, $9::jsonb, statement_timestamp())
+	ON CONFLICT DO NOTHING
+	RETURNING payment_id, status`
+
+	// The order becomes PAID only through the SUCCEEDED payment $2 that
+	// this transaction just inserted: a SUCCEEDED payment is only ever
+	// inserted for a CREATED or PAYING order, together with this update,
+	// so an older one never finds its order still unpaid.
+	paidByPaymentSQL = `UPDATE {schema}.orders AS o
+	SET status = 30,
+		paid_at = statement_timestamp(),
+		version = o.version + 1,
+		updated_at = statement_timestamp()
+	FROM {schema}.payment_record AS p
+	WHERE o.order_id = $1 AND p.payment_id = $2 AND p.order_id = o.order_id
+	  AND p.status = 20 AND o.status IN (10, 20)
+	RETURNING {o.cols}`
+)
+
+// recordPaymentRouted is RecordPayment for Config.Citus: two round trips
+// (the order locked and read, then the payment insert and the PAID
+// update), with the same results.
+func (s *Store) recordPaymentRouted(ctx context.Context, tx pgx.Tx, p Payment) (PaymentResult, error) {
+	var cur Order
+	err := scanOrder(tx.QueryRow(ctx, s.sql.lockForPayment, p.OrderID), &cur)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PaymentResult{}, notFound("RecordPayment", p.OrderID)
+	}
+	if err != nil {
+		return PaymentResult{}, fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
+	}
+	if err := mismatch("RecordPayment", p, cur, cur.TotalAmount == p.Amount, cur.Currency == p.Currency); err != nil {
+		return PaymentResult{}, err
+	}
+	status := PaymentRefundPending
+	if cur.Status == StatusCreated || cur.Status == StatusPaying {
+		status = PaymentSucceeded
+	}
+
+	var (
+		b         pgx.Batch
+		payID     *uuid.UUID
+		payStatus *PaymentStatus
+		paid      Order
+		changed   bool
+	)
+	b.Queue(s.sql.insertPayment, append(paymentArgs(p), int16(status))...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&payID, &payStatus); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	b.Queue(s.sql.paidByPayment, p.OrderID, pgval.UUID(p.PaymentID)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := scanOrder(rows, &paid); err != nil {
+				return err
+			}
+			changed = true
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return PaymentResult{}, fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
+	}
+	if payID == nil {
+		return s.classifyPayment(ctx, tx, p, cur)
+	}
+	res := PaymentResult{Order: cur}
+	if changed {
+		res.Order = paid
+	}
+	return res, decidePayment("RecordPayment", p, &res, changed, cur.Status, *payID, *payStatus)
+}
