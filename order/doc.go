@@ -126,10 +126,10 @@
 // # Errors
 //
 // Every error a helper returns for bad input, a refusal or a classified
-// outcome matches a sentinel with errors.Is; the helpers' own are an
-// [*Error] (errors.As) carrying the helper, the sentinel and what the
-// classifying statement found (the existing order, the current status,
-// the offending field). Bad input matches [ErrInvalidArgument] and
+// outcome matches a sentinel with errors.Is; those that carry data the
+// caller acts on are an [*Error] (errors.As) holding the helper, the
+// sentinel and what the classifying statement found (the existing order,
+// the current status, the offending field). Bad input matches [ErrInvalidArgument] and
 // nothing is sent. Driver errors are wrapped with %w, so pgtx's retry
 // predicates still see SQLSTATE 40001 and 40P01.
 //

@@ -10,8 +10,10 @@ import (
 )
 
 // Sentinel errors. Every error this package returns for a refusal or a
-// classified outcome matches one of them with errors.Is; the helpers'
-// own errors are an [*Error] holding the data the caller needs (errors.As).
+// classified outcome matches one of them with errors.Is; those that carry
+// data the caller acts on are an [*Error] (errors.As). The error of a
+// queued form with pgtx.Abort is the server's, classified: it matches the
+// sentinel and names the call ([pgtx.StatementError]).
 var (
 	// ErrInvalidArgument: bad input, rejected before anything was sent to
 	// the database; [Error.Field] names the field.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -249,4 +250,37 @@ func ExampleStore_CancelExpired() {
 	// cancelled 3
 	// cancelled 1
 	// cancelled 0
+}
+
+// An order placed in one round trip: BEGIN, the queued insert and COMMIT
+// sent as one batch, which commits only a fresh order. With pgtx.Abort a
+// conflict raises on the server, so nothing of the batch commits; the
+// error matches the sentinel and names the call.
+func ExampleStore_QueueCreate() {
+	ctx, pool, store := exampleStore()
+	place := func(in order.NewOrder) error {
+		var b pgx.Batch
+		var res order.Result
+		if err := store.QueueCreate(&b, in, &res, pgtx.Abort); err != nil {
+			return err // invalid input: nothing queued
+		}
+		// Queue the rest of the order transaction here (the outbox event, …).
+		if err := pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b); err != nil {
+			return err
+		}
+		fmt.Println("created", res.Order.Status, res.Changed)
+		return nil
+	}
+	in := exampleOrder(7, time.Now().Add(15*time.Minute))
+	if err := place(in); err != nil {
+		panic(err)
+	}
+	err := place(exampleOrder(7, in.ExpireAt)) // the same buyer again
+	var se *pgtx.StatementError
+	if errors.Is(err, order.ErrUserAlreadyOrdered) && errors.As(err, &se) {
+		fmt.Println("refused by", strings.SplitN(se.Call, "(", 2)[0], "nothing committed:", pgtx.IsNotCommitted(err))
+	}
+	// Output:
+	// created CREATED true
+	// refused by order.Store.QueueCreate nothing committed: true
 }
