@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
@@ -89,11 +90,16 @@ func moveTo(b testBundle, id int64, to order.Status) func(context.Context, pgx.T
 
 // transitionRaces: B asks for target from start while A moves the order to
 // each status it can reach from start; the outcome follows the transition
-// table on the row as A left it.
-func transitionRaces(b testBundle, start, target order.Status, queued bool) []racetest.Race {
-	method := "TransitionOrder"
+// table on the row as A left it. queued sends the queued form with
+// pgtx.Return, abort with pgtx.Abort (a refusal raises on the server).
+func transitionRaces(b testBundle, start, target order.Status, queued, abort bool) []racetest.Race {
+	method, suffix := "TransitionOrder", ""
 	if queued {
 		method = "QueueTransitionOrder"
+	}
+	on := pgtx.Return
+	if abort {
+		on, suffix = pgtx.Abort, "/abort"
 	}
 	var races []racetest.Race
 	for _, aTo := range order.Statuses() {
@@ -101,7 +107,7 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 			continue
 		}
 		races = append(races, racetest.Race{
-			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s", start, aTo, target),
+			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s%s", start, aTo, target, suffix),
 			Setup: func(t *testing.T) racetest.Round {
 				o := b.raceOrder(t, false)
 				if start != order.StatusCreated {
@@ -117,7 +123,7 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 						}
 						var batch pgx.Batch
 						var dst order.Result
-						if err := b.store.QueueTransitionOrder(&batch, tr, &dst, pgtx.Return); err != nil {
+						if err := b.store.QueueTransitionOrder(&batch, tr, &dst, on); err != nil {
 							return dst, err
 						}
 						return dst, tx.SendBatch(ctx, &batch).Close()
@@ -138,6 +144,12 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 							if err != nil || !res.Changed || res.From != left || res.Order.Status != target {
 								t.Fatalf("got %+v, %v; want Changed from %s", res, err, left)
 							}
+						case abort:
+							var pgErr *pgconn.PgError
+							if !errors.Is(err, order.ErrIllegalTransition) || !errors.As(err, &pgErr) || pgErr.Code != "SK102" ||
+								now.Status != left || res.Changed {
+								t.Fatalf("got %+v, %v; want SK102 (ErrIllegalTransition) raised, the order left %s", res, err, left)
+							}
 						default:
 							var ie *order.Error
 							if !errors.As(err, &ie) || !errors.Is(err, order.ErrIllegalTransition) || ie.From != left || res.From != left || res.Order.Status != left || res.Order.Version != now.Version {
@@ -155,12 +167,13 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 // orderRaces is the race table of package order.
 func orderRaces(b testBundle) []racetest.Race {
 	var races []racetest.Race
-	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, false)...)
-	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusPaid, false)...)
-	races = append(races, transitionRaces(b, order.StatusPaying, order.StatusPaid, false)...)
-	races = append(races, transitionRaces(b, order.StatusPaid, order.StatusClosed, false)...)
-	races = append(races, transitionRaces(b, order.StatusCancelled, order.StatusClosed, false)...)
-	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusPaid, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusPaying, order.StatusPaid, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusPaid, order.StatusClosed, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusCancelled, order.StatusClosed, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true, false)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true, true)...)
 
 	// RecordPayment and its twin: A cancels the order on timeout, pays it
 	// with another payment, or records the same payment.
@@ -187,6 +200,14 @@ func orderRaces(b testBundle) []racetest.Race {
 			var batch pgx.Batch
 			var dst order.PaymentResult
 			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Return); err != nil {
+				return dst, err
+			}
+			return dst, tx.SendBatch(ctx, &batch).Close()
+		},
+		"QueueRecordPayment/abort": func(ctx context.Context, tx pgx.Tx, p order.Payment) (order.PaymentResult, error) {
+			var batch pgx.Batch
+			var dst order.PaymentResult
+			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Abort); err != nil {
 				return dst, err
 			}
 			return dst, tx.SendBatch(ctx, &batch).Close()
@@ -222,8 +243,13 @@ func orderRaces(b testBundle) []racetest.Race {
 	}
 	for method, call := range pays {
 		for _, st := range payStates {
+			name, variant, _ := strings.Cut(method, "/")
+			state := st.name
+			if variant != "" {
+				state += "/" + variant
+			}
 			races = append(races, racetest.Race{
-				Method: method, State: st.name,
+				Method: name, State: state,
 				Setup: func(t *testing.T) racetest.Round {
 					o := b.raceOrder(t, true)
 					p := newPayment(o)
@@ -242,6 +268,15 @@ func orderRaces(b testBundle) []racetest.Race {
 								// as a *ConflictError, for ClassifyPaymentConflict.
 								if !errors.Is(err, order.ErrConflict) {
 									t.Fatalf("err = %v, want ErrConflict", err)
+								}
+								return
+							}
+							if method == "QueueRecordPayment/abort" && want == order.PaymentDuplicate {
+								// With pgtx.Abort the payment that inserted
+								// nothing raises SK106 (ErrConflict).
+								var pgErr *pgconn.PgError
+								if !errors.Is(err, order.ErrConflict) || !errors.As(err, &pgErr) || pgErr.Code != "SK106" {
+									t.Fatalf("err = %v, want SK106 (ErrConflict)", err)
 								}
 								return
 							}
