@@ -9,46 +9,29 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// FindingKind names an order invariant that Audit found broken.
-type FindingKind string
-
-// The invariants Audit checks: one order per buyer, status and timestamps,
-// and amounts.
-const (
-	// FindingDuplicateUserOrder: more than one order for one (activity,
-	// sku, user). OrderID is the lowest of them.
-	FindingDuplicateUserOrder FindingKind = "DUPLICATE_USER_ORDER"
-	// FindingPaidAndCancelled: an order with both paid_at and cancelled_at,
-	// or CANCELLED with paid_at.
-	FindingPaidAndCancelled FindingKind = "PAID_AND_CANCELLED"
-	// FindingStatusTimestamps: the status timestamps do not match the
-	// status (CREATED/PAYING: none; PAID/REFUND_PENDING: paid_at only;
-	// CANCELLED: cancelled_at and cancel_reason only; CLOSED: exactly one
-	// of paid_at, cancelled_at).
-	FindingStatusTimestamps FindingKind = "STATUS_TIMESTAMPS"
-	// FindingTotalAmount: total_amount <> unit_price × quantity.
-	FindingTotalAmount FindingKind = "TOTAL_AMOUNT"
-	// FindingItemsTotal: the item lines do not add up to the order (no
-	// lines, line amounts ≠ total_amount, or line quantities ≠ quantity).
-	FindingItemsTotal FindingKind = "ITEMS_TOTAL"
-	// FindingPaymentOnUnpaidOrder: a SUCCEEDED payment on an order that
-	// is not paid (payments after a cancel must be REFUND_PENDING).
-	FindingPaymentOnUnpaidOrder FindingKind = "PAYMENT_ON_UNPAID_ORDER"
-	// FindingPaymentAmount: a SUCCEEDED payment whose amount or currency
-	// differs from its order's.
-	FindingPaymentAmount FindingKind = "PAYMENT_AMOUNT"
-)
-
-// Finding is one broken invariant.
+// Finding is one broken invariant, found by [Store.Audit].
 type Finding struct {
-	Kind    FindingKind // the invariant broken
-	OrderID int64       // the order concerned (for FindingDuplicateUserOrder the lowest of the duplicates)
-	Detail  string      // human-readable facts (values found)
-}
-
-// String formats the finding for logs.
-func (f Finding) String() string {
-	return fmt.Sprintf("%s order=%d %s", f.Kind, f.OrderID, f.Detail)
+	// Kind names the invariant broken:
+	//
+	//   - "DUPLICATE_USER_ORDER": more than one order for one (activity,
+	//     sku, user); OrderID is the lowest of them;
+	//   - "PAID_AND_CANCELLED": an order with both paid_at and
+	//     cancelled_at, or CANCELLED with paid_at;
+	//   - "STATUS_TIMESTAMPS": the status timestamps do not match the
+	//     status (CREATED/PAYING: none; PAID/REFUND_PENDING: paid_at only;
+	//     CANCELLED: cancelled_at and cancel_reason only; CLOSED: exactly
+	//     one of paid_at, cancelled_at);
+	//   - "TOTAL_AMOUNT": total_amount <> unit_price × quantity;
+	//   - "ITEMS_TOTAL": the item lines do not add up to the order (no
+	//     lines, line amounts ≠ total_amount, or line quantities ≠
+	//     quantity);
+	//   - "PAYMENT_ON_UNPAID_ORDER": a SUCCEEDED payment on an order that
+	//     is not paid (payments after a cancel must be REFUND_PENDING);
+	//   - "PAYMENT_AMOUNT": a SUCCEEDED payment whose amount or currency
+	//     differs from its order's.
+	Kind    string
+	OrderID int64  // the order concerned (for DUPLICATE_USER_ORDER the lowest of the duplicates)
+	Detail  string // human-readable facts (values found)
 }
 
 const auditSQL = `SELECT 'DUPLICATE_USER_ORDER', min(order_id),

@@ -54,15 +54,15 @@ func TestAuditFindsEveryKind(t *testing.T) {
 		}
 	}
 	want := []string{
-		fmt.Sprintf("%s %d", order.FindingDuplicateUserOrder, min(dup1.OrderID, dup2.OrderID)),
-		fmt.Sprintf("%s %d", order.FindingItemsTotal, noItems.OrderID),
-		fmt.Sprintf("%s %d", order.FindingItemsTotal, total.OrderID),
-		fmt.Sprintf("%s %d", order.FindingPaidAndCancelled, both.OrderID),
-		fmt.Sprintf("%s %d", order.FindingPaymentAmount, paid.OrderID),
-		fmt.Sprintf("%s %d", order.FindingPaymentOnUnpaidOrder, unpaid.OrderID),
-		fmt.Sprintf("%s %d", order.FindingStatusTimestamps, both.OrderID),
-		fmt.Sprintf("%s %d", order.FindingStatusTimestamps, stamps.OrderID),
-		fmt.Sprintf("%s %d", order.FindingTotalAmount, total.OrderID),
+		fmt.Sprintf("DUPLICATE_USER_ORDER %d", min(dup1.OrderID, dup2.OrderID)),
+		fmt.Sprintf("ITEMS_TOTAL %d", noItems.OrderID),
+		fmt.Sprintf("ITEMS_TOTAL %d", total.OrderID),
+		fmt.Sprintf("PAID_AND_CANCELLED %d", both.OrderID),
+		fmt.Sprintf("PAYMENT_AMOUNT %d", paid.OrderID),
+		fmt.Sprintf("PAYMENT_ON_UNPAID_ORDER %d", unpaid.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", both.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", stamps.OrderID),
+		fmt.Sprintf("TOTAL_AMOUNT %d", total.OrderID),
 	}
 	slices.Sort(got)
 	slices.Sort(want)

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // BenchmarkCreate: one transaction per order (BEGIN, Create, COMMIT).
@@ -57,10 +58,10 @@ func BenchmarkQueueCreate100(b *testing.B) {
 	for n := 0; n < b.N; n += 100 {
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			batch := &pgx.Batch{}
-			res := make([]order.CreateResult, 100)
+			res := make([]order.Result, 100)
 			for i := range res {
 				user++
-				if err := tb.store.QueueCreate(batch, newOrder(user), &res[i]); err != nil {
+				if err := tb.store.QueueCreate(batch, newOrder(user), &res[i], pgtx.Return); err != nil {
 					return err
 				}
 			}
@@ -80,9 +81,9 @@ func BenchmarkTransitionOrder(b *testing.B) {
 	for start := 0; start < b.N; start += 500 {
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			batch := &pgx.Batch{}
-			res := make([]order.CreateResult, min(500, b.N-start))
+			res := make([]order.Result, min(500, b.N-start))
 			for i := range res {
-				if err := tb.store.QueueCreate(batch, newOrder(int64(start+i+1)), &res[i]); err != nil {
+				if err := tb.store.QueueCreate(batch, newOrder(int64(start+i+1)), &res[i], pgtx.Return); err != nil {
 					return err
 				}
 			}

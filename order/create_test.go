@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestCreate(t *testing.T) {
@@ -31,36 +33,36 @@ func TestCreate(t *testing.T) {
 		if len(items) != 1 || items[0].LineNo != 1 || items[0].LineAmount != 9900 || items[0].SKUTitle != in.SKUTitle {
 			t.Fatalf("items = %+v", items)
 		}
-		got, err := b.store.Get(b.ctx, b.pool, o.OrderID)
+		got, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o.OrderID})
 		if err != nil || got.OrderID != o.OrderID || got.RequestID != in.RequestID {
 			t.Fatalf("Get = %+v, %v", got, err)
 		}
-		got, err = b.store.GetByRequest(b.ctx, b.pool, in.RequestID)
+		got, err = b.store.Get(b.ctx, b.pool, seckill.Request{RequestID: in.RequestID})
 		if err != nil || got.OrderID != o.OrderID {
 			t.Fatalf("GetByRequest = %+v, %v", got, err)
 		}
-		if _, err := b.store.Get(b.ctx, b.pool, 12345); !errors.Is(err, order.ErrNotFound) {
+		if _, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: 12345}); !errors.Is(err, order.ErrNotFound) {
 			t.Fatalf("Get missing: %v", err)
 		}
-		if by, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID); err != nil || by.OrderID != in.OrderID {
-			t.Fatalf("GetByBuyer = %+v, %v", by, err)
+		if by, err := b.store.Get(b.ctx, b.pool, seckill.Request{ActivityID: in.ActivityID, SKUID: in.SKUID, UserID: in.UserID}); err != nil || by.OrderID != in.OrderID {
+			t.Fatalf("Get by buyer = %+v, %v", by, err)
 		}
-		if _, err := b.store.GetByBuyer(b.ctx, b.pool, in.ActivityID, in.SKUID, in.UserID+1000); !errors.Is(err, order.ErrNotFound) {
-			t.Fatalf("GetByBuyer missing: %v", err)
+		if _, err := b.store.Get(b.ctx, b.pool, seckill.Request{ActivityID: in.ActivityID, SKUID: in.SKUID, UserID: in.UserID + 1000}); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("Get by buyer missing: %v", err)
 		}
-		if _, err := b.store.GetByBuyer(b.ctx, b.pool, 0, in.SKUID, in.UserID); !errors.Is(err, order.ErrInvalidArgument) {
-			t.Fatalf("GetByBuyer bad input: %v", err)
+		if _, err := b.store.Get(b.ctx, b.pool, seckill.Request{SKUID: in.SKUID, UserID: in.UserID}); !errors.Is(err, order.ErrInvalidArgument) {
+			t.Fatalf("Get by buyer bad input: %v", err)
 		}
-		if _, err := b.store.GetByRequest(b.ctx, b.pool, uuid.New()); !errors.Is(err, order.ErrNotFound) {
-			t.Fatalf("GetByRequest missing: %v", err)
+		if _, err := b.store.Get(b.ctx, b.pool, seckill.Request{RequestID: uuid.New()}); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("Get by request missing: %v", err)
 		}
 	})
 }
 
 // createOnce runs Create in its own transaction and returns its outcome.
-func (b testBundle) createOnce(in order.NewOrder) (order.CreateResult, error) {
+func (b testBundle) createOnce(in order.NewOrder) (order.Result, error) {
 	var (
-		res       order.CreateResult
+		res       order.Result
 		createErr error
 	)
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
@@ -112,7 +114,7 @@ func TestCreateConflictClassification(t *testing.T) {
 		})
 		t.Run("same source message", func(t *testing.T) {
 			in := newOrder(1)
-			in.SourceMessageID = first.SourceMessageID
+			in.MessageID = first.MessageID
 			res, err := b.createOnce(in)
 			if err != nil || !res.Existing || res.Order.OrderID != o.OrderID {
 				t.Fatalf("got %+v, %v", res, err)
@@ -126,8 +128,8 @@ func TestCreateConflictClassification(t *testing.T) {
 		})
 		t.Run("same user other request", func(t *testing.T) {
 			_, err := b.createOnce(newOrder(1))
-			var ua *order.UserAlreadyOrderedError
-			if !errors.As(err, &ua) || !errors.Is(err, order.ErrUserAlreadyOrdered) || ua.Existing.OrderID != o.OrderID {
+			var ua *order.Error
+			if !errors.As(err, &ua) || !errors.Is(err, order.ErrUserAlreadyOrdered) || ua.Order.OrderID != o.OrderID {
 				t.Fatalf("got %v; want UserAlreadyOrdered(%d)", err, o.OrderID)
 			}
 		})
@@ -136,8 +138,8 @@ func TestCreateConflictClassification(t *testing.T) {
 			in.OrderID = first.OrderID
 			in.OrderNo = "OTHER-NO"
 			_, err := b.createOnce(in)
-			var ce *order.IDCollisionError
-			if !errors.As(err, &ce) || ce.Column != "order_id" {
+			var ce *order.Error
+			if !errors.As(err, &ce) || ce.Field != "order_id" || !errors.Is(err, order.ErrIDCollision) {
 				t.Fatalf("got %v; want order_id collision", err)
 			}
 		})
@@ -145,8 +147,8 @@ func TestCreateConflictClassification(t *testing.T) {
 			in := newOrder(3)
 			in.OrderNo = o.OrderNo
 			_, err := b.createOnce(in)
-			var ce *order.IDCollisionError
-			if !errors.As(err, &ce) || ce.Column != "order_no" || !errors.Is(err, order.ErrIDCollision) {
+			var ce *order.Error
+			if !errors.As(err, &ce) || ce.Field != "order_no" || !errors.Is(err, order.ErrIDCollision) {
 				t.Fatalf("got %v; want order_no collision", err)
 			}
 		})
@@ -178,7 +180,7 @@ func TestCreateSameUserConcurrently(t *testing.T) {
 		b := setupCfg(t, pool, order.Config{Citus: citus})
 		const n = 2000
 		type outcome struct {
-			res order.CreateResult
+			res order.Result
 			err error
 		}
 		outs := make([]outcome, n)
@@ -210,8 +212,8 @@ func TestCreateSameUserConcurrently(t *testing.T) {
 			if o.err == nil {
 				continue
 			}
-			var ua *order.UserAlreadyOrderedError
-			if !errors.As(o.err, &ua) || ua.Existing.OrderID != winner {
+			var ua *order.Error
+			if !errors.As(o.err, &ua) || !errors.Is(o.err, order.ErrUserAlreadyOrdered) || ua.Order.OrderID != winner {
 				t.Fatalf("call %d: %v; want UserAlreadyOrdered(%d)", i, o.err, winner)
 			}
 			already++
@@ -238,7 +240,7 @@ func TestCreateRedeliveredConcurrently(t *testing.T) {
 		b := setupCfg(t, pool, order.Config{Citus: citus})
 		const n = 200
 		base := newOrder(9)
-		res := make([]order.CreateResult, n)
+		res := make([]order.Result, n)
 		errs := make([]error, n)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -288,13 +290,13 @@ func TestQueueCreate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	in1, in2 := newOrder(1), newOrder(2)
-	var r1, r2 order.CreateResult
+	var r1, r2 order.Result
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		if err := b.store.QueueCreate(batch, in1, &r1); err != nil {
+		if err := b.store.QueueCreate(batch, in1, &r1, pgtx.Return); err != nil {
 			return err
 		}
-		if err := b.store.QueueCreate(batch, in2, &r2); err != nil {
+		if err := b.store.QueueCreate(batch, in2, &r2, pgtx.Return); err != nil {
 			return err
 		}
 		return tx.SendBatch(b.ctx, batch).Close()
@@ -309,10 +311,10 @@ func TestQueueCreate(t *testing.T) {
 	// A conflicting queued insert reports ErrConflict; ClassifyConflict
 	// explains it in the same transaction.
 	dup := newOrder(1)
-	var r order.CreateResult
+	var r order.Result
 	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		if err := b.store.QueueCreate(batch, dup, &r); err != nil {
+		if err := b.store.QueueCreate(batch, dup, &r, pgtx.Return); err != nil {
 			return err
 		}
 		err := tx.SendBatch(b.ctx, batch).Close()
@@ -320,13 +322,19 @@ func TestQueueCreate(t *testing.T) {
 			t.Errorf("batch error %v, want ErrConflict", err)
 		}
 		_, err = b.store.ClassifyConflict(b.ctx, tx, dup)
-		var ua *order.UserAlreadyOrderedError
-		if !errors.As(err, &ua) || ua.Existing.OrderID != in1.OrderID {
+		var ua *order.Error
+		if !errors.As(err, &ua) || !errors.Is(err, order.ErrUserAlreadyOrdered) || ua.Order.OrderID != in1.OrderID {
 			t.Errorf("ClassifyConflict = %v, want UserAlreadyOrdered(%d)", err, in1.OrderID)
 		}
 		redo, err := b.store.ClassifyConflict(b.ctx, tx, in2)
 		if err != nil || !redo.Existing || redo.Order.OrderID != in2.OrderID {
 			t.Errorf("ClassifyConflict(redelivery) = %+v, %v", redo, err)
+		}
+		// The documented way: Create again with the same input, in the
+		// same transaction, writes nothing and classifies.
+		_, err = b.store.Create(b.ctx, tx, dup)
+		if !errors.As(err, &ua) || !errors.Is(err, order.ErrUserAlreadyOrdered) || ua.Order.OrderID != in1.OrderID {
+			t.Errorf("Create after the queued conflict = %v, want UserAlreadyOrdered(%d)", err, in1.OrderID)
 		}
 		return nil
 	})
@@ -349,7 +357,7 @@ func TestDefaultCurrency(t *testing.T) {
 	}
 	in := newOrder(8)
 	in.Currency = ""
-	var res order.CreateResult
+	var res order.Result
 	if err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		res, err = usd.Create(b.ctx, tx, in)
 		return err

@@ -10,8 +10,10 @@
 //
 // # Tables
 //
-// [Migrations] (applied by [Migrate] or [migrate.Apply]) creates, in the
-// configured schema (default "seckill"), these tables:
+// [Migrations] (applied by [migrate.Apply]) creates, in the configured
+// schema (default "seckill"), these tables (and the function order_refuse,
+// migration 003, which raises the refusals of the queued forms with
+// pgtx.Abort):
 //
 //   - orders: one row per order. Unique keys: order_id, order_no,
 //     request_id, reservation_id, source_message_id and (activity_id,
@@ -32,7 +34,7 @@
 // # Statuses and transitions
 //
 // Orders are born CREATED (10). [Store.TransitionOrder] moves them along
-// one table, documented on [AllowedFrom] and [CanTransition]:
+// one table, documented on [Status]:
 //
 //	to               allowed from
 //	PAYING (20)      CREATED
@@ -67,9 +69,8 @@
 //     from the locked values and returns the row either way. A 0-row UPDATE
 //     is therefore classified from the very version that made the guard
 //     fail, and that version stays locked until the transaction ends:
-//     [ErrNotFound], AlreadyInState (idempotent, not an error),
-//     [*IllegalTransitionError] ([ErrIllegalTransition]) or
-//     [ErrNotExpired]. The result carries the order's reservation, SKU,
+//     [ErrNotFound], Existing (idempotent, not an error),
+//     [ErrIllegalTransition] or [ErrNotExpired]. The result carries the order's reservation, SKU,
 //     bucket, quantity and amount, so a cancel can release stock in the same
 //     transaction — exactly when Changed is true, which happens once per
 //     order.
@@ -78,20 +79,20 @@
 //     unique key) and move a payable order to PAID. Results:
 //     [PaymentPaid], [PaymentDuplicate], [PaymentAfterCancel] and
 //     [PaymentOnPaidOrder] (the last two with a [Refund] to turn into an
-//     outbox event); errors: [ErrNotFound], [ErrAmountMismatch],
-//     [ErrCurrencyMismatch] — all writing nothing.
-//   - [Store.DueForExpiry] and [Store.CancelExpired] (pgx.Tx): the expiry
-//     sweep over idx_orders_expirable with FOR NO KEY UPDATE SKIP LOCKED,
-//     bounded by a limit; concurrent sweepers get disjoint batches.
+//     outbox event); errors: [ErrNotFound], [ErrMismatch] — all writing
+//     nothing.
+//   - [Store.CancelExpired] (pgx.Tx): the expiry sweep over
+//     idx_orders_expirable with FOR NO KEY UPDATE SKIP LOCKED, bounded by a
+//     limit; concurrent sweepers get disjoint batches.
 //   - [Store.RecordPaymentReview], [Store.OpenPaymentReviews] and
 //     [Store.ResolvePaymentReview] (pgtx.Querier): a callback that
-//     RecordPayment refused, or that paid an order twice ([ReviewReasonOf]
-//     names the reason), is kept for a person in a transaction of its own
+//     RecordPayment refused, or that paid an order twice (RecordPaymentReview
+//     takes RecordPayment's outcome and names the reason), is kept for a person in a transaction of its own
 //     (a refused callback's payment transaction rolls back), listed, and
 //     closed with who decided what.
 //   - [Store.Audit] (pgtx.Querier): the order invariants as typed
 //     [Finding]s. [Store.QuantitiesByStatus] is the per-status report for
-//     reconciliation; [Store.Get], [Store.GetByRequest], [Store.Items] and
+//     reconciliation; [Store.Get] (by order id, request id or buyer) and
 //     [Store.Payments] read rows.
 //
 // Time comparisons use the database clock (statement_timestamp()), never
@@ -100,43 +101,48 @@
 //
 // # Pipelining
 //
-// Each statement-level write has a batch form that queues into the caller's
-// *pgx.Batch: [Store.QueueCreate], [Store.QueueTransitionOrder],
-// [Store.QueueRecordPayment], [Store.QueueCancelExpired]. The Queue function's own error reports only
-// invalid input (then nothing is queued); the outcome is written to the
-// caller's result struct by the batch callback, and classified errors come
-// back from BatchResults.Close (pgx stops running the later callbacks of a
-// batch after the first error, although the server executed the
-// statements). A queued insert that hit a conflict returns [ErrConflict]:
-// classify it with [Store.ClassifyConflict] or
-// [Store.ClassifyPaymentConflict] in the same transaction.
+// Each statement-level write has a queued form that queues into the
+// caller's *pgx.Batch: [Store.QueueCreate], [Store.QueueTransitionOrder],
+// [Store.QueueRecordPayment], [Store.QueueCancelExpired]. The queued form's
+// own error reports only invalid input (then nothing is queued); the
+// outcome is written to the caller's result (dst, which may be nil) by the
+// batch callback. The last argument, a [pgtx.OnRefusal], says what a
+// refusal does. With [pgtx.Return] the classified error comes back from
+// BatchResults.Close (pgx stops running the later callbacks of a batch
+// after the first error, although the server executed the statements); a
+// queued insert that hit a conflict returns [ErrConflict]: classify it by
+// calling the direct form ([Store.Create], [Store.RecordPayment]) with the
+// same input in the same transaction. With [pgtx.Abort] the statement
+// raises the refusal on the server, so that a transaction sent as one
+// batch ([pgtx.RunBatch]) commits whole or not at all; the error matches
+// the sentinel and its [pgtx.StatementError.Call] names the helper.
 //
 //	b := &pgx.Batch{}
-//	var created order.CreateResult
-//	var paying order.TransitionResult
-//	_ = store.QueueCreate(b, in, &created)
-//	_ = store.QueueTransitionOrder(b, order.Transition{OrderID: other, To: order.StatusPaying}, &paying)
+//	var created, paying order.Result
+//	_ = store.QueueCreate(b, in, &created, pgtx.Return)
+//	_ = store.QueueTransitionOrder(b, order.Transition{OrderID: other, To: order.StatusPaying}, &paying, pgtx.Return)
 //	err := tx.SendBatch(ctx, b).Close()
 //
 // # Errors
 //
-// Bad input returns a [*ValidationError] ([ErrInvalidArgument]) before
-// anything is sent. Classified outcomes are typed errors matching a
-// sentinel: [*NotFoundError], [*UserAlreadyOrderedError],
-// [*IDCollisionError], [*ModelError], [*IllegalTransitionError],
-// [*NotExpiredError], [*MismatchError], [*ConflictError]. Driver errors are
-// wrapped with %w, so pgtx's retry predicates still see SQLSTATE 40001 and
-// 40P01.
+// Every error a helper returns for bad input, a refusal or a classified
+// outcome matches a sentinel with errors.Is; those that carry data the
+// caller acts on are an [*Error] (errors.As) holding the helper, the
+// sentinel and what the classifying statement found (the existing order,
+// the current status, the offending field). Bad input matches [ErrInvalidArgument] and
+// nothing is sent. Driver errors are wrapped with %w, so pgtx's retry
+// predicates still see SQLSTATE 40001 and 40P01.
 //
 // # Ids
 //
-// The order id (NewOrder.OrderID, a positive BIGINT), the user-facing order
+// The order id (NewOrder.OrderID, of the embedded seckill.Request, a
+// positive BIGINT), the user-facing order
 // number (NewOrder.OrderNo) and the currency are the service's: the
 // package generates none of them. Prefer time-ordered ids, so inserts land
 // at the right edge of the primary-key index, and derive both
 // from the request, so a redelivery carries the same ones; the example
 // service's scheme (examples/internal/orderid) is one to copy. An id held by
-// another order is an [*IDCollisionError]; Config.DefaultCurrency, when
+// another order is [ErrIDCollision]; Config.DefaultCurrency, when
 // set, fills an empty currency.
 //
 // # Usage

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
@@ -46,20 +48,22 @@ func orderNo(id int64) string { return "SO" + strconv.FormatInt(id, 10) }
 func exampleOrder(user int64, expireAt time.Time) order.NewOrder {
 	id := ids.Next()
 	return order.NewOrder{
-		OrderID:         id,
-		OrderNo:         orderNo(id),
-		RequestID:       uuid.New(),
-		ReservationID:   uuid.New(),
-		SourceMessageID: uuid.New(),
-		ActivityID:      2026,
-		SKUID:           7,
-		UserID:          user,
-		Bucket:          3,
-		Quantity:        1,
-		UnitPrice:       19900,
-		Currency:        "CNY",
-		ExpireAt:        expireAt,
-		SKUTitle:        "Phone, flash-sale price",
+		Request: seckill.Request{
+			OrderID:       id,
+			RequestID:     uuid.New(),
+			ReservationID: uuid.New(),
+			MessageID:     uuid.New(),
+			ActivityID:    2026,
+			SKUID:         7,
+			UserID:        user,
+			Bucket:        3,
+			Quantity:      1,
+		},
+		OrderNo:   orderNo(id),
+		UnitPrice: 19900,
+		Currency:  "CNY",
+		ExpireAt:  expireAt,
+		SKUTitle:  "Phone, flash-sale price",
 	}
 }
 
@@ -70,12 +74,12 @@ func ExampleStore_Create() {
 	consume := func(in order.NewOrder) {
 		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			res, err := store.Create(ctx, tx, in)
-			var already *order.UserAlreadyOrderedError
+			var already *order.Error
 			switch {
-			case errors.As(err, &already):
+			case errors.Is(err, order.ErrUserAlreadyOrdered) && errors.As(err, &already):
 				// Reject the reservation and enqueue the front-door
 				// release in this transaction, then commit.
-				fmt.Println("user already ordered; existing order is", already.Existing.Status)
+				fmt.Println("user already ordered; existing order is", already.Order.Status)
 				return nil
 			case err != nil:
 				return err
@@ -124,7 +128,7 @@ func ExampleStore_TransitionOrder() {
 				// Release o.Quantity units of (o.ActivityID, o.SKUID, o.Bucket)
 				// for o.ReservationID here, in tx, plus a compensation event.
 				fmt.Printf("cancelled from %s: release %d unit of sku %d bucket %d\n", res.From, o.Quantity, o.SKUID, o.Bucket)
-			} else if res.AlreadyInState {
+			} else if res.Existing {
 				fmt.Println("already cancelled: nothing to release")
 			}
 			return nil
@@ -135,8 +139,8 @@ func ExampleStore_TransitionOrder() {
 	}
 
 	_, err = store.TransitionOrder(ctx, pool, order.Transition{OrderID: id, To: order.StatusPaid})
-	var illegal *order.IllegalTransitionError
-	if errors.As(err, &illegal) {
+	var illegal *order.Error
+	if errors.Is(err, order.ErrIllegalTransition) && errors.As(err, &illegal) {
 		fmt.Println("cannot pay:", illegal.From, "->", illegal.To)
 	}
 	// Output:
@@ -158,7 +162,7 @@ func ExampleStore_RecordPayment() {
 			return err
 		}
 		paid, cancelled = r1.Order, r2.Order
-		_, err = store.TransitionOrder(ctx, tx, order.UserCancel(cancelled.OrderID))
+		_, err = store.TransitionOrder(ctx, tx, userCancel(cancelled.OrderID))
 		return err
 	})
 	if err != nil {
@@ -181,7 +185,10 @@ func ExampleStore_RecordPayment() {
 			if err != nil {
 				return err
 			}
-			fmt.Println(res.Kind, "order", res.Order.Status, "payment", res.PaymentStatus)
+			kind := map[order.PaymentKind]string{order.PaymentPaid: "Paid", order.PaymentDuplicate: "Duplicate",
+				order.PaymentAfterCancel: "PaidAfterCancel", order.PaymentOnPaidOrder: "PaidOnPaidOrder"}[res.Kind]
+			payment := map[order.PaymentStatus]string{order.PaymentSucceeded: "SUCCEEDED", order.PaymentRefundPending: "REFUND_PENDING"}[res.PaymentStatus]
+			fmt.Println(kind, "order", res.Order.Status, "payment", payment)
 			if res.Refund != nil {
 				// Enqueue a REFUND_REQUESTED outbox event in tx.
 				fmt.Println("refund", res.Refund.Amount, res.Refund.Currency, "for trade", res.Refund.ProviderTradeNo)
@@ -243,4 +250,37 @@ func ExampleStore_CancelExpired() {
 	// cancelled 3
 	// cancelled 1
 	// cancelled 0
+}
+
+// An order placed in one round trip: BEGIN, the queued insert and COMMIT
+// sent as one batch, which commits only a fresh order. With pgtx.Abort a
+// conflict raises on the server, so nothing of the batch commits; the
+// error matches the sentinel and names the call.
+func ExampleStore_QueueCreate() {
+	ctx, pool, store := exampleStore()
+	place := func(in order.NewOrder) error {
+		var b pgx.Batch
+		var res order.Result
+		if err := store.QueueCreate(&b, in, &res, pgtx.Abort); err != nil {
+			return err // invalid input: nothing queued
+		}
+		// Queue the rest of the order transaction here (the outbox event, …).
+		if err := pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b); err != nil {
+			return err
+		}
+		fmt.Println("created", res.Order.Status, res.Changed)
+		return nil
+	}
+	in := exampleOrder(7, time.Now().Add(15*time.Minute))
+	if err := place(in); err != nil {
+		panic(err)
+	}
+	err := place(exampleOrder(7, in.ExpireAt)) // the same buyer again
+	var se *pgtx.StatementError
+	if errors.Is(err, order.ErrUserAlreadyOrdered) && errors.As(err, &se) {
+		fmt.Println("refused by", strings.SplitN(se.Call, "(", 2)[0], "nothing committed:", pgtx.Classify(err).NotCommitted)
+	}
+	// Output:
+	// created CREATED true
+	// refused by order.Store.QueueCreate nothing committed: true
 }

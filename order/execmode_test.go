@@ -9,8 +9,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // TestQueryExecModes runs every statement of the package through pools in
@@ -33,8 +35,8 @@ func TestQueryExecModes(t *testing.T) {
 			paid.ExpireAt, paid.SKUTitle = expire, `Phone "O'Brien" ü \ x`
 			expired.ExpireAt = time.Now().Add(-time.Minute)
 
-			var created order.CreateResult
-			var queued order.CreateResult
+			var created order.Result
+			var queued order.Result
 			err := inTx(ctx, b.pool, func(tx pgx.Tx) error {
 				var err error
 				if created, err = b.store.Create(ctx, tx, paid); err != nil {
@@ -42,12 +44,12 @@ func TestQueryExecModes(t *testing.T) {
 				}
 				batch := &pgx.Batch{}
 				for _, in := range []order.NewOrder{cancelled, expired} {
-					var r order.CreateResult
-					if err := b.store.QueueCreate(batch, in, &r); err != nil {
+					var r order.Result
+					if err := b.store.QueueCreate(batch, in, &r, pgtx.Return); err != nil {
 						return err
 					}
 				}
-				if err := b.store.QueueCreate(batch, dup, &queued); err != nil {
+				if err := b.store.QueueCreate(batch, dup, &queued, pgtx.Return); err != nil {
 					return err
 				}
 				return tx.SendBatch(ctx, batch).Close()
@@ -65,11 +67,11 @@ func TestQueryExecModes(t *testing.T) {
 			}
 			// A queued repeat conflicts; ClassifyConflict explains it in the
 			// same transaction.
-			var classified order.CreateResult
+			var classified order.Result
 			err = inTx(ctx, b.pool, func(tx pgx.Tx) error {
 				batch := &pgx.Batch{}
-				var r order.CreateResult
-				if err := b.store.QueueCreate(batch, dup, &r); err != nil {
+				var r order.Result
+				if err := b.store.QueueCreate(batch, dup, &r, pgtx.Return); err != nil {
 					return err
 				}
 				if err := tx.SendBatch(ctx, batch).Close(); !errors.Is(err, order.ErrConflict) {
@@ -87,16 +89,16 @@ func TestQueryExecModes(t *testing.T) {
 				_, err := b.store.Create(ctx, tx, again)
 				return err
 			})
-			var uae *order.UserAlreadyOrderedError
-			if !errors.As(err, &uae) || uae.Existing.OrderID != paid.OrderID {
+			var uae *order.Error
+			if !errors.As(err, &uae) || !errors.Is(err, order.ErrUserAlreadyOrdered) || uae.Order.OrderID != paid.OrderID {
 				t.Fatalf("second order of the user = %v, want UserAlreadyOrderedError", err)
 			}
 
 			// Reads.
-			if got, err := b.store.Get(ctx, b.pool, paid.OrderID); err != nil || got.OrderID != paid.OrderID {
+			if got, err := b.store.Get(ctx, b.pool, seckill.Request{OrderID: paid.OrderID}); err != nil || got.OrderID != paid.OrderID {
 				t.Fatalf("Get = %+v, %v", got, err)
 			}
-			if got, err := b.store.GetByRequest(ctx, b.pool, paid.RequestID); err != nil || got.OrderID != paid.OrderID {
+			if got, err := b.store.Get(ctx, b.pool, seckill.Request{RequestID: paid.RequestID}); err != nil || got.OrderID != paid.OrderID {
 				t.Fatalf("GetByRequest = %+v, %v", got, err)
 			}
 			items, err := b.store.Items(ctx, b.pool, paid.OrderID)
@@ -113,7 +115,7 @@ func TestQueryExecModes(t *testing.T) {
 			var pr, prDup order.PaymentResult
 			err = inTx(ctx, b.pool, func(tx pgx.Tx) error {
 				batch := &pgx.Batch{}
-				if err := b.store.QueueRecordPayment(batch, pay, &pr); err != nil {
+				if err := b.store.QueueRecordPayment(batch, pay, &pr, pgtx.Return); err != nil {
 					return err
 				}
 				if err := tx.SendBatch(ctx, batch).Close(); err != nil {
@@ -134,7 +136,7 @@ func TestQueryExecModes(t *testing.T) {
 			err = inTx(ctx, b.pool, func(tx pgx.Tx) error {
 				batch := &pgx.Batch{}
 				var r order.PaymentResult
-				if err := b.store.QueueRecordPayment(batch, pay, &r); err != nil {
+				if err := b.store.QueueRecordPayment(batch, pay, &r, pgtx.Return); err != nil {
 					return err
 				}
 				if err := tx.SendBatch(ctx, batch).Close(); !errors.Is(err, order.ErrConflict) {
@@ -156,25 +158,25 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("Payments = %+v, %v", recs, err)
 			}
 
-			tr, err := b.store.TransitionOrder(ctx, b.pool, order.UserCancel(cancelled.OrderID))
+			tr, err := b.store.TransitionOrder(ctx, b.pool, userCancel(cancelled.OrderID))
 			if err != nil || !tr.Changed || tr.Order.CancelReason == "" {
 				t.Fatalf("UserCancel = %+v, %v", tr, err)
 			}
-			var trq order.TransitionResult
+			var trq order.Result
 			batch := &pgx.Batch{}
-			if err := b.store.QueueTransitionOrder(batch, order.UserCancel(cancelled.OrderID), &trq); err != nil {
+			if err := b.store.QueueTransitionOrder(batch, userCancel(cancelled.OrderID), &trq, pgtx.Return); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.pool.SendBatch(ctx, batch).Close(); err != nil || !trq.AlreadyInState {
+			if err := b.pool.SendBatch(ctx, batch).Close(); err != nil || !trq.Existing {
 				t.Fatalf("queued repeat cancel = %+v, %v", trq, err)
 			}
-			if _, err := b.store.TransitionOrder(ctx, b.pool, order.TimeoutCancel(dup.OrderID)); !errors.As(err, new(*order.NotExpiredError)) {
+			if _, err := b.store.TransitionOrder(ctx, b.pool, order.TimeoutCancel(dup.OrderID)); !errors.Is(err, order.ErrNotExpired) {
 				t.Fatalf("early timeout cancel = %v, want NotExpiredError", err)
 			}
 
 			// Expiry: only the expired order is due and cancelled.
 			var due []order.Order
-			var cancelledNow, queuedCancel []order.TransitionResult
+			var cancelledNow, queuedCancel []order.Result
 			err = inTx(ctx, b.pool, func(tx pgx.Tx) error {
 				var err error
 				if due, err = b.store.DueForExpiry(ctx, tx, 10); err != nil {

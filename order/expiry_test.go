@@ -141,7 +141,7 @@ func TestCancelExpired(t *testing.T) {
 			t.Fatalf("order %d reported twice or not due", r.Order.OrderID)
 		}
 		seen[r.Order.OrderID] = true
-		if !r.Changed || r.Order.Status != order.StatusCancelled || r.Order.CancelReason != order.CancelReasonPayTimeout ||
+		if !r.Changed || r.Order.Status != order.StatusCancelled || r.Order.CancelReason != "PAY_TIMEOUT" ||
 			r.Order.CancelledAt == nil || (r.From != order.StatusCreated && r.From != order.StatusPaying) ||
 			r.Order.ReservationID.String() == "" || r.Order.Quantity != 1 {
 			t.Fatalf("result %+v", r)
@@ -167,7 +167,7 @@ func TestCancelExpired(t *testing.T) {
 		t.Fatalf("%d cancelled, want 30", n)
 	}
 	// The queued form sees nothing left either, and reports it in dst.
-	queued := []order.TransitionResult{{}}
+	queued := []order.Result{{}}
 	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
 		if err := b.store.QueueCancelExpired(batch, 10, &queued); err != nil {
@@ -236,14 +236,14 @@ func TestExpiryLimits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
-		for _, limit := range []int{0, -1, order.MaxExpiryBatch + 1} {
+		for _, limit := range []int{0, -1, 10000 + 1} {
 			if _, err := b.store.DueForExpiry(b.ctx, tx, limit); !errors.Is(err, order.ErrInvalidArgument) {
 				t.Errorf("DueForExpiry(%d) = %v", limit, err)
 			}
 			if _, err := b.store.CancelExpired(b.ctx, tx, limit); !errors.Is(err, order.ErrInvalidArgument) {
 				t.Errorf("CancelExpired(%d) = %v", limit, err)
 			}
-			if err := b.store.QueueCancelExpired(&pgx.Batch{}, limit, new([]order.TransitionResult)); !errors.Is(err, order.ErrInvalidArgument) {
+			if err := b.store.QueueCancelExpired(&pgx.Batch{}, limit, new([]order.Result)); !errors.Is(err, order.ErrInvalidArgument) {
 				t.Errorf("QueueCancelExpired(%d) = %v", limit, err)
 			}
 		}

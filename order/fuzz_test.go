@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // FuzzPaymentValidation feeds arbitrary provider strings, amounts,
@@ -49,8 +50,8 @@ func FuzzPaymentValidation(f *testing.F) {
 			Provider: provider, ProviderTradeNo: tradeNo, CallbackID: callbackID, Amount: amount, Currency: currency,
 			RawPayload: json.RawMessage(raw)}
 		var qb pgx.Batch
-		if err := b.store.QueueRecordPayment(&qb, p, new(order.PaymentResult)); err != nil {
-			var ve *order.ValidationError
+		if err := b.store.QueueRecordPayment(&qb, p, new(order.PaymentResult), pgtx.Return); err != nil {
+			var ve *order.Error
 			if !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field == "" || qb.Len() != 0 {
 				t.Fatalf("rejection %v (queued %d) is not a *ValidationError", err, qb.Len())
 			}
@@ -63,7 +64,7 @@ func FuzzPaymentValidation(f *testing.F) {
 		defer tx.Rollback(b.ctx)
 		res, err := b.store.RecordPayment(b.ctx, tx, p)
 		switch {
-		case errors.Is(err, order.ErrAmountMismatch), errors.Is(err, order.ErrCurrencyMismatch):
+		case errors.Is(err, order.ErrMismatch):
 			return
 		case err != nil:
 			t.Fatalf("validation accepted a payment PostgreSQL rejects: %v\npayment %+q", err, p)
@@ -102,8 +103,8 @@ func FuzzNewOrderValidation(f *testing.F) {
 		in := newOrder(1)
 		in.OrderNo, in.SKUTitle, in.Currency, in.Bucket, in.Quantity, in.UnitPrice = orderNo, title, currency, bucket, quantity, price
 		var qb pgx.Batch
-		if err := b.store.QueueCreate(&qb, in, new(order.CreateResult)); err != nil {
-			var ve *order.ValidationError
+		if err := b.store.QueueCreate(&qb, in, new(order.Result), pgtx.Return); err != nil {
+			var ve *order.Error
 			if !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field == "" || qb.Len() != 0 {
 				t.Fatalf("rejection %v (queued %d) is not a *ValidationError", err, qb.Len())
 			}

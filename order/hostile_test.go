@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // hostile are strings an attacker would try through a text parameter.
@@ -41,7 +43,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	before := rows()
 	check := func(name string, err error) {
 		t.Helper()
-		var ve *order.ValidationError
+		var ve *order.Error
 		if !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a *ValidationError", name, err)
 		}
@@ -66,7 +68,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 			check("ClassifyPaymentConflict/"+name, err)
 			_, err = b.store.RecordPayment(b.ctx, tx, p)
 			check("RecordPayment/"+name, err)
-			check("QueueRecordPayment/"+name, b.store.QueueRecordPayment(batch, p, new(order.PaymentResult)))
+			check("QueueRecordPayment/"+name, b.store.QueueRecordPayment(batch, p, new(order.PaymentResult), pgtx.Return))
 		}
 		for name, in := range map[string]order.NewOrder{
 			"NUL title":    no(func(in *order.NewOrder) { in.SKUTitle = "a\x00" }),
@@ -74,31 +76,28 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 		} {
 			_, err := b.store.Create(b.ctx, tx, in)
 			check("Create/"+name, err)
-			check("QueueCreate/"+name, b.store.QueueCreate(batch, in, new(order.CreateResult)))
+			check("QueueCreate/"+name, b.store.QueueCreate(batch, in, new(order.Result), pgtx.Return))
 		}
 		_, err := b.store.TransitionOrder(b.ctx, tx, order.Transition{OrderID: o.OrderID, To: order.StatusCancelled, CancelReason: "r\x00"})
 		check("TransitionOrder/NUL reason", err)
 		_, err = b.store.TransitionOrder(b.ctx, tx, order.TimeoutCancel(0))
 		check("TransitionOrder/TimeoutCancel(0)", err)
-		_, err = b.store.TransitionOrder(b.ctx, tx, order.UserCancel(-1))
+		_, err = b.store.TransitionOrder(b.ctx, tx, userCancel(-1))
 		check("TransitionOrder/UserCancel(-1)", err)
-		for _, limit := range []int{0, -1, order.MaxExpiryBatch + 1} {
+		for _, limit := range []int{0, -1, 10000 + 1} {
 			_, err := b.store.DueForExpiry(b.ctx, tx, limit)
 			check("DueForExpiry", err)
 			_, err = b.store.CancelExpired(b.ctx, tx, limit)
 			check("CancelExpired", err)
-			check("QueueCancelExpired", b.store.QueueCancelExpired(batch, limit, new([]order.TransitionResult)))
+			check("QueueCancelExpired", b.store.QueueCancelExpired(batch, limit, new([]order.Result)))
 		}
 		_, err = b.store.Items(b.ctx, tx, 0)
 		check("Items(0)", err)
 		_, err = b.store.Payments(b.ctx, tx, -1)
 		check("Payments(-1)", err)
-		check("QueueCreate(nil batch)", b.store.QueueCreate(nil, newOrder(3), new(order.CreateResult)))
-		check("QueueRecordPayment(nil batch)", b.store.QueueRecordPayment(nil, newPayment(o), new(order.PaymentResult)))
-		check("QueueRecordPayment(nil dst)", b.store.QueueRecordPayment(batch, newPayment(o), nil))
-		check("QueueCancelExpired(nil batch)", b.store.QueueCancelExpired(nil, 1, new([]order.TransitionResult)))
-		check("QueueCancelExpired(nil dst)", b.store.QueueCancelExpired(batch, 1, nil))
-		check("QueueTransitionOrder(nil dst)", b.store.QueueTransitionOrder(batch, order.UserCancel(o.OrderID), nil))
+		check("QueueCreate(nil batch)", b.store.QueueCreate(nil, newOrder(3), new(order.Result), pgtx.Return))
+		check("QueueRecordPayment(nil batch)", b.store.QueueRecordPayment(nil, newPayment(o), new(order.PaymentResult), pgtx.Return))
+		check("QueueCancelExpired(nil batch)", b.store.QueueCancelExpired(nil, 1, new([]order.Result)))
 		if batch.Len() != 0 {
 			t.Errorf("%d statements queued for invalid input", batch.Len())
 		}
@@ -110,7 +109,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	if after := rows(); after != before {
 		t.Errorf("rows %d → %d", before, after)
 	}
-	if got, _ := b.store.Get(b.ctx, b.pool, o.OrderID); got.Version != o.Version || got.Status != order.StatusCreated {
+	if got, _ := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o.OrderID}); got.Version != o.Version || got.Status != order.StatusCreated {
 		t.Errorf("order changed: %+v", got)
 	}
 }
@@ -127,7 +126,7 @@ func TestNoSQLInjection(t *testing.T) {
 	for i, h := range append(hostile, strings.Repeat("'", 41)) {
 		in := newOrder(int64(100 + i))
 		in.OrderNo, in.SKUTitle = h, h
-		var res order.CreateResult
+		var res order.Result
 		err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 			var err error
 			res, err = b.store.Create(b.ctx, tx, in)
@@ -173,7 +172,7 @@ func TestNoSQLInjection(t *testing.T) {
 		if err != nil || !tr.Changed {
 			t.Fatalf("cancel with %q: %+v, %v", h, tr, err)
 		}
-		if got, err := b.store.Get(b.ctx, b.pool, in2.OrderID); err != nil || got.CancelReason != h {
+		if got, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: in2.OrderID}); err != nil || got.CancelReason != h {
 			t.Fatalf("cancel reason %q (%v), want %q", got.CancelReason, err, h)
 		}
 	}
@@ -197,4 +196,38 @@ func mustJSON(s string) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// TestQueuedFormsAcceptNilDst: every queued form takes a nil dst (the
+// result is discarded) in both modes, and its statement runs.
+func TestQueuedFormsAcceptNilDst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	paying, paid := b.create(t, newOrder(1)), b.create(t, newOrder(2))
+	for _, on := range []pgtx.OnRefusal{pgtx.Return, pgtx.Abort} {
+		var batch pgx.Batch
+		created := newOrder(10 + int64(on))
+		for name, err := range map[string]error{
+			"QueueCreate":          b.store.QueueCreate(&batch, created, nil, on),
+			"QueueTransitionOrder": b.store.QueueTransitionOrder(&batch, order.Transition{OrderID: paying.OrderID, To: order.StatusPaying}, nil, on),
+			"QueueRecordPayment":   b.store.QueueRecordPayment(&batch, newPayment(paid), nil, on),
+			"QueueCancelExpired":   b.store.QueueCancelExpired(&batch, 1, nil),
+		} {
+			if err != nil {
+				t.Fatalf("%s(nil dst, %d): %v", name, on, err)
+			}
+		}
+		if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, &batch); err != nil {
+			t.Fatalf("batch with nil dsts (%d): %v", on, err)
+		}
+		if got := b.get(t, created.OrderID); got.Status != order.StatusCreated {
+			t.Fatalf("queued create (%d): %+v", on, got)
+		}
+		if got := b.get(t, paying.OrderID); got.Status != order.StatusPaying {
+			t.Fatalf("queued transition (%d): %+v", on, got)
+		}
+	}
+	if got := b.get(t, paid.OrderID); got.Status != order.StatusPaid {
+		t.Fatalf("queued payment: %+v", got)
+	}
 }

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill"
 )
 
 // Order is one row of the orders table.
@@ -14,20 +15,18 @@ import (
 // local time zone). ExpireAt is the caller's (NewOrder.ExpireAt); the
 // others are the server's statement time of the write that set them.
 type Order struct {
-	OrderID         int64     // order_id, the primary key: NewOrder.OrderID
-	OrderNo         string    // order_no, the user-facing number (unique): NewOrder.OrderNo as the service gave it
-	RequestID       uuid.UUID // request_id: the purchase request; unique across orders
-	ReservationID   uuid.UUID // reservation_id: the front door's stock reservation; unique across orders
-	SourceMessageID uuid.UUID // source_message_id: the queue message that created the order; unique across orders
-	ActivityID      int64     // the sale activity; with SKUID and UserID the one-order-per-user key
-	SKUID           int64     // the SKU bought
-	UserID          int64     // the buyer
-	Bucket          int16     // inventory_bucket: the stock bucket the order took its unit from
-	Quantity        int16     // always 1 (ck_orders_quantity)
-	UnitPrice       int64     // minor units (e.g. fen)
-	TotalAmount     int64     // UnitPrice × Quantity
-	Currency        string    // three upper-case letters (ISO 4217), e.g. "CNY"
-	Status          Status    // the current status; it changes only through conditional transitions
+	// Request holds the purchase's ids as NewOrder gave them: OrderID
+	// (order_id, the primary key), RequestID, ReservationID and MessageID
+	// (request_id, reservation_id, source_message_id: each unique across
+	// orders), ActivityID, SKUID and UserID (the one-order-per-user key),
+	// Bucket (inventory_bucket, the stock bucket the order took its unit
+	// from) and Quantity (always 1, ck_orders_quantity).
+	seckill.Request
+	OrderNo     string // order_no, the user-facing number (unique): NewOrder.OrderNo as the service gave it
+	UnitPrice   int64  // minor units (e.g. fen)
+	TotalAmount int64  // UnitPrice × Quantity
+	Currency    string // three upper-case letters (ISO 4217), e.g. "CNY"
+	Status      Status // the current status; it changes only through conditional transitions
 	// ExpireAt is when an unpaid (CREATED or PAYING) order may be
 	// cancelled by timeout; set at creation, never changed.
 	ExpireAt     time.Time
@@ -37,6 +36,32 @@ type Order struct {
 	Version      int64      // +1 on every transition
 	CreatedAt    time.Time  // created_at: when the order was inserted
 	UpdatedAt    time.Time  // updated_at: the last transition (CreatedAt when none)
+}
+
+// Result is the outcome of a write to one order that is not an error:
+// [Store.Create], [Store.TransitionOrder], and each order of
+// [Store.CancelExpired].
+type Result struct {
+	// Order is the order after the call: the inserted or updated row when
+	// Changed, the existing row otherwise. It carries what a cancel needs
+	// to release stock in the same transaction (ReservationID,
+	// ActivityID, SKUID, UserID, Bucket, Quantity, TotalAmount).
+	Order Order
+	// From is the status the order had before a transition (0 for
+	// Create).
+	From Status
+	// Changed is true when this call wrote the order: inserted it
+	// (Create) or performed the transition. Exactly one caller ever sees
+	// Changed for a given order and target, so "release stock when a
+	// cancel Changed" releases it exactly once.
+	Changed bool
+	// Existing is true when nothing was written because the order already
+	// was what the call asked for: Create found the order of the same
+	// request (same request id, reservation id or message id, and the
+	// same activity, SKU and user) — treat it as success of a retry;
+	// TransitionOrder found the order already in the target status
+	// (idempotent repeat: do not release stock again).
+	Existing bool
 }
 
 // orderColumns lists the orders columns in the order scanOrder expects.
@@ -63,7 +88,7 @@ func cols(prefix string) string {
 // orderDest returns scan destinations for the columns of orderColumns.
 func orderDest(o *Order, reason **string) []any {
 	return []any{
-		&o.OrderID, &o.OrderNo, &o.RequestID, &o.ReservationID, &o.SourceMessageID,
+		&o.OrderID, &o.OrderNo, &o.RequestID, &o.ReservationID, &o.MessageID,
 		&o.ActivityID, &o.SKUID, &o.UserID, &o.Bucket, &o.Quantity,
 		&o.UnitPrice, &o.TotalAmount, &o.Currency, &o.Status, &o.ExpireAt,
 		&o.PaidAt, &o.CancelledAt, reason, &o.Version, &o.CreatedAt, &o.UpdatedAt,
@@ -83,8 +108,8 @@ func scanOrder(row pgx.Row, o *Order, extra ...any) error {
 	return nil
 }
 
-// Item is one row of order_items.
-type Item struct {
+// item is one row of order_items (read by the tests).
+type item struct {
 	OrderID    int64     // the order the line belongs to
 	LineNo     int16     // line_no, from 1 (Create writes one line, 1)
 	ActivityID int64     // the order's activity
@@ -94,22 +119,4 @@ type Item struct {
 	UnitPrice  int64     // the price snapshot, minor units (e.g. fen)
 	LineAmount int64     // UnitPrice × Quantity, minor units
 	CreatedAt  time.Time // created_at: the server time of the inserting statement
-}
-
-// PaymentRecord is one row of payment_record (without raw_payload).
-type PaymentRecord struct {
-	PaymentID        uuid.UUID     // payment_id, the primary key: Payment.PaymentID
-	PaymentRequestID uuid.UUID     // payment_request_id: Payment.PaymentRequestID; unique
-	OrderID          int64         // the order paid
-	Provider         string        // the payment provider, 1 to 32 characters
-	ProviderTradeNo  string        // the provider's transaction number; "" when NULL in the database
-	CallbackID       string        // the provider's callback id; "" when none (NULL in the database)
-	Amount           int64         // minor units (e.g. fen)
-	Currency         string        // three upper-case letters, e.g. "CNY"
-	Status           PaymentStatus // RecordPayment writes SUCCEEDED, or REFUND_PENDING for money to give back; this package changes it no further
-	// PaidAt is when RecordPayment recorded the money as received (set
-	// for SUCCEEDED and REFUND_PENDING payments alike); nil when NULL in
-	// the database (rows written otherwise).
-	PaidAt    *time.Time
-	CreatedAt time.Time // created_at: the server time of the inserting statement
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -27,13 +28,16 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"CancelExpired":    func() error { _, err := s.CancelExpired(ctx, nil, 1); return err },
 		"RecordPayment":    func() error { _, err := s.RecordPayment(ctx, nil, order.Payment{}); return err },
 		"ClassifyPayment":  func() error { _, err := s.ClassifyPaymentConflict(ctx, nil, order.Payment{}); return err },
-		"Get":              func() error { _, err := s.Get(ctx, nil, 1); return err },
-		"GetByRequest":     func() error { _, err := s.GetByRequest(ctx, nil, uuid.New()); return err },
-		"GetByBuyer":       func() error { _, err := s.GetByBuyer(ctx, nil, 1, 1, 1); return err },
-		"Items":            func() error { _, err := s.Items(ctx, nil, 1); return err },
-		"Payments":         func() error { _, err := s.Payments(ctx, nil, 1); return err },
+		"Get":              func() error { _, err := s.Get(ctx, nil, seckill.Request{OrderID: 1}); return err },
+		"Get/request":      func() error { _, err := s.Get(ctx, nil, seckill.Request{RequestID: uuid.New()}); return err },
+		"Get/buyer": func() error {
+			_, err := s.Get(ctx, nil, seckill.Request{ActivityID: 1, SKUID: 1, UserID: 1})
+			return err
+		},
+		"Items":    func() error { _, err := s.Items(ctx, nil, 1); return err },
+		"Payments": func() error { _, err := s.Payments(ctx, nil, 1); return err },
 		"RecordPaymentReview": func() error {
-			_, _, err := s.RecordPaymentReview(ctx, nil, order.Payment{}, order.ReviewUnknownOrder)
+			_, _, err := s.RecordPaymentReview(ctx, nil, order.Payment{}, order.PaymentResult{}, order.ErrNotFound)
 			return err
 		},
 		"OpenPaymentReviews":   func() error { _, err := s.OpenPaymentReviews(ctx, nil, 1); return err },
@@ -42,7 +46,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"TransitionOrder":      func() error { _, err := s.TransitionOrder(ctx, nil, order.Transition{}); return err },
 	}
 	for name, call := range calls {
-		var ve *order.ValidationError
+		var ve *order.Error
 		if err := call(); !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) || (ve.Field != "tx" && ve.Field != "db" && ve.Field != "q") {
 			t.Errorf("%s(nil): %v", name, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/schematest"
 	"github.com/seckillkit/seckill/migrate"
@@ -41,17 +42,17 @@ func TestNotMigratedSchema(t *testing.T) {
 		return err
 	})
 	notMigrated("Create", err)
-	_, err = store.Get(ctx, pool, 1)
+	_, err = store.Get(ctx, pool, seckill.Request{OrderID: 1})
 	notMigrated("Get", err)
 	var b pgx.Batch
-	if err := store.QueueCreateOrAbort(&b, newOrder(2)); err != nil {
+	if err := store.QueueCreate(&b, newOrder(2), nil, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
 	err = pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b)
-	notMigrated("QueueCreateOrAbort in one batch", err)
+	notMigrated("QueueCreate with pgtx.Abort in one batch", err)
 	var se *pgtx.StatementError
-	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "order.Store.QueueCreateOrAbort(") {
-		t.Fatalf("one batch: %v, want the call QueueCreateOrAbort named", err)
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "order.Store.QueueCreate(") {
+		t.Fatalf("one batch: %v, want the call QueueCreate named", err)
 	}
 	notMigrated("Check", store.Check(ctx, pool))
 

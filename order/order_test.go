@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -39,7 +41,7 @@ func setupCfg(t testing.TB, pool *pgxpool.Pool, cfg order.Config) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t)
 	ctx := pgtest.Context(t, 2*time.Minute)
-	if err := order.Migrate(ctx, pool, schema); err != nil {
+	if err := migrateSchema(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Schema = schema
@@ -54,21 +56,35 @@ func setupCfg(t testing.TB, pool *pgxpool.Pool, cfg order.Config) testBundle {
 func newOrder(user int64) order.NewOrder {
 	id := ids.Next() // see ids in example_test.go
 	return order.NewOrder{
-		OrderID:         id,
-		OrderNo:         orderNo(id),
-		RequestID:       uuid.New(),
-		ReservationID:   uuid.New(),
-		SourceMessageID: uuid.New(),
-		ActivityID:      1,
-		SKUID:           100,
-		UserID:          user,
-		Bucket:          3,
-		Quantity:        1,
-		UnitPrice:       9900,
-		Currency:        "CNY",
-		ExpireAt:        time.Now().Add(15 * time.Minute),
-		SKUTitle:        "Flash-sale phone",
+		Request: seckill.Request{
+			OrderID:       id,
+			RequestID:     uuid.New(),
+			ReservationID: uuid.New(),
+			MessageID:     uuid.New(),
+			ActivityID:    1,
+			SKUID:         100,
+			UserID:        user,
+			Bucket:        3,
+			Quantity:      1,
+		},
+		OrderNo:   orderNo(id),
+		UnitPrice: 9900,
+		Currency:  "CNY",
+		ExpireAt:  time.Now().Add(15 * time.Minute),
+		SKUTitle:  "Flash-sale phone",
 	}
+}
+
+// migrateSchema applies the order migrations to schema.
+func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	_, err := migrate.Apply(ctx, pool, schema, order.Migrations)
+	return err
+}
+
+// userCancel is a buyer's cancel: to CANCELLED, reason USER_CANCEL,
+// expired or not (the example service's).
+func userCancel(orderID int64) order.Transition {
+	return order.Transition{OrderID: orderID, To: order.StatusCancelled, CancelReason: "USER_CANCEL"}
 }
 
 // inTx runs fn in a Read Committed transaction on pool and commits unless
@@ -80,7 +96,7 @@ func inTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) err
 // create inserts in and fails the test on any error.
 func (b testBundle) create(t testing.TB, in order.NewOrder) order.Order {
 	t.Helper()
-	var res order.CreateResult
+	var res order.Result
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = b.store.Create(b.ctx, tx, in)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,7 +17,9 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// Payment is a successful-payment callback that RecordPayment records.
+// Payment is a successful-payment callback that RecordPayment records, and
+// a payment_record row as [Store.Payments] reads it (the last three fields,
+// which RecordPayment ignores, and without RawPayload).
 type Payment struct {
 	// PaymentID is the payment_record primary key; required. Use
 	// uuid.NewV7 (time-ordered).
@@ -41,6 +44,18 @@ type Payment struct {
 	Currency string
 	// RawPayload is the provider's payload as JSON; nil means {}.
 	RawPayload json.RawMessage
+
+	// Status is the row's status: RecordPayment writes SUCCEEDED, or
+	// REFUND_PENDING for money to give back; this package changes it no
+	// further. Read by Payments; ignored by RecordPayment.
+	Status PaymentStatus
+	// PaidAt is when RecordPayment recorded the money as received (set
+	// for SUCCEEDED and REFUND_PENDING payments alike); nil when NULL in
+	// the database (rows written otherwise). Read by Payments.
+	PaidAt *time.Time
+	// CreatedAt is the server time of the inserting statement. Read by
+	// Payments.
+	CreatedAt time.Time
 }
 
 // PaymentKind says what RecordPayment did.
@@ -66,21 +81,6 @@ const (
 	// and Refund says what to refund.
 	PaymentOnPaidOrder
 )
-
-// String returns the kind's name, e.g. "Paid".
-func (k PaymentKind) String() string {
-	switch k {
-	case PaymentPaid:
-		return "Paid"
-	case PaymentDuplicate:
-		return "Duplicate"
-	case PaymentAfterCancel:
-		return "PaidAfterCancel"
-	case PaymentOnPaidOrder:
-		return "PaidOnPaidOrder"
-	}
-	return "PaymentKind(" + strconv.Itoa(int(k)) + ")"
-}
 
 // Refund is the data of a payment that must be given back: turn it into an
 // outbox event (e.g. REFUND_REQUESTED) in the same transaction.
@@ -158,7 +158,10 @@ func paymentArgs(p Payment) []any {
 // the order is payable, REFUND_PENDING otherwise — with ON CONFLICT DO
 // NOTHING deduplicating on every unique key, then move a payable order to
 // PAID only if the payment row was inserted.
-const paymentSQL = `WITH cur AS (
+const paymentSQL = paymentCTEs + paymentSelect
+
+// paymentCTEs and paymentSelect are the two parts of paymentSQL.
+const paymentCTEs = `WITH cur AS (
 	SELECT {cols}, total_amount = $7 AS amount_ok, currency = $8 AS currency_ok
 	FROM {schema}.orders
 	WHERE order_id = $3
@@ -183,12 +186,32 @@ const paymentSQL = `WITH cur AS (
 	WHERE o.order_id = c.order_id AND p.status = 20 AND c.status IN (10, 20)
 	RETURNING {o.cols}
 )
-SELECT {u.cols}, true, c.status, c.amount_ok, c.currency_ok, p.payment_id, p.status
+`
+
+const paymentSelect = `SELECT {u.cols}, true AS changed, c.status AS prev, c.amount_ok AS amount_ok, c.currency_ok AS currency_ok,
+	p.payment_id AS payment_id, p.status AS payment_status
 FROM upd AS u, cur AS c, pay AS p
 UNION ALL
 SELECT {c.cols}, false, c.status, c.amount_ok, c.currency_ok, p.payment_id, p.status
 FROM cur AS c LEFT JOIN pay AS p ON true
 WHERE NOT EXISTS (SELECT FROM upd)`
+
+// paymentOrAbortSQL is paymentSQL for QueueRecordPayment with pgtx.Abort:
+// the same statement, whose refusals raise (order_refuse, migration 003)
+// instead of returning the row: SK101 no such order, SK104 amount and
+// SK105 currency mismatch, SK106 the payment inserted nothing (recorded
+// before, or a key of another payment). The outer join keeps one row when
+// the order does not exist.
+const paymentOrAbortSQL = paymentCTEs + `, res AS (
+` + paymentSelect + `
+)
+SELECT r.*, CASE
+	WHEN r.order_id IS NULL THEN {schema}.order_refuse('SK101', $3, r.prev, NULL)
+	WHEN NOT r.amount_ok THEN {schema}.order_refuse('SK104', $3, r.prev, ($7::bigint)::text)
+	WHEN NOT r.currency_ok THEN {schema}.order_refuse('SK105', $3, r.prev, $8::text)
+	WHEN r.payment_id IS NULL THEN {schema}.order_refuse('SK106', $3, r.prev, ($1::uuid)::text)
+END
+FROM (SELECT 1) AS one LEFT JOIN res AS r ON true`
 
 // classifyPaymentSQL finds the payment rows that made paymentSQL insert
 // nothing, in a new statement (new snapshot: see classifyCreateSQL).
@@ -213,17 +236,18 @@ WHERE p.payment_id = $1 OR p.payment_request_id = $2
 //   - PaymentOnPaidOrder: order already paid by another payment: this one
 //     is recorded as REFUND_PENDING, Refund set.
 //
-// Errors, each writing nothing: *NotFoundError ([ErrNotFound]) for an
-// unknown order; *MismatchError ([ErrAmountMismatch] /
-// [ErrCurrencyMismatch]) when amount or currency differ from the order;
-// *IDCollisionError when only PaymentID collides; *ModelError when the
-// provider reference belongs to another order; *ValidationError for bad
-// input (nothing sent).
+// Errors, each writing nothing: [ErrNotFound] for an unknown order;
+// [ErrMismatch] when amount or currency differ from the order (the *Error
+// says which, with the order); [ErrIDCollision] when only PaymentID
+// collides; [ErrModel] when the provider reference belongs to another
+// order; [ErrInvalidArgument] for bad input (nothing sent).
 //
 // A new payment costs one statement; a duplicate costs one more (the
-// classification query). The order row stays locked until the transaction
-// ends, so a concurrent timeout cancel of the same order waits and then
-// sees PAID (or, if it won, this call sees CANCELLED): never both.
+// classification query), as does a call after a queued payment
+// conflicted ([ErrConflict]), which it classifies. The order row stays
+// locked until the transaction ends, so a concurrent timeout cancel of
+// the same order waits and then sees PAID (or, if it won, this call sees
+// CANCELLED): never both.
 func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (_ PaymentResult, err error) {
 	defer s.fail.Explain(&err)
 	if tx == nil {
@@ -236,7 +260,7 @@ func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (_ Paym
 	if s.citus {
 		return s.recordPaymentRouted(ctx, tx, p)
 	}
-	res, err := s.paymentRow(p).Run(ctx, tx)
+	res, err := s.paymentRow(p, "RecordPayment").Run(ctx, tx)
 	if errors.Is(err, ErrConflict) {
 		return s.classifyPayment(ctx, tx, p, res.Order)
 	}
@@ -244,53 +268,68 @@ func (s *Store) RecordPayment(ctx context.Context, tx pgx.Tx, p Payment) (_ Paym
 }
 
 // QueueRecordPayment queues RecordPayment's single statement into b; the
-// returned error only reports invalid input (nothing queued). The callback
-// fills dst and returns RecordPayment's classified errors, except that a
-// duplicate payment is reported as a *ConflictError ([ErrConflict]) —
-// classify it with [Store.ClassifyPaymentConflict] in the same
-// transaction.
-func (s *Store) QueueRecordPayment(b *pgx.Batch, p Payment, dst *PaymentResult) error {
-	defer s.fail.Mark(b, "order.Store.QueueRecordPayment")()
+// returned error only reports invalid input or a nil b (nothing queued).
+// dst may be nil (the result is discarded). When the batch runs, the
+// callback fills dst; on says what a refusal does:
+//
+//   - [pgtx.Return]: the callback returns RecordPayment's classified
+//     errors, except that a payment that inserted nothing (a duplicate)
+//     is reported as an *Error matching [ErrConflict]: classify it by
+//     calling [Store.RecordPayment] with the same payment in the same
+//     transaction.
+//   - [pgtx.Abort]: the statement raises the refusal on the server
+//     (SQLSTATE SK101 [ErrNotFound], SK104 and SK105 [ErrMismatch], SK106
+//     [ErrConflict] for a payment that inserted nothing), which aborts the
+//     transaction, COMMIT included; the error [pgtx.RunBatch] returns
+//     matches the sentinel and names this call in its
+//     [pgtx.StatementError.Call]. Run RecordPayment in a new transaction
+//     to classify a conflict.
+func (s *Store) QueueRecordPayment(b *pgx.Batch, p Payment, dst *PaymentResult, on pgtx.OnRefusal) error {
 	p, err := s.normalizePayment(p)
 	if err != nil {
 		return err
 	}
-	if b == nil || dst == nil {
-		return invalid("QueueRecordPayment", "batch and dst must not be nil")
+	if b == nil {
+		return invalid("QueueRecordPayment", "batch must not be nil")
 	}
-	s.paymentRow(p).Queue(b, dst)
+	if dst == nil {
+		dst = new(PaymentResult)
+	}
+	if on == pgtx.Abort {
+		from := b.Len()
+		b.Queue(s.sql.paymentOrAbort, paymentArgs(p)...).QueryRow(func(row pgx.Row) error {
+			*dst = PaymentResult{}
+			var (
+				changed, amountOK, currencyOK bool
+				prev                          Status
+				payID                         uuid.UUID
+				payStatus                     PaymentStatus
+				refused                       *int64
+			)
+			if err := scanOrder(row, &dst.Order, &changed, &prev, &amountOK, &currencyOK, &payID, &payStatus, &refused); err != nil {
+				*dst = PaymentResult{}
+				return fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
+			}
+			return decidePayment("QueueRecordPayment", p, dst, changed, prev, payID, payStatus)
+		})
+		pgtx.NameCall(b, from, fmt.Sprintf("order.Store.QueueRecordPayment(order %d)", p.OrderID), s.fail.Classify)
+		return nil
+	}
+	defer s.fail.Mark(b, "order.Store.QueueRecordPayment")()
+	s.paymentRow(p, "QueueRecordPayment").Queue(b, dst)
 	return nil
 }
 
 // paymentRow is the payment statement of a normalised p, shared by
-// [Store.RecordPayment] and its Queue twin.
-func (s *Store) paymentRow(p Payment) twin.Row[PaymentResult] {
+// [Store.RecordPayment] and its queued form (op).
+func (s *Store) paymentRow(p Payment, op string) twin.Row[PaymentResult] {
 	return twin.Row[PaymentResult]{SQL: s.sql.payment, Args: paymentArgs(p),
 		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *PaymentResult) error {
-			return scanPayment(row, p, dst)
+			return scanPayment(row, p, op, dst)
 		}}
 }
 
-// ClassifyPaymentConflict explains why the insert of p (queued by
-// QueueRecordPayment) inserted nothing, returning exactly what
-// RecordPayment returns for it. It reads only.
-func (s *Store) ClassifyPaymentConflict(ctx context.Context, q pgtx.Querier, p Payment) (_ PaymentResult, err error) {
-	defer s.fail.Explain(&err)
-	if q == nil {
-		return PaymentResult{}, nilHandle("q")
-	}
-	p, err = s.normalizePayment(p)
-	if err != nil {
-		return PaymentResult{}, err
-	}
-	o, err := s.Get(ctx, q, p.OrderID)
-	if err != nil {
-		return PaymentResult{}, err
-	}
-	return s.classifyPayment(ctx, q, p, o)
-}
-
-func scanPayment(row pgx.Row, p Payment, dst *PaymentResult) error {
+func scanPayment(row pgx.Row, p Payment, op string, dst *PaymentResult) error {
 	*dst = PaymentResult{}
 	var (
 		changed, amountOK, currencyOK bool
@@ -301,30 +340,38 @@ func scanPayment(row pgx.Row, p Payment, dst *PaymentResult) error {
 	err := scanOrder(row, &dst.Order, &changed, &prev, &amountOK, &currencyOK, &payID, &payStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
 		*dst = PaymentResult{}
-		return &NotFoundError{OrderID: p.OrderID}
+		return notFound(op, p.OrderID)
 	}
 	if err != nil {
 		*dst = PaymentResult{}
 		return fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
 	}
-	o := dst.Order
+	if err := mismatch(op, p, dst.Order, amountOK, currencyOK); err != nil {
+		return err
+	}
+	if payID == nil {
+		return &Error{Op: op, Err: ErrConflict, OrderID: p.OrderID}
+	}
+	return decidePayment(op, p, dst, changed, prev, *payID, *payStatus)
+}
+
+// mismatch returns the ErrMismatch error of a payment p whose amount or
+// currency differs from order o's, or nil.
+func mismatch(op string, p Payment, o Order, amountOK, currencyOK bool) error {
 	switch {
 	case !amountOK:
-		return &MismatchError{OrderID: p.OrderID, Field: "amount",
-			Order: strconv.FormatInt(o.TotalAmount, 10), Payment: strconv.FormatInt(p.Amount, 10)}
+		return &Error{Op: op, Err: ErrMismatch, OrderID: p.OrderID, Order: o, Field: "amount", Value: strconv.FormatInt(p.Amount, 10)}
 	case !currencyOK:
-		return &MismatchError{OrderID: p.OrderID, Field: "currency", Order: o.Currency, Payment: p.Currency}
-	case payID == nil:
-		return &ConflictError{Op: "payment", OrderID: p.OrderID}
+		return &Error{Op: op, Err: ErrMismatch, OrderID: p.OrderID, Order: o, Field: "currency", Value: p.Currency}
 	}
-	return decidePayment(p, dst, changed, prev, *payID, *payStatus)
+	return nil
 }
 
 // decidePayment fills dst's Kind, payment and refund from what the
 // payment statements did: the payment payID inserted with payStatus, the
 // order moved to PAID (changed) from status prev. dst.Order holds the
 // order after the statements.
-func decidePayment(p Payment, dst *PaymentResult, changed bool, prev Status, payID uuid.UUID, payStatus PaymentStatus) error {
+func decidePayment(op string, p Payment, dst *PaymentResult, changed bool, prev Status, payID uuid.UUID, payStatus PaymentStatus) error {
 	o := dst.Order
 	dst.PaymentID, dst.PaymentStatus = payID, payStatus
 	switch {
@@ -340,8 +387,8 @@ func decidePayment(p Payment, dst *PaymentResult, changed bool, prev Status, pay
 			ProviderTradeNo: p.ProviderTradeNo, Amount: p.Amount, Currency: p.Currency}
 		return nil
 	}
-	return &ModelError{OrderID: p.OrderID, Reason: fmt.Sprintf(
-		"payment %s recorded as %s but order %s not moved to PAID", payID, payStatus, prev)}
+	return modelError(op, p.OrderID, fmt.Sprintf(
+		"payment %s recorded as %s but order %s not moved to PAID", payID, paymentStatusSet.Name(payStatus), prev))
 }
 
 func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, o Order) (PaymentResult, error) {
@@ -374,14 +421,108 @@ func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, 
 	}
 	for _, m := range ms {
 		if m.sameRef || m.sameReq {
-			return PaymentResult{}, &ModelError{OrderID: p.OrderID, Reason: fmt.Sprintf(
-				"payment reference of provider %q trade %q already recorded for order %d", p.Provider, p.ProviderTradeNo, m.orderID)}
+			return PaymentResult{}, modelError("RecordPayment", p.OrderID, fmt.Sprintf(
+				"payment reference of provider %q trade %q already recorded for order %d", p.Provider, p.ProviderTradeNo, m.orderID))
 		}
 	}
 	for _, m := range ms {
 		if m.sameID {
-			return PaymentResult{}, &IDCollisionError{Column: "payment_id", Value: p.PaymentID.String()}
+			return PaymentResult{}, &Error{Op: "RecordPayment", Err: ErrIDCollision, OrderID: p.OrderID, Field: "payment_id", Value: p.PaymentID.String()}
 		}
 	}
-	return PaymentResult{}, &ModelError{OrderID: p.OrderID, Reason: "payment insert conflicted but no conflicting payment is visible"}
+	return PaymentResult{}, modelError("RecordPayment", p.OrderID, "payment insert conflicted but no conflicting payment is visible")
+}
+
+// The statements of RecordPayment with Config.Citus: the order read and
+// locked, then in a second round trip a plain INSERT … VALUES of the
+// payment and an UPDATE … FROM of the order. Each is a shape Citus routes
+// whole to the one node that holds the schema. paymentSQL, one statement
+// whose data-modifying CTEs feed one another, is split by Citus into
+// subplans whose results it ships between nodes, and the transaction then
+// commits with two phases. (An INSERT … SELECT from orders, which would
+// keep one round trip, is planned by Citus 13.2 for a schema's tables
+// ("single-shard" tables) into an invalid statement: the worker reports a
+// syntax error at "( IS NOT NULL)".)
+const (
+	lockForPaymentSQL = `SELECT {cols} FROM {schema}.orders WHERE order_id = $1 FOR NO KEY UPDATE`
+
+	// Parameters: paymentArgs, then $10 the payment status decided from
+	// the locked order.
+	insertPaymentSQL = `INSERT INTO {schema}.payment_record (
+		payment_id, payment_request_id, order_id, provider, provider_trade_no, callback_id,
+		amount, currency, status, raw_payload, paid_at)
+	VALUES ($1, $2, $3, $4, $5, NULLIF($6::text, ''), $7, $8, $10, $9::jsonb, statement_timestamp())
+	ON CONFLICT DO NOTHING
+	RETURNING payment_id, status`
+
+	// The order becomes PAID only through the SUCCEEDED payment $2 that
+	// this transaction just inserted: a SUCCEEDED payment is only ever
+	// inserted for a CREATED or PAYING order, together with this update,
+	// so an older one never finds its order still unpaid.
+	paidByPaymentSQL = `UPDATE {schema}.orders AS o
+	SET status = 30,
+		paid_at = statement_timestamp(),
+		version = o.version + 1,
+		updated_at = statement_timestamp()
+	FROM {schema}.payment_record AS p
+	WHERE o.order_id = $1 AND p.payment_id = $2 AND p.order_id = o.order_id
+	  AND p.status = 20 AND o.status IN (10, 20)
+	RETURNING {o.cols}`
+)
+
+// recordPaymentRouted is RecordPayment for Config.Citus: two round trips
+// (the order locked and read, then the payment insert and the PAID
+// update), with the same results.
+func (s *Store) recordPaymentRouted(ctx context.Context, tx pgx.Tx, p Payment) (PaymentResult, error) {
+	var cur Order
+	err := scanOrder(tx.QueryRow(ctx, s.sql.lockForPayment, p.OrderID), &cur)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PaymentResult{}, notFound("RecordPayment", p.OrderID)
+	}
+	if err != nil {
+		return PaymentResult{}, fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
+	}
+	if err := mismatch("RecordPayment", p, cur, cur.TotalAmount == p.Amount, cur.Currency == p.Currency); err != nil {
+		return PaymentResult{}, err
+	}
+	status := PaymentRefundPending
+	if cur.Status == StatusCreated || cur.Status == StatusPaying {
+		status = PaymentSucceeded
+	}
+
+	var (
+		b         pgx.Batch
+		payID     *uuid.UUID
+		payStatus *PaymentStatus
+		paid      Order
+		changed   bool
+	)
+	b.Queue(s.sql.insertPayment, append(paymentArgs(p), int16(status))...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&payID, &payStatus); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	b.Queue(s.sql.paidByPayment, p.OrderID, pgval.UUID(p.PaymentID)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := scanOrder(rows, &paid); err != nil {
+				return err
+			}
+			changed = true
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return PaymentResult{}, fmt.Errorf("order: record payment for order %d: %w", p.OrderID, err)
+	}
+	if payID == nil {
+		return s.classifyPayment(ctx, tx, p, cur)
+	}
+	res := PaymentResult{Order: cur}
+	if changed {
+		res.Order = paid
+	}
+	return res, decidePayment("RecordPayment", p, &res, changed, cur.Status, *payID, *payStatus)
 }

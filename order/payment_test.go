@@ -3,6 +3,7 @@ package order_test
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,9 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func newPayment(o order.Order) order.Payment {
@@ -96,7 +99,7 @@ func recordpayment(t *testing.T, citus bool) {
 	})
 	t.Run("paid after cancel", func(t *testing.T) {
 		c := b.create(t, newOrder(2))
-		if _, err := b.transition(order.UserCancel(c.OrderID)); err != nil {
+		if _, err := b.transition(userCancel(c.OrderID)); err != nil {
 			t.Fatal(err)
 		}
 		p := newPayment(c)
@@ -106,7 +109,7 @@ func recordpayment(t *testing.T, citus bool) {
 			ProviderTradeNo: p.ProviderTradeNo, Amount: c.TotalAmount, Currency: c.Currency}) {
 			t.Fatalf("got %+v, %v; want PaidAfterCancel with refund", res, err)
 		}
-		got, _ := b.store.Get(b.ctx, b.pool, c.OrderID)
+		got, _ := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: c.OrderID})
 		if got.Status != order.StatusCancelled || got.PaidAt != nil || got.Version != 1 {
 			t.Fatalf("cancelled order touched by a late payment: %+v", got)
 		}
@@ -127,7 +130,7 @@ func recordpayment(t *testing.T, citus bool) {
 
 	payments := b.count(t, "payment_record")
 	version := func(id int64) int64 {
-		got, err := b.store.Get(b.ctx, b.pool, id)
+		got, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +141,7 @@ func recordpayment(t *testing.T, citus bool) {
 		p := newPayment(fresh)
 		p.OrderID = 424242
 		_, err := b.pay(p)
-		var nf *order.NotFoundError
+		var nf *order.Error
 		if !errors.As(err, &nf) || nf.OrderID != 424242 || !errors.Is(err, order.ErrNotFound) {
 			t.Fatalf("got %v; want NotFoundError", err)
 		}
@@ -147,17 +150,19 @@ func recordpayment(t *testing.T, citus bool) {
 		p := newPayment(fresh)
 		p.Amount--
 		_, err := b.pay(p)
-		var me *order.MismatchError
-		if !errors.Is(err, order.ErrAmountMismatch) || errors.Is(err, order.ErrCurrencyMismatch) || !errors.As(err, &me) || me.Field != "amount" {
-			t.Fatalf("got %v; want ErrAmountMismatch", err)
+		var me *order.Error
+		if !errors.Is(err, order.ErrMismatch) || !errors.As(err, &me) || me.Field != "amount" || me.Value != strconv.FormatInt(p.Amount, 10) ||
+			me.Order.OrderID != fresh.OrderID || me.Order.TotalAmount != fresh.TotalAmount {
+			t.Fatalf("got %v; want ErrMismatch of the amount", err)
 		}
 	})
 	t.Run("currency mismatch", func(t *testing.T) {
 		p := newPayment(fresh)
 		p.Currency = "USD"
 		_, err := b.pay(p)
-		if !errors.Is(err, order.ErrCurrencyMismatch) || errors.Is(err, order.ErrAmountMismatch) {
-			t.Fatalf("got %v; want ErrCurrencyMismatch", err)
+		var me *order.Error
+		if !errors.Is(err, order.ErrMismatch) || !errors.As(err, &me) || me.Field != "currency" || me.Value != "USD" {
+			t.Fatalf("got %v; want ErrMismatch of the currency", err)
 		}
 	})
 	if n := b.count(t, "payment_record"); n != payments {
@@ -198,7 +203,7 @@ func recordpaymentconflictonotherorder(t *testing.T, citus bool) {
 	if _, err := b.pay(p3); !errors.Is(err, order.ErrIDCollision) {
 		t.Fatalf("payment id collision: %v, want ErrIDCollision", err)
 	}
-	if got, _ := b.store.Get(b.ctx, b.pool, o2.OrderID); got.Status != order.StatusCreated {
+	if got, _ := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o2.OrderID}); got.Status != order.StatusCreated {
 		t.Fatalf("order 2 is %s, want CREATED", got.Status)
 	}
 }
@@ -211,7 +216,7 @@ func TestQueueRecordPayment(t *testing.T) {
 	var res order.PaymentResult
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		if err := b.store.QueueRecordPayment(batch, p, &res); err != nil {
+		if err := b.store.QueueRecordPayment(batch, p, &res, pgtx.Return); err != nil {
 			return err
 		}
 		return tx.SendBatch(b.ctx, batch).Close()
@@ -221,7 +226,7 @@ func TestQueueRecordPayment(t *testing.T) {
 	}
 	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		if err := b.store.QueueRecordPayment(batch, p, &res); err != nil {
+		if err := b.store.QueueRecordPayment(batch, p, &res, pgtx.Return); err != nil {
 			return err
 		}
 		if err := tx.SendBatch(b.ctx, batch).Close(); !errors.Is(err, order.ErrConflict) {
@@ -230,6 +235,11 @@ func TestQueueRecordPayment(t *testing.T) {
 		res, err := b.store.ClassifyPaymentConflict(b.ctx, tx, p)
 		if err != nil || res.Kind != order.PaymentDuplicate || res.PaymentID != p.PaymentID {
 			t.Errorf("ClassifyPaymentConflict = %+v, %v", res, err)
+		}
+		// The documented way: RecordPayment again in the same transaction.
+		res, err = b.store.RecordPayment(b.ctx, tx, p)
+		if err != nil || res.Kind != order.PaymentDuplicate || res.PaymentID != p.PaymentID {
+			t.Errorf("RecordPayment after the queued conflict = %+v, %v", res, err)
 		}
 		return nil
 	})
@@ -245,11 +255,11 @@ func (b testBundle) createExpired(t *testing.T, n int) []order.Order {
 	orders := make([]order.Order, n)
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		res := make([]order.CreateResult, n)
+		res := make([]order.Result, n)
 		for i := range n {
 			in := newOrder(int64(i + 1))
 			in.ExpireAt = time.Now().Add(-time.Second)
-			if err := b.store.QueueCreate(batch, in, &res[i]); err != nil {
+			if err := b.store.QueueCreate(batch, in, &res[i], pgtx.Return); err != nil {
 				return err
 			}
 		}
@@ -283,7 +293,7 @@ func paymentracestimeoutcancel(t *testing.T, citus bool) {
 	const n = 500
 	orders := b.createExpired(t, n)
 
-	cancels := make([]order.TransitionResult, n)
+	cancels := make([]order.Result, n)
 	cancelErrs := make([]error, n)
 	pays := make([]order.PaymentResult, n)
 	payErrs := make([]error, n)
@@ -315,14 +325,14 @@ func paymentracestimeoutcancel(t *testing.T, citus bool) {
 		case cancelErrs[i] == nil && c.Changed:
 			released++ // the caller would release stock here, exactly once
 			if p.Kind != order.PaymentAfterCancel || p.Refund == nil {
-				t.Fatalf("order %d: cancel won but payment says %s", i, p.Kind)
+				t.Fatalf("order %d: cancel won but payment says %d", i, p.Kind)
 			}
 		case errors.Is(cancelErrs[i], order.ErrIllegalTransition):
 			paid++
-			var ie *order.IllegalTransitionError
+			var ie *order.Error
 			errors.As(cancelErrs[i], &ie)
 			if ie.From != order.StatusPaid || p.Kind != order.PaymentPaid {
-				t.Fatalf("order %d: cancel refused from %s, payment %s", i, ie.From, p.Kind)
+				t.Fatalf("order %d: cancel refused from %s, payment %d", i, ie.From, p.Kind)
 			}
 		default:
 			t.Fatalf("order %d: cancel %+v, %v", i, c, cancelErrs[i])
@@ -364,7 +374,7 @@ func sweepersracepayments(t *testing.T, citus bool) {
 	var paysDone sync.WaitGroup
 	pays := make([]order.PaymentResult, n)
 	payErrs := make([]error, n)
-	swept := make([][]order.TransitionResult, 2)
+	swept := make([][]order.Result, 2)
 	sweepErrs := make([]error, 2)
 	start := make(chan struct{})
 	for i := range n {
@@ -392,7 +402,7 @@ func sweepersracepayments(t *testing.T, citus bool) {
 					done = true
 				default:
 				}
-				var got []order.TransitionResult
+				var got []order.Result
 				err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 					if s == 1 { // one sweeper pipelines
 						batch := &pgx.Batch{}
@@ -442,7 +452,7 @@ func sweepersracepayments(t *testing.T, citus bool) {
 			want = order.PaymentAfterCancel
 		}
 		if pays[i].Kind != want {
-			t.Fatalf("order %d: payment %s, want %s", i, pays[i].Kind, want)
+			t.Fatalf("order %d: payment %d, want %d", i, pays[i].Kind, want)
 		}
 	}
 	t.Logf("sweepers cancelled %d+%d, payments won %d", len(swept[0]), len(swept[1]), n-len(cancelled))

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/racetest"
 	"github.com/seckillkit/seckill/order"
@@ -22,15 +25,13 @@ import (
 var unguarded = map[string]string{
 	"Audit":              "read without a lock",
 	"Get":                "read without a lock",
-	"GetByBuyer":         "read without a lock",
-	"GetByRequest":       "read without a lock",
-	"Items":              "read without a lock",
+	"Items":              "test hook: read without a lock",
 	"OpenPaymentReviews": "read without a lock",
 	"Payments":           "read without a lock",
 	"QuantitiesByStatus": "read without a lock",
-	"Schema":             "returns the configured schema name",
 	"Check":              "reads the catalog",
 	// Test hooks of export_test.go.
+	"Schema":           "test hook: returns the configured schema name",
 	"CancelExpiredSQL": "test hook: returns the statement text",
 	"DueForExpirySQL":  "test hook: returns the statement text",
 }
@@ -73,7 +74,7 @@ func (b testBundle) raceOrder(t *testing.T, expired bool) order.Order {
 
 func (b testBundle) get(t *testing.T, id int64) order.Order {
 	t.Helper()
-	o, err := b.store.Get(b.ctx, b.pool, id)
+	o, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +90,16 @@ func moveTo(b testBundle, id int64, to order.Status) func(context.Context, pgx.T
 
 // transitionRaces: B asks for target from start while A moves the order to
 // each status it can reach from start; the outcome follows the transition
-// table on the row as A left it.
-func transitionRaces(b testBundle, start, target order.Status, queued bool) []racetest.Race {
-	method := "TransitionOrder"
+// table on the row as A left it. queued sends the queued form with
+// pgtx.Return, abort with pgtx.Abort (a refusal raises on the server).
+func transitionRaces(b testBundle, start, target order.Status, queued, abort bool) []racetest.Race {
+	method, suffix := "TransitionOrder", ""
 	if queued {
 		method = "QueueTransitionOrder"
+	}
+	on := pgtx.Return
+	if abort {
+		on, suffix = pgtx.Abort, "/abort"
 	}
 	var races []racetest.Race
 	for _, aTo := range order.Statuses() {
@@ -101,7 +107,7 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 			continue
 		}
 		races = append(races, racetest.Race{
-			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s", start, aTo, target),
+			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s%s", start, aTo, target, suffix),
 			Setup: func(t *testing.T) racetest.Round {
 				o := b.raceOrder(t, false)
 				if start != order.StatusCreated {
@@ -116,8 +122,8 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 							return b.store.TransitionOrder(ctx, tx, tr)
 						}
 						var batch pgx.Batch
-						var dst order.TransitionResult
-						if err := b.store.QueueTransitionOrder(&batch, tr, &dst); err != nil {
+						var dst order.Result
+						if err := b.store.QueueTransitionOrder(&batch, tr, &dst, on); err != nil {
 							return dst, err
 						}
 						return dst, tx.SendBatch(ctx, &batch).Close()
@@ -127,20 +133,26 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 						if end == racetest.Commit {
 							left = aTo
 						}
-						res, _ := got.(order.TransitionResult)
+						res, _ := got.(order.Result)
 						now := b.get(t, o.OrderID)
 						switch {
 						case left == target:
-							if err != nil || !res.AlreadyInState || res.Changed || res.Order.Version != now.Version {
+							if err != nil || !res.Existing || res.Changed || res.Order.Version != now.Version {
 								t.Fatalf("got %+v, %v; want AlreadyInState with the stored row (v%d)", res, err, now.Version)
 							}
 						case order.CanTransition(left, target):
 							if err != nil || !res.Changed || res.From != left || res.Order.Status != target {
 								t.Fatalf("got %+v, %v; want Changed from %s", res, err, left)
 							}
+						case abort:
+							var pgErr *pgconn.PgError
+							if !errors.Is(err, order.ErrIllegalTransition) || !errors.As(err, &pgErr) || pgErr.Code != "SK102" ||
+								now.Status != left || res.Changed {
+								t.Fatalf("got %+v, %v; want SK102 (ErrIllegalTransition) raised, the order left %s", res, err, left)
+							}
 						default:
-							var ie *order.IllegalTransitionError
-							if !errors.As(err, &ie) || ie.From != left || res.From != left || res.Order.Status != left || res.Order.Version != now.Version {
+							var ie *order.Error
+							if !errors.As(err, &ie) || !errors.Is(err, order.ErrIllegalTransition) || ie.From != left || res.From != left || res.Order.Status != left || res.Order.Version != now.Version {
 								t.Fatalf("got %+v, %v; want *IllegalTransitionError from %s with the stored row (v%d)", res, err, left, now.Version)
 							}
 						}
@@ -155,12 +167,13 @@ func transitionRaces(b testBundle, start, target order.Status, queued bool) []ra
 // orderRaces is the race table of package order.
 func orderRaces(b testBundle) []racetest.Race {
 	var races []racetest.Race
-	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, false)...)
-	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusPaid, false)...)
-	races = append(races, transitionRaces(b, order.StatusPaying, order.StatusPaid, false)...)
-	races = append(races, transitionRaces(b, order.StatusPaid, order.StatusClosed, false)...)
-	races = append(races, transitionRaces(b, order.StatusCancelled, order.StatusClosed, false)...)
-	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusPaid, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusPaying, order.StatusPaid, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusPaid, order.StatusClosed, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusCancelled, order.StatusClosed, false, false)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true, false)...)
+	races = append(races, transitionRaces(b, order.StatusCreated, order.StatusCancelled, true, true)...)
 
 	// RecordPayment and its twin: A cancels the order on timeout, pays it
 	// with another payment, or records the same payment.
@@ -174,7 +187,7 @@ func orderRaces(b testBundle) []racetest.Race {
 		"ClassifyPaymentConflict": func(ctx context.Context, tx pgx.Tx, p order.Payment) (order.PaymentResult, error) {
 			var batch pgx.Batch
 			var dst order.PaymentResult
-			if err := b.store.QueueRecordPayment(&batch, p, &dst); err != nil {
+			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			err := tx.SendBatch(ctx, &batch).Close()
@@ -186,7 +199,15 @@ func orderRaces(b testBundle) []racetest.Race {
 		"QueueRecordPayment": func(ctx context.Context, tx pgx.Tx, p order.Payment) (order.PaymentResult, error) {
 			var batch pgx.Batch
 			var dst order.PaymentResult
-			if err := b.store.QueueRecordPayment(&batch, p, &dst); err != nil {
+			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Return); err != nil {
+				return dst, err
+			}
+			return dst, tx.SendBatch(ctx, &batch).Close()
+		},
+		"QueueRecordPayment/abort": func(ctx context.Context, tx pgx.Tx, p order.Payment) (order.PaymentResult, error) {
+			var batch pgx.Batch
+			var dst order.PaymentResult
+			if err := b.store.QueueRecordPayment(&batch, p, &dst, pgtx.Abort); err != nil {
 				return dst, err
 			}
 			return dst, tx.SendBatch(ctx, &batch).Close()
@@ -222,8 +243,13 @@ func orderRaces(b testBundle) []racetest.Race {
 	}
 	for method, call := range pays {
 		for _, st := range payStates {
+			name, variant, _ := strings.Cut(method, "/")
+			state := st.name
+			if variant != "" {
+				state += "/" + variant
+			}
 			races = append(races, racetest.Race{
-				Method: method, State: st.name,
+				Method: name, State: state,
 				Setup: func(t *testing.T) racetest.Round {
 					o := b.raceOrder(t, true)
 					p := newPayment(o)
@@ -245,6 +271,15 @@ func orderRaces(b testBundle) []racetest.Race {
 								}
 								return
 							}
+							if method == "QueueRecordPayment/abort" && want == order.PaymentDuplicate {
+								// With pgtx.Abort the payment that inserted
+								// nothing raises SK106 (ErrConflict).
+								var pgErr *pgconn.PgError
+								if !errors.Is(err, order.ErrConflict) || !errors.As(err, &pgErr) || pgErr.Code != "SK106" {
+									t.Fatalf("err = %v, want SK106 (ErrConflict)", err)
+								}
+								return
+							}
 							now := b.get(t, o.OrderID)
 							if err != nil || res.Kind != want || res.Order.Status != now.Status {
 								t.Fatalf("got %+v, %v; want kind %v with the order as stored (%s)", res, err, want, now.Status)
@@ -258,15 +293,15 @@ func orderRaces(b testBundle) []racetest.Race {
 
 	// Create and its twins: A creates the same order (B waits on its
 	// keys), or another order of the same buyer and SKU.
-	type createCall func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error)
+	type createCall func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error)
 	creates := map[string]createCall{
-		"Create": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"Create": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			return b.store.Create(ctx, tx, in)
 		},
-		"ClassifyConflict": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"ClassifyConflict": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			var batch pgx.Batch
-			var dst order.CreateResult
-			if err := b.store.QueueCreate(&batch, in, &dst); err != nil {
+			var dst order.Result
+			if err := b.store.QueueCreate(&batch, in, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			err := tx.SendBatch(ctx, &batch).Close()
@@ -275,20 +310,21 @@ func orderRaces(b testBundle) []racetest.Race {
 			}
 			return dst, err
 		},
-		"QueueCreate": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"QueueCreate": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			var batch pgx.Batch
-			var dst order.CreateResult
-			if err := b.store.QueueCreate(&batch, in, &dst); err != nil {
+			var dst order.Result
+			if err := b.store.QueueCreate(&batch, in, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			return dst, tx.SendBatch(ctx, &batch).Close()
 		},
-		"QueueCreateOrAbort": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.CreateResult, error) {
+		"QueueCreate/Abort": func(ctx context.Context, tx pgx.Tx, in order.NewOrder) (order.Result, error) {
 			var batch pgx.Batch
-			if err := b.store.QueueCreateOrAbort(&batch, in); err != nil {
-				return order.CreateResult{}, err
+			var dst order.Result
+			if err := b.store.QueueCreate(&batch, in, &dst, pgtx.Abort); err != nil {
+				return dst, err
 			}
-			return order.CreateResult{}, tx.SendBatch(ctx, &batch).Close()
+			return dst, tx.SendBatch(ctx, &batch).Close()
 		},
 	}
 	for method, call := range creates {
@@ -297,8 +333,12 @@ func orderRaces(b testBundle) []racetest.Race {
 			if !same {
 				state = "other_order_of_the_buyer_created"
 			}
+			name, variant, _ := strings.Cut(method, "/")
+			if variant != "" {
+				state += "/" + variant
+			}
 			races = append(races, racetest.Race{
-				Method: method, State: state,
+				Method: name, State: state,
 				Setup: func(t *testing.T) racetest.Round {
 					in := newOrder(1_000_000 + raceUsers.Add(1))
 					aIn := in
@@ -313,13 +353,13 @@ func orderRaces(b testBundle) []racetest.Race {
 						},
 						Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, in) },
 						Check: func(t *testing.T, end racetest.End, got any, err error) {
-							res, _ := got.(order.CreateResult)
+							res, _ := got.(order.Result)
 							switch {
 							case end == racetest.Rollback:
 								if err != nil || res.Existing {
 									t.Fatalf("got %+v, %v; want the order created", res, err)
 								}
-							case method == "QueueCreateOrAbort":
+							case method == "QueueCreate/Abort":
 								if _, ok := pgtx.UniqueViolationOf(err); !ok {
 									t.Fatalf("err = %v, want a unique_violation", err)
 								}
@@ -334,8 +374,8 @@ func orderRaces(b testBundle) []racetest.Race {
 									t.Fatalf("got %+v, %v; want Existing", res, err)
 								}
 							default:
-								var ue *order.UserAlreadyOrderedError
-								if !errors.As(err, &ue) {
+								var ue *order.Error
+								if !errors.As(err, &ue) || !errors.Is(err, order.ErrUserAlreadyOrdered) {
 									t.Fatalf("err = %v, want *UserAlreadyOrderedError", err)
 								}
 							}
@@ -354,7 +394,7 @@ func orderRaces(b testBundle) []racetest.Race {
 		},
 		"QueueCancelExpired": func(ctx context.Context, b testBundle, tx pgx.Tx) ([]int64, error) {
 			var batch pgx.Batch
-			var res []order.TransitionResult
+			var res []order.Result
 			if err := b.store.QueueCancelExpired(&batch, 10, &res); err != nil {
 				return nil, err
 			}
@@ -397,7 +437,7 @@ func orderRaces(b testBundle) []racetest.Race {
 	// Payment reviews: A records the same review (B waits on its key), or
 	// A resolves it (B finds it resolved).
 	review := func(o int64) order.Payment {
-		p := newPayment(order.Order{OrderID: o, TotalAmount: 100, Currency: "CNY"})
+		p := newPayment(order.Order{Request: seckill.Request{OrderID: o}, TotalAmount: 100, Currency: "CNY"})
 		p.ProviderTradeNo = fmt.Sprintf("REVIEW-%d", o)
 		return p
 	}
@@ -408,11 +448,11 @@ func orderRaces(b testBundle) []racetest.Race {
 			return racetest.Round{
 				Pool: b.pool,
 				Hold: func(ctx context.Context, tx pgx.Tx) error {
-					_, _, err := b.store.RecordPaymentReview(ctx, tx, p, order.ReviewUnknownOrder)
+					_, _, err := b.store.RecordPaymentReview(ctx, tx, p, order.PaymentResult{}, order.ErrNotFound)
 					return err
 				},
 				Call: func(ctx context.Context, tx pgx.Tx) (any, error) {
-					_, created, err := b.store.RecordPaymentReview(ctx, tx, p, order.ReviewUnknownOrder)
+					_, created, err := b.store.RecordPaymentReview(ctx, tx, p, order.PaymentResult{}, order.ErrNotFound)
 					return created, err
 				},
 				Check: func(t *testing.T, end racetest.End, got any, err error) {
@@ -426,7 +466,7 @@ func orderRaces(b testBundle) []racetest.Race {
 	races = append(races, racetest.Race{
 		Method: "ResolvePaymentReview", State: "RESOLVED",
 		Setup: func(t *testing.T) racetest.Round {
-			rv, _, err := b.store.RecordPaymentReview(b.ctx, b.pool, review(9_000_000+raceUsers.Add(1)), order.ReviewUnknownOrder)
+			rv, _, err := b.store.RecordPaymentReview(b.ctx, b.pool, review(9_000_000+raceUsers.Add(1)), order.PaymentResult{}, order.ErrNotFound)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -456,7 +496,7 @@ func orderRaces(b testBundle) []racetest.Race {
 	return races
 }
 
-func transitioned(res []order.TransitionResult) []int64 {
+func transitioned(res []order.Result) []int64 {
 	var ids []int64
 	for _, r := range res {
 		if r.Changed {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -22,75 +23,65 @@ FROM {schema}.order_items WHERE order_id = $1 ORDER BY line_no`
 FROM {schema}.payment_record WHERE order_id = $1 ORDER BY created_at, payment_id`
 )
 
-// Get returns the order with the given id, or a *NotFoundError
-// ([ErrNotFound]). It reads without locking.
-func (s *Store) Get(ctx context.Context, q pgtx.Querier, orderID int64) (_ Order, err error) {
+// Get returns the order that key names, or an error matching
+// [ErrNotFound]. It reads without locking. The key is the first of, in
+// this order:
+//
+//   - key.OrderID (> 0): the order with that id;
+//   - key.RequestID (not uuid.Nil): the order created for that request —
+//     to answer a client retrying a request whose commit outcome it did
+//     not learn;
+//   - key.ActivityID, SKUID and UserID (all > 0): the buyer's order of a
+//     SKU in an activity (unique: uq_orders_user_sku, one order per buyer,
+//     whatever its status) — to name the order that made a new one raise
+//     uq_orders_user_sku.
+//
+// A key with none of them is an [ErrInvalidArgument] error.
+func (s *Store) Get(ctx context.Context, q pgtx.Querier, key seckill.Request) (_ Order, err error) {
 	defer s.fail.Explain(&err)
 	if q == nil {
 		return Order{}, nilHandle("q")
 	}
-	if orderID <= 0 {
-		return Order{}, invalid("orderID", "must be > 0")
-	}
-	var o Order
-	err = scanOrder(q.QueryRow(ctx, s.sql.getByID, orderID), &o)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Order{}, &NotFoundError{OrderID: orderID}
+	return s.get(ctx, q, "Get", key)
+}
+
+func (s *Store) get(ctx context.Context, q pgtx.Querier, op string, key seckill.Request) (Order, error) {
+	var (
+		o    Order
+		err  error
+		what string
+	)
+	switch {
+	case key.OrderID > 0:
+		err = scanOrder(q.QueryRow(ctx, s.sql.getByID, key.OrderID), &o)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Order{}, notFound(op, key.OrderID)
+		}
+		what = fmt.Sprintf("get %d", key.OrderID)
+	case key.RequestID != uuid.Nil:
+		err = scanOrder(q.QueryRow(ctx, s.sql.getByRequest, key.RequestID), &o)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Order{}, fmt.Errorf("%w: no order for request %s", ErrNotFound, key.RequestID)
+		}
+		what = fmt.Sprintf("get by request %s", key.RequestID)
+	case key.ActivityID > 0 && key.SKUID > 0 && key.UserID > 0:
+		err = scanOrder(q.QueryRow(ctx, s.sql.getByBuyer, key.ActivityID, key.SKUID, key.UserID), &o)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Order{}, fmt.Errorf("%w: no order of user %d for activity %d, SKU %d", ErrNotFound, key.UserID, key.ActivityID, key.SKUID)
+		}
+		what = fmt.Sprintf("get by buyer %d/%d/%d", key.ActivityID, key.SKUID, key.UserID)
+	default:
+		return Order{}, invalid("key", "needs OrderID > 0, a RequestID, or ActivityID, SKUID and UserID > 0")
 	}
 	if err != nil {
-		return Order{}, fmt.Errorf("order: get %d: %w", orderID, err)
+		return Order{}, fmt.Errorf("order: %s: %w", what, err)
 	}
 	return o, nil
 }
 
-// GetByBuyer returns the buyer's order of a SKU in an activity (unique:
-// uq_orders_user_sku, one order per buyer, whatever its status), or an
-// error matching [ErrNotFound]. It reads without locking. Use it to name
-// the order that made a new one raise uq_orders_user_sku.
-func (s *Store) GetByBuyer(ctx context.Context, q pgtx.Querier, activityID, skuID, userID int64) (_ Order, err error) {
-	defer s.fail.Explain(&err)
-	if q == nil {
-		return Order{}, nilHandle("q")
-	}
-	if activityID <= 0 || skuID <= 0 || userID <= 0 {
-		return Order{}, invalid("GetByBuyer", "activity, SKU and user ids must be > 0")
-	}
-	var o Order
-	err = scanOrder(q.QueryRow(ctx, s.sql.getByBuyer, activityID, skuID, userID), &o)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Order{}, fmt.Errorf("%w: no order of user %d for activity %d, SKU %d", ErrNotFound, userID, activityID, skuID)
-	}
-	if err != nil {
-		return Order{}, fmt.Errorf("order: get by buyer %d/%d/%d: %w", activityID, skuID, userID, err)
-	}
-	return o, nil
-}
-
-// GetByRequest returns the order created for requestID (unique), or an
-// error matching [ErrNotFound]. Use it to answer a client retrying a
-// request whose commit outcome it did not learn.
-func (s *Store) GetByRequest(ctx context.Context, q pgtx.Querier, requestID uuid.UUID) (_ Order, err error) {
-	defer s.fail.Explain(&err)
-	if q == nil {
-		return Order{}, nilHandle("q")
-	}
-	if requestID == uuid.Nil {
-		return Order{}, invalid("requestID", "required")
-	}
-	var o Order
-	err = scanOrder(q.QueryRow(ctx, s.sql.getByRequest, requestID), &o)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Order{}, fmt.Errorf("%w: no order for request %s", ErrNotFound, requestID)
-	}
-	if err != nil {
-		return Order{}, fmt.Errorf("order: get by request %s: %w", requestID, err)
-	}
-	return o, nil
-}
-
-// Items returns the item lines of an order by line number (empty if the
-// order has none or does not exist).
-func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) (_ []Item, err error) {
+// items returns the item lines of an order by line number (empty if the
+// order has none or does not exist). The tests read them.
+func (s *Store) items(ctx context.Context, q pgtx.Querier, orderID int64) (_ []item, err error) {
 	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
@@ -102,8 +93,8 @@ func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) (_ []I
 	if err != nil {
 		return nil, fmt.Errorf("order: items of %d: %w", orderID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
-		var it Item
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (item, error) {
+		var it item
 		err := r.Scan(&it.OrderID, &it.LineNo, &it.ActivityID, &it.SKUID, &it.SKUTitle,
 			&it.Quantity, &it.UnitPrice, &it.LineAmount, &it.CreatedAt)
 		return it, err
@@ -114,9 +105,9 @@ func (s *Store) Items(ctx context.Context, q pgtx.Querier, orderID int64) (_ []I
 	return out, nil
 }
 
-// Payments returns the payment records of an order, oldest first (empty
-// if none).
-func (s *Store) Payments(ctx context.Context, q pgtx.Querier, orderID int64) (_ []PaymentRecord, err error) {
+// Payments returns the payment_record rows of an order, oldest first
+// (empty if none), without their raw payloads.
+func (s *Store) Payments(ctx context.Context, q pgtx.Querier, orderID int64) (_ []Payment, err error) {
 	defer s.fail.Explain(&err)
 	if q == nil {
 		return nil, nilHandle("q")
@@ -128,8 +119,8 @@ func (s *Store) Payments(ctx context.Context, q pgtx.Querier, orderID int64) (_ 
 	if err != nil {
 		return nil, fmt.Errorf("order: payments of %d: %w", orderID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PaymentRecord, error) {
-		var p PaymentRecord
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Payment, error) {
+		var p Payment
 		err := r.Scan(&p.PaymentID, &p.PaymentRequestID, &p.OrderID, &p.Provider, &p.ProviderTradeNo,
 			&p.CallbackID, &p.Amount, &p.Currency, &p.Status, &p.PaidAt, &p.CreatedAt)
 		return p, err

@@ -8,38 +8,40 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/internal/jsonb"
 	"github.com/seckillkit/seckill/internal/textcheck"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// ReviewReason says why a payment callback was kept for review.
-type ReviewReason string
-
-// Review reasons (mirrored by ck_payment_review_reason).
+// The review reasons, PaymentReview.Reason (mirrored by
+// ck_payment_review_reason).
 const (
-	ReviewUnknownOrder     ReviewReason = "UNKNOWN_ORDER"     // no order has the callback's order id
-	ReviewAmountMismatch   ReviewReason = "AMOUNT_MISMATCH"   // the amount differs from the order's
-	ReviewCurrencyMismatch ReviewReason = "CURRENCY_MISMATCH" // the currency differs from the order's
-	ReviewSecondTrade      ReviewReason = "SECOND_TRADE"      // another provider trade for an order already paid
+	reviewUnknownOrder     = "UNKNOWN_ORDER"     // no order has the callback's order id
+	reviewAmountMismatch   = "AMOUNT_MISMATCH"   // the amount differs from the order's
+	reviewCurrencyMismatch = "CURRENCY_MISMATCH" // the currency differs from the order's
+	reviewSecondTrade      = "SECOND_TRADE"      // another provider trade for an order already paid
 )
 
-// ReviewReasonOf returns the review reason of a RecordPayment error or
-// result: an error matching [ErrNotFound], [ErrAmountMismatch] or
-// [ErrCurrencyMismatch], or a [PaymentOnPaidOrder] result. ok is false for
-// anything else (a result that needs no review, or an error that is not
-// about the callback's content).
-func ReviewReasonOf(res PaymentResult, err error) (ReviewReason, bool) {
+// reviewReasonOf returns the review reason of a RecordPayment outcome: an
+// error matching ErrNotFound or ErrMismatch, or a PaymentOnPaidOrder result
+// with no error. ok is false for anything else (a result that needs no
+// review, or an error that is not about the callback's content).
+func reviewReasonOf(res PaymentResult, err error) (string, bool) {
+	var e *Error
+	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return ReviewUnknownOrder, true
-	case errors.Is(err, ErrAmountMismatch):
-		return ReviewAmountMismatch, true
-	case errors.Is(err, ErrCurrencyMismatch):
-		return ReviewCurrencyMismatch, true
+		return reviewUnknownOrder, true
+	case errors.Is(err, ErrMismatch):
+		if errors.As(err, &e) && e.Err == ErrMismatch && e.Field == "currency" ||
+			errors.As(err, &pgErr) && pgErr.Code == "SK105" {
+			return reviewCurrencyMismatch, true
+		}
+		return reviewAmountMismatch, true
 	case err == nil && res.Kind == PaymentOnPaidOrder:
-		return ReviewSecondTrade, true
+		return reviewSecondTrade, true
 	}
 	return "", false
 }
@@ -54,10 +56,15 @@ type PaymentReview struct {
 	// order may have it, for ReviewUnknownOrder) and the amount in minor
 	// units.
 	OrderID, Amount int64
-	Currency        string          // the callback's currency, three upper-case letters
-	Reason          ReviewReason    // why the callback was kept; with Provider and ProviderTradeNo unique
-	RawPayload      json.RawMessage // the provider's payload as stored by jsonb; {} when none was given
-	Resolved        bool            // status RESOLVED (10): a person decided; false while OPEN (0)
+	Currency        string // the callback's currency, three upper-case letters
+	// Reason says why the callback was kept, unique with Provider and
+	// ProviderTradeNo: "UNKNOWN_ORDER" (no order has its order id),
+	// "AMOUNT_MISMATCH" or "CURRENCY_MISMATCH" (it differs from the
+	// order's), "SECOND_TRADE" (another provider trade for an order
+	// already paid).
+	Reason     string
+	RawPayload json.RawMessage // the provider's payload as stored by jsonb; {} when none was given
+	Resolved   bool            // status RESOLVED (10): a person decided; false while OPEN (0)
 	// Resolution (what was decided) and ResolvedBy (who) are "" while
 	// the review is open.
 	Resolution, ResolvedBy string
@@ -83,31 +90,36 @@ SELECT false, ` + reviewCols + ` FROM {schema}.payment_review
 
 func scanReview(row pgx.Row, r *PaymentReview, extra ...any) error {
 	var resolvedAt *time.Time
-	var reason string
 	err := row.Scan(append(extra, &r.ReviewID, &r.Provider, &r.ProviderTradeNo, &r.CallbackID, &r.OrderID, &r.Amount, &r.Currency,
-		&reason, &r.RawPayload, &r.Resolved, &r.Resolution, &r.ResolvedBy, &resolvedAt, &r.CreatedAt)...)
-	r.Reason = ReviewReason(reason)
+		&r.Reason, &r.RawPayload, &r.Resolved, &r.Resolution, &r.ResolvedBy, &resolvedAt, &r.CreatedAt)...)
 	if resolvedAt != nil {
 		r.ResolvedAt = *resolvedAt
 	}
 	return err
 }
 
-// RecordPaymentReview keeps a payment callback that matches nothing for a
-// human (reason from [ReviewReasonOf]), with its raw payload, in one
-// statement. It is idempotent: the same provider trade with the same reason
-// is recorded once, and a redelivery returns the existing row with created
+// RecordPaymentReview keeps the payment callback p for a human, with its
+// raw payload, in one statement, when RecordPayment's outcome for it — res
+// and cause, the error of RecordPayment or of the transaction that ran it
+// — calls for review: cause matching [ErrNotFound] (reason UNKNOWN_ORDER)
+// or [ErrMismatch] (AMOUNT_MISMATCH or CURRENCY_MISMATCH), or a
+// [PaymentOnPaidOrder] result with a nil cause (SECOND_TRADE). Any other
+// outcome needs no review: it sends nothing and returns a zero
+// PaymentReview, false and nil.
+//
+// It is idempotent: the same provider trade with the same reason is
+// recorded once, and a redelivery returns the existing row with created
 // false. Run it in its own transaction (or on a pool) after the payment
-// transaction was refused and rolled back.
-func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payment, reason ReviewReason) (_ PaymentReview, _ bool, err error) {
+// transaction was refused and rolled back; a second trade, which commits,
+// can be kept in the payment's transaction.
+func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payment, res PaymentResult, cause error) (_ PaymentReview, created bool, err error) {
 	defer s.fail.Explain(&err)
 	if q == nil {
 		return PaymentReview{}, false, nilHandle("q")
 	}
-	switch reason {
-	case ReviewUnknownOrder, ReviewAmountMismatch, ReviewCurrencyMismatch, ReviewSecondTrade:
-	default:
-		return PaymentReview{}, false, invalid("reason", fmt.Sprintf("unknown review reason %q", reason))
+	reason, ok := reviewReasonOf(res, cause)
+	if !ok {
+		return PaymentReview{}, false, nil
 	}
 	if p.Currency == "" {
 		p.Currency = s.currency
@@ -129,16 +141,13 @@ func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payme
 	if err := jsonb.Check(raw); err != nil {
 		return PaymentReview{}, false, invalid("Payment.RawPayload", err.Error())
 	}
-	var (
-		out     PaymentReview
-		created bool
-	)
+	var out PaymentReview
 	err = scanReview(q.QueryRow(ctx, s.sql.recordReview, p.Provider, p.ProviderTradeNo, p.CallbackID, p.OrderID, p.Amount,
-		p.Currency, string(reason), string(raw)), &out, &created)
+		p.Currency, reason, string(raw)), &out, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Inserted concurrently and committed during the statement: read it.
 		err = scanReview(q.QueryRow(ctx, s.sql.recordReview, p.Provider, p.ProviderTradeNo, p.CallbackID, p.OrderID, p.Amount,
-			p.Currency, string(reason), string(raw)), &out, &created)
+			p.Currency, reason, string(raw)), &out, &created)
 	}
 	if err != nil {
 		return PaymentReview{}, false, fmt.Errorf("order: record payment review: %w", err)
@@ -193,11 +202,6 @@ WITH upd AS (
 SELECT true, * FROM upd
 UNION ALL
 SELECT false, * FROM cur`
-
-// ErrReviewResolved is matched when [Store.ResolvePaymentReview] finds the
-// review already resolved; nothing is written (the first resolution
-// stands).
-var ErrReviewResolved = errors.New("order: payment review already resolved")
 
 // ResolvePaymentReview closes a review with what was done (resolution, up
 // to 256 characters, e.g. "refunded manually, ticket 7") and who did it

@@ -46,7 +46,7 @@ func TestStatusesMatchCheckConstraints(t *testing.T) {
 	var pays []int
 	for _, s := range order.PaymentStatuses() {
 		pays = append(pays, int(s))
-		if strings.HasPrefix(s.String(), "PaymentStatus(") {
+		if strings.HasPrefix(order.PaymentStatusName(s), "PaymentStatus(") {
 			t.Errorf("payment status %d has no name", s)
 		}
 	}

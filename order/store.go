@@ -15,16 +15,9 @@ import (
 var migrationFiles embed.FS
 
 // Migrations is the order package's migration component (tables orders,
-// order_items, payment_record). Pass it to [migrate.Apply] together with the
+// order_items, payment_record, payment_review; function order_refuse). Pass it to [migrate.Apply] together with the
 // components of other packages to migrate them in one transaction.
 var Migrations = migrate.Embedded("order", migrationFiles, "migrations")
-
-// Migrate applies the pending order migrations to schema ("" means
-// "seckill") with [migrate.Apply]: idempotent and safe to run concurrently.
-func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
-	_, err := migrate.Apply(ctx, db, schema, Migrations)
-	return err
-}
 
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
@@ -45,9 +38,10 @@ type Config struct {
 	// data-modifying CTEs feed one another: Citus splits such a statement
 	// into subplans that touch every worker, so the transaction commits
 	// with two phases. Results and errors are the same either way. Leave
-	// it off on plain PostgreSQL. The Queue forms ([Store.QueueCreate],
-	// [Store.QueueRecordPayment]) always queue the one statement; the
-	// one-batch [Store.QueueCreateOrAbort] is routed whole either way.
+	// it off on plain PostgreSQL. The queued forms ([Store.QueueCreate],
+	// [Store.QueueRecordPayment]) always queue the one statement, except
+	// [Store.QueueCreate] with pgtx.Abort, whose two plain statements are
+	// routed whole either way.
 	Citus bool
 }
 
@@ -62,7 +56,8 @@ type Store struct {
 }
 
 // New validates cfg and builds the Store's SQL. An invalid schema returns a
-// *migrate.Error; an invalid currency a *ValidationError.
+// *migrate.Error; an invalid currency an *Error matching
+// [ErrInvalidArgument].
 func New(cfg Config) (*Store, error) {
 	quoted, err := migrate.QuoteSchema(cfg.Schema)
 	if err != nil {
@@ -78,8 +73,8 @@ func New(cfg Config) (*Store, error) {
 		currency: cur,
 		citus:    cfg.Citus,
 		sql:      buildStatements(quoted),
-		fail: &failure.Classifier{Schema: schema, Component: "order",
-			Objects: []string{"orders", "order_items", "payment_record", "payment_review"}, Constraints: map[string]error{
+		fail: &failure.Classifier{Schema: schema, Component: "order", Codes: refusals,
+			Objects: []string{"orders", "order_items", "payment_record", "payment_review", "order_refuse"}, Constraints: map[string]error{
 				"uq_orders_user_sku":       ErrUserAlreadyOrdered,
 				"orders_pkey":              ErrIDCollision,
 				"uq_orders_order_no":       ErrIDCollision,
@@ -90,8 +85,16 @@ func New(cfg Config) (*Store, error) {
 	}, nil
 }
 
-// Schema returns the schema the Store works in.
-func (s *Store) Schema() string { return s.schema }
+// refusals maps the SQLSTATEs order_refuse raises (migration 003) for the
+// queued forms with pgtx.Abort to their sentinels.
+var refusals = map[string]error{
+	"SK101": ErrNotFound,
+	"SK102": ErrIllegalTransition,
+	"SK103": ErrNotExpired,
+	"SK104": ErrMismatch,
+	"SK105": ErrMismatch,
+	"SK106": ErrConflict,
+}
 
 // Check verifies, once at startup, that the Store fits the database db: that
 // its schema has the order tables (else a *migrate.NotMigratedError,
@@ -123,17 +126,18 @@ func validCurrency(c string) bool {
 
 // statements holds every SQL text of a Store, with the schema substituted.
 type statements struct {
-	create, classifyCreate      string
-	transition                  string
-	payment, classifyPayment    string
-	dueForExpiry, cancelExpired string
-	getByID, getByRequest       string
-	getByBuyer                  string
-	items, payments             string
-	audit                       string
-	quantitiesByStatus          string
-	recordReview, openReviews   string
-	resolveReview               string
+	create, classifyCreate        string
+	transition, transitionOrAbort string
+	payment, paymentOrAbort       string
+	classifyPayment               string
+	dueForExpiry, cancelExpired   string
+	getByID, getByRequest         string
+	getByBuyer                    string
+	items, payments               string
+	audit                         string
+	quantitiesByStatus            string
+	recordReview, openReviews     string
+	resolveReview                 string
 
 	insertOrderOrAbort, insertItemOrAbort string
 
@@ -145,10 +149,14 @@ func buildStatements(quoted string) statements {
 	r := strings.NewReplacer("{schema}", quoted,
 		"{cols}", cols(""), "{c.cols}", cols("c."), "{o.cols}", cols("o."), "{u.cols}", cols("u."))
 	return statements{
-		create:          r.Replace(createSQL),
-		classifyCreate:  r.Replace(classifyCreateSQL),
-		transition:      r.Replace(transitionSQL),
-		payment:         r.Replace(paymentSQL),
+		create:         r.Replace(createSQL),
+		classifyCreate: r.Replace(classifyCreateSQL),
+		transition:     r.Replace(transitionSQL),
+		payment:        r.Replace(paymentSQL),
+
+		transitionOrAbort: r.Replace(transitionOrAbortSQL),
+		paymentOrAbort:    r.Replace(paymentOrAbortSQL),
+
 		classifyPayment: r.Replace(classifyPaymentSQL),
 		dueForExpiry:    r.Replace(dueForExpirySQL),
 		cancelExpired:   r.Replace(cancelExpiredSQL),

@@ -11,14 +11,9 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// Cancel reasons this package uses; any other non-empty reason of at most 64
-// characters is accepted too.
-const (
-	// CancelReasonPayTimeout is the reason of a timeout cancel.
-	CancelReasonPayTimeout = "PAY_TIMEOUT"
-	// CancelReasonUser is the reason of a cancel requested by the user.
-	CancelReasonUser = "USER_CANCEL"
-)
+// cancelReasonPayTimeout is the reason of a timeout cancel, TimeoutCancel's
+// and CancelExpired's.
+const cancelReasonPayTimeout = "PAY_TIMEOUT"
 
 // Transition asks TransitionOrder to move one order to a new status.
 type Transition struct {
@@ -28,7 +23,9 @@ type Transition struct {
 	// table (any status but CREATED).
 	To Status
 	// CancelReason is stored in cancel_reason; required when To is
-	// StatusCancelled (at most 64 characters), ignored otherwise.
+	// StatusCancelled (at most 64 characters), ignored otherwise. This
+	// package's timeout cancels use "PAY_TIMEOUT"; the example service
+	// names a buyer's cancel "USER_CANCEL".
 	CancelReason string
 	// OnlyIfExpired adds the timeout guard expire_at <=
 	// statement_timestamp(); allowed only with To == StatusCancelled.
@@ -36,41 +33,17 @@ type Transition struct {
 }
 
 // TimeoutCancel returns the transition of a payment-timeout cancel: to
-// CANCELLED, reason PAY_TIMEOUT, only if the order has expired.
+// CANCELLED, reason PAY_TIMEOUT (CancelExpired's), only if the order has
+// expired.
 func TimeoutCancel(orderID int64) Transition {
-	return Transition{OrderID: orderID, To: StatusCancelled, CancelReason: CancelReasonPayTimeout, OnlyIfExpired: true}
-}
-
-// UserCancel returns the transition of a user's cancel: to CANCELLED,
-// reason USER_CANCEL, expired or not.
-func UserCancel(orderID int64) Transition {
-	return Transition{OrderID: orderID, To: StatusCancelled, CancelReason: CancelReasonUser}
-}
-
-// TransitionResult is the outcome of TransitionOrder when it is not an
-// error.
-type TransitionResult struct {
-	// Order is the order after the call: the updated row when Changed, the
-	// unchanged current row when AlreadyInState. It carries what a cancel
-	// needs to release stock in the same transaction (ReservationID,
-	// ActivityID, SKUID, UserID, Bucket, Quantity, TotalAmount).
-	Order Order
-	// From is the status the order had before this call.
-	From Status
-	// Changed is true when this call performed the transition. Exactly one
-	// caller ever sees Changed for a given order and target, so "release
-	// stock when a cancel Changed" releases it exactly once.
-	Changed bool
-	// AlreadyInState is true when the order already had the target status:
-	// nothing was written (idempotent repeat). Do not release stock again.
-	AlreadyInState bool
+	return Transition{OrderID: orderID, To: StatusCancelled, CancelReason: cancelReasonPayTimeout, OnlyIfExpired: true}
 }
 
 func (t Transition) validate() error {
 	switch {
 	case t.OrderID <= 0:
 		return invalid("Transition.OrderID", "must be > 0")
-	case !t.To.Valid():
+	case !t.To.valid():
 		return invalid("Transition.To", "unknown status "+t.To.String())
 	case len(transitions[t.To]) == 0:
 		return invalid("Transition.To", t.To.String()+" is no transition target")
@@ -113,7 +86,10 @@ func transitionArgs(t Transition) []any {
 // latest version allows), while c's come from the locked latest version.
 // Without the lock in cur, concurrent callers would each pass the guard on
 // stale values — TestTransitionConcurrentCancelsClassifiedOnce catches that.
-const transitionSQL = `WITH cur AS (
+const transitionSQL = transitionCTEs + transitionSelect
+
+// transitionCTEs and transitionSelect are the two parts of transitionSQL.
+const transitionCTEs = `WITH cur AS (
 	SELECT {cols}, expire_at <= statement_timestamp() AS expired
 	FROM {schema}.orders
 	WHERE order_id = $1
@@ -132,97 +108,145 @@ const transitionSQL = `WITH cur AS (
 		AND (NOT $5::boolean OR c.expired)
 	RETURNING {o.cols}
 )
-SELECT {u.cols}, true, c.status, c.expired FROM upd AS u, cur AS c
+`
+
+const transitionSelect = `SELECT {u.cols}, true AS changed, c.status AS prev, c.expired AS expired FROM upd AS u, cur AS c
 UNION ALL
 SELECT {c.cols}, false, c.status, c.expired FROM cur AS c WHERE NOT EXISTS (SELECT FROM upd)`
+
+// transitionOrAbortSQL is transitionSQL for QueueTransitionOrder with
+// pgtx.Abort: the same statement, whose refusals raise (order_refuse,
+// migration 003) instead of returning the row: SK101 no such order, SK103
+// allowed but not yet expired, SK102 any other status but the target. The
+// outer join keeps one row when the order does not exist.
+const transitionOrAbortSQL = transitionCTEs + `, res AS (
+` + transitionSelect + `
+)
+SELECT r.*, CASE
+	WHEN r.order_id IS NULL THEN {schema}.order_refuse('SK101', $1, r.prev, NULL)
+	WHEN r.changed OR r.prev = $2::smallint THEN NULL
+	WHEN r.prev = ANY ($3::smallint[]) THEN {schema}.order_refuse('SK103', $1, r.prev, NULL)
+	ELSE {schema}.order_refuse('SK102', $1, r.prev, ($2::smallint)::text)
+END
+FROM (SELECT 1) AS one LEFT JOIN res AS r ON true`
 
 // TransitionOrder moves one order to t.To if the transition table allows
 // it from the order's current status (and, for a timeout cancel, the order
 // has expired): one conditional UPDATE that sets the status, the status
 // timestamps (paid_at for PAID; cancelled_at and cancel_reason for
-// CANCELLED), version+1 and updated_at, and returns the row.
+// CANCELLED), version+1 and updated_at, and returns the row with Changed.
 //
 // A 0-row UPDATE is classified, race-free (see the package documentation):
 //
-//   - no such order: *NotFoundError ([ErrNotFound]);
-//   - already in t.To: result with AlreadyInState, nil error (idempotent);
-//   - current status not allowed: *IllegalTransitionError
-//     ([ErrIllegalTransition]) with From and To;
-//   - allowed but not yet expired: *NotExpiredError ([ErrNotExpired]).
+//   - no such order: [ErrNotFound];
+//   - already in t.To: result with Existing, nil error (idempotent);
+//   - current status not allowed: [ErrIllegalTransition], the *Error
+//     with From, To and the current row;
+//   - allowed but not yet expired: [ErrNotExpired], the *Error with the
+//     current row (its ExpireAt).
 //
-// On these classified errors the returned TransitionResult still holds the
+// On these classified errors the returned Result still holds the
 // current row (Order, and From = its status), so the caller can report it.
 //
 // The row stays locked until q's transaction ends. Pass the caller's pgx.Tx
 // when the transition must be atomic with other writes — always for a
 // cancel, whose stock the caller releases in the same transaction when
-// Changed; a pool is fine for stand-alone moves. Invalid input returns a
-// *ValidationError before anything is sent.
-func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transition) (_ TransitionResult, err error) {
+// Changed; a pool is fine for stand-alone moves. Invalid input returns an
+// [ErrInvalidArgument] error before anything is sent.
+func (s *Store) TransitionOrder(ctx context.Context, q pgtx.Querier, t Transition) (_ Result, err error) {
 	defer s.fail.Explain(&err)
 	if q == nil {
-		return TransitionResult{}, nilHandle("q")
+		return Result{}, nilHandle("q")
 	}
 	if err := t.validate(); err != nil {
-		return TransitionResult{}, err
+		return Result{}, err
 	}
-	return s.transitionRow(t).Run(ctx, q)
+	return s.transitionRow(t, "TransitionOrder").Run(ctx, q)
 }
 
 // QueueTransitionOrder queues TransitionOrder's single statement into b;
-// the returned error only reports invalid input (nothing queued). When the
-// batch runs, the callback fills dst and returns what TransitionOrder would
-// return as error (classified the same way).
-func (s *Store) QueueTransitionOrder(b *pgx.Batch, t Transition, dst *TransitionResult) error {
-	defer s.fail.Mark(b, "order.Store.QueueTransitionOrder")()
+// the returned error only reports invalid input or a nil b (nothing
+// queued). dst may be nil (the result is discarded). When the batch runs,
+// the callback fills dst; on says what a refusal (no such order, an
+// illegal transition, a timeout cancel too early) does:
+//
+//   - [pgtx.Return]: the callback returns what TransitionOrder would
+//     return as error (classified the same way); the server goes on.
+//   - [pgtx.Abort]: the statement raises the refusal on the server
+//     (SQLSTATE SK101 [ErrNotFound], SK102 [ErrIllegalTransition], SK103
+//     [ErrNotExpired]), which aborts the transaction, COMMIT included; the
+//     error [pgtx.RunBatch] returns matches the sentinel and names this
+//     call in its [pgtx.StatementError.Call]. An order already in t.To is
+//     no refusal (dst.Existing).
+func (s *Store) QueueTransitionOrder(b *pgx.Batch, t Transition, dst *Result, on pgtx.OnRefusal) error {
 	if err := t.validate(); err != nil {
 		return err
 	}
-	if b == nil || dst == nil {
-		return invalid("QueueTransitionOrder", "batch and dst must not be nil")
+	if b == nil {
+		return invalid("QueueTransitionOrder", "batch must not be nil")
 	}
-	s.transitionRow(t).Queue(b, dst)
+	if dst == nil {
+		dst = new(Result)
+	}
+	if on == pgtx.Abort {
+		from := b.Len()
+		b.Queue(s.sql.transitionOrAbort, transitionArgs(t)...).QueryRow(func(row pgx.Row) error {
+			*dst = Result{}
+			var expired bool
+			var refused *int64
+			if err := scanOrder(row, &dst.Order, &dst.Changed, &dst.From, &expired, &refused); err != nil {
+				*dst = Result{}
+				return fmt.Errorf("order: transition %d to %s: %w", t.OrderID, t.To, err)
+			}
+			dst.Existing = !dst.Changed
+			return nil
+		})
+		pgtx.NameCall(b, from, fmt.Sprintf("order.Store.QueueTransitionOrder(order %d)", t.OrderID), s.fail.Classify)
+		return nil
+	}
+	defer s.fail.Mark(b, "order.Store.QueueTransitionOrder")()
+	s.transitionRow(t, "QueueTransitionOrder").Queue(b, dst)
 	return nil
 }
 
 // transitionRow is the transition statement of a validated t, shared by
-// [Store.TransitionOrder] and its Queue twin.
-func (s *Store) transitionRow(t Transition) twin.Row[TransitionResult] {
-	return twin.Row[TransitionResult]{SQL: s.sql.transition, Args: transitionArgs(t),
-		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *TransitionResult) error {
-			return scanTransition(row, t, dst)
+// [Store.TransitionOrder] and its queued form (op).
+func (s *Store) transitionRow(t Transition, op string) twin.Row[Result] {
+	return twin.Row[Result]{SQL: s.sql.transition, Args: transitionArgs(t),
+		Scan: func(_ context.Context, _ bool, row pgx.Row, dst *Result) error {
+			return scanTransition(row, t, op, dst)
 		}}
 }
 
-func scanTransition(row pgx.Row, t Transition, dst *TransitionResult) error {
-	*dst = TransitionResult{}
+func scanTransition(row pgx.Row, t Transition, op string, dst *Result) error {
+	*dst = Result{}
 	var expired bool
 	err := scanOrder(row, &dst.Order, &dst.Changed, &dst.From, &expired)
 	if errors.Is(err, pgx.ErrNoRows) {
-		*dst = TransitionResult{}
-		return &NotFoundError{OrderID: t.OrderID}
+		*dst = Result{}
+		return notFound(op, t.OrderID)
 	}
 	if err != nil {
-		*dst = TransitionResult{}
+		*dst = Result{}
 		return fmt.Errorf("order: transition %d to %s: %w", t.OrderID, t.To, err)
 	}
-	return classifyTransition(t, expired, dst)
+	return classifyTransition(t, op, expired, dst)
 }
 
 // classifyTransition explains a transition statement's outcome from the
 // locked row it returned.
-func classifyTransition(t Transition, expired bool, dst *TransitionResult) error {
+func classifyTransition(t Transition, op string, expired bool, dst *Result) error {
 	cur := dst.From
 	switch {
 	case dst.Changed:
 		return nil
 	case cur == t.To:
-		dst.AlreadyInState = true
+		dst.Existing = true
 		return nil
-	case !CanTransition(cur, t.To):
-		return &IllegalTransitionError{OrderID: t.OrderID, From: cur, To: t.To}
+	case !transitions.Can(cur, t.To):
+		return &Error{Op: op, Err: ErrIllegalTransition, OrderID: t.OrderID, Order: dst.Order, From: cur, To: t.To}
 	case t.OnlyIfExpired && !expired:
-		return &NotExpiredError{OrderID: t.OrderID, Status: cur, ExpireAt: dst.Order.ExpireAt}
+		return &Error{Op: op, Err: ErrNotExpired, OrderID: t.OrderID, Order: dst.Order, From: cur, To: t.To}
 	}
-	return &ModelError{OrderID: t.OrderID, Reason: fmt.Sprintf("transition %s -> %s allowed but not applied", cur, t.To)}
+	return modelError(op, t.OrderID, fmt.Sprintf("transition %s -> %s allowed but not applied", cur, t.To))
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // force puts an order into status with consistent timestamps, bypassing
@@ -27,9 +29,9 @@ func (b testBundle) force(t testing.TB, id int64, s order.Status, expireAt time.
 		WHERE order_id = $1`, id, int16(s), expireAt)
 }
 
-func (b testBundle) transition(tr order.Transition) (order.TransitionResult, error) {
+func (b testBundle) transition(tr order.Transition) (order.Result, error) {
 	var (
-		res order.TransitionResult
+		res order.Result
 		err error
 	)
 	txErr := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
@@ -59,7 +61,7 @@ func TestTransitionTable(t *testing.T) {
 	targets := []target{
 		{"PAYING", func(id int64) order.Transition { return order.Transition{OrderID: id, To: order.StatusPaying} }},
 		{"PAID", func(id int64) order.Transition { return order.Transition{OrderID: id, To: order.StatusPaid} }},
-		{"CANCELLED(user)", order.UserCancel},
+		{"CANCELLED(user)", userCancel},
 		{"CANCELLED(timeout)", order.TimeoutCancel},
 		{"REFUND_PENDING", func(id int64) order.Transition { return order.Transition{OrderID: id, To: order.StatusRefundPending} }},
 		{"CLOSED", func(id int64) order.Transition { return order.Transition{OrderID: id, To: order.StatusClosed} }},
@@ -72,37 +74,37 @@ func TestTransitionTable(t *testing.T) {
 				user++
 				o := b.create(t, newOrder(user))
 				b.force(t, o.OrderID, from, expire)
-				before, err := b.store.Get(b.ctx, b.pool, o.OrderID)
+				before, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o.OrderID})
 				if err != nil {
 					t.Fatal(err)
 				}
 				tr := tg.tr(o.OrderID)
 				res, err := b.transition(tr)
-				after, gerr := b.store.Get(b.ctx, b.pool, o.OrderID)
+				after, gerr := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o.OrderID})
 				if gerr != nil {
 					t.Fatal(gerr)
 				}
 				unchanged := after.Version == before.Version && after.Status == before.Status && after.UpdatedAt.Equal(before.UpdatedAt)
 				switch {
 				case from == tr.To:
-					if err != nil || !res.AlreadyInState || res.Changed || !unchanged || res.Order.Status != from {
+					if err != nil || !res.Existing || res.Changed || !unchanged || res.Order.Status != from {
 						t.Errorf("%s: got %+v, %v; want AlreadyInState, nothing written", name, res, err)
 					}
 				case !order.CanTransition(from, tr.To):
-					var ie *order.IllegalTransitionError
+					var ie *order.Error
 					if !errors.As(err, &ie) || !errors.Is(err, order.ErrIllegalTransition) ||
 						ie.From != from || ie.To != tr.To || ie.OrderID != o.OrderID || !unchanged ||
 						res.From != from || res.Order.OrderID != o.OrderID {
 						t.Errorf("%s: got %v; want IllegalTransitionError{%s, %s}, nothing written", name, err, from, tr.To)
 					}
 				case tr.OnlyIfExpired && expire.Equal(future):
-					var ne *order.NotExpiredError
-					if !errors.As(err, &ne) || !errors.Is(err, order.ErrNotExpired) || ne.Status != from || !unchanged ||
-						res.From != from || !ne.ExpireAt.Equal(before.ExpireAt) {
+					var ne *order.Error
+					if !errors.As(err, &ne) || !errors.Is(err, order.ErrNotExpired) || ne.From != from || !unchanged ||
+						res.From != from || !ne.Order.ExpireAt.Equal(before.ExpireAt) {
 						t.Errorf("%s: got %v; want NotExpiredError, nothing written", name, err)
 					}
 				default:
-					if err != nil || !res.Changed || res.AlreadyInState || res.From != from {
+					if err != nil || !res.Changed || res.Existing || res.From != from {
 						t.Errorf("%s: got %+v, %v; want Changed from %s", name, res, err, from)
 						continue
 					}
@@ -149,7 +151,7 @@ func TestTransitionRepeatedCancelReportsOnce(t *testing.T) {
 	for i := range 5 {
 		tr := order.TimeoutCancel(o.OrderID)
 		if i%2 == 1 {
-			tr = order.UserCancel(o.OrderID)
+			tr = userCancel(o.OrderID)
 		}
 		res, err := b.transition(tr)
 		if err != nil {
@@ -157,7 +159,7 @@ func TestTransitionRepeatedCancelReportsOnce(t *testing.T) {
 		}
 		if res.Changed {
 			changed++
-		} else if !res.AlreadyInState {
+		} else if !res.Existing {
 			t.Fatalf("neither Changed nor AlreadyInState: %+v", res)
 		}
 	}
@@ -170,18 +172,18 @@ func TestQueueTransitionOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	o1, o2, o3 := b.create(t, newOrder(1)), b.create(t, newOrder(2)), b.create(t, newOrder(3))
-	var r1, r2, r3 order.TransitionResult
+	var r1, r2, r3 order.Result
 	err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
 		for _, q := range []struct {
 			tr  order.Transition
-			dst *order.TransitionResult
+			dst *order.Result
 		}{
 			{order.Transition{OrderID: o1.OrderID, To: order.StatusPaying}, &r1},
 			{order.Transition{OrderID: o2.OrderID, To: order.StatusPaid}, &r2},
-			{order.UserCancel(o3.OrderID), &r3},
+			{userCancel(o3.OrderID), &r3},
 		} {
-			if err := b.store.QueueTransitionOrder(batch, q.tr, q.dst); err != nil {
+			if err := b.store.QueueTransitionOrder(batch, q.tr, q.dst, pgtx.Return); err != nil {
 				return err
 			}
 		}
@@ -191,25 +193,25 @@ func TestQueueTransitionOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !r1.Changed || r1.Order.Status != order.StatusPaying || !r2.Changed || r2.Order.PaidAt == nil ||
-		!r3.Changed || r3.Order.CancelReason != order.CancelReasonUser || r3.Order.ReservationID != o3.ReservationID {
+		!r3.Changed || r3.Order.CancelReason != "USER_CANCEL" || r3.Order.ReservationID != o3.ReservationID {
 		t.Fatalf("results %+v %+v %+v", r1, r2, r3)
 	}
 	// Classified errors come back from Close.
-	var r order.TransitionResult
+	var r order.Result
 	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		if err := b.store.QueueTransitionOrder(batch, order.TimeoutCancel(o2.OrderID), &r); err != nil {
+		if err := b.store.QueueTransitionOrder(batch, order.TimeoutCancel(o2.OrderID), &r, pgtx.Return); err != nil {
 			return err
 		}
 		return tx.SendBatch(b.ctx, batch).Close()
 	})
-	var ie *order.IllegalTransitionError
-	if !errors.As(err, &ie) || ie.From != order.StatusPaid {
+	var ie *order.Error
+	if !errors.As(err, &ie) || !errors.Is(err, order.ErrIllegalTransition) || ie.From != order.StatusPaid {
 		t.Fatalf("queued cancel of a paid order: %v", err)
 	}
 	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
-		if err := b.store.QueueTransitionOrder(batch, order.UserCancel(12345), &r); err != nil {
+		if err := b.store.QueueTransitionOrder(batch, userCancel(12345), &r, pgtx.Return); err != nil {
 			return err
 		}
 		return tx.SendBatch(b.ctx, batch).Close()
@@ -236,12 +238,12 @@ func TestTransitionConcurrentCancelsClassifiedOnce(t *testing.T) {
 		in.ExpireAt = time.Now().Add(-time.Second)
 		ids[i] = b.create(t, in).OrderID
 	}
-	res := make([][]order.TransitionResult, orders)
+	res := make([][]order.Result, orders)
 	errs := make([][]error, orders)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range orders {
-		res[i] = make([]order.TransitionResult, callers)
+		res[i] = make([]order.Result, callers)
 		errs[i] = make([]error, callers)
 		for c := range callers {
 			wg.Add(1)
@@ -249,7 +251,7 @@ func TestTransitionConcurrentCancelsClassifiedOnce(t *testing.T) {
 				defer wg.Done()
 				tr := order.TimeoutCancel(ids[i])
 				if c%2 == 1 {
-					tr = order.UserCancel(ids[i])
+					tr = userCancel(ids[i])
 				}
 				<-start
 				res[i][c], errs[i][c] = b.transition(tr)
@@ -267,7 +269,7 @@ func TestTransitionConcurrentCancelsClassifiedOnce(t *testing.T) {
 			switch r := res[i][c]; {
 			case r.Changed:
 				changed++
-			case !r.AlreadyInState:
+			case !r.Existing:
 				t.Fatalf("order %d caller %d: %+v", i, c, r)
 			}
 		}

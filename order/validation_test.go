@@ -10,8 +10,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestNewConfig(t *testing.T) {
@@ -47,7 +49,7 @@ func TestInvalidInput(t *testing.T) {
 		"no currency":        no(func(in *order.NewOrder) { in.Currency = "" }),
 		"nil request":        no(func(in *order.NewOrder) { in.RequestID = uuid.Nil }),
 		"nil reservation":    no(func(in *order.NewOrder) { in.ReservationID = uuid.Nil }),
-		"nil message":        no(func(in *order.NewOrder) { in.SourceMessageID = uuid.Nil }),
+		"nil message":        no(func(in *order.NewOrder) { in.MessageID = uuid.Nil }),
 		"zero activity":      no(func(in *order.NewOrder) { in.ActivityID = 0 }),
 		"zero sku":           no(func(in *order.NewOrder) { in.SKUID = 0 }),
 		"zero user":          no(func(in *order.NewOrder) { in.UserID = 0 }),
@@ -88,7 +90,7 @@ func TestInvalidInput(t *testing.T) {
 
 	check := func(name string, err error) {
 		t.Helper()
-		var ve *order.ValidationError
+		var ve *order.Error
 		if !errors.Is(err, order.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field == "" {
 			t.Errorf("%s: got %v, want *ValidationError", name, err)
 		}
@@ -98,26 +100,26 @@ func TestInvalidInput(t *testing.T) {
 		for name, in := range badOrders {
 			_, err := b.store.Create(b.ctx, tx, in)
 			check("Create/"+name, err)
-			check("QueueCreate/"+name, b.store.QueueCreate(batch, in, &order.CreateResult{}))
+			check("QueueCreate/"+name, b.store.QueueCreate(batch, in, &order.Result{}, pgtx.Return))
 			_, err = b.store.ClassifyConflict(b.ctx, tx, in)
 			check("ClassifyConflict/"+name, err)
 		}
 		for name, tr := range badTransitions {
 			_, err := b.store.TransitionOrder(b.ctx, tx, tr)
 			check("TransitionOrder/"+name, err)
-			check("QueueTransitionOrder/"+name, b.store.QueueTransitionOrder(batch, tr, &order.TransitionResult{}))
+			check("QueueTransitionOrder/"+name, b.store.QueueTransitionOrder(batch, tr, &order.Result{}, pgtx.Return))
 		}
 		for name, p := range badPayments {
 			_, err := b.store.RecordPayment(b.ctx, tx, p)
 			check("RecordPayment/"+name, err)
-			check("QueueRecordPayment/"+name, b.store.QueueRecordPayment(batch, p, &order.PaymentResult{}))
+			check("QueueRecordPayment/"+name, b.store.QueueRecordPayment(batch, p, &order.PaymentResult{}, pgtx.Return))
 		}
-		check("QueueCreate/nil dst", b.store.QueueCreate(batch, newOrder(3), nil))
-		check("QueueTransitionOrder/nil batch", b.store.QueueTransitionOrder(nil, order.UserCancel(o.OrderID), &order.TransitionResult{}))
-		_, err := b.store.Get(b.ctx, tx, 0)
+		check("QueueCreate/nil batch", b.store.QueueCreate(nil, newOrder(3), nil, pgtx.Return))
+		check("QueueTransitionOrder/nil batch", b.store.QueueTransitionOrder(nil, userCancel(o.OrderID), &order.Result{}, pgtx.Return))
+		_, err := b.store.Get(b.ctx, tx, seckill.Request{OrderID: 0})
 		check("Get/zero", err)
-		_, err = b.store.GetByRequest(b.ctx, tx, uuid.Nil)
-		check("GetByRequest/nil", err)
+		_, err = b.store.Get(b.ctx, tx, seckill.Request{RequestID: uuid.Nil})
+		check("Get/nil request", err)
 		if batch.Len() != 0 {
 			t.Errorf("%d statements queued for invalid input", batch.Len())
 		}
@@ -132,7 +134,7 @@ func TestInvalidInput(t *testing.T) {
 	if n := b.count(t, "payment_record"); n != 0 {
 		t.Errorf("%d payments written", n)
 	}
-	if got, _ := b.store.Get(b.ctx, b.pool, o.OrderID); got.Version != 0 || got.Status != order.StatusCreated {
+	if got, _ := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o.OrderID}); got.Version != 0 || got.Status != order.StatusCreated {
 		t.Errorf("order changed: %+v", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
@@ -63,10 +64,9 @@ func main() {
 			if err != nil {
 				return err
 			}
-			if _, err := orders.Create(ctx, tx, order.NewOrder{OrderID: orderID, OrderNo: fmt.Sprint("SO-", orderID),
-				RequestID: reqID, ReservationID: resID, SourceMessageID: msgID, ActivityID: 1, SKUID: 7,
-				UserID: userID, Bucket: bucket, Quantity: 1, UnitPrice: 1999, Currency: "EUR",
-				ExpireAt: now.Add(15 * time.Minute), SKUTitle: "Phone"}); err != nil {
+			if _, err := orders.Create(ctx, tx, order.NewOrder{Request: seckill.Request{OrderID: orderID, RequestID: reqID,
+				ReservationID: resID, MessageID: msgID, ActivityID: 1, SKUID: 7, UserID: userID, Bucket: bucket, Quantity: 1},
+				OrderNo: fmt.Sprint("SO-", orderID), UnitPrice: 1999, Currency: "EUR", ExpireAt: now.Add(15 * time.Minute), SKUTitle: "Phone"}); err != nil {
 				return err // order.ErrUserAlreadyOrdered: one order per buyer and SKU
 			}
 			if _, err := events.Enqueue(ctx, tx, outbox.Event{Topic: "orders", Tag: "ORDER_CREATED",

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/order"
@@ -257,7 +258,7 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "request id must be a UUID")
 		return
 	}
-	o, err := a.s.Orders.GetByRequest(r.Context(), a.s.Pool, reqID)
+	o, err := a.s.Orders.Get(r.Context(), a.s.Pool, seckill.Request{RequestID: reqID})
 	if err == nil && o.UserID == buyer {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"status": o.Status.String(), "order_id": o.OrderID, "order_no": o.OrderNo, "amount": o.TotalAmount,
@@ -335,7 +336,7 @@ func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, order.ErrNotFound):
 		writeError(w, http.StatusNotFound, "unknown_order", "no such order")
-	case errors.Is(err, order.ErrAmountMismatch), errors.Is(err, order.ErrCurrencyMismatch):
+	case errors.Is(err, order.ErrMismatch):
 		writeError(w, http.StatusUnprocessableEntity, "mismatch", err.Error())
 	case err != nil:
 		a.g.internalError(w, r, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
@@ -145,7 +146,7 @@ func TestForgedCallbackRefused(t *testing.T) {
 			if after := footprint(t, ctx, a); after != before {
 				t.Fatalf("the forged callback wrote something:\nbefore %s\nafter  %s", before, after)
 			}
-			o, err := a.s.Orders.Get(ctx, a.s.Pool, orderID)
+			o, err := a.s.Orders.Get(ctx, a.s.Pool, seckill.Request{OrderID: orderID})
 			if err != nil || o.Status.String() != "CREATED" {
 				t.Fatalf("order after the forged callback: %v %v, want CREATED", o.Status, err)
 			}
@@ -294,7 +295,7 @@ func TestBuyerTokens(t *testing.T) {
 	}
 	req7 := out["request_id"].(string)
 	waitStatus(t, srv.URL, req7, "CREATED")
-	o, err := a.s.Orders.GetByRequest(ctx, a.s.Pool, uuid.MustParse(req7))
+	o, err := a.s.Orders.Get(ctx, a.s.Pool, seckill.Request{RequestID: uuid.MustParse(req7)})
 	if err != nil || o.UserID != 7 {
 		t.Fatalf("the order of buyer 7's request: user %d, %v", o.UserID, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
@@ -43,9 +44,9 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 			Quantity: 1, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
 	}
 	newOrder := func(r inventory.NewReservation, orderID int64) order.NewOrder {
-		return order.NewOrder{OrderID: orderID, OrderNo: fmt.Sprintf("A%d", orderID), RequestID: r.RequestID,
-			ReservationID: r.ReservationID, SourceMessageID: r.FirstMessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
-			Bucket: r.Bucket, Quantity: 1, UnitPrice: 100, ExpireAt: now.Add(time.Hour), SKUTitle: "phone"}
+		return order.NewOrder{Request: seckill.Request{OrderID: orderID, RequestID: r.RequestID,
+			ReservationID: r.ReservationID, MessageID: r.FirstMessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
+			Bucket: r.Bucket, Quantity: 1}, OrderNo: fmt.Sprintf("A%d", orderID), UnitPrice: 100, ExpireAt: now.Add(time.Hour), SKUTitle: "phone"}
 	}
 	ev := func(key string) outbox.Event {
 		return outbox.Event{Topic: "orders", Tag: "ORDER_CREATED", AggregateType: "order", AggregateID: key,
@@ -69,7 +70,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 		return func(b *pgx.Batch) error {
 			return errors.Join(k.in.QueueClaimMessageOrAbort(b, m, inbox.Result{Code: "ORDER_CREATED"}),
 				k.inv.QueueInsertReservationOrAbort(b, r),
-				k.ord.QueueCreateOrAbort(b, newOrder(r, orderID)),
+				k.ord.QueueCreate(b, newOrder(r, orderID), nil, pgtx.Abort),
 				k.out.QueueEnqueueOrAbort(b, ev(key), &outbox.Enqueued{}),
 				k.inv.QueueAllocateBucketOrAbort(b, alloc(r, orderID), nil))
 		}
@@ -112,7 +113,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 	aborts := []abort{
 		{"inbox duplicate", nil, buy(newRes(9, 1, 209), 209, msg, "a9"), "inbox.Inbox.QueueClaimMessageOrAbort(", inbox.ErrDuplicate, "23505"},
 		{"reservation exists", nil, buy(r5, 205, m5, "a5"), "inventory.Store.QueueInsertReservationOrAbort(", inventory.ErrReservationExists, "23505"},
-		{"buyer already ordered", nil, buy(r4, 204, m4, "a4"), "order.Store.QueueCreateOrAbort(", order.ErrUserAlreadyOrdered, "23505"},
+		{"buyer already ordered", nil, buy(r4, 204, m4, "a4"), "order.Store.QueueCreate(", order.ErrUserAlreadyOrdered, "23505"},
 		{"dedup key exists", nil, func(b *pgx.Batch) error { return k.out.QueueEnqueueOrAbort(b, ev("a1"), &outbox.Enqueued{}) },
 			"outbox.Store.QueueEnqueueOrAbort(", outbox.ErrDuplicate, "23505"},
 		{"sold out", nil, buy(r3, 203, m3, "a3"), "inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrSoldOut, "SK001"},

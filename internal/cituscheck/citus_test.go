@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
@@ -120,9 +121,9 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			ReservedAt: now, ExpiresAt: now.Add(time.Hour), OrderID: orderID}
 	}
 	newOrder := func(r inventory.NewReservation, orderID int64, expire time.Time) order.NewOrder {
-		return order.NewOrder{OrderID: orderID, OrderNo: fmt.Sprintf("C%d", orderID), RequestID: r.RequestID,
-			ReservationID: r.ReservationID, SourceMessageID: r.FirstMessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
-			Bucket: r.Bucket, Quantity: 1, UnitPrice: 100, ExpireAt: expire, SKUTitle: "phone"}
+		return order.NewOrder{Request: seckill.Request{OrderID: orderID, RequestID: r.RequestID,
+			ReservationID: r.ReservationID, MessageID: r.FirstMessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
+			Bucket: r.Bucket, Quantity: 1}, OrderNo: fmt.Sprintf("C%d", orderID), UnitPrice: 100, ExpireAt: expire, SKUTitle: "phone"}
 	}
 	msg := inbox.Message{Group: "orders", MessageID: uuid.Must(uuid.NewV7()), Topic: "orders", PayloadHash: inbox.HashPayload([]byte("m"))}
 	r1 := newRes(1, 0, 0)
@@ -188,7 +189,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 		}},
 		{"order.Create (user already ordered)", true, func(tx pgx.Tx) error {
 			o := newOrder(r1, 109, now.Add(time.Hour))
-			o.RequestID, o.ReservationID, o.SourceMessageID = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+			o.RequestID, o.ReservationID, o.MessageID = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 			_, err := k.ord.Create(k.ctx, tx, o)
 			if errors.Is(err, order.ErrUserAlreadyOrdered) {
 				return nil
@@ -221,7 +222,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 		{"one batch: reservation, order, allocation", true, func(tx pgx.Tx) error {
 			return batch(tx, func(b *pgx.Batch) error {
 				return errors.Join(k.inv.QueueInsertReservationOrAbort(b, r2),
-					k.ord.QueueCreateOrAbort(b, newOrder(r2, 102, now.Add(-time.Minute))),
+					k.ord.QueueCreate(b, newOrder(r2, 102, now.Add(-time.Minute)), nil, pgtx.Abort),
 					k.out.QueueEnqueueOrAbort(b, ev("e5"), &outbox.Enqueued{}),
 					k.inv.QueueAllocateBucketOrAbort(b, inventory.Allocation{ReservationID: r2.ReservationID, ActivityID: act,
 						SKUID: sku, Bucket: 1, Quantity: 1, UserID: 2, OrderID: 102, SourceMessageID: r2.FirstMessageID}, nil))
@@ -285,7 +286,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			var err error
 			review, _, err = k.ord.RecordPaymentReview(k.ctx, tx, order.Payment{PaymentID: uuid.Must(uuid.NewV7()),
 				PaymentRequestID: uuid.Must(uuid.NewV7()), OrderID: 999, Provider: "check", ProviderTradeNo: "t9", Amount: 1},
-				order.ReviewUnknownOrder)
+				order.PaymentResult{}, order.ErrNotFound)
 			return err
 		}},
 		{"order.ResolvePaymentReview", false, func(tx pgx.Tx) error {

@@ -1,6 +1,7 @@
 package drills
 
 import (
+	"fmt"
 	"time"
 
 	"testing"
@@ -45,7 +46,7 @@ func TestPgBouncerFullFlow(t *testing.T) {
 	kinds := map[string]int{}
 	payments.mu.Lock()
 	for _, k := range payments.results {
-		kinds[k.String()]++
+		kinds[fmt.Sprint(k)]++
 	}
 	payments.mu.Unlock()
 	t.Logf("through PgBouncer: pgtx events %v; payments %v (retries %d); cancelled %d", r.tx, kinds, payments.errs.Load(), canceller.cancelled.Load())

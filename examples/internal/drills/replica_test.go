@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgharness"
 	"github.com/seckillkit/seckill/internal/pgtest"
@@ -106,7 +107,7 @@ func TestReplicaLagReadsNeverDecideWrites(t *testing.T) {
 		t.Fatalf("pay order %d: %+v, %v", victim, res, err)
 	}
 	paidAt := primaryLSN(t, ctx, admin)
-	seen, err := r.svc.Orders.Get(ctx, replica, victim)
+	seen, err := r.svc.Orders.Get(ctx, replica, seckill.Request{OrderID: victim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +119,14 @@ func TestReplicaLagReadsNeverDecideWrites(t *testing.T) {
 	// conditional UPDATE sees the order as it is.
 	releasesBefore := r.count(`SELECT count(*) FROM %s.inventory_ledger WHERE idempotency_key LIKE 'RELEASE:%%'`)
 	err = pgtx.RunInTx(ctx, r.svc.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
-		_, err := r.svc.Orders.TransitionOrder(ctx, tx, order.UserCancel(victim))
+		_, err := r.svc.Orders.TransitionOrder(ctx, tx, order.Transition{OrderID: victim, To: order.StatusCancelled, CancelReason: "USER_CANCEL"})
 		return err
 	})
-	var ill *order.IllegalTransitionError
-	if !errors.As(err, &ill) || ill.From != order.StatusPaid {
+	var ill *order.Error
+	if !errors.Is(err, order.ErrIllegalTransition) || !errors.As(err, &ill) || ill.From != order.StatusPaid {
 		t.Fatalf("cancel of order %d, CREATED on the replica, PAID on the primary: %v; want an illegal transition from PAID", victim, err)
 	}
-	now, err := r.svc.Orders.Get(ctx, admin, victim)
+	now, err := r.svc.Orders.Get(ctx, admin, seckill.Request{OrderID: victim})
 	if err != nil || now.Status != order.StatusPaid {
 		t.Fatalf("order %d on the primary after the refused cancel: %+v, %v; want PAID", victim, now, err)
 	}
@@ -139,7 +140,7 @@ func TestReplicaLagReadsNeverDecideWrites(t *testing.T) {
 	}
 	began := time.Now()
 	replayed(t, ctx, replica, paidAt)
-	seen, err = r.svc.Orders.Get(ctx, replica, victim)
+	seen, err = r.svc.Orders.Get(ctx, replica, seckill.Request{OrderID: victim})
 	if err != nil || seen.Status != order.StatusPaid {
 		t.Fatalf("order %d on the replica after it replayed %s: %+v, %v; want PAID", victim, paidAt, seen, err)
 	}

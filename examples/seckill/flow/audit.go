@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/order"
 )
 
 // Check is one line of the audit: an invariant of the design, checked
@@ -196,7 +198,7 @@ func (s *Service) AuditTx(ctx context.Context, tx pgx.Tx, opts AuditOptions) ([]
 		err = e
 	}
 	add("4", "no order both paid and cancelled; status timestamps match status (order audit)", paidCancelled == 0 && len(ordFindings) == 0,
-		"%d paid and cancelled, %d findings%s", paidCancelled, len(ordFindings), firstFindings(ordFindings))
+		"%d paid and cancelled, %d findings%s", paidCancelled, len(ordFindings), firstFindings(orderFindings(ordFindings)))
 
 	st, e := s.Outbox.Stats(ctx, tx)
 	if e != nil && err == nil {
@@ -264,6 +266,21 @@ var eventChecks = []struct{ name, what, changes, missing string }{
 			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox AS e WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text)
 			AND NOT EXISTS (SELECT 1 FROM {s}.event_outbox_history AS e WHERE e.dedup_key = 'REFUND_REQUESTED:' || p.payment_id::text)`,
 	},
+}
+
+// orderFinding prints an order finding: kind, order and detail.
+type orderFinding order.Finding
+
+func (f orderFinding) String() string {
+	return fmt.Sprintf("%s order=%d %s", f.Kind, f.OrderID, f.Detail)
+}
+
+func orderFindings(fs []order.Finding) []orderFinding {
+	out := make([]orderFinding, len(fs))
+	for i, f := range fs {
+		out[i] = orderFinding(f)
+	}
+	return out
 }
 
 func firstFindings[T fmt.Stringer](fs []T) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/inventory"
@@ -373,7 +374,7 @@ func (s *Service) PlaceOrder(ctx context.Context, messageID uuid.UUID, body []by
 	if soldOut {
 		out = Outcome{Code: CodeSoldOut}
 	} else if errors.Is(err, order.ErrUserAlreadyOrdered) {
-		if existing, gerr := s.Orders.GetByBuyer(ctx, s.Pool, m.ActivityID, m.SKUID, m.UserID); gerr == nil {
+		if existing, gerr := s.Orders.Get(ctx, s.Pool, seckill.Request{ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID}); gerr == nil {
 			out = Outcome{Code: CodeUserAlreadyOrdered, OrderID: existing.OrderID}
 		}
 	}
@@ -552,7 +553,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	if err := s.Inventory.QueueInsertReservationOrAbort(&b, ordered); err != nil {
 		return nil, err
 	}
-	if err := s.Orders.QueueCreateOrAbort(&b, s.newOrder(msgID, m)); err != nil {
+	if err := s.Orders.QueueCreate(&b, s.newOrder(msgID, m), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Outbox.QueueEnqueueOrAbort(&b, s.orderCreatedEvent(ctx, m), &enq); err != nil {
@@ -622,10 +623,10 @@ func (s *Service) PlaceOrderTx(ctx context.Context, tx pgx.Tx, msgID uuid.UUID, 
 
 	// 4. The order and its item.
 	created, err := s.Orders.Create(ctx, tx, s.newOrder(msgID, m))
-	var already *order.UserAlreadyOrderedError
+	var already *order.Error
 	switch {
-	case errors.As(err, &already):
-		return s.rollBackAndReject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Existing.OrderID)
+	case errors.Is(err, order.ErrUserAlreadyOrdered) && errors.As(err, &already):
+		return s.rollBackAndReject(ctx, tx, key, m, CodeUserAlreadyOrdered, already.Order.OrderID)
 	case err != nil:
 		return Outcome{}, poisonIf(err, order.ErrInvalidArgument)
 	case created.Existing:
@@ -693,9 +694,11 @@ func (s *Service) newReservation(msgID uuid.UUID, m OrderMessage) inventory.NewR
 
 func (s *Service) newOrder(msgID uuid.UUID, m OrderMessage) order.NewOrder {
 	return order.NewOrder{
-		OrderID: m.OrderID, OrderNo: orderid.FormatNo(m.OrderID), RequestID: m.RequestID, ReservationID: m.ReservationID, SourceMessageID: msgID,
-		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
-		UnitPrice: m.UnitPrice, Currency: m.Currency, ExpireAt: m.OrderExpireAt, SKUTitle: m.SKUTitle,
+		Request: seckill.Request{
+			OrderID: m.OrderID, RequestID: m.RequestID, ReservationID: m.ReservationID, MessageID: msgID,
+			ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
+		},
+		OrderNo: orderid.FormatNo(m.OrderID), UnitPrice: m.UnitPrice, Currency: m.Currency, ExpireAt: m.OrderExpireAt, SKUTitle: m.SKUTitle,
 	}
 }
 

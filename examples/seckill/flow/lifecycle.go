@@ -52,12 +52,11 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 		if err != nil {
 			return err
 		}
-		if reason, ok := order.ReviewReasonOf(res, nil); ok {
-			// A second trade for a paid order: refunded, and kept for
-			// review in the same transaction.
-			if _, _, err := s.Orders.RecordPaymentReview(ctx, tx, payment, reason); err != nil {
-				return err
-			}
+		// A second trade for a paid order: refunded, and kept for review
+		// in the same transaction (any other result needs no review: the
+		// call sends nothing).
+		if _, _, err := s.Orders.RecordPaymentReview(ctx, tx, payment, res, nil); err != nil {
+			return err
 		}
 		id := strconv.FormatInt(p.OrderID, 10)
 		switch {
@@ -76,11 +75,12 @@ func (s *Service) Pay(ctx context.Context, p Payment) (order.PaymentResult, erro
 		}
 		return err
 	})
-	if reason, ok := order.ReviewReasonOf(res, err); ok && err != nil {
+	if err != nil {
 		// Refused (unknown order, amount or currency mismatch): nothing of
 		// the payment was written; the callback is kept for review, with
-		// its raw payload, once however often it is redelivered.
-		if _, _, rerr := s.Orders.RecordPaymentReview(ctx, s.Pool, payment, reason); rerr != nil {
+		// its raw payload, once however often it is redelivered. Other
+		// errors need no review: the call sends nothing.
+		if _, _, rerr := s.Orders.RecordPaymentReview(ctx, s.Pool, payment, res, err); rerr != nil {
 			return res, errors.Join(err, rerr)
 		}
 	}
@@ -114,15 +114,15 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			// against the ALLOCATE ledger row and raises on any difference.
 			if err := s.Inventory.QueueReleaseStockOrAbort(&b, inventory.Allocation{
 				ReservationID: o.ReservationID, ActivityID: o.ActivityID, SKUID: o.SKUID, Bucket: o.Bucket,
-				Quantity: o.Quantity, UserID: o.UserID, OrderID: o.OrderID, SourceMessageID: o.SourceMessageID,
-				Reason: order.CancelReasonPayTimeout,
+				Quantity: o.Quantity, UserID: o.UserID, OrderID: o.OrderID, SourceMessageID: o.MessageID,
+				Reason: o.CancelReason, // PAY_TIMEOUT
 			}, &released[i]); err != nil {
 				return err
 			}
 			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
 				return err
 			}
-			if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(o.ReservationID, order.CancelReasonPayTimeout), &enq[i]); err != nil {
+			if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(o.ReservationID, o.CancelReason), &enq[i]); err != nil {
 				return err
 			}
 			n++

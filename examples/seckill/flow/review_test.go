@@ -23,13 +23,13 @@ func TestUnmatchedPaymentsKeptForReview(t *testing.T) {
 	calls := []struct {
 		p       flow.Payment
 		wantErr error
-		reason  order.ReviewReason
+		reason  string
 	}{
-		{flow.Payment{OrderID: 424242, ProviderTradeNo: "U1", Amount: 1, Currency: "CNY"}, order.ErrNotFound, order.ReviewUnknownOrder},
-		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "A1", Amount: m.UnitPrice + 1, Currency: "CNY"}, order.ErrAmountMismatch, order.ReviewAmountMismatch},
-		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "C1", Amount: m.UnitPrice, Currency: "USD"}, order.ErrCurrencyMismatch, order.ReviewCurrencyMismatch},
+		{flow.Payment{OrderID: 424242, ProviderTradeNo: "U1", Amount: 1, Currency: "CNY"}, order.ErrNotFound, "UNKNOWN_ORDER"},
+		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "A1", Amount: m.UnitPrice + 1, Currency: "CNY"}, order.ErrMismatch, "AMOUNT_MISMATCH"},
+		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "C1", Amount: m.UnitPrice, Currency: "USD"}, order.ErrMismatch, "CURRENCY_MISMATCH"},
 		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "P1", Amount: m.UnitPrice, Currency: "CNY"}, nil, ""},
-		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "P2", Amount: m.UnitPrice, Currency: "CNY"}, nil, order.ReviewSecondTrade},
+		{flow.Payment{OrderID: m.OrderID, ProviderTradeNo: "P2", Amount: m.UnitPrice, Currency: "CNY"}, nil, "SECOND_TRADE"},
 	}
 	for round := range 2 { // the second round is the provider redelivering every callback
 		for i, c := range calls {
@@ -43,7 +43,7 @@ func TestUnmatchedPaymentsKeptForReview(t *testing.T) {
 	if err != nil || len(open) != 4 {
 		t.Fatalf("open reviews %+v, %v; want 4", open, err)
 	}
-	got := map[order.ReviewReason]order.PaymentReview{}
+	got := map[string]order.PaymentReview{}
 	for _, r := range open {
 		got[r.Reason] = r
 	}
@@ -57,7 +57,7 @@ func TestUnmatchedPaymentsKeptForReview(t *testing.T) {
 			t.Errorf("review %s: %+v", c.reason, r)
 		}
 	}
-	r := got[order.ReviewUnknownOrder]
+	r := got["UNKNOWN_ORDER"]
 	res, err := b.s.Orders.ResolvePaymentReview(b.ctx, b.pool, r.ReviewID, "refunded by hand, ticket 9", "ops:dan")
 	if err != nil || !res.Resolved || res.ResolvedBy != "ops:dan" || res.ResolvedAt.IsZero() {
 		t.Fatalf("resolve: %+v, %v", res, err)
