@@ -131,8 +131,8 @@ func HashPayload(body []byte) []byte {
 //
 //   - Claim.Fresh: this transaction owns the message. The row exists only
 //     if tx commits; after a rollback the message can be claimed again.
-//     Record the result with [Inbox.Complete] before committing (or use
-//     [Inbox.ClaimMessageWithResult] when the result is known up front).
+//     Record the result with [Store.Complete] before committing (or set
+//     Message.Result when the result is known up front).
 //   - !Claim.Fresh: a duplicate. Claim.Record is the stored row (the result
 //     of the first processing, or StatusClaimed if it recorded none). Do not
 //     repeat the work; ack the message.
@@ -146,33 +146,17 @@ func HashPayload(body []byte) []byte {
 // one round trip whatever the case.
 //
 // A duplicate whose payload hash differs from the stored one returns a
-// *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
-// Invalid input returns a *ValidationError before anything is sent.
-func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (_ Claim, err error) {
+// *[Error] (matching [ErrPayloadMismatch]) and writes nothing.
+// Invalid input returns a *[Error] before anything is sent.
+func (in *Store) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (_ Claim, err error) {
 	defer in.fail.Explain(&err)
 	if tx == nil {
 		return Claim{}, nilHandle("tx")
 	}
-	return in.claim(ctx, tx, msg, nil)
+	return in.claim(ctx, tx, msg, msg.Result)
 }
 
-// ClaimMessageWithResult is [Inbox.ClaimMessage] for a consumer that knows
-// its result before claiming: a fresh claim stores the row as PROCESSED with
-// res at once, saving Complete's UPDATE (and the dead row version it
-// leaves). Duplicates behave exactly as in ClaimMessage; res is not stored
-// for them.
-func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (_ Claim, err error) {
-	defer in.fail.Explain(&err)
-	if tx == nil {
-		return Claim{}, nilHandle("tx")
-	}
-	if err := res.validate(); err != nil {
-		return Claim{}, err
-	}
-	return in.claim(ctx, tx, msg, &res)
-}
-
-func (in *Inbox) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
+func (in *Store) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
 	if err := msg.validate(); err != nil {
 		return Claim{}, err
 	}
@@ -248,15 +232,15 @@ func checkHash(msg Message, c Claim) error {
 	}
 	stored, given := c.Record.PayloadHash, msg.PayloadHash
 	if (stored == nil) != (given == nil) || !bytes.Equal(stored, given) {
-		return &PayloadMismatchError{Key: msg.Key(), Stored: stored, Given: given, Record: c.Record}
+		return &Error{Err: ErrPayloadMismatch, Op: "claim", Key: msg.Key(), Record: c.Record, Given: given}
 	}
 	return nil
 }
 
-// QueueClaimMessage queues the claim of [Inbox.ClaimMessage] into b, for a
+// QueueClaimMessage queues the claim of [Store.ClaimMessage] into b, for a
 // caller that pipelines its transaction. When the batch runs, dst is
 // filled and the callback returns (through BatchResults.Close) nil, a
-// *PayloadMismatchError, [ErrConcurrentClaim] when the claim waited for a
+// *[Error], [ErrConcurrentClaim] when the claim waited for a
 // concurrent transaction that then committed the same key (a duplicate
 // whose row this statement cannot see; see the error's doc), or the
 // driver's error. With Config.Citus it queues two statements, the insert
@@ -265,24 +249,37 @@ func checkHash(msg Message, c Claim) error {
 // returns, so a caller that queues the message's work with it must roll
 // back when !dst.Fresh. The returned error reports invalid input only;
 // then nothing was queued.
-func (in *Inbox) QueueClaimMessage(b *pgx.Batch, msg Message, dst *Claim) error {
-	defer in.fail.Mark(b, "inbox.Inbox.QueueClaimMessage")()
-	return in.queueClaim(b, msg, nil, dst)
-}
-
-// QueueClaimMessageWithResult queues [Inbox.ClaimMessageWithResult] into b,
-// with the callback contract of [Inbox.QueueClaimMessage].
-func (in *Inbox) QueueClaimMessageWithResult(b *pgx.Batch, msg Message, res Result, dst *Claim) error {
-	defer in.fail.Mark(b, "inbox.Inbox.QueueClaimMessageWithResult")()
-	if err := res.validate(); err != nil {
-		return err
+//
+// That is on = [pgtx.Return]. With on = [pgtx.Abort] the claim is for a
+// transaction sent as one batch ([pgtx.RunBatch]) that commits only when
+// the message is new: it inserts the row as a fresh claim does (PROCESSED
+// with Message.Result when set, else CLAIMED), but a duplicate does not
+// come back as a Claim: the insert raises unique_violation (SQLSTATE 23505
+// on the inbox key, pk_consumer_inbox; [pgtx.UniqueViolationOf] names it),
+// which aborts the whole transaction, COMMIT included; the error
+// [pgtx.RunBatch] returns names this call ([pgtx.StatementError].Call) and
+// matches [ErrDuplicate]. That covers a message processed before and one
+// whose first processing is still in flight: the insert waits for that
+// transaction and raises when it commits (or proceeds when it rolls back).
+// The payload hash is not compared then; run the general path
+// ([Store.ClaimMessage], in a new transaction) after an abort to answer the
+// duplicate and detect a changed payload.
+//
+// dst may be nil: the outcome is then discarded.
+func (in *Store) QueueClaimMessage(b *pgx.Batch, msg Message, dst *Claim, on pgtx.OnRefusal) error {
+	if on == pgtx.Abort {
+		return in.queueClaimOrAbort(b, msg, dst)
 	}
-	return in.queueClaim(b, msg, &res, dst)
+	defer in.fail.Mark(b, "inbox.Store.QueueClaimMessage")()
+	if dst == nil {
+		dst = new(Claim)
+	}
+	return in.queueClaim(b, msg, msg.Result, dst)
 }
 
-func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) error {
-	if b == nil || dst == nil {
-		return invalid("batch/dst", "nil")
+func (in *Store) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) error {
+	if b == nil {
+		return invalid("batch", "nil")
 	}
 	if err := msg.validate(); err != nil {
 		return err
@@ -310,7 +307,7 @@ func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 // in one batch, sent again (at most maxClaimAttempts times in all) in the
 // practically impossible case that the row the insert conflicted with was
 // purged before the look-up.
-func (in *Inbox) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
+func (in *Store) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
 	for attempt := 1; ; attempt++ {
 		var (
 			b pgx.Batch
@@ -328,7 +325,7 @@ func (in *Inbox) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *R
 // look-up's row answers only when the insert inserted nothing; when it
 // finds no row either (the conflicting row was purged in between), the
 // callback returns ErrConcurrentClaim: nothing was written, claim again.
-func (in *Inbox) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *Claim) {
+func (in *Store) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *Claim) {
 	key := msg.Key()
 	fresh := false
 	b.Queue(in.sql.claimInsert, claimArgs(msg, res)...).QueryRow(func(row pgx.Row) error {
@@ -362,7 +359,7 @@ func (in *Inbox) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *C
 // Lookup returns the inbox row of key as db sees it: a committed row, or
 // one claimed earlier in the transaction db is. No row returns an error
 // matching [ErrNotFound]. It writes nothing.
-func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (_ Record, err error) {
+func (in *Store) Lookup(ctx context.Context, db pgtx.Querier, key Key) (_ Record, err error) {
 	defer in.fail.Explain(&err)
 	if db == nil {
 		return Record{}, nilHandle("db")
@@ -386,13 +383,13 @@ func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (_ Record
 // transaction: a rollback discards the claim and the result together.
 //
 // Errors: not claimed (no row visible) matches [ErrNotFound]; a result
-// already recorded returns a *StateError matching [ErrAlreadyCompleted]
+// already recorded returns a *[Error] matching [ErrAlreadyCompleted]
 // (results are never overwritten); a row claimed by another, committed
-// transaction (a CLAIMED row without result) returns a *StateError matching
+// transaction (a CLAIMED row without result) returns a *[Error] matching
 // [ErrNotClaimer] and records nothing: only the claiming transaction (or
 // one of its subtransactions, e.g. a claim made inside a savepoint) may
-// complete it; invalid input a *ValidationError, before anything is sent.
-func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) (err error) {
+// complete it; invalid input a *[Error], before anything is sent.
+func (in *Store) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) (err error) {
 	defer in.fail.Explain(&err)
 	if tx == nil {
 		return nilHandle("tx")
@@ -404,12 +401,12 @@ func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) (
 	return completeOutcome(key, tx.QueryRow(ctx, in.sql.complete, args...))
 }
 
-// QueueComplete queues [Inbox.Complete] into b. When the batch runs the
+// QueueComplete queues [Store.Complete] into b. When the batch runs the
 // callback returns (through BatchResults.Close) nil or the error Complete
 // would. The returned error reports invalid input only; then nothing was
 // queued.
-func (in *Inbox) QueueComplete(b *pgx.Batch, key Key, res Result) error {
-	defer in.fail.Mark(b, "inbox.Inbox.QueueComplete")()
+func (in *Store) QueueComplete(b *pgx.Batch, key Key, res Result) error {
+	defer in.fail.Mark(b, "inbox.Store.QueueComplete")()
 	if b == nil {
 		return invalid("batch", "nil")
 	}
@@ -453,10 +450,10 @@ func completeOutcome(key Key, row pgx.Row) error {
 	case Status(*status) == StatusClaimed && !mine:
 		// Claimed and committed by another transaction, which did the
 		// work: this one must not record a result for it.
-		return &StateError{Key: key, Status: StatusClaimed, Op: "complete"}
+		return stateError("complete", Record{Key: key, Status: StatusClaimed})
 	default:
 		// PROCESSED in the snapshot, or CLAIMED in the snapshot but completed
 		// by a concurrent transaction before this update could lock it.
-		return &StateError{Key: key, Status: StatusProcessed, Op: "complete"}
+		return stateError("complete", Record{Key: key, Status: StatusProcessed})
 	}
 }

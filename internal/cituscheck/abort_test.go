@@ -67,7 +67,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 	}
 	buy := func(r inventory.NewReservation, orderID int64, m inbox.Message, key string) func(b *pgx.Batch) error {
 		return func(b *pgx.Batch) error {
-			return errors.Join(k.in.QueueClaimMessageOrAbort(b, m, inbox.Result{Code: "ORDER_CREATED"}),
+			return errors.Join(k.in.QueueClaimMessage(b, withResult(m, inbox.Result{Code: "ORDER_CREATED"}), nil, pgtx.Abort),
 				k.inv.QueueInsertReservationOrAbort(b, r),
 				k.ord.QueueCreateOrAbort(b, newOrder(r, orderID)),
 				k.out.QueueEnqueueOrAbort(b, ev(key), &outbox.Enqueued{}),
@@ -110,7 +110,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 		}},
 	}
 	aborts := []abort{
-		{"inbox duplicate", nil, buy(newRes(9, 1, 209), 209, msg, "a9"), "inbox.Inbox.QueueClaimMessageOrAbort(", inbox.ErrDuplicate, "23505"},
+		{"inbox duplicate", nil, buy(newRes(9, 1, 209), 209, msg, "a9"), "inbox.Store.QueueClaimMessage(", inbox.ErrDuplicate, "23505"},
 		{"reservation exists", nil, buy(r5, 205, m5, "a5"), "inventory.Store.QueueInsertReservationOrAbort(", inventory.ErrReservationExists, "23505"},
 		{"buyer already ordered", nil, buy(r4, 204, m4, "a4"), "order.Store.QueueCreateOrAbort(", order.ErrUserAlreadyOrdered, "23505"},
 		{"dedup key exists", nil, func(b *pgx.Batch) error { return k.out.QueueEnqueueOrAbort(b, ev("a1"), &outbox.Enqueued{}) },

@@ -30,7 +30,7 @@ import (
 type kit struct {
 	ctx  context.Context
 	pool *pgxpool.Pool
-	in   *inbox.Inbox
+	in   *inbox.Store
 	out  *outbox.Store
 	inv  *inventory.Store
 	ord  *order.Store
@@ -170,10 +170,12 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			}
 			return err
 		}},
-		{"inbox.QueueClaimMessageOrAbort", true, func(tx pgx.Tx) error {
+		{"inbox.QueueClaimMessage(pgtx.Abort)", true, func(tx pgx.Tx) error {
 			m := msg
 			m.MessageID = uuid.Must(uuid.NewV7())
-			return batch(tx, func(b *pgx.Batch) error { return k.in.QueueClaimMessageOrAbort(b, m, inbox.Result{Code: "DONE"}) })
+			return batch(tx, func(b *pgx.Batch) error {
+				return k.in.QueueClaimMessage(b, withResult(m, inbox.Result{Code: "DONE"}), nil, pgtx.Abort)
+			})
 		}},
 		{"inventory.AcquireReservation", true, func(tx pgx.Tx) error {
 			a, err := k.inv.AcquireReservation(k.ctx, tx, r1)
@@ -419,4 +421,10 @@ func TestRelayOnCitus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withResult is m claimed with its result res recorded up front.
+func withResult(m inbox.Message, res inbox.Result) inbox.Message {
+	m.Result = &res
+	return m
 }

@@ -54,7 +54,7 @@ type Config struct {
 	Workers  int // consumers; defaults to 8
 	// Sample, when set, is called with every round's sample.
 	Sample func(Sample)
-	// Archive makes the retention jobs archive (inbox.Inbox.Archive,
+	// Archive makes the retention jobs archive (inbox.Store.Archive,
 	// outbox.Store.ArchiveSent) instead of purge. Defaults to false.
 	Archive bool
 	// Backlog, with Archive, preloads that many rows of history before the

@@ -193,7 +193,7 @@ type Service struct {
 	Pool      *pgxpool.Pool
 	Schema    string
 	Item      SKU
-	Inbox     *inbox.Inbox
+	Inbox     *inbox.Store
 	Outbox    *outbox.Store
 	Inventory *inventory.Store
 	Orders    *order.Store
@@ -421,7 +421,7 @@ func (s *Service) rejectBatch(ctx context.Context, msgID uuid.UUID, hash []byte,
 			return nil, err
 		}
 	}
-	if err := s.Inbox.QueueClaimMessageOrAbort(&b, s.inboxMessage(msgID, hash, m), result); err != nil {
+	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueInsertRejectedReservationOrAbort(&b, s.newReservation(msgID, m), out.Code); err != nil {
@@ -546,7 +546,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 		b   pgx.Batch
 		enq outbox.Enqueued
 	)
-	if err := s.Inbox.QueueClaimMessageOrAbort(&b, s.inboxMessage(msgID, hash, m), result); err != nil {
+	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueInsertReservationOrAbort(&b, ordered); err != nil {
@@ -681,6 +681,12 @@ func (s *Service) inboxMessage(msgID uuid.UUID, hash []byte, m OrderMessage) inb
 		Group: ConsumerGroup, MessageID: msgID, Topic: OrderTopic, Tag: OrderTag,
 		MessageKey: m.ReservationID.String(), Ref: m.ReservationID.String(), PayloadHash: hash,
 	}
+}
+
+// withResult is msg claimed with its result res recorded up front.
+func withResult(msg inbox.Message, res inbox.Result) inbox.Message {
+	msg.Result = &res
+	return msg
 }
 
 func (s *Service) newReservation(msgID uuid.UUID, m OrderMessage) inventory.NewReservation {
