@@ -20,46 +20,40 @@ import (
 const enqueueOrAbortSQL = insertOneSQL + `
 RETURNING o.event_id`
 
-// QueueEnqueueOrAbort queues the insert of ev into b, for a transaction
-// sent as one batch (pgtx.RunBatch) that commits only when the event is
-// new: an event whose dedup key exists is not answered as a duplicate (as
-// [Store.QueueEnqueue] answers it) but raises unique_violation (SQLSTATE
-// 23505 on uq_outbox_dedup; pgtx.UniqueViolationOf names it), which aborts
-// the whole transaction, COMMIT included; the error [pgtx.RunBatch]
-// returns names this call and matches [ErrDuplicate]. Run the general path
-// (QueueEnqueue or Enqueue, in a new transaction) after an abort.
-//
-// When the batch runs, *dst receives the new event's id with New set. With
-// [Config].Notify a pg_notify on [Store.Channel] is queued after the
-// insert. ev must have no OrderingKey: an ordered event is enqueued under
-// its key's advisory lock, which only [Store.QueueEnqueue] takes. Invalid
-// input returns a *ValidationError and queues nothing.
-func (s *Store) QueueEnqueueOrAbort(b *pgx.Batch, ev Event, dst *Enqueued) error {
+// queueEnqueueAbort is [Store.QueueEnqueue] with [pgtx.Abort]: one
+// enqueueOrAbortSQL per event, each named after its dedup key, then the
+// NOTIFY of a Store with Config.Notify.
+func (s *Store) queueEnqueueAbort(b *pgx.Batch, evs []Event, dst *[]Enqueued) error {
 	if b == nil {
 		return invalid("batch", "nil")
 	}
-	if dst == nil {
-		return invalid("dst", "nil")
+	for i, ev := range evs {
+		if ev.OrderingKey != "" {
+			return invalid(fmt.Sprintf("events[%d].OrderingKey", i), "set: an ordered event needs pgtx.Return")
+		}
 	}
-	if ev.OrderingKey != "" {
-		return invalid("event.OrderingKey", "set: an ordered event needs QueueEnqueue")
-	}
-	a, err := s.buildEnqueue("event", []Event{ev})
+	a, err := s.buildEnqueue("events", evs)
 	if err != nil {
 		return err
 	}
-	from := b.Len()
-	b.Queue(s.enqueueOrAbort, insertOneArgs(a, 0)...).QueryRow(func(row pgx.Row) error {
-		var id uuid.UUID
-		if err := row.Scan(&id); err != nil {
-			return fmt.Errorf("outbox: enqueue: %w", err)
+	out := make([]Enqueued, len(a.ids))
+	for i := range a.ids {
+		from := b.Len()
+		b.Queue(s.enqueueOrAbort, insertOneArgs(a, i)...).QueryRow(func(row pgx.Row) error {
+			var id uuid.UUID
+			if err := row.Scan(&id); err != nil {
+				return fmt.Errorf("outbox: enqueue: %w", err)
+			}
+			out[i] = Enqueued{New: true, EventID: id}
+			if i == len(out)-1 && dst != nil {
+				*dst = out
+			}
+			return nil
+		})
+		if i == len(a.ids)-1 && s.cfg.notify() {
+			b.Queue(s.enqueueNotify, s.channel)
 		}
-		*dst = Enqueued{New: true, EventID: id}
-		return nil
-	})
-	if s.cfg.notify() {
-		b.Queue(s.enqueueNotify, s.channel)
+		pgtx.NameCall(b, from, "outbox.Store.QueueEnqueue("+a.dedup[i]+")", s.fail.Classify)
 	}
-	pgtx.NameCall(b, from, "outbox.Store.QueueEnqueueOrAbort("+ev.DedupKey+")", s.fail.Classify)
 	return nil
 }

@@ -17,7 +17,7 @@ type Stats struct {
 	// Pending, Sending, Retry and Dead are exact counts.
 	Pending, Sending, Retry, Dead int64
 	// Sent is exact while the table is small (at most
-	// [StatsExactSentPages] pages) and otherwise an estimate from the
+	// 1024 pages) and otherwise an estimate from the
 	// planner's statistics (see [Store.Stats]); SentEstimated says which.
 	Sent          int64
 	SentEstimated bool // true when Sent is the planner's estimate, false when it is exact
@@ -26,9 +26,9 @@ type Stats struct {
 	OldestWaiting time.Duration
 }
 
-// StatsExactSentPages is the table size, in pages (8 kB each by default),
+// statsExactSentPages is the table size, in pages (8 kB each by default),
 // up to which [Store.Stats] counts SENT events exactly.
-const StatsExactSentPages = 1024
+const statsExactSentPages = 1024
 
 // Stats reports the events per status and the age of the oldest waiting
 // event with one read-only statement whose cost does not follow the SENT
@@ -36,7 +36,7 @@ const StatsExactSentPages = 1024
 // through a partial index that holds only that status (so the cost follows
 // the events in flight and dead, which an outbox that publishes keeps
 // few). SENT is counted exactly while the table has at most
-// [StatsExactSentPages] pages; beyond that it is estimated, as the planner
+// 1024 pages; beyond that it is estimated, as the planner
 // does, from pg_class.reltuples (kept by autovacuum and ANALYZE) scaled to
 // the table's current size, minus the exact counts, and SentEstimated is
 // set. A table never analysed estimates 0 SENT events.
@@ -53,7 +53,7 @@ func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (_ Stats, err error)
 		relpages, np int64
 	)
 	table := pgx.Identifier{s.schema, "event_outbox"}.Sanitize()
-	if err := db.QueryRow(ctx, s.statsSQL, table, StatsExactSentPages).Scan(&st.Pending, &st.Sending, &st.Retry, &st.Dead,
+	if err := db.QueryRow(ctx, s.statsSQL, table, statsExactSentPages).Scan(&st.Pending, &st.Sending, &st.Retry, &st.Dead,
 		&ageUS, &sentExact, &reltuples, &relpages, &np); err != nil {
 		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
 	}

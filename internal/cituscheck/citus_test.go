@@ -198,8 +198,8 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			return fmt.Errorf("second order of the buyer: %v, want ErrUserAlreadyOrdered", err)
 		}},
 		{"outbox.Enqueue", true, func(tx pgx.Tx) error { _, err := k.out.Enqueue(k.ctx, tx, ev("e1")); return err }},
-		{"outbox.EnqueueMany (3 events)", true, func(tx pgx.Tx) error {
-			_, err := k.out.EnqueueMany(k.ctx, tx, []outbox.Event{ev("e2"), ev("e3"), ev("e4")})
+		{"outbox.Enqueue (3 events)", true, func(tx pgx.Tx) error {
+			_, err := k.out.Enqueue(k.ctx, tx, ev("e2"), ev("e3"), ev("e4"))
 			return err
 		}},
 		{"inventory.TransitionReservation", true, func(tx pgx.Tx) error {
@@ -224,7 +224,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			return batch(tx, func(b *pgx.Batch) error {
 				return errors.Join(k.inv.QueueInsertReservationOrAbort(b, r2),
 					k.ord.QueueCreateOrAbort(b, newOrder(r2, 102, now.Add(-time.Minute))),
-					k.out.QueueEnqueueOrAbort(b, ev("e5"), &outbox.Enqueued{}),
+					k.out.QueueEnqueue(b, []outbox.Event{ev("e5")}, nil, pgtx.Abort),
 					k.inv.QueueAllocateBucketOrAbort(b, inventory.Allocation{ReservationID: r2.ReservationID, ActivityID: act,
 						SKUID: sku, Bucket: 1, Quantity: 1, UserID: 2, OrderID: 102, SourceMessageID: r2.FirstMessageID}, nil))
 			})
@@ -302,15 +302,18 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			}
 			return err
 		}},
-		{"outbox.MarkFailed", false, func(tx pgx.Tx) error {
-			_, err := k.out.MarkFailed(k.ctx, tx, claim.Lease, []outbox.Failure{{EventID: claim.Messages[0].EventID, Err: errors.New("down")}})
+		{"outbox.Mark (failed)", false, func(tx pgx.Tx) error {
+			_, err := k.out.Mark(k.ctx, tx, outbox.Outcome{Lease: claim.Lease, Failed: []outbox.Failure{{EventID: claim.Messages[0].EventID, Err: errors.New("down")}}})
 			return err
 		}},
-		{"outbox.MarkSent", false, func(tx pgx.Tx) error {
-			_, err := k.out.MarkSent(k.ctx, tx, claim.Lease, claim.IDs()[1:])
+		{"outbox.Mark (sent)", false, func(tx pgx.Tx) error {
+			_, err := k.out.Mark(k.ctx, tx, outbox.Outcome{Lease: claim.Lease, Sent: claimIDs(claim)[1:]})
 			return err
 		}},
-		{"outbox.RecoverExpired", false, func(tx pgx.Tx) error { _, err := k.out.RecoverExpired(k.ctx, tx, time.Nanosecond, 10); return err }},
+		{"outbox.Recover", false, func(tx pgx.Tx) error {
+			_, err := k.out.Recover(k.ctx, tx, outbox.Lease{}, time.Nanosecond, 10)
+			return err
+		}},
 		{"outbox.PurgeSent", false, func(tx pgx.Tx) error { _, err := k.out.PurgeSent(k.ctx, tx, now.Add(time.Hour), 100); return err }},
 		{"inbox.Purge", false, func(tx pgx.Tx) error { _, err := k.in.Purge(k.ctx, tx, now.Add(time.Hour), 100); return err }},
 		{"audits (inventory, order)", false, func(tx pgx.Tx) error {
@@ -362,7 +365,7 @@ func TestRelayOnCitus(t *testing.T) {
 				}
 			}
 			if err := pgtx.RunInTx(k.ctx, k.pool, pgtx.Options{}, func(tx pgx.Tx) error {
-				_, err := k.out.EnqueueMany(k.ctx, tx, evs)
+				_, err := k.out.Enqueue(k.ctx, tx, evs...)
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -372,7 +375,7 @@ func TestRelayOnCitus(t *testing.T) {
 				tries = map[string]int{}
 				sent  = map[string]bool{}
 			)
-			pub := outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+			pub := func(_ context.Context, msgs []outbox.Message) []error {
 				mu.Lock()
 				defer mu.Unlock()
 				errs := make([]error, len(msgs))
@@ -385,8 +388,8 @@ func TestRelayOnCitus(t *testing.T) {
 					sent[m.AggregateID] = true
 				}
 				return errs
-			})
-			relay, err := outbox.NewRelay(k.pool, outbox.RelayConfig{Store: k.out, Publisher: pub, Owner: topic, InTx: inTx,
+			}
+			relay, err := outbox.NewRelay(k.pool, outbox.RelayConfig{Store: k.out, Publish: pub, Owner: topic, InTx: inTx,
 				DisableListen: true, PollInterval: 10 * time.Millisecond, Backoff: func(int) time.Duration { return 0 }})
 			if err != nil {
 				t.Fatal(err)
@@ -427,4 +430,13 @@ func TestRelayOnCitus(t *testing.T) {
 func withResult(m inbox.Message, res inbox.Result) inbox.Message {
 	m.Result = &res
 	return m
+}
+
+// claimIDs returns the event ids of c's messages.
+func claimIDs(c outbox.Claim) []uuid.UUID {
+	ids := make([]uuid.UUID, len(c.Messages))
+	for i, m := range c.Messages {
+		ids[i] = m.EventID
+	}
+	return ids
 }

@@ -412,10 +412,7 @@ func (s *Service) rejectBatch(ctx context.Context, msgID uuid.UUID, hash []byte,
 	}
 	release := s.FrontDoorReleaseEvent(m.ReservationID, out.Code)
 	release.Headers = s.eventHeaders(ctx)
-	var (
-		b   pgx.Batch
-		enq outbox.Enqueued
-	)
+	var b pgx.Batch
 	if soldOut {
 		if err := s.Inventory.QueueSoldOutOrAbort(&b, s.allocation(msgID, m)); err != nil {
 			return nil, err
@@ -427,7 +424,7 @@ func (s *Service) rejectBatch(ctx context.Context, msgID uuid.UUID, hash []byte,
 	if err := s.Inventory.QueueInsertRejectedReservationOrAbort(&b, s.newReservation(msgID, m), out.Code); err != nil {
 		return nil, err
 	}
-	if err := s.Outbox.QueueEnqueueOrAbort(&b, release, &enq); err != nil {
+	if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{release}, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	return &b, nil
@@ -542,10 +539,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	}
 	ordered := s.newReservation(msgID, m)
 	ordered.OrderID = m.OrderID // inserted as ORDERED: the batch commits only with the order and the stock
-	var (
-		b   pgx.Batch
-		enq outbox.Enqueued
-	)
+	var b pgx.Batch
 	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
@@ -555,7 +549,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	if err := s.Orders.QueueCreateOrAbort(&b, s.newOrder(msgID, m)); err != nil {
 		return nil, err
 	}
-	if err := s.Outbox.QueueEnqueueOrAbort(&b, s.orderCreatedEvent(ctx, m), &enq); err != nil {
+	if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{s.orderCreatedEvent(ctx, m)}, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueAllocateBucketOrAbort(&b, s.allocation(msgID, m), nil); err != nil {
