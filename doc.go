@@ -106,7 +106,8 @@
 // No package depends on a metrics or tracing library. pgtx, inventory and
 // outbox each take an Observer of one shape (see pgtx.Observer): the
 // context first, one event struct per hook, start hooks that return the
-// context their end hooks get, a NopObserver to embed, and a stated rhythm
+// context their end hooks get, a NopObserver to embed (outbox's Observer is
+// a struct of hook functions instead: a nil hook does nothing), and a stated rhythm
 // per hook — per attempt (inside an open transaction, reported again on a
 // retry) or per commit. Count business outcomes from the per-commit hooks.
 // The example service (examples/seckill) builds its Prometheus metrics on

@@ -13,12 +13,12 @@ import (
 
 // Archive batch sizes.
 const (
-	// DefaultArchiveBatchSize is the batch size [Inbox.Archive] uses when
+	// defaultArchiveBatchSize is the batch size [Store.Archive] uses when
 	// given 0.
-	DefaultArchiveBatchSize = 1000
-	// MaxArchiveBatchSize bounds one archive statement, keeping each
+	defaultArchiveBatchSize = 1000
+	// maxArchiveBatchSize bounds one archive statement, keeping each
 	// batch's row locks, WAL burst and vacuum debt small.
-	MaxArchiveBatchSize = 10000
+	maxArchiveBatchSize = 10000
 )
 
 // archiveSQL moves at most $2 rows processed before $1 from consumer_inbox
@@ -61,60 +61,36 @@ WITH doomed AS (
 SELECT (SELECT count(*) FROM kept), (SELECT count(*) FROM doomed),
        (SELECT consumer_group FROM last), (SELECT message_id FROM last)`
 
-// ErrRetentionTooShort is matched by the error [Inbox.Purge] and
-// [Inbox.Archive] return for a horizon younger than Config.MinRetention.
-// The concrete type is *RetentionError. Nothing was written.
+// ErrRetentionTooShort is matched by the error [Store.Purge] and
+// [Store.Archive] return for a horizon younger than Config.MinRetention.
+// The concrete type is *[Error]. Nothing was written.
 var ErrRetentionTooShort = errors.New("inbox: horizon younger than the minimum retention")
-
-// RetentionError refuses a purge or archive horizon younger than the
-// configured minimum retention: rows that young may still be redelivered by
-// the broker (or resent by a compensation or a repair), and a message whose
-// row is gone is processed again. It matches [ErrRetentionTooShort].
-type RetentionError struct {
-	Op           string        // "purge" or "archive"
-	OlderThan    time.Time     // the horizon the caller passed
-	Age          time.Duration // how old that horizon was when checked (negative: in the future)
-	MinRetention time.Duration // Config.MinRetention
-}
-
-// Error names the operation, the horizon's age and the minimum retention.
-func (e *RetentionError) Error() string {
-	return fmt.Sprintf("inbox: %s: horizon %s is %s old, younger than the minimum retention %s (Config.MinRetention: the broker's replay window plus compensation and repair time)",
-		e.Op, e.OlderThan.UTC().Format(time.RFC3339), e.Age.Round(time.Second), e.MinRetention)
-}
-
-// Is reports whether target is [ErrRetentionTooShort].
-func (e *RetentionError) Is(target error) bool { return target == ErrRetentionTooShort }
 
 // checkRetention refuses a horizon younger than the minimum retention,
 // measured on this process's clock.
-func (in *Inbox) checkRetention(op string, olderThan time.Time) error {
+func (in *Store) checkRetention(op string, olderThan time.Time) error {
 	if in.minRetention == 0 {
 		return nil
 	}
 	if age := time.Since(olderThan); age < in.minRetention {
-		return &RetentionError{Op: op, OlderThan: olderThan, Age: age, MinRetention: in.minRetention}
+		return &Error{Err: ErrRetentionTooShort, Op: op, OlderThan: olderThan, Age: age, MinRetention: in.minRetention}
 	}
 	return nil
 }
 
-// MinRetention returns Config.MinRetention: the youngest horizon
-// [Inbox.Purge] and [Inbox.Archive] accept (0: no guard).
-func (in *Inbox) MinRetention() time.Duration { return in.minRetention }
-
 // Archive moves inbox rows whose processed_at is before olderThan from
 // consumer_inbox to consumer_inbox_history (same columns, plus
 // archived_at), in statements of at most batchSize rows (0 means
-// [DefaultArchiveBatchSize], at most [MaxArchiveBatchSize]), until a batch
+// 1000, at most 10000), until a batch
 // moves fewer than batchSize, and returns how many it moved (also when it
 // stops early on an error or when ctx ends between batches). It is
-// [Inbox.Purge] for teams that keep what each consumer did as evidence.
+// [Store.Purge] for teams that keep what each consumer did as evidence.
 //
 // A row that left consumer_inbox no longer deduplicates: a redelivery of
 // its message is processed again. So the horizon must be older than the
 // broker's replay window plus compensation and repair time; with
 // Config.MinRetention set, a younger horizon is refused with a
-// *[RetentionError] and nothing is moved.
+// *[Error] and nothing is moved.
 //
 // Each batch is one statement (DELETE … RETURNING feeding an INSERT), all
 // or nothing: given a pool, each batch commits on its own, and a run
@@ -122,14 +98,14 @@ func (in *Inbox) MinRetention() time.Duration { return in.minRetention }
 // moved whole batches only; calling it again moves the rest, nothing lost
 // or copied twice. Given a pgx.Tx, every batch commits or rolls back with
 // it. A row whose claiming transaction has not committed is invisible and
-// stays (with its result: the claim and [Inbox.Complete] run in one
+// stays (with its result: the claim and [Store.Complete] run in one
 // transaction); a committed row another transaction holds locked (a repair
 // updating it, a concurrent purge or archive) is skipped and left for a
-// later run. Bad input returns a *[ValidationError] and sends nothing.
+// later run. Bad input returns a *[Error] and sends nothing.
 //
 // The history table is created by migration 002 ([Migrations]); it is the
 // caller's to trim (BRIN index on processed_at), detach or export.
-func (in *Inbox) Archive(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (_ int64, err error) {
+func (in *Store) Archive(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (_ int64, err error) {
 	defer in.fail.Explain(&err)
 	if db == nil {
 		return 0, nilHandle("db")
@@ -137,10 +113,10 @@ func (in *Inbox) Archive(ctx context.Context, db pgtx.Querier, olderThan time.Ti
 	switch {
 	case olderThan.IsZero():
 		return 0, invalid("olderThan", "zero time")
-	case batchSize < 0 || batchSize > MaxArchiveBatchSize:
-		return 0, invalid("batchSize", fmt.Sprintf("%d, want 0 (default) to %d", batchSize, MaxArchiveBatchSize))
+	case batchSize < 0 || batchSize > maxArchiveBatchSize:
+		return 0, invalid("batchSize", fmt.Sprintf("%d, want 0 (default) to %d", batchSize, maxArchiveBatchSize))
 	case batchSize == 0:
-		batchSize = DefaultArchiveBatchSize
+		batchSize = defaultArchiveBatchSize
 	}
 	if err := in.checkRetention("archive", olderThan); err != nil {
 		return 0, err

@@ -18,7 +18,7 @@ func BenchmarkClaimMessage(b *testing.B) {
 		msg := newMessage("bench")
 		if !fresh {
 			if err := pgx.BeginFunc(bb.ctx, bb.pool, func(tx pgx.Tx) error {
-				_, err := bb.in.ClaimMessageWithResult(bb.ctx, tx, msg, inbox.Result{Code: "OK", Payload: []byte(`{"order_id":1}`)})
+				_, err := bb.in.ClaimMessage(bb.ctx, tx, withResult(msg, inbox.Result{Code: "OK", Payload: []byte(`{"order_id":1}`)}))
 				return err
 			}); err != nil {
 				b.Fatal(err)

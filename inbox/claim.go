@@ -62,57 +62,6 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (consumer_group, message_id) DO NOTHING
 RETURNING true, status, result_code, result_payload, payload_hash, created_at, processed_at`
 
-const lookupSQL = `
-SELECT false, status, result_code, result_payload, payload_hash, created_at, processed_at
-FROM {schema}.consumer_inbox
-WHERE consumer_group = $1 AND message_id = $2`
-
-// completeSQL records the result in one statement and tells why nothing
-// was updated: cur is the row as the statement's snapshot sees it, upd the
-// guarded update. processed_at never goes below created_at, even if the
-// clock steps back between claim and completion.
-//
-// The claimer check: only the transaction that claimed the row may record
-// its result. A CLAIMED row this statement can see was inserted either by a
-// committed transaction or by this one (any of its subtransactions): an
-// open transaction's insert is invisible to everyone else. So the row is
-// ours exactly when its xmin is still in progress. xmin is a 32-bit xid;
-// its 64-bit form (what pg_xact_status takes) is rebuilt from this
-// transaction's own xid8 and the signed 32-bit distance between the two.
-// A frozen xmin (below 3) is not ours. An xid at or past the snapshot's
-// xmax (one past the latest completed transaction) belongs to no completed
-// transaction, so it is ours, and pg_xact_status (which refuses xids that
-// are not yet assigned) is asked only about older ones. (A CLAIMED row left
-// without result for more than two billion transactions would be read as
-// ours; purge such rows long before.)
-//
-// The transaction's own xid and snapshot are read in a LATERAL subquery of
-// the row's query, not in a CTE of their own: on Citus (schema-based
-// sharding) the statement is then routed whole to the node that holds the
-// row, and the functions run there, in the transaction that inserted it.
-// (A table-less CTE is run on the coordinator, with the coordinator's xid,
-// and its result shipped to every worker.)
-const completeSQL = `
-WITH cur AS (
-	SELECT i.status,
-	       CASE WHEN i.xmin::text::int8 < 3 THEN false ELSE (
-	         SELECT x.full >= me.nxt OR pg_xact_status(x.full::text::xid8) = 'in progress'
-	           FROM (SELECT me.top + (((i.xmin::text::int8 - me.top % 4294967296) % 4294967296
-	                                   + 6442450944) % 4294967296 - 2147483648) AS full) AS x) END AS mine
-	FROM {schema}.consumer_inbox AS i,
-	     LATERAL (SELECT pg_current_xact_id()::text::int8 AS top,
-	                     pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS nxt) AS me
-	WHERE i.consumer_group = $1 AND i.message_id = $2
-), upd AS (
-	UPDATE {schema}.consumer_inbox
-	SET status = 20, result_code = $3, result_payload = $4,
-		processed_at = greatest(created_at, statement_timestamp())
-	WHERE consumer_group = $1 AND message_id = $2 AND status = 10
-	  AND (SELECT mine FROM cur)
-	RETURNING 1
-)
-SELECT (SELECT status FROM cur), coalesce((SELECT mine FROM cur), false), EXISTS (SELECT FROM upd)`
-
 // maxClaimAttempts bounds ClaimMessage's loop in the (practically
 // impossible) case that the row it raced with is purged between the claim
 // and the look-up, every time.
@@ -131,8 +80,8 @@ func HashPayload(body []byte) []byte {
 //
 //   - Claim.Fresh: this transaction owns the message. The row exists only
 //     if tx commits; after a rollback the message can be claimed again.
-//     Record the result with [Inbox.Complete] before committing (or use
-//     [Inbox.ClaimMessageWithResult] when the result is known up front).
+//     Record the result with [Store.Complete] before committing (or set
+//     Message.Result when the result is known up front).
 //   - !Claim.Fresh: a duplicate. Claim.Record is the stored row (the result
 //     of the first processing, or StatusClaimed if it recorded none). Do not
 //     repeat the work; ack the message.
@@ -146,33 +95,17 @@ func HashPayload(body []byte) []byte {
 // one round trip whatever the case.
 //
 // A duplicate whose payload hash differs from the stored one returns a
-// *PayloadMismatchError (matching [ErrPayloadMismatch]) and writes nothing.
-// Invalid input returns a *ValidationError before anything is sent.
-func (in *Inbox) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (_ Claim, err error) {
+// *[Error] (matching [ErrPayloadMismatch]) and writes nothing.
+// Invalid input returns a *[Error] before anything is sent.
+func (in *Store) ClaimMessage(ctx context.Context, tx pgx.Tx, msg Message) (_ Claim, err error) {
 	defer in.fail.Explain(&err)
 	if tx == nil {
 		return Claim{}, nilHandle("tx")
 	}
-	return in.claim(ctx, tx, msg, nil)
+	return in.claim(ctx, tx, msg, msg.Result)
 }
 
-// ClaimMessageWithResult is [Inbox.ClaimMessage] for a consumer that knows
-// its result before claiming: a fresh claim stores the row as PROCESSED with
-// res at once, saving Complete's UPDATE (and the dead row version it
-// leaves). Duplicates behave exactly as in ClaimMessage; res is not stored
-// for them.
-func (in *Inbox) ClaimMessageWithResult(ctx context.Context, tx pgx.Tx, msg Message, res Result) (_ Claim, err error) {
-	defer in.fail.Explain(&err)
-	if tx == nil {
-		return Claim{}, nilHandle("tx")
-	}
-	if err := res.validate(); err != nil {
-		return Claim{}, err
-	}
-	return in.claim(ctx, tx, msg, &res)
-}
-
-func (in *Inbox) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
+func (in *Store) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
 	if err := msg.validate(); err != nil {
 		return Claim{}, err
 	}
@@ -248,15 +181,15 @@ func checkHash(msg Message, c Claim) error {
 	}
 	stored, given := c.Record.PayloadHash, msg.PayloadHash
 	if (stored == nil) != (given == nil) || !bytes.Equal(stored, given) {
-		return &PayloadMismatchError{Key: msg.Key(), Stored: stored, Given: given, Record: c.Record}
+		return &Error{Err: ErrPayloadMismatch, Op: "claim", Key: msg.Key(), Record: c.Record, Given: given}
 	}
 	return nil
 }
 
-// QueueClaimMessage queues the claim of [Inbox.ClaimMessage] into b, for a
+// QueueClaimMessage queues the claim of [Store.ClaimMessage] into b, for a
 // caller that pipelines its transaction. When the batch runs, dst is
 // filled and the callback returns (through BatchResults.Close) nil, a
-// *PayloadMismatchError, [ErrConcurrentClaim] when the claim waited for a
+// *[Error], [ErrConcurrentClaim] when the claim waited for a
 // concurrent transaction that then committed the same key (a duplicate
 // whose row this statement cannot see; see the error's doc), or the
 // driver's error. With Config.Citus it queues two statements, the insert
@@ -265,24 +198,37 @@ func checkHash(msg Message, c Claim) error {
 // returns, so a caller that queues the message's work with it must roll
 // back when !dst.Fresh. The returned error reports invalid input only;
 // then nothing was queued.
-func (in *Inbox) QueueClaimMessage(b *pgx.Batch, msg Message, dst *Claim) error {
-	defer in.fail.Mark(b, "inbox.Inbox.QueueClaimMessage")()
-	return in.queueClaim(b, msg, nil, dst)
-}
-
-// QueueClaimMessageWithResult queues [Inbox.ClaimMessageWithResult] into b,
-// with the callback contract of [Inbox.QueueClaimMessage].
-func (in *Inbox) QueueClaimMessageWithResult(b *pgx.Batch, msg Message, res Result, dst *Claim) error {
-	defer in.fail.Mark(b, "inbox.Inbox.QueueClaimMessageWithResult")()
-	if err := res.validate(); err != nil {
-		return err
+//
+// That is on = [pgtx.Return]. With on = [pgtx.Abort] the claim is for a
+// transaction sent as one batch ([pgtx.RunBatch]) that commits only when
+// the message is new: it inserts the row as a fresh claim does (PROCESSED
+// with Message.Result when set, else CLAIMED), but a duplicate does not
+// come back as a Claim: the insert raises unique_violation (SQLSTATE 23505
+// on the inbox key, pk_consumer_inbox; [pgtx.UniqueViolationOf] names it),
+// which aborts the whole transaction, COMMIT included; the error
+// [pgtx.RunBatch] returns names this call ([pgtx.StatementError].Call) and
+// matches [ErrDuplicate]. That covers a message processed before and one
+// whose first processing is still in flight: the insert waits for that
+// transaction and raises when it commits (or proceeds when it rolls back).
+// The payload hash is not compared then; run the general path
+// ([Store.ClaimMessage], in a new transaction) after an abort to answer the
+// duplicate and detect a changed payload.
+//
+// dst may be nil: the outcome is then discarded.
+func (in *Store) QueueClaimMessage(b *pgx.Batch, msg Message, dst *Claim, on pgtx.OnRefusal) error {
+	if on == pgtx.Abort {
+		return in.queueClaimOrAbort(b, msg, dst)
 	}
-	return in.queueClaim(b, msg, &res, dst)
+	defer in.fail.Mark(b, "inbox.Store.QueueClaimMessage")()
+	if dst == nil {
+		dst = new(Claim)
+	}
+	return in.queueClaim(b, msg, msg.Result, dst)
 }
 
-func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) error {
-	if b == nil || dst == nil {
-		return invalid("batch/dst", "nil")
+func (in *Store) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) error {
+	if b == nil {
+		return invalid("batch", "nil")
 	}
 	if err := msg.validate(); err != nil {
 		return err
@@ -310,7 +256,7 @@ func (in *Inbox) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 // in one batch, sent again (at most maxClaimAttempts times in all) in the
 // practically impossible case that the row the insert conflicted with was
 // purged before the look-up.
-func (in *Inbox) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
+func (in *Store) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *Result) (Claim, error) {
 	for attempt := 1; ; attempt++ {
 		var (
 			b pgx.Batch
@@ -328,7 +274,7 @@ func (in *Inbox) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *R
 // look-up's row answers only when the insert inserted nothing; when it
 // finds no row either (the conflicting row was purged in between), the
 // callback returns ErrConcurrentClaim: nothing was written, claim again.
-func (in *Inbox) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *Claim) {
+func (in *Store) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *Claim) {
 	key := msg.Key()
 	fresh := false
 	b.Queue(in.sql.claimInsert, claimArgs(msg, res)...).QueryRow(func(row pgx.Row) error {
@@ -359,104 +305,58 @@ func (in *Inbox) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *C
 	})
 }
 
-// Lookup returns the inbox row of key as db sees it: a committed row, or
-// one claimed earlier in the transaction db is. No row returns an error
-// matching [ErrNotFound]. It writes nothing.
-func (in *Inbox) Lookup(ctx context.Context, db pgtx.Querier, key Key) (_ Record, err error) {
-	defer in.fail.Explain(&err)
-	if db == nil {
-		return Record{}, nilHandle("db")
-	}
-	if err := key.validate("Key."); err != nil {
-		return Record{}, err
-	}
-	c, err := scanClaim(db.QueryRow(ctx, in.sql.lookup, key.Group, key.MessageID), key)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, notFound("look up", key)
-	}
-	if err != nil {
-		return Record{}, fmt.Errorf("inbox: look up message %s in group %q: %w", key.MessageID, key.Group, err)
-	}
-	return c.Record, nil
-}
+// claimOrAbortSQL is the claim of a message expected to be new, for a
+// transaction sent as one batch: a plain INSERT, without the ON CONFLICT of
+// claimSQL, so that a duplicate raises unique_violation and aborts the
+// transaction instead of returning the stored row.
+const claimOrAbortSQL = `
+INSERT INTO {schema}.consumer_inbox
+	(consumer_group, message_id, topic, tag, message_key, ref, payload_hash, status, result_code, result_payload)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING true, status, result_code, result_payload, payload_hash, created_at, processed_at`
 
-// Complete records res as the result of the message key, claimed earlier
-// in the same transaction tx (status CLAIMED → PROCESSED), so that
-// duplicates receive it. It is one statement and must run in the claiming
-// transaction: a rollback discards the claim and the result together.
+// constraintClaimed is the unique constraint a duplicate claim of
+// [Store.QueueClaimMessage] with [pgtx.Abort] violates (the inbox key). On Citus the
+// server may report it with a shard suffix.
+const constraintClaimed = "pk_consumer_inbox"
+
+// queueClaimOrAbort is [Store.QueueClaimMessage] with [pgtx.Abort]: the
+// claim of msg for a transaction sent as one batch ([pgtx.RunBatch]) that
+// commits only when the message is new. It inserts the row as
+// [Store.ClaimMessage] does for a fresh claim (PROCESSED with
+// Message.Result when set, else CLAIMED) and fills dst (when not nil) with
+// the fresh claim, but a duplicate does not come back as a Claim: the
+// insert raises unique_violation (SQLSTATE 23505 on the inbox key,
+// pk_consumer_inbox; [pgtx.UniqueViolationOf] names it), which aborts the
+// whole transaction, COMMIT included; the error [pgtx.RunBatch] returns
+// names this call ([pgtx.StatementError].Call) and matches
+// [ErrDuplicate]. That covers a message processed before and one whose
+// first processing is still in flight: the insert waits for that
+// transaction and raises when it commits (or proceeds when it rolls
+// back). The payload hash is not compared; run the general path
+// ([Store.ClaimMessage], in a new transaction) after an abort to answer
+// the duplicate and detect a changed payload.
 //
-// Errors: not claimed (no row visible) matches [ErrNotFound]; a result
-// already recorded returns a *StateError matching [ErrAlreadyCompleted]
-// (results are never overwritten); a row claimed by another, committed
-// transaction (a CLAIMED row without result) returns a *StateError matching
-// [ErrNotClaimer] and records nothing: only the claiming transaction (or
-// one of its subtransactions, e.g. a claim made inside a savepoint) may
-// complete it; invalid input a *ValidationError, before anything is sent.
-func (in *Inbox) Complete(ctx context.Context, tx pgx.Tx, key Key, res Result) (err error) {
-	defer in.fail.Explain(&err)
-	if tx == nil {
-		return nilHandle("tx")
-	}
-	args, err := completeArgs(key, res)
-	if err != nil {
-		return err
-	}
-	return completeOutcome(key, tx.QueryRow(ctx, in.sql.complete, args...))
-}
-
-// QueueComplete queues [Inbox.Complete] into b. When the batch runs the
-// callback returns (through BatchResults.Close) nil or the error Complete
-// would. The returned error reports invalid input only; then nothing was
-// queued.
-func (in *Inbox) QueueComplete(b *pgx.Batch, key Key, res Result) error {
-	defer in.fail.Mark(b, "inbox.Inbox.QueueComplete")()
+// Invalid input returns a *[Error] and queues nothing.
+func (in *Store) queueClaimOrAbort(b *pgx.Batch, msg Message, dst *Claim) error {
 	if b == nil {
 		return invalid("batch", "nil")
 	}
-	args, err := completeArgs(key, res)
-	if err != nil {
+	if err := msg.validate(); err != nil {
 		return err
 	}
-	b.Queue(in.sql.complete, args...).QueryRow(func(row pgx.Row) error {
-		return completeOutcome(key, row)
-	})
-	return nil
-}
-
-func completeArgs(key Key, res Result) ([]any, error) {
-	if err := key.validate("Key."); err != nil {
-		return nil, err
-	}
-	if err := res.validate(); err != nil {
-		return nil, err
-	}
-	var payload any
-	if res.Payload != nil {
-		payload = string(res.Payload)
-	}
-	return []any{key.Group, pgval.UUID(key.MessageID), res.Code, payload}, nil
-}
-
-func completeOutcome(key Key, row pgx.Row) error {
-	var (
-		status        *int16
-		mine, updated bool
-	)
-	if err := row.Scan(&status, &mine, &updated); err != nil {
-		return fmt.Errorf("inbox: complete message %s in group %q: %w", key.MessageID, key.Group, err)
-	}
-	switch {
-	case updated:
+	key := msg.Key()
+	from := b.Len()
+	b.Queue(in.sql.claimOrAbort, claimArgs(msg, msg.Result)...).QueryRow(func(row pgx.Row) error {
+		c, err := scanClaim(row, key)
+		if err != nil {
+			return fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, err)
+		}
+		if dst != nil {
+			*dst = c
+		}
 		return nil
-	case status == nil:
-		return notFound("complete", key)
-	case Status(*status) == StatusClaimed && !mine:
-		// Claimed and committed by another transaction, which did the
-		// work: this one must not record a result for it.
-		return &StateError{Key: key, Status: StatusClaimed, Op: "complete"}
-	default:
-		// PROCESSED in the snapshot, or CLAIMED in the snapshot but completed
-		// by a concurrent transaction before this update could lock it.
-		return &StateError{Key: key, Status: StatusProcessed, Op: "complete"}
-	}
+	})
+	pgtx.NameCall(b, from, "inbox.Store.QueueClaimMessage("+msg.Group+" "+msg.MessageID.String()+")", in.fail.Classify)
+	return nil
 }

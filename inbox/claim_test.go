@@ -266,7 +266,7 @@ func TestClaimRollbackLeavesNoRow(t *testing.T) {
 		msg := newMessage("g")
 		errBoom := errors.New("business failure")
 		err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-			c, err := b.in.ClaimMessageWithResult(b.ctx, tx, msg, inbox.Result{Code: "X"})
+			c, err := b.in.ClaimMessage(b.ctx, tx, withResult(msg, inbox.Result{Code: "X"}))
 			if err != nil || !c.Fresh {
 				t.Fatalf("claim = %+v, %v", c, err)
 			}
@@ -299,7 +299,7 @@ func TestClaimPayloadMismatch(t *testing.T) {
 	bothClaimModes(t, func(t *testing.T, b *testBundle) {
 		msg := newMessage("g")
 		b.inTx(t, func(tx pgx.Tx) error {
-			_, err := b.in.ClaimMessageWithResult(b.ctx, tx, msg, inbox.Result{Code: "OK", Payload: []byte(`[1]`)})
+			_, err := b.in.ClaimMessage(b.ctx, tx, withResult(msg, inbox.Result{Code: "OK", Payload: []byte(`[1]`)}))
 			return err
 		})
 		before, err := b.in.Lookup(b.ctx, b.pool, msg.Key())
@@ -313,12 +313,12 @@ func TestClaimPayloadMismatch(t *testing.T) {
 		noHash.PayloadHash = nil
 		for _, m := range []inbox.Message{other, noHash} {
 			b.inTx(t, func(tx pgx.Tx) error {
-				_, err := b.in.ClaimMessageWithResult(b.ctx, tx, m, inbox.Result{Code: "CHANGED"})
-				var pm *inbox.PayloadMismatchError
+				_, err := b.in.ClaimMessage(b.ctx, tx, withResult(m, inbox.Result{Code: "CHANGED"}))
+				var pm *inbox.Error
 				if !errors.Is(err, inbox.ErrPayloadMismatch) || !errors.As(err, &pm) {
 					t.Fatalf("claim with hash %x = %v, want ErrPayloadMismatch", m.PayloadHash, err)
 				}
-				if !bytes.Equal(pm.Stored, msg.PayloadHash) || !bytes.Equal(pm.Given, m.PayloadHash) ||
+				if !bytes.Equal(pm.Record.PayloadHash, msg.PayloadHash) || !bytes.Equal(pm.Given, m.PayloadHash) ||
 					pm.Key != msg.Key() || pm.Record.Result.Code != "OK" {
 					t.Errorf("mismatch error = %+v", pm)
 				}
@@ -348,7 +348,7 @@ func TestClaimGroupsAreIndependent(t *testing.T) {
 	c.Group = "group-b"
 	for _, m := range []inbox.Message{a, c} {
 		b.inTx(t, func(tx pgx.Tx) error {
-			cl, err := b.in.ClaimMessageWithResult(b.ctx, tx, m, inbox.Result{Code: "BY-" + m.Group})
+			cl, err := b.in.ClaimMessage(b.ctx, tx, withResult(m, inbox.Result{Code: "BY-" + m.Group}))
 			if err == nil && !cl.Fresh {
 				t.Errorf("group %s: duplicate of the other group", m.Group)
 			}
@@ -381,8 +381,8 @@ func TestComplete(t *testing.T) {
 				return err
 			}
 			err := b.in.Complete(b.ctx, tx, msg.Key(), inbox.Result{Code: "B"})
-			var se *inbox.StateError
-			if !errors.Is(err, inbox.ErrAlreadyCompleted) || !errors.As(err, &se) || se.Status != inbox.StatusProcessed {
+			var se *inbox.Error
+			if !errors.Is(err, inbox.ErrAlreadyCompleted) || !errors.As(err, &se) || se.Record.Status != inbox.StatusProcessed {
 				t.Errorf("second Complete = %v, want ErrAlreadyCompleted", err)
 			}
 			return nil
@@ -390,12 +390,12 @@ func TestComplete(t *testing.T) {
 		// A message claimed with its result is PROCESSED at once.
 		m2 := newMessage("g")
 		b.inTx(t, func(tx pgx.Tx) error {
-			c, err := b.in.ClaimMessageWithResult(b.ctx, tx, m2, inbox.Result{Code: "UP-FRONT"})
+			c, err := b.in.ClaimMessage(b.ctx, tx, withResult(m2, inbox.Result{Code: "UP-FRONT"}))
 			if err != nil || c.Record.Status != inbox.StatusProcessed || c.Record.Result.Code != "UP-FRONT" {
-				t.Errorf("ClaimMessageWithResult = %+v, %v", c, err)
+				t.Errorf("ClaimMessage with a result = %+v, %v", c, err)
 			}
 			if err := b.in.Complete(b.ctx, tx, m2.Key(), inbox.Result{Code: "B"}); !errors.Is(err, inbox.ErrAlreadyCompleted) {
-				t.Errorf("Complete after ClaimMessageWithResult = %v, want ErrAlreadyCompleted", err)
+				t.Errorf("Complete after ClaimMessage with a result = %v, want ErrAlreadyCompleted", err)
 			}
 			return nil
 		})
@@ -443,7 +443,7 @@ func queueFormsWork(t *testing.T, b *testBundle, db *pgxpool.Pool) {
 	}
 	var first, second, third inbox.Claim
 	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueClaimMessage(batch, msg, &first))
+		must(t, b.in.QueueClaimMessage(batch, msg, &first, pgtx.Return))
 		must(t, b.in.QueueComplete(batch, msg.Key(), res))
 	}); err != nil {
 		t.Fatal(err)
@@ -452,7 +452,7 @@ func queueFormsWork(t *testing.T, b *testBundle, db *pgxpool.Pool) {
 		t.Fatalf("first = %+v, want fresh", first)
 	}
 	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueClaimMessageWithResult(batch, msg, inbox.Result{Code: "IGNORED"}, &second))
+		must(t, b.in.QueueClaimMessage(batch, withResult(msg, inbox.Result{Code: "IGNORED"}), &second, pgtx.Return))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func queueFormsWork(t *testing.T, b *testBundle, db *pgxpool.Pool) {
 	bad := msg
 	bad.PayloadHash = []byte{1}
 	if err := run(func(batch *pgx.Batch) {
-		must(t, b.in.QueueClaimMessage(batch, bad, &third))
+		must(t, b.in.QueueClaimMessage(batch, bad, &third, pgtx.Return))
 	}); !errors.Is(err, inbox.ErrPayloadMismatch) {
 		t.Fatalf("queued mismatching claim = %v, want ErrPayloadMismatch", err)
 	}
@@ -498,7 +498,7 @@ func TestQueueClaimWaitedForCommit(t *testing.T) {
 		go func() {
 			done <- pgx.BeginFunc(b.ctx, pool, func(tx pgx.Tx) error {
 				batch := &pgx.Batch{}
-				if err := b.in.QueueClaimMessage(batch, msg, &dst); err != nil {
+				if err := b.in.QueueClaimMessage(batch, msg, &dst, pgtx.Return); err != nil {
 					return err
 				}
 				return tx.SendBatch(b.ctx, batch).Close()
@@ -589,8 +589,8 @@ func TestCompleteChecksTheClaimer(t *testing.T) {
 	b.inTx(t, func(tx pgx.Tx) error { _, err := b.in.ClaimMessage(b.ctx, tx, other); return err })
 	b.inTx(t, func(tx pgx.Tx) error {
 		err := b.in.Complete(b.ctx, tx, other.Key(), inbox.Result{Code: "STOLEN"})
-		var se *inbox.StateError
-		if !errors.Is(err, inbox.ErrNotClaimer) || !errors.As(err, &se) || se.Status != inbox.StatusClaimed || errors.Is(err, inbox.ErrAlreadyCompleted) {
+		var se *inbox.Error
+		if !errors.Is(err, inbox.ErrNotClaimer) || !errors.As(err, &se) || se.Record.Status != inbox.StatusClaimed || errors.Is(err, inbox.ErrAlreadyCompleted) {
 			t.Errorf("Complete of another transaction's claim = %v, want ErrNotClaimer", err)
 		}
 		// The transaction stays usable.
@@ -619,6 +619,26 @@ func TestCompleteChecksTheClaimer(t *testing.T) {
 		})
 		if rec, err := b.in.Lookup(b.ctx, b.pool, m.Key()); err != nil || rec.Result.Code != "MINE" {
 			t.Fatalf("savepoint claim (released %v): %+v, %v", release, rec, err)
+		}
+	}
+}
+
+// TestQueueClaimMessageNilDst: a nil destination is accepted by both
+// refusal modes (the outcome is discarded) and the claim is made.
+func TestQueueClaimMessageNilDst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, on := range []pgtx.OnRefusal{pgtx.Return, pgtx.Abort} {
+		msg := newMessage("nil-dst")
+		var batch pgx.Batch
+		if err := b.in.QueueClaimMessage(&batch, withResult(msg, inbox.Result{Code: "OK"}), nil, on); err != nil || batch.Len() == 0 {
+			t.Fatalf("QueueClaimMessage(nil dst, %v) = %v, queued %d", on, err, batch.Len())
+		}
+		if err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error { return tx.SendBatch(b.ctx, &batch).Close() }); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := b.in.Lookup(b.ctx, b.pool, msg.Key()); err != nil || rec.Result.Code != "OK" {
+			t.Fatalf("Lookup after the claim = %+v, %v", rec, err)
 		}
 	}
 }

@@ -10,7 +10,7 @@
 //
 // # Table
 //
-// [Migrate] (or [Migrations] with migrate.Apply) creates consumer_inbox in the
+// [Migrations], applied with migrate.Apply, creates consumer_inbox in the
 // configured schema: one row per (consumer_group, message_id), holding the
 // topic, tag, message key, an optional business reference (ref), an optional
 // payload hash, the status ([StatusClaimed] or [StatusProcessed]), the result
@@ -20,15 +20,15 @@
 //
 // # Contract
 //
-// [Inbox.ClaimMessage] takes the caller's pgx.Tx and must run in the
+// [Store.ClaimMessage] takes the caller's pgx.Tx and must run in the
 // transaction that does the message's work, before that work. It inserts the
 // row with INSERT … ON CONFLICT DO NOTHING:
 //
 //   - Claim.Fresh: this transaction owns the message. The row exists only if
 //     the transaction commits; a rollback removes it and the message can be
-//     claimed again. Record what was done with [Inbox.Complete] (one UPDATE,
-//     same transaction), or claim with [Inbox.ClaimMessageWithResult] when
-//     the result is known up front. Ack the message only after COMMIT.
+//     claimed again. Record what was done with [Store.Complete] (one UPDATE,
+//     same transaction), or set Message.Result when the result is known up
+//     front. Ack the message only after COMMIT.
 //   - !Claim.Fresh: a duplicate. Claim.Record holds the stored result code,
 //     payload and times. Do not repeat the work; ack.
 //
@@ -41,18 +41,18 @@
 // reads it). A
 // duplicate writes nothing and takes no row lock.
 //
-// [Inbox.Lookup] reads a stored row by [Key] through any [pgtx.Querier].
-// [Inbox.Purge] deletes rows processed before a cutoff in small batches;
+// [Store.Lookup] reads a stored row by [Key] through any [pgtx.Querier].
+// [Store.Purge] deletes rows processed before a cutoff in small batches;
 // retention must exceed the broker's replay window, or a redelivery of a
-// purged message is processed again. [Inbox.Archive] moves them to
+// purged message is processed again. [Store.Archive] moves them to
 // consumer_inbox_history instead, one DELETE … RETURNING feeding an INSERT
 // per batch. Config.MinRetention makes both refuse a horizon younger than
-// the replay window with a *[RetentionError].
+// the replay window with a *[Error].
 //
 // # Pipelining
 //
-// [Inbox.QueueClaimMessage], [Inbox.QueueClaimMessageWithResult] and
-// [Inbox.QueueComplete] queue the same statements into a caller's
+// [Store.QueueClaimMessage] (with [pgtx.Return]) and [Store.QueueComplete]
+// queue the same statements into a caller's
 // *pgx.Batch. Their returned error reports invalid input only (nothing is
 // queued then). When the batch runs, each callback fills the caller's
 // destination (a *[Claim]) and returns nil or a classified error, which the
@@ -61,20 +61,20 @@
 // transaction back when the claim is not fresh. A queued claim that had to
 // wait for a concurrent owner that committed returns [ErrConcurrentClaim]
 // (a batch callback cannot send the second statement): treat it as a
-// duplicate and use [Inbox.Lookup] for the result.
+// duplicate and use [Store.Lookup] for the result.
 //
 // # Errors
 //
-//   - [ErrInvalidArgument] (*[ValidationError]): bad input (empty group or
+//   - [ErrInvalidArgument] (*[Error]): bad input (empty group or
 //     topic, zero UUID, strings over the column limits, invalid UTF-8 or
 //     JSON, …), returned before anything is sent; nothing is written.
-//   - [ErrPayloadMismatch] (*[PayloadMismatchError], carrying both hashes):
+//   - [ErrPayloadMismatch] (*[Error], carrying both hashes):
 //     a redelivery whose payload hash differs from the stored one. Nothing
 //     is written; the transaction stays usable.
 //   - [ErrNotFound]: Lookup found no row; Complete found no claim.
-//   - [ErrAlreadyCompleted] (*[StateError]): Complete on a row whose result
+//   - [ErrAlreadyCompleted] (*[Error]): Complete on a row whose result
 //     is already recorded; results are never overwritten.
-//   - [ErrNotClaimer] (*[StateError]): Complete on a row another, committed
+//   - [ErrNotClaimer] (*[Error]): Complete on a row another, committed
 //     transaction claimed without a result; only the claiming transaction
 //     records a result. Nothing is written.
 //   - [ErrConcurrentClaim]: batch forms only, see above.

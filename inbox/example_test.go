@@ -17,7 +17,7 @@ import (
 // A consumer claims each delivery inside the transaction that does the
 // work; the redelivery of the same message gets the stored result instead
 // of doing the work twice.
-func ExampleInbox_ClaimMessage() {
+func ExampleStore_ClaimMessage() {
 	ctx := context.Background()
 	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
 	pool, schema := db.Pool, db.Schema
@@ -63,7 +63,7 @@ func ExampleInbox_ClaimMessage() {
 // transaction's statements, so the whole consumer transaction can take one
 // round trip. Work queued with a claim runs whatever the claim finds, so a
 // duplicate must roll the transaction back.
-func ExampleInbox_QueueClaimMessage() {
+func ExampleStore_QueueClaimMessage() {
 	ctx := context.Background()
 	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
 	pool, schema := db.Pool, db.Schema
@@ -80,7 +80,7 @@ func ExampleInbox_QueueClaimMessage() {
 		}
 		var claim inbox.Claim
 		b := &pgx.Batch{}
-		if err := in.QueueClaimMessageWithResult(b, msg, inbox.Result{Code: "STOCK_ALLOCATED"}, &claim); err != nil {
+		if err := in.QueueClaimMessage(b, withResult(msg, inbox.Result{Code: "STOCK_ALLOCATED"}), &claim, pgtx.Return); err != nil {
 			panic(err)
 		}
 		// b.Queue(... the business statements ...)
@@ -105,7 +105,7 @@ func ExampleInbox_QueueClaimMessage() {
 
 // A retention job deletes rows older than the broker can replay, in small
 // batches.
-func ExampleInbox_Purge() {
+func ExampleStore_Purge() {
 	ctx := context.Background()
 	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
 	pool, schema := db.Pool, db.Schema
@@ -123,7 +123,7 @@ func ExampleInbox_Purge() {
 // A retention job moves rows older than the broker can replay to
 // consumer_inbox_history; Config.MinRetention refuses a horizon inside the
 // replay window.
-func ExampleInbox_Archive() {
+func ExampleStore_Archive() {
 	ctx := context.Background()
 	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
 	pool, schema := db.Pool, db.Schema

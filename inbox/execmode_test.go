@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // TestQueryExecModes runs every statement of the package through pools in
@@ -47,13 +48,13 @@ func TestQueryExecModes(t *testing.T) {
 					return err
 				}
 				batch := &pgx.Batch{}
-				if err := b.in.QueueClaimMessage(batch, c, &cc); err != nil {
+				if err := b.in.QueueClaimMessage(batch, c, &cc, pgtx.Return); err != nil {
 					return err
 				}
 				if err := b.in.QueueComplete(batch, c.Key(), inbox.Result{Code: "C"}); err != nil {
 					return err
 				}
-				if err := b.in.QueueClaimMessageWithResult(batch, d, res, &cd); err != nil {
+				if err := b.in.QueueClaimMessage(batch, withResult(d, res), &cd, pgtx.Return); err != nil {
 					return err
 				}
 				return tx.SendBatch(b.ctx, batch).Close()
@@ -68,7 +69,7 @@ func TestQueryExecModes(t *testing.T) {
 				if dup, err = b.in.ClaimMessage(b.ctx, tx, a); err != nil {
 					return err
 				}
-				dupRes, err = b.in.ClaimMessageWithResult(b.ctx, tx, d, inbox.Result{Code: "OTHER"})
+				dupRes, err = b.in.ClaimMessage(b.ctx, tx, withResult(d, inbox.Result{Code: "OTHER"}))
 				return err
 			})
 			r := dup.Record
@@ -87,8 +88,8 @@ func TestQueryExecModes(t *testing.T) {
 				_, err := b.in.ClaimMessage(b.ctx, tx, other)
 				return err
 			})
-			var mm *inbox.PayloadMismatchError
-			if !errors.As(err, &mm) || !bytes.Equal(mm.Stored, hash) {
+			var mm *inbox.Error
+			if !errors.Is(err, inbox.ErrPayloadMismatch) || !errors.As(err, &mm) || !bytes.Equal(mm.Record.PayloadHash, hash) {
 				t.Fatalf("claim with another hash = %v, want a PayloadMismatchError with the stored hash", err)
 			}
 			// Completing twice is a state error.

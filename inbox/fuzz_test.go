@@ -11,10 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // FuzzClaimMessage feeds arbitrary metadata, result codes, result payloads
-// and bodies to ClaimMessageWithResult. Validation either rejects them
+// and bodies to ClaimMessage with a result. Validation either rejects them
 // with a *ValidationError (nothing queued) or accepts them, and then
 // PostgreSQL must accept them too and store the text fields verbatim, the
 // payload as the same JSON value and HashPayload(body) as the hash. Each
@@ -46,9 +47,9 @@ func FuzzClaimMessage(f *testing.F) {
 		}
 		res := inbox.Result{Code: code, Payload: payload}
 		var qb pgx.Batch
-		err := b.in.QueueClaimMessageWithResult(&qb, msg, res, new(inbox.Claim))
+		err := b.in.QueueClaimMessage(&qb, withResult(msg, res), new(inbox.Claim), pgtx.Return)
 		if err != nil {
-			var ve *inbox.ValidationError
+			var ve *inbox.Error
 			if !errors.Is(err, inbox.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field == "" {
 				t.Fatalf("rejection %v is not a *ValidationError", err)
 			}
@@ -62,9 +63,9 @@ func FuzzClaimMessage(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(b.ctx)
-		c, err := b.in.ClaimMessageWithResult(b.ctx, tx, msg, res)
+		c, err := b.in.ClaimMessage(b.ctx, tx, withResult(msg, res))
 		if err != nil {
-			t.Fatalf("validation accepted what PostgreSQL rejects: %v\nmsg %+q result %+q", err, msg, res)
+			t.Fatalf("validation accepted what PostgreSQL rejects: %v\nmsg %+v result %+q", err, msg, res)
 		}
 		rec, err := b.in.Lookup(b.ctx, tx, msg.Key())
 		if err != nil {

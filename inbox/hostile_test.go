@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // hostile are strings an attacker would try through a text parameter.
@@ -20,12 +21,12 @@ var hostile = []string{
 
 // TestEveryEntryPointRejectsInvalidInput covers what
 // TestInvalidInputWritesNothing (validate_test.go) does not:
-// QueueClaimMessageWithResult with a nil batch or destination or an
+// QueueClaimMessage (with a result) with a nil batch or an
 // invalid result, a NUL byte in the group, result payloads jsonb cannot
 // store (unpaired surrogate escapes, numbers beyond numeric, invalid UTF-8
 // inside a string — database errors before), and that an escaped
 // backslash before "u0000" is accepted (it was rejected). Covered there:
-// ClaimMessage, QueueClaimMessage, ClaimMessageWithResult, Complete,
+// ClaimMessage, QueueClaimMessage (with and without a result), Complete,
 // QueueComplete, Lookup, Purge; New in TestNewRejectsBadSchema. A nil
 // pgx.Tx or pgtx.Querier panics at once, before anything is sent, like any
 // nil interface.
@@ -35,24 +36,23 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	good := newMessage("g")
 	check := func(what string, err error) {
 		t.Helper()
-		var ve *inbox.ValidationError
+		var ve *inbox.Error
 		if !errors.Is(err, inbox.ErrInvalidArgument) || !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a *ValidationError", what, err)
 		}
 	}
 	var batch pgx.Batch
 	ok := inbox.Result{Code: "OK"}
-	check("QueueClaimMessageWithResult(nil batch)", b.in.QueueClaimMessageWithResult(nil, good, ok, new(inbox.Claim)))
-	check("QueueClaimMessageWithResult(nil dst)", b.in.QueueClaimMessageWithResult(&batch, good, ok, nil))
-	check("QueueClaimMessageWithResult(empty code)", b.in.QueueClaimMessageWithResult(&batch, good, inbox.Result{}, new(inbox.Claim)))
+	check("QueueClaimMessage with a result(nil batch)", b.in.QueueClaimMessage(nil, withResult(good, ok), new(inbox.Claim), pgtx.Return))
+	check("QueueClaimMessage with a result(empty code)", b.in.QueueClaimMessage(&batch, withResult(good, inbox.Result{}), new(inbox.Claim), pgtx.Return))
 	nulGroup := good
 	nulGroup.Group = "g\x00"
-	check("QueueClaimMessage(NUL group)", b.in.QueueClaimMessage(&batch, nulGroup, new(inbox.Claim)))
+	check("QueueClaimMessage(NUL group)", b.in.QueueClaimMessage(&batch, nulGroup, new(inbox.Claim), pgtx.Return))
 	b.inTx(t, func(tx pgx.Tx) error {
 		for _, p := range []string{`"\ud800"`, `"\udc00x"`, `1e999999`, `1e-999999`, "\"\xf3\""} {
 			res := inbox.Result{Code: "OK", Payload: json.RawMessage(p)}
-			_, err := b.in.ClaimMessageWithResult(b.ctx, tx, good, res)
-			check("ClaimMessageWithResult("+p+")", err)
+			_, err := b.in.ClaimMessage(b.ctx, tx, withResult(good, res))
+			check("ClaimMessage with a result("+p+")", err)
 			check("Complete("+p+")", b.in.Complete(b.ctx, tx, good.Key(), res))
 			check("QueueComplete("+p+")", b.in.QueueComplete(&batch, good.Key(), res))
 		}
@@ -68,7 +68,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	}
 	// An escaped backslash followed by "u0000" is plain text, not NUL.
 	b.inTx(t, func(tx pgx.Tx) error {
-		_, err := b.in.ClaimMessageWithResult(b.ctx, tx, good, inbox.Result{Code: "OK", Payload: json.RawMessage(`"\\u0000"`)})
+		_, err := b.in.ClaimMessage(b.ctx, tx, withResult(good, inbox.Result{Code: "OK", Payload: json.RawMessage(`"\\u0000"`)}))
 		if err != nil {
 			t.Errorf(`payload "\\u0000": %v`, err)
 		}

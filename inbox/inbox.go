@@ -19,25 +19,18 @@ import (
 var migrationFiles embed.FS
 
 // Migrations is the inbox component for [migrate.Apply]: the DDL of the
-// consumer_inbox table. Use it to migrate several packages together; use
-// [Migrate] for the inbox alone.
+// consumer_inbox table (and consumer_inbox_history). Apply it alone or with
+// the other packages' components, e.g.
+// migrate.Apply(ctx, db, "seckill", inbox.Migrations); it is idempotent and
+// safe to run concurrently.
 var Migrations = migrate.Embedded("inbox", migrationFiles, "migrations")
 
-// Migrate creates or upgrades the inbox tables in schema ("" means
-// "seckill"). It is idempotent and safe to run concurrently; see
-// [migrate.Apply]. An invalid schema name returns a *migrate.Error
-// and writes nothing.
-func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
-	_, err := migrate.Apply(ctx, db, schema, Migrations)
-	return err
-}
-
-// Config configures an [Inbox]. The zero value is valid.
+// Config configures a [Store]. The zero value is valid.
 type Config struct {
 	// Schema is the schema that holds consumer_inbox. Defaults to
 	// "seckill". It is validated with [migrate.QuoteSchema].
 	Schema string
-	// Citus makes the claim ([Inbox.ClaimMessage] and its variants) send
+	// Citus makes the claim ([Store.ClaimMessage] and its variants) send
 	// statements that Citus (schema-based sharding) routes whole to the
 	// node holding the schema: a plain INSERT … ON CONFLICT DO NOTHING,
 	// and the look-up of the stored row, sent together as one batch (one
@@ -47,22 +40,22 @@ type Config struct {
 	// two phases. On plain PostgreSQL both work; the default saves the
 	// look-up statement.
 	Citus bool
-	// MinRetention is the youngest horizon [Inbox.Purge] and
-	// [Inbox.Archive] accept: a row must stay in consumer_inbox at least
+	// MinRetention is the youngest horizon [Store.Purge] and
+	// [Store.Archive] accept: a row must stay in consumer_inbox at least
 	// this long after it was processed, because a message redelivered
 	// after its row left is processed again. Set it to the broker's
 	// replay window (for JetStream: the stream's MaxAge, or at least its
 	// duplicate window and the longest redelivery) plus the time a
 	// compensation or a manual repair may take to resend. A call with a
-	// younger horizon fails with a *[RetentionError] and writes nothing.
+	// younger horizon fails with a *[Error] and writes nothing.
 	// Defaults to 0: no guard. Negative is rejected by [New].
 	MinRetention time.Duration
 }
 
-// Inbox runs the statements on consumer_inbox in one schema. It holds no
+// Store runs the statements on consumer_inbox in one schema. It holds no
 // connection and no mutable state: it is safe for concurrent use and cheap
 // to keep for the life of the process.
-type Inbox struct {
+type Store struct {
 	schema       string
 	citus        bool
 	minRetention time.Duration
@@ -72,7 +65,7 @@ type Inbox struct {
 
 // New validates cfg and builds every SQL statement once. An invalid schema
 // name returns a *migrate.Error (matching migrate.ErrInvalidSchema).
-func New(cfg Config) (*Inbox, error) {
+func New(cfg Config) (*Store, error) {
 	quoted, err := migrate.QuoteSchema(cfg.Schema)
 	if err != nil {
 		return nil, err
@@ -84,15 +77,15 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.MinRetention < 0 {
 		return nil, invalid("Config.MinRetention", "negative ("+cfg.MinRetention.String()+")")
 	}
-	return &Inbox{schema: schema, citus: cfg.Citus, minRetention: cfg.MinRetention, sql: buildStatements(quoted),
+	return &Store{schema: schema, citus: cfg.Citus, minRetention: cfg.MinRetention, sql: buildStatements(quoted),
 		fail: &failure.Classifier{Schema: schema, Component: "inbox", Objects: []string{"consumer_inbox", "consumer_inbox_history"},
-			Constraints: map[string]error{ConstraintClaimed: ErrDuplicate}}}, nil
+			Constraints: map[string]error{constraintClaimed: ErrDuplicate}}}, nil
 }
 
-// Schema returns the (unquoted) schema the Inbox works in.
-func (in *Inbox) Schema() string { return in.schema }
+// Schema returns the (unquoted) schema the Store works in.
+func (in *Store) Schema() string { return in.schema }
 
-// Check verifies, once at startup, that the Inbox fits the database db: that
+// Check verifies, once at startup, that the Store fits the database db: that
 // its schema has the inbox tables (else a *migrate.NotMigratedError,
 // matching migrate.ErrNotMigrated, naming the schema and the fix,
 // migrate.Apply), and that Config.Citus fits the server (else a
@@ -104,7 +97,7 @@ func (in *Inbox) Schema() string { return in.schema }
 // mismatched option goes unnoticed: the statements work, but on Citus
 // without the option its transactions commit with two phases. It reads
 // the catalog (two queries) and writes nothing.
-func (in *Inbox) Check(ctx context.Context, db pgtx.Querier) error {
+func (in *Store) Check(ctx context.Context, db pgtx.Querier) error {
 	return in.fail.Check(ctx, db, "consumer_inbox", in.citus)
 }
 
@@ -114,7 +107,7 @@ type Status int16
 
 const (
 	// StatusClaimed (10): the processing transaction committed without
-	// recording a result (it never called [Inbox.Complete]).
+	// recording a result (it never called [Store.Complete]).
 	StatusClaimed Status = 10
 	// StatusProcessed (20): the processing transaction recorded a result
 	// code (and optionally a result payload).
@@ -157,8 +150,14 @@ type Message struct {
 	Ref string
 	// PayloadHash is a digest of the message body (see [HashPayload]), 1 to
 	// 64 bytes, or nil for none. A redelivery whose hash differs from the
-	// stored one fails with a *PayloadMismatchError; nil and non-nil differ.
+	// stored one fails with a *[Error]; nil and non-nil differ.
 	PayloadHash []byte
+	// Result, when not nil, is the result of a consumer that knows it
+	// before claiming: a fresh claim stores the row as PROCESSED with it at
+	// once, saving [Store.Complete]'s UPDATE (and the dead row version it
+	// leaves). Duplicates behave the same either way; Result is not stored
+	// for them. Nil: the row is stored CLAIMED, for Complete to finish.
+	Result *Result
 }
 
 // Key returns the message's inbox key.
@@ -171,13 +170,13 @@ type Result struct {
 	// characters.
 	Code string
 	// Payload is optional JSON (stored as jsonb, so key order and spacing
-	// are normalised); nil stores NULL. At most [MaxResultPayloadBytes].
+	// are normalised); nil stores NULL. At most 1 MiB.
 	Payload json.RawMessage
 }
 
-// MaxResultPayloadBytes bounds Result.Payload, so that a runaway result
+// maxResultPayloadBytes bounds Result.Payload, so that a runaway result
 // cannot bloat a table that every message of the group touches.
-const MaxResultPayloadBytes = 1 << 20
+const maxResultPayloadBytes = 1 << 20
 
 // Record is a committed (or, inside the claiming transaction, pending)
 // inbox row.
@@ -196,7 +195,7 @@ type Record struct {
 	ProcessedAt time.Time
 }
 
-// Claim is the outcome of [Inbox.ClaimMessage].
+// Claim is the outcome of [Store.ClaimMessage].
 type Claim struct {
 	// Fresh is true when this transaction inserted the row and so owns the
 	// message: do the work, record the result, commit, then ack. The row

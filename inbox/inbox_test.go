@@ -14,6 +14,7 @@ import (
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -22,7 +23,7 @@ type testBundle struct {
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	schema string
-	in     *inbox.Inbox
+	in     *inbox.Store
 	citus  bool // in.Config.Citus
 }
 
@@ -34,7 +35,7 @@ func setupMode(t testing.TB, citus bool) *testBundle {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
 	ctx := pgtest.Context(t, 2*time.Minute)
-	if err := inbox.Migrate(ctx, pool, schema); err != nil {
+	if err := migrateInbox(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Config{Schema: schema, Citus: citus})
@@ -137,4 +138,17 @@ func TestNewRejectsBadSchema(t *testing.T) {
 	if err != nil || in.Schema() != "seckill" {
 		t.Fatalf("New(zero) = %v, %v; want schema seckill", in, err)
 	}
+}
+
+// withResult is m with Result res: the claim that records its result up
+// front.
+func withResult(m inbox.Message, res inbox.Result) inbox.Message {
+	m.Result = &res
+	return m
+}
+
+// migrateInbox applies the inbox's migrations to schema.
+func migrateInbox(ctx context.Context, db pgtx.TxBeginner, schema string) error {
+	_, err := migrate.Apply(ctx, db, schema, inbox.Migrations)
+	return err
 }

@@ -20,8 +20,8 @@ func TestNilHandleIsATypedError(t *testing.T) {
 	ctx := context.Background()
 	calls := map[string]func() error{
 		"ClaimMessage": func() error { _, err := in.ClaimMessage(ctx, nil, inbox.Message{}); return err },
-		"ClaimMessageWithResult": func() error {
-			_, err := in.ClaimMessageWithResult(ctx, nil, inbox.Message{}, inbox.Result{})
+		"ClaimMessage with a result": func() error {
+			_, err := in.ClaimMessage(ctx, nil, withResult(inbox.Message{}, inbox.Result{}))
 			return err
 		},
 		"Lookup":   func() error { _, err := in.Lookup(ctx, nil, inbox.Key{}); return err },
@@ -29,7 +29,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"Purge":    func() error { _, err := in.Purge(ctx, nil, time.Now(), 1); return err },
 	}
 	for name, call := range calls {
-		var ve *inbox.ValidationError
+		var ve *inbox.Error
 		if err := call(); !errors.Is(err, inbox.ErrInvalidArgument) || !errors.As(err, &ve) || (ve.Field != "tx" && ve.Field != "db" && ve.Field != "q") {
 			t.Errorf("%s(nil): %v", name, err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// TestNotMigratedSchema: a Inbox whose schema lacks the inbox tables (here
+// TestNotMigratedSchema: a Store whose schema lacks the inbox tables (here
 // another schema than the one migrated) says so with a
 // *migrate.NotMigratedError naming the schema and the fix, at its first
 // call, direct or queued in one batch, and from Check; Check also reports
@@ -44,14 +44,14 @@ func TestNotMigratedSchema(t *testing.T) {
 	_, err = store.Lookup(ctx, pool, newMessage("g").Key())
 	notMigrated("Lookup", err)
 	var b pgx.Batch
-	if err := store.QueueClaimMessageOrAbort(&b, newMessage("g"), inbox.Result{Code: "DONE"}); err != nil {
+	if err := store.QueueClaimMessage(&b, withResult(newMessage("g"), inbox.Result{Code: "DONE"}), nil, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
 	err = pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b)
-	notMigrated("QueueClaimMessageOrAbort in one batch", err)
+	notMigrated("QueueClaimMessage(pgtx.Abort) in one batch", err)
 	var se *pgtx.StatementError
-	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inbox.Inbox.QueueClaimMessageOrAbort(") {
-		t.Fatalf("one batch: %v, want the call QueueClaimMessageOrAbort named", err)
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inbox.Store.QueueClaimMessage(") {
+		t.Fatalf("one batch: %v, want the call QueueClaimMessage named", err)
 	}
 	notMigrated("Check", store.Check(ctx, pool))
 

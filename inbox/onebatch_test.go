@@ -34,22 +34,22 @@ func waitForLockWait(t *testing.T, b *testBundle) {
 	}
 }
 
-func TestQueueClaimMessageOrAbort(t *testing.T) {
+func TestQueueClaimMessageAbort(t *testing.T) {
 	t.Parallel()
 	for _, citus := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "citus"}[citus], func(t *testing.T) {
 			t.Parallel()
-			queueClaimMessageOrAbort(t, setupMode(t, citus))
+			queueClaimMessageAbort(t, setupMode(t, citus))
 		})
 	}
 }
 
-func queueClaimMessageOrAbort(t *testing.T, b *testBundle) {
+func queueClaimMessageAbort(t *testing.T, b *testBundle) {
 	msg := newMessage("g")
 	res := inbox.Result{Code: "DONE", Payload: []byte(`{"n":1}`)}
 	claim := func(m inbox.Message) error {
 		var batch pgx.Batch
-		if err := b.in.QueueClaimMessageOrAbort(&batch, m, res); err != nil {
+		if err := b.in.QueueClaimMessage(&batch, withResult(m, res), nil, pgtx.Abort); err != nil {
 			t.Fatal(err)
 		}
 		return pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, &batch)
@@ -70,7 +70,7 @@ func queueClaimMessageOrAbort(t *testing.T, b *testBundle) {
 	if c, ok := pgtx.UniqueViolationOf(err); !errors.As(err, &se) || se.Index != 0 || !ok || c != inbox.ConstraintClaimed || !pgtx.Classify(err).NotCommitted {
 		t.Fatalf("duplicate: err = %v, want statement 0 to raise unique_violation on %s", err, inbox.ConstraintClaimed)
 	}
-	if !errors.Is(err, inbox.ErrDuplicate) || se.Call != "inbox.Inbox.QueueClaimMessageOrAbort(g "+msg.MessageID.String()+")" ||
+	if !errors.Is(err, inbox.ErrDuplicate) || se.Call != "inbox.Store.QueueClaimMessage(g "+msg.MessageID.String()+")" ||
 		!strings.Contains(err.Error(), se.Call) {
 		t.Fatalf("duplicate: err = %v (call %q), want inbox.ErrDuplicate from the named call", err, se.Call)
 	}
@@ -117,13 +117,13 @@ func queueClaimMessageOrAbort(t *testing.T, b *testBundle) {
 	var batch pgx.Batch
 	bad := newMessage("g")
 	bad.Topic = ""
-	if err := b.in.QueueClaimMessageOrAbort(&batch, bad, res); !errors.Is(err, inbox.ErrInvalidArgument) || batch.Len() != 0 {
+	if err := b.in.QueueClaimMessage(&batch, withResult(bad, res), nil, pgtx.Abort); !errors.Is(err, inbox.ErrInvalidArgument) || batch.Len() != 0 {
 		t.Fatalf("bad message: %v, %d queued", err, batch.Len())
 	}
-	if err := b.in.QueueClaimMessageOrAbort(&batch, newMessage("g"), inbox.Result{}); !errors.Is(err, inbox.ErrInvalidArgument) || batch.Len() != 0 {
+	if err := b.in.QueueClaimMessage(&batch, withResult(newMessage("g"), inbox.Result{}), nil, pgtx.Abort); !errors.Is(err, inbox.ErrInvalidArgument) || batch.Len() != 0 {
 		t.Fatalf("bad result: %v, %d queued", err, batch.Len())
 	}
-	if err := b.in.QueueClaimMessageOrAbort(nil, newMessage("g"), res); !errors.Is(err, inbox.ErrInvalidArgument) {
+	if err := b.in.QueueClaimMessage(nil, withResult(newMessage("g"), res), nil, pgtx.Abort); !errors.Is(err, inbox.ErrInvalidArgument) {
 		t.Fatalf("nil batch: %v", err)
 	}
 }

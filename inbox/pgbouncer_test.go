@@ -23,7 +23,7 @@ func bouncerSetup(t *testing.T, maxConns int32) (*testBundle, *pgxpool.Pool) {
 	ctx := pgtest.Context(t, 2*time.Minute)
 	// migrate takes a transaction-scoped advisory lock and SET LOCAL
 	// search_path: both fine through transaction pooling.
-	if err := inbox.Migrate(ctx, bp, schema); err != nil {
+	if err := migrateInbox(ctx, bp, schema); err != nil {
 		t.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Config{Schema: schema})

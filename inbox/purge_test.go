@@ -33,7 +33,7 @@ func TestPurge(t *testing.T) {
 	for i := range old + recent {
 		m := newMessage("purge")
 		b.inTx(t, func(tx pgx.Tx) error {
-			_, err := b.in.ClaimMessageWithResult(b.ctx, tx, m, inbox.Result{Code: "OK"})
+			_, err := b.in.ClaimMessage(b.ctx, tx, withResult(m, inbox.Result{Code: "OK"}))
 			return err
 		})
 		if i < old {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,14 +15,13 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// unguarded lists the exported methods of *inbox.Inbox that no other
+// unguarded lists the exported methods of *inbox.Store that no other
 // transaction's lock can make wait, with the reason; every other method
-// has races in inboxRaces (TestRaceTableCoversInbox checks both).
+// has races in inboxRaces (TestRaceTableCoversStore checks both).
 var unguarded = map[string]string{
-	"Lookup":       "read without a lock",
-	"MinRetention": "returns the configured minimum retention",
-	"Schema":       "returns the configured schema name",
-	"Check":        "reads the catalog",
+	"Lookup": "read without a lock",
+	"Schema": "returns the configured schema name",
+	"Check":  "reads the catalog",
 	// Complete updates only a CLAIMED row its own transaction inserted:
 	// that row is invisible to every other transaction until it commits,
 	// so none can hold its lock. A row claimed by a committed transaction
@@ -31,11 +31,11 @@ var unguarded = map[string]string{
 	"QueueComplete": "the queued Complete: updates only its own transaction's uncommitted claim",
 }
 
-// TestRaceTableCoversInbox: every exported method of *inbox.Inbox is in
+// TestRaceTableCoversStore: every exported method of *inbox.Store is in
 // the race table or listed as guarding nothing.
-func TestRaceTableCoversInbox(t *testing.T) {
+func TestRaceTableCoversStore(t *testing.T) {
 	t.Parallel()
-	racetest.Covered(t, &inbox.Inbox{}, inboxRaces(nil), unguarded)
+	racetest.Covered(t, &inbox.Store{}, inboxRaces(nil), unguarded)
 }
 
 // TestGuardedRaces runs the race table in both claim modes: a duplicate
@@ -70,13 +70,13 @@ var claimCalls = map[string]claimCall{
 		}
 		return c, err
 	},
-	"ClaimMessageWithResult": func(ctx context.Context, b *testBundle, tx pgx.Tx, msg inbox.Message, res inbox.Result) (inbox.Claim, error) {
-		return b.in.ClaimMessageWithResult(ctx, tx, msg, res)
+	"ClaimMessage with Message.Result": func(ctx context.Context, b *testBundle, tx pgx.Tx, msg inbox.Message, res inbox.Result) (inbox.Claim, error) {
+		return b.in.ClaimMessage(ctx, tx, withResult(msg, res))
 	},
 	"QueueClaimMessage": func(ctx context.Context, b *testBundle, tx pgx.Tx, msg inbox.Message, res inbox.Result) (inbox.Claim, error) {
 		var batch pgx.Batch
 		var c inbox.Claim
-		if err := b.in.QueueClaimMessage(&batch, msg, &c); err != nil {
+		if err := b.in.QueueClaimMessage(&batch, msg, &c, pgtx.Return); err != nil {
 			return c, err
 		}
 		err := tx.SendBatch(ctx, &batch).Close()
@@ -85,10 +85,10 @@ var claimCalls = map[string]claimCall{
 		}
 		return c, err
 	},
-	"QueueClaimMessageWithResult": func(ctx context.Context, b *testBundle, tx pgx.Tx, msg inbox.Message, res inbox.Result) (inbox.Claim, error) {
+	"QueueClaimMessage with Message.Result": func(ctx context.Context, b *testBundle, tx pgx.Tx, msg inbox.Message, res inbox.Result) (inbox.Claim, error) {
 		var batch pgx.Batch
 		var c inbox.Claim
-		if err := b.in.QueueClaimMessageWithResult(&batch, msg, res, &c); err != nil {
+		if err := b.in.QueueClaimMessage(&batch, withResult(msg, res), &c, pgtx.Return); err != nil {
 			return c, err
 		}
 		return c, tx.SendBatch(ctx, &batch).Close()
@@ -111,10 +111,19 @@ func inboxRaces(b *testBundle) []racetest.Race {
 		{state: "PROCESSED_other_payload", other: true, completes: true},
 	}
 	var races []racetest.Race
-	for method, call := range claimCalls {
+	for variant, call := range claimCalls {
+		// The variant's method, and the value it passes (the claim that
+		// records its result up front) in the state's name.
+		method, with, _ := strings.Cut(variant, " with ")
+		state := func(s string) string {
+			if with != "" {
+				return s + "_with_result"
+			}
+			return s
+		}
 		for _, f := range firsts {
 			races = append(races, racetest.Race{
-				Method: method, State: f.state,
+				Method: method, State: state(f.state),
 				Setup: func(t *testing.T) racetest.Round {
 					msg := newMessage("race")
 					aMsg := msg
@@ -142,7 +151,7 @@ func inboxRaces(b *testBundle) []racetest.Race {
 							if lerr != nil {
 								t.Fatal(lerr)
 							}
-							batch := method == "QueueClaimMessage" || method == "QueueClaimMessageWithResult"
+							batch := method == "QueueClaimMessage"
 							switch {
 							case end == racetest.Commit && batch && !b.citus:
 								// Documented: the one-statement batch form cannot
@@ -159,9 +168,9 @@ func inboxRaces(b *testBundle) []racetest.Race {
 									t.Fatalf("got %+v, %v (stored %+v); want B the owner", c, err, rec)
 								}
 							case f.other:
-								var pm *inbox.PayloadMismatchError
+								var pm *inbox.Error
 								if !errors.As(err, &pm) || !errors.Is(err, inbox.ErrPayloadMismatch) ||
-									!bytes.Equal(pm.Stored, aMsg.PayloadHash) || !bytes.Equal(pm.Given, msg.PayloadHash) || pm.Record.Result.Code != "A" {
+									!bytes.Equal(pm.Record.PayloadHash, aMsg.PayloadHash) || !bytes.Equal(pm.Given, msg.PayloadHash) || pm.Record.Result.Code != "A" {
 									t.Fatalf("got %+v, %v; want a *PayloadMismatchError against A's committed row", c, err)
 								}
 							default:
@@ -180,21 +189,22 @@ func inboxRaces(b *testBundle) []racetest.Race {
 		}
 	}
 
-	// QueueClaimMessageOrAbort waits for the first delivery and raises
-	// when it commits, whatever the payload; it inserts when A rolls back.
+	// QueueClaimMessage with pgtx.Abort waits for the first delivery and
+	// raises when it commits, whatever the payload; it inserts when A rolls
+	// back.
 	races = append(races, racetest.Race{
-		Method: "QueueClaimMessageOrAbort", State: "PROCESSED_same_payload",
+		Method: "QueueClaimMessage", State: "PROCESSED_same_payload_abort",
 		Setup: func(t *testing.T) racetest.Round {
 			msg := newMessage("race")
 			return racetest.Round{
 				Pool: b.pool,
 				Hold: func(ctx context.Context, tx pgx.Tx) error {
-					_, err := b.in.ClaimMessageWithResult(ctx, tx, msg, inbox.Result{Code: "A"})
+					_, err := b.in.ClaimMessage(ctx, tx, withResult(msg, inbox.Result{Code: "A"}))
 					return err
 				},
 				Call: func(ctx context.Context, tx pgx.Tx) (any, error) {
 					var batch pgx.Batch
-					if err := b.in.QueueClaimMessageOrAbort(&batch, msg, inbox.Result{Code: "B"}); err != nil {
+					if err := b.in.QueueClaimMessage(&batch, withResult(msg, inbox.Result{Code: "B"}), nil, pgtx.Abort); err != nil {
 						return nil, err
 					}
 					return nil, tx.SendBatch(ctx, &batch).Close()
@@ -217,11 +227,11 @@ func inboxRaces(b *testBundle) []racetest.Race {
 
 	// Purge and Archive pass over a row another transaction holds (SKIP
 	// LOCKED).
-	sweeps := map[string]func(ctx context.Context, in *inbox.Inbox, tx pgx.Tx) (int64, error){
-		"Purge": func(ctx context.Context, in *inbox.Inbox, tx pgx.Tx) (int64, error) {
+	sweeps := map[string]func(ctx context.Context, in *inbox.Store, tx pgx.Tx) (int64, error){
+		"Purge": func(ctx context.Context, in *inbox.Store, tx pgx.Tx) (int64, error) {
 			return in.Purge(ctx, tx, time.Now().Add(time.Hour), 10)
 		},
-		"Archive": func(ctx context.Context, in *inbox.Inbox, tx pgx.Tx) (int64, error) {
+		"Archive": func(ctx context.Context, in *inbox.Store, tx pgx.Tx) (int64, error) {
 			return in.Archive(ctx, tx, time.Now().Add(time.Hour), 10)
 		},
 	}
@@ -233,7 +243,7 @@ func inboxRaces(b *testBundle) []racetest.Race {
 				locked, free := newMessage("race"), newMessage("race")
 				for _, m := range []inbox.Message{locked, free} {
 					if err := pgx.BeginFunc(own.ctx, own.pool, func(tx pgx.Tx) error {
-						_, err := own.in.ClaimMessageWithResult(own.ctx, tx, m, inbox.Result{Code: "OK"})
+						_, err := own.in.ClaimMessage(own.ctx, tx, withResult(m, inbox.Result{Code: "OK"}))
 						return err
 					}); err != nil {
 						t.Fatal(err)

@@ -13,16 +13,18 @@ import (
 // Column limits, mirroring the VARCHAR lengths of consumer_inbox
 // (characters, as PostgreSQL counts them).
 const (
-	MaxGroupLen       = 128 // consumer_group
-	MaxTopicLen       = 128 // topic
-	MaxTagLen         = 64  // tag
-	MaxMessageKeyLen  = 160 // message_key
-	MaxRefLen         = 160 // ref
-	MaxResultCodeLen  = 64  // result_code
-	MaxPayloadHashLen = 64  // payload_hash, bytes
+	maxGroupLen       = 128 // consumer_group
+	maxTopicLen       = 128 // topic
+	maxTagLen         = 64  // tag
+	maxMessageKeyLen  = 160 // message_key
+	maxRefLen         = 160 // ref
+	maxResultCodeLen  = 64  // result_code
+	maxPayloadHashLen = 64  // payload_hash, bytes
 )
 
-func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
+func invalid(field, reason string) error {
+	return &Error{Err: ErrInvalidArgument, Field: field, Reason: reason}
+}
 
 // checkText validates a text column value: valid UTF-8 without NUL (which
 // PostgreSQL rejects), at most max characters, non-empty when required.
@@ -34,7 +36,7 @@ func checkText(field, s string, max int, required bool) error {
 }
 
 func (k Key) validate(prefix string) error {
-	if err := checkText(prefix+"Group", k.Group, MaxGroupLen, true); err != nil {
+	if err := checkText(prefix+"Group", k.Group, maxGroupLen, true); err != nil {
 		return err
 	}
 	if k.MessageID == uuid.Nil {
@@ -53,30 +55,33 @@ func (m Message) validate() error {
 		max      int
 		required bool
 	}{
-		{"Message.Topic", m.Topic, MaxTopicLen, true},
-		{"Message.Tag", m.Tag, MaxTagLen, false},
-		{"Message.MessageKey", m.MessageKey, MaxMessageKeyLen, false},
-		{"Message.Ref", m.Ref, MaxRefLen, false},
+		{"Message.Topic", m.Topic, maxTopicLen, true},
+		{"Message.Tag", m.Tag, maxTagLen, false},
+		{"Message.MessageKey", m.MessageKey, maxMessageKeyLen, false},
+		{"Message.Ref", m.Ref, maxRefLen, false},
 	} {
 		if err := checkText(c.field, c.v, c.max, c.required); err != nil {
 			return err
 		}
 	}
-	if m.PayloadHash != nil && (len(m.PayloadHash) == 0 || len(m.PayloadHash) > MaxPayloadHashLen) {
-		return invalid("Message.PayloadHash", fmt.Sprintf("%d bytes, want nil or 1 to %d", len(m.PayloadHash), MaxPayloadHashLen))
+	if m.PayloadHash != nil && (len(m.PayloadHash) == 0 || len(m.PayloadHash) > maxPayloadHashLen) {
+		return invalid("Message.PayloadHash", fmt.Sprintf("%d bytes, want nil or 1 to %d", len(m.PayloadHash), maxPayloadHashLen))
+	}
+	if m.Result != nil {
+		return m.Result.validate()
 	}
 	return nil
 }
 
 func (r Result) validate() error {
-	if err := checkText("Result.Code", r.Code, MaxResultCodeLen, true); err != nil {
+	if err := checkText("Result.Code", r.Code, maxResultCodeLen, true); err != nil {
 		return err
 	}
 	if r.Payload == nil {
 		return nil
 	}
-	if len(r.Payload) > MaxResultPayloadBytes {
-		return invalid("Result.Payload", fmt.Sprintf("%d bytes, at most %d allowed", len(r.Payload), MaxResultPayloadBytes))
+	if len(r.Payload) > maxResultPayloadBytes {
+		return invalid("Result.Payload", fmt.Sprintf("%d bytes, at most %d allowed", len(r.Payload), maxResultPayloadBytes))
 	}
 	if !json.Valid(r.Payload) {
 		return invalid("Result.Payload", "not valid JSON")
@@ -98,6 +103,6 @@ func nullable(s string) any {
 }
 
 // nilHandle rejects a nil transaction or connection handle (a
-// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// *[Error] matching ErrInvalidArgument) instead of letting the call
 // panic on it.
 func nilHandle(name string) error { return invalid(name, "must not be nil") }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestInvalidInputWritesNothing(t *testing.T) {
@@ -55,7 +56,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	}
 	check := func(t *testing.T, what string, err error, field string) {
 		t.Helper()
-		var ve *inbox.ValidationError
+		var ve *inbox.Error
 		if !errors.Is(err, inbox.ErrInvalidArgument) || !errors.As(err, &ve) {
 			t.Fatalf("%s: %v, want ErrInvalidArgument", what, err)
 		}
@@ -73,11 +74,11 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 				if !resOnly {
 					_, err := b.in.ClaimMessage(b.ctx, tx, c.msg)
 					check(t, "ClaimMessage", err, c.field)
-					check(t, "QueueClaimMessage", b.in.QueueClaimMessage(batch, c.msg, &dst), c.field)
+					check(t, "QueueClaimMessage", b.in.QueueClaimMessage(batch, c.msg, &dst, pgtx.Return), c.field)
 				}
-				_, err := b.in.ClaimMessageWithResult(b.ctx, tx, c.msg, c.res)
-				check(t, "ClaimMessageWithResult", err, c.field)
-				check(t, "QueueClaimMessageWithResult", b.in.QueueClaimMessageWithResult(batch, c.msg, c.res, &dst), c.field)
+				_, err := b.in.ClaimMessage(b.ctx, tx, withResult(c.msg, c.res))
+				check(t, "ClaimMessage with a result", err, c.field)
+				check(t, "QueueClaimMessage with a result", b.in.QueueClaimMessage(batch, withResult(c.msg, c.res), &dst, pgtx.Return), c.field)
 				if keyOnly || resOnly {
 					check(t, "Complete", b.in.Complete(b.ctx, tx, c.msg.Key(), c.res), c.field)
 					check(t, "QueueComplete", b.in.QueueComplete(batch, c.msg.Key(), c.res), c.field)
@@ -105,9 +106,8 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		_, err := b.in.Purge(b.ctx, b.pool, c.olderThan, c.batch)
 		check(t, "Purge", err, "")
 	}
-	// Nil batch or destination.
-	check(t, "QueueClaimMessage(nil)", b.in.QueueClaimMessage(nil, good, &inbox.Claim{}), "")
-	check(t, "QueueClaimMessage(dst nil)", b.in.QueueClaimMessage(&pgx.Batch{}, good, nil), "")
+	// Nil batch.
+	check(t, "QueueClaimMessage(nil)", b.in.QueueClaimMessage(nil, good, &inbox.Claim{}, pgtx.Return), "")
 	check(t, "QueueComplete(nil)", b.in.QueueComplete(nil, good.Key(), ok), "")
 }
 

@@ -12,12 +12,12 @@ import (
 
 // Archive batch sizes.
 const (
-	// DefaultArchiveBatchSize is the batch size [Store.ArchiveSent] uses
+	// defaultArchiveBatchSize is the batch size [Store.ArchiveSent] uses
 	// when given 0.
-	DefaultArchiveBatchSize = 1000
-	// MaxArchiveBatchSize bounds one archive statement, keeping each
+	defaultArchiveBatchSize = 1000
+	// maxArchiveBatchSize bounds one archive statement, keeping each
 	// batch's row locks, WAL burst and vacuum debt small.
-	MaxArchiveBatchSize = 10000
+	maxArchiveBatchSize = 10000
 )
 
 // archiveSentSQL moves up to $3 SENT events sent before $2 whose id is
@@ -71,7 +71,7 @@ SELECT (SELECT count(*) FROM kept),
 // ArchiveSent moves SENT events whose sent_at is before olderThan from
 // event_outbox to event_outbox_history (same columns, plus archived_at),
 // in statements of at most batchSize rows (0 means
-// [DefaultArchiveBatchSize], at most [MaxArchiveBatchSize]), walking the
+// 1000, at most 10000), walking the
 // primary key, and returns how many it moved. It is [Store.PurgeSent] for
 // teams that keep their events for an audit period: the active table stays
 // small (the claim's and the enqueue's cost follow it), the history keeps
@@ -90,7 +90,7 @@ SELECT (SELECT count(*) FROM kept),
 // transaction that is marking it, a concurrent purge or archive): it is
 // skipped and left for a later run. It returns the count so far with the
 // error when a batch fails or ctx ends. Bad input returns a
-// *[ValidationError] and sends nothing.
+// *[Error] and sends nothing.
 //
 // The history table is created by migration 004 ([Migrations]); it is
 // the caller's to trim (it has a BRIN index on sent_at), detach or export.
@@ -102,10 +102,10 @@ func (s *Store) ArchiveSent(ctx context.Context, db pgtx.Querier, olderThan time
 	switch {
 	case olderThan.IsZero():
 		return 0, invalid("olderThan", "zero")
-	case batchSize < 0 || batchSize > MaxArchiveBatchSize:
-		return 0, invalid("batchSize", "%d, want 0 (default) to %d", batchSize, MaxArchiveBatchSize)
+	case batchSize < 0 || batchSize > maxArchiveBatchSize:
+		return 0, invalid("batchSize", "%d, want 0 (default) to %d", batchSize, maxArchiveBatchSize)
 	case batchSize == 0:
-		batchSize = DefaultArchiveBatchSize
+		batchSize = defaultArchiveBatchSize
 	}
 	var total int64
 	after := uuid.Nil

@@ -25,7 +25,7 @@ func (b *bundle) sendAll(t testing.TB) {
 		if len(c.Messages) == 0 {
 			return
 		}
-		if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+		if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +71,7 @@ func TestArchiveSentMovesSentEventsInBatches(t *testing.T) {
 	b.enqueue(t, evs[2500:]...)
 	// 20 sent just now, 10 SENDING, 10 RETRY, 10 DEAD, 10 PENDING.
 	c := b.claim(t, "r", 20)
-	if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 		t.Fatal(err)
 	}
 	b.claim(t, "r", 10)
@@ -162,7 +162,7 @@ func TestArchiveSentRejectsBadInput(t *testing.T) {
 		"nil db": func() (int64, error) { return b.store.ArchiveSent(b.ctx, nil, time.Now().Add(time.Hour), 0) },
 	} {
 		n, err := call()
-		var ve *outbox.ValidationError
+		var ve *outbox.Error
 		if n != 0 || !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &ve) {
 			t.Errorf("%s: %d, %v; want 0 and a *ValidationError", name, n, err)
 		}
@@ -182,10 +182,10 @@ func TestArchiveSentSkipsRowsInFlight(t *testing.T) {
 	b := setup(t, outbox.Config{})
 	b.enqueue(t, event(1), event(2), event(3), event(4))
 	c := b.claim(t, "r", 2)
-	if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 		t.Fatal(err)
 	}
-	held, other := c.IDs()[0], c.IDs()[1]
+	held, other := claimIDs(c)[0], claimIDs(c)[1]
 	c2 := b.claim(t, "r2", 2) // SENDING
 	// One transaction holds a SENT row locked; another marks the two
 	// SENDING events SENT without committing.
@@ -202,7 +202,7 @@ func TestArchiveSentSkipsRowsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer marker.Rollback(b.ctx)
-	if res, err := b.store.MarkSent(b.ctx, marker, c2.Lease, c2.IDs()); err != nil || res.Marked != 2 {
+	if res, err := b.store.Mark(b.ctx, marker, outbox.Outcome{Lease: c2.Lease, Sent: claimIDs(c2)}); err != nil || res.Marked != 2 {
 		t.Fatalf("MarkSent in the open transaction = %+v, %v", res, err)
 	}
 	n, err := b.store.ArchiveSent(b.ctx, b.pool, time.Now().Add(time.Hour), 0)
@@ -246,7 +246,7 @@ func TestArchiveSentConcurrentWithClaims(t *testing.T) {
 				evs = append(evs, event(j))
 			}
 			if err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-				_, err := b.store.EnqueueMany(b.ctx, tx, evs)
+				_, err := b.store.Enqueue(b.ctx, tx, evs...)
 				return err
 			}); err != nil {
 				errs <- err
@@ -257,7 +257,7 @@ func TestArchiveSentConcurrentWithClaims(t *testing.T) {
 				errs <- err
 				return
 			}
-			if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 				errs <- err
 				return
 			}

@@ -43,7 +43,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 					}
 				})
 				err := pgx.BeginFunc(bb.ctx, bb.pool, func(tx pgx.Tx) error {
-					_, err := bb.store.EnqueueMany(bb.ctx, tx, evs)
+					_, err := bb.store.Enqueue(bb.ctx, tx, evs...)
 					return err
 				})
 				if err != nil {
@@ -66,7 +66,7 @@ func BenchmarkClaimOutboxBatch(b *testing.B) {
 		if err != nil || len(c.Messages) != 100 {
 			b.Fatalf("claimed %d, %v", len(c.Messages), err)
 		}
-		if _, err := bb.store.ReleaseLease(bb.ctx, bb.pool, c.Lease, c.IDs()); err != nil {
+		if _, err := bb.store.Mark(bb.ctx, bb.pool, outbox.Outcome{Lease: c.Lease, Released: claimIDs(c)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -80,11 +80,11 @@ func BenchmarkRelayThroughput(b *testing.B) {
 			bb := setup(b, outbox.Config{})
 			n := max(b.N, 1000)
 			bb.enqueue(b, manyEvents(n, nil)...)
-			noop := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
+			noop := func(context.Context, []outbox.Message) []error { return nil }
 			m := newCounters(func(c *counters) bool { return c.published.Load() >= int64(n) })
 			b.ResetTimer()
 			start := time.Now()
-			stop := bb.startRelays(b, relays, outbox.RelayConfig{Publisher: noop, Observer: m, BatchSize: 500}, nil)
+			stop := bb.startRelays(b, relays, outbox.RelayConfig{Publish: noop, Observer: observe(m), BatchSize: 500}, nil)
 			m.wait(b, bb.ctx)
 			elapsed := time.Since(start)
 			b.StopTimer()
@@ -116,11 +116,11 @@ SELECT format('%s-0000-7000-8000-%s', lpad(to_hex($1::int), 8, '0'), lpad(to_hex
        jsonb_build_object('order_id', g, 'user_id', g, 'amount', 9900)
 FROM generate_series(1, $2::int) AS g`, i, backlog)
 					bb.exec(b, `VACUUM ANALYZE `+bb.table())
-					noop := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
+					noop := func(context.Context, []outbox.Message) []error { return nil }
 					m := newCounters(func(c *counters) bool { return c.published.Load() >= int64(backlog) })
 					b.StartTimer()
 					start := time.Now()
-					stop := bb.startRelays(b, 2, outbox.RelayConfig{Publisher: noop, Observer: m, BatchSize: 200,
+					stop := bb.startRelays(b, 2, outbox.RelayConfig{Publish: noop, Observer: observe(m), BatchSize: 200,
 						PollInterval: 5 * time.Millisecond, DisableListen: true}, func(r *outbox.Relay) {
 						if claim == "head" {
 							outbox.DisableClaimCursor(r)

@@ -72,20 +72,20 @@ func TestClaimMarkSent(t *testing.T) {
 	}
 
 	// Wrong owner: nothing marked, typed error naming the holder.
-	res, err := b.store.MarkSent(b.ctx, b.pool, outbox.Lease{Owner: "relay-b", LockedAt: c.LockedAt}, c.IDs())
-	var lost *outbox.LeaseLostError
+	res, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: outbox.Lease{Owner: "relay-b", LockedAt: c.LockedAt}, Sent: claimIDs(c)})
+	var lost *outbox.Error
 	if !errors.Is(err, outbox.ErrLeaseLost) || !errors.As(err, &lost) || res.Marked != 0 || len(lost.Lost) != 3 ||
 		lost.Lost[0].Status != outbox.StatusSending || lost.Lost[0].LockedBy != "relay-a" || !lost.Lost[0].Exists {
 		t.Fatalf("MarkSent with wrong owner = %+v, %v", res, err)
 	}
 	// Right lease plus an unknown id: 3 marked, 1 lost (not found).
 	unknown := uuid.Must(uuid.NewV7())
-	res, err = b.store.MarkSent(b.ctx, b.pool, c.Lease, append(c.IDs(), unknown, c.IDs()[0]))
+	res, err = b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: append(claimIDs(c), unknown, claimIDs(c)[0])})
 	if !errors.As(err, &lost) || res.Marked != 3 || len(res.Lost) != 1 || res.Lost[0].EventID != unknown || res.Lost[0].Exists {
 		t.Fatalf("MarkSent = %+v, %v", res, err)
 	}
 	// Marking again: already SENT, lost, untouched.
-	res, err = b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs())
+	res, err = b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)})
 	if !errors.As(err, &lost) || res.Marked != 0 || lost.Lost[0].Status != outbox.StatusSent {
 		t.Fatalf("second MarkSent = %+v, %v", res, err)
 	}
@@ -100,7 +100,7 @@ func TestClaimMarkSent(t *testing.T) {
 	// Pipelined: claim-less mark of the second claim through a batch.
 	var qb pgx.Batch
 	var r2 outbox.MarkResult
-	if err := b.store.QueueMarkSent(&qb, c2.Lease, c2.IDs(), &r2); err != nil {
+	if err := b.store.QueueMark(&qb, outbox.Outcome{Lease: c2.Lease, Sent: claimIDs(c2)}, &r2); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.pool.SendBatch(b.ctx, &qb).Close(); err != nil || r2.Marked != 2 {
@@ -115,18 +115,27 @@ func TestClaimMarkSent(t *testing.T) {
 			_, err := b.store.ClaimOutboxBatch(b.ctx, b.pool, strings.Repeat("x", 129), 1)
 			return err
 		}(),
-		func() error { _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, nil); return err }(),
-		func() error { _, err := b.store.MarkSent(b.ctx, b.pool, outbox.Lease{Owner: "x"}, c.IDs()); return err }(),
-		func() error { _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, []uuid.UUID{uuid.Nil}); return err }(),
 		func() error {
-			_, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: unknown, Backoff: -1}})
+			_, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: nil})
 			return err
 		}(),
 		func() error {
-			_, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: unknown}, {EventID: unknown}})
+			_, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: outbox.Lease{Owner: "x"}, Sent: claimIDs(c)})
 			return err
 		}(),
-		func() error { _, err := b.store.RecoverExpired(b.ctx, b.pool, 0, 1); return err }(),
+		func() error {
+			_, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: []uuid.UUID{uuid.Nil}})
+			return err
+		}(),
+		func() error {
+			_, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: []outbox.Failure{{EventID: unknown, Backoff: -1}}})
+			return err
+		}(),
+		func() error {
+			_, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: []outbox.Failure{{EventID: unknown}, {EventID: unknown}}})
+			return err
+		}(),
+		func() error { _, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, 0, 1); return err }(),
 		func() error { _, err := b.store.PurgeSent(b.ctx, b.pool, time.Now(), 0); return err }(),
 	} {
 		if !errors.Is(err, outbox.ErrInvalidArgument) {
@@ -147,7 +156,7 @@ func TestMarkFailedRetryBackoffDead(t *testing.T) {
 		if len(c.Messages) != 1 || c.Messages[0].Attempt != attempt {
 			t.Fatalf("attempt %d: claim = %+v", attempt, c.Messages)
 		}
-		res, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: id, Err: huge}})
+		res, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: []outbox.Failure{{EventID: id, Err: huge}}})
 		if err != nil || res.Marked != 1 {
 			t.Fatalf("attempt %d: MarkFailed = %+v, %v", attempt, res, err)
 		}
@@ -173,7 +182,7 @@ func TestMarkFailedRetryBackoffDead(t *testing.T) {
 	// A backoff keeps the event out of claims until it passes.
 	id2 := b.enqueue(t, event(2))[0].EventID
 	c := b.claim(t, "r", 10)
-	if _, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: id2, Err: errors.New("x\x00y\xff"), Backoff: time.Hour}}); err != nil {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: []outbox.Failure{{EventID: id2, Err: errors.New("x\x00y\xff"), Backoff: time.Hour}}}); err != nil {
 		t.Fatal(err)
 	}
 	if c := b.claim(t, "r", 10); len(c.Messages) != 0 {
@@ -217,7 +226,7 @@ func TestReleaseKeepsAttempts(t *testing.T) {
 	b := setup(t, outbox.Config{})
 	id := b.enqueue(t, event(1))[0].EventID
 	c := b.claim(t, "r", 1)
-	res, err := b.store.ReleaseLease(b.ctx, b.pool, c.Lease, c.IDs())
+	res, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Released: claimIDs(c)})
 	if err != nil || res.Marked != 1 {
 		t.Fatalf("Release = %+v, %v", res, err)
 	}
@@ -239,14 +248,14 @@ func TestLeaseRecoveryIsCompareAndSet(t *testing.T) {
 
 	// Not expired yet: nothing recovered.
 	c1 := b.claim(t, "relay-a", 1)
-	if rec, err := b.store.RecoverExpired(b.ctx, b.pool, time.Hour, 100); err != nil || len(rec) != 0 {
+	if rec, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Hour, 100); err != nil || len(rec) != 0 {
 		t.Fatalf("recovered %v, %v before expiry", rec, err)
 	}
 	// A SENT row is never recovered.
-	if _, err := b.store.MarkSent(b.ctx, b.pool, c1.Lease, c1.IDs()); err != nil {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c1.Lease, Sent: claimIDs(c1)}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := b.store.RecoverExpired(b.ctx, b.pool, time.Microsecond, 100); err != nil || len(rec) != 0 {
+	if rec, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Microsecond, 100); err != nil || len(rec) != 0 {
 		t.Fatalf("recovered %v, %v: a SENT row", rec, err)
 	}
 	if st, _, _ := b.status(t, c1.Messages[0].EventID); st != outbox.StatusSent {
@@ -257,7 +266,7 @@ func TestLeaseRecoveryIsCompareAndSet(t *testing.T) {
 	// old lease cannot mark it; the new lease can.
 	old := b.claim(t, "relay-a", 1)
 	id := old.Messages[0].EventID
-	rec, err := b.store.RecoverExpired(b.ctx, b.pool, time.Microsecond, 100)
+	rec, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Microsecond, 100)
 	if err != nil || len(rec) != 1 || rec[0].EventID != id || rec[0].LockedBy != "relay-a" || rec[0].Status != outbox.StatusRetry {
 		t.Fatalf("recovered %+v, %v", rec, err)
 	}
@@ -268,27 +277,27 @@ func TestLeaseRecoveryIsCompareAndSet(t *testing.T) {
 	if len(again.Messages) != 2 || again.Messages[0].EventID != id || again.LockedAt.Equal(old.LockedAt) {
 		t.Fatalf("re-claim = %+v", again)
 	}
-	res, err := b.store.MarkSent(b.ctx, b.pool, old.Lease, []uuid.UUID{id})
+	res, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: old.Lease, Sent: []uuid.UUID{id}})
 	if !errors.Is(err, outbox.ErrLeaseLost) || res.Marked != 0 {
 		t.Fatalf("old lease MarkSent = %+v, %v", res, err)
 	}
-	if _, err := b.store.MarkFailed(b.ctx, b.pool, old.Lease, []outbox.Failure{{EventID: id}}); !errors.Is(err, outbox.ErrLeaseLost) {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: old.Lease, Failed: []outbox.Failure{{EventID: id}}}); !errors.Is(err, outbox.ErrLeaseLost) {
 		t.Fatalf("old lease MarkFailed = %v", err)
 	}
-	if _, err := b.store.ReleaseLease(b.ctx, b.pool, old.Lease, []uuid.UUID{id}); !errors.Is(err, outbox.ErrLeaseLost) {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: old.Lease, Released: []uuid.UUID{id}}); !errors.Is(err, outbox.ErrLeaseLost) {
 		t.Fatalf("old lease Release = %v", err)
 	}
 	if st, _, _ := b.status(t, id); st != outbox.StatusSending {
 		t.Fatalf("row = %v, want still SENDING under the new lease", st)
 	}
 	// RecoverLease of the old claim touches nothing either.
-	if rec, err := b.store.RecoverLease(b.ctx, b.pool, old.Lease, time.Microsecond); err != nil || len(rec) != 0 {
+	if rec, err := b.store.Recover(b.ctx, b.pool, old.Lease, time.Microsecond, 1000); err != nil || len(rec) != 0 {
 		t.Fatalf("RecoverLease(old) = %v, %v", rec, err)
 	}
 	// Another relay's claim is not recovered by RecoverLease of this one.
 	b.enqueue(t, event(4))
 	other := b.claim(t, "relay-b", 1)
-	if rec, err := b.store.RecoverLease(b.ctx, b.pool, again.Lease, time.Microsecond); err != nil || len(rec) != 2 {
+	if rec, err := b.store.Recover(b.ctx, b.pool, again.Lease, time.Microsecond, 1000); err != nil || len(rec) != 2 {
 		t.Fatalf("RecoverLease(again) = %v, %v", rec, err)
 	}
 	if st, _, _ := b.status(t, other.Messages[0].EventID); st != outbox.StatusSending {
@@ -326,7 +335,7 @@ func TestLeaseRecoveryRacesMarkSent(t *testing.T) {
 			<-start
 			for i := w; i < len(claims); i += 4 {
 				c := claims[i]
-				res, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs())
+				res, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)})
 				if err != nil && !errors.Is(err, outbox.ErrLeaseLost) {
 					errc <- err
 					return
@@ -336,7 +345,7 @@ func TestLeaseRecoveryRacesMarkSent(t *testing.T) {
 					lost[l.EventID] = true
 				}
 				mu.Lock()
-				for _, id := range c.IDs() {
+				for _, id := range claimIDs(c) {
 					if !lost[id] {
 						marked[id] = true
 					}
@@ -351,7 +360,7 @@ func TestLeaseRecoveryRacesMarkSent(t *testing.T) {
 			defer wg.Done()
 			<-start
 			for range 30 {
-				rec, err := b.store.RecoverExpired(b.ctx, b.pool, time.Microsecond, 7)
+				rec, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Microsecond, 7)
 				if err != nil {
 					errc <- err
 					return
@@ -421,7 +430,7 @@ func TestOrderedClaimHeadOnly(t *testing.T) {
 				t.Fatalf("claimed %d more", len(c2.Messages))
 			}
 			// A's head fails for good (max_retry 1): DEAD.
-			if res, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: enq[0].EventID}}); err != nil || res.Dead != 1 {
+			if res, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: []outbox.Failure{{EventID: enq[0].EventID}}}); err != nil || res.Dead != 1 {
 				t.Fatalf("MarkFailed = %+v, %v", res, err)
 			}
 			c3 := b.claim(t, "r", 100)
@@ -434,7 +443,7 @@ func TestOrderedClaimHeadOnly(t *testing.T) {
 			if len(c3.Messages) != 1 || c3.Messages[0].EventID != enq[1].EventID || c3.Messages[0].OrderingKey != "A" {
 				t.Fatalf("after DEAD head: claim = %+v", c3.Messages)
 			}
-			if _, err := b.store.MarkSent(b.ctx, b.pool, c3.Lease, c3.IDs()); err != nil {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c3.Lease, Sent: claimIDs(c3)}); err != nil {
 				t.Fatal(err)
 			}
 			if c4 := b.claim(t, "r", 100); len(c4.Messages) != 1 || c4.Messages[0].EventID != enq[2].EventID {
@@ -593,7 +602,7 @@ func TestPurgeSentAndStats(t *testing.T) {
 	for _, n := range []int{2500, 50} {
 		for n > 0 {
 			c := b.claim(t, "r", min(n, 1000))
-			if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 				t.Fatal(err)
 			}
 			n -= len(c.Messages)

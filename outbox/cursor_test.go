@@ -27,7 +27,7 @@ func TestRelayCursorFindsLateCommit(t *testing.T) {
 	defer tx.Rollback(b.ctx)
 	late := event(0)
 	late.DedupKey = "late"
-	lateIDs, err := b.store.EnqueueMany(b.ctx, tx, []outbox.Event{late})
+	lateIDs, err := b.store.Enqueue(b.ctx, tx, []outbox.Event{late}...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestRelayCursorFindsLateCommit(t *testing.T) {
 		once.Do(func() { commitErr <- tx.Commit(b.ctx) })
 	}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n+1 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 100, DisableListen: true}, nil)
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m), BatchSize: 100, DisableListen: true}, nil)
 	if err := testwait.Recv(t, commitErr, "the commit after the first batch"); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestRelayCursorSeesOrderedSuccessor(t *testing.T) {
 
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n+perKey })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 100, DisableListen: true}, nil)
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m), BatchSize: 100, DisableListen: true}, nil)
 	m.wait(t, b.ctx)
 	stop()
 

@@ -3,18 +3,18 @@
 // [Relay] that publishes them after commit, at least once.
 //
 // A service writes its business rows and the events that describe them in
-// one transaction ([Store.Enqueue] / [Store.EnqueueMany] take the caller's
-// pgx.Tx), so an event exists if and only if the change it describes was
+// one transaction ([Store.Enqueue] takes the caller's pgx.Tx), so an event exists if and only if the change it describes was
 // committed. Relays, in any number of processes, claim ready events with
-// FOR UPDATE SKIP LOCKED ([Store.ClaimOutboxBatch]), publish them through a
-// [Publisher] with no transaction open, and mark the outcome. A broker
+// FOR UPDATE SKIP LOCKED ([Store.ClaimOutboxBatch]), publish them through
+// [RelayConfig].Publish with no transaction open, and mark the outcome
+// ([Store.Mark]). A broker
 // never sees an event of a rolled-back transaction, and no committed event
 // is lost: it ends SENT or, after its retries, DEAD.
 //
 // # Table
 //
-// event_outbox (migrations 001 to 003, applied by [Migrate] or with the
-// other packages' components through migrate.Apply). Status codes are
+// event_outbox (migrations 001 to 003, applied by migrate.Apply with
+// [Migrations], alone or with the other packages' components). Status codes are
 // SMALLINT + CHECK, mirrored by [Status]: 0 PENDING, 10 SENDING, 20 SENT,
 // 30 RETRY, 40 DEAD. dedup_key is unique. Indexes: the partial ready index
 // idx_outbox_ready (PENDING/RETRY only, so the claim's cost follows the
@@ -28,16 +28,15 @@
 //
 // # Contract
 //
-//   - [Store.Enqueue], [Store.EnqueueMany] run in the caller's transaction
-//     (pgx.Tx). EnqueueMany is ONE insert whatever the number of events,
+//   - [Store.Enqueue] runs in the caller's transaction (pgx.Tx). It is ONE
+//     insert whatever the number of events,
 //     followed in the same round trip by a read of the events holding their
 //     dedup keys (so a duplicate that a concurrent transaction committed
 //     while the insert waited for it is reported with that event's id).
 //     Idempotent by dedup key: ON CONFLICT (dedup_key) DO NOTHING, reported
 //     per event in [Enqueued].New — a duplicate is not an error and writes
 //     nothing. Event ids are UUIDv7 (time-ordered).
-//   - [Store.ClaimOutboxBatch], [Store.MarkSent], [Store.MarkFailed],
-//     [Store.ReleaseLease], [Store.RecoverExpired], [Store.RecoverLease],
+//   - [Store.ClaimOutboxBatch], [Store.Mark], [Store.Recover],
 //     [Store.PurgeSent], [Store.ArchiveSent] are stand-alone writes: pass
 //     a pool (each runs as its own implicit transaction), or a transaction
 //     when you know why.
@@ -46,7 +45,7 @@
 //     (owner AND claim time AND status SENDING). A row that no longer
 //     matches — its lease expired and was recovered, another claim holds it
 //     (the same owner's included), it is finished — is never touched, and
-//     the call says so: MarkResult.Lost and a *[LeaseLostError] matching
+//     the call says so: MarkResult.Lost and a *[Error] matching
 //     [ErrLeaseLost]. Zero rows is never silently fine.
 //   - Lease recovery only touches rows still SENDING under the same claim
 //     with an expired lease (river issue 1302); the lost attempt counts.
@@ -72,7 +71,7 @@
 // Costs: one claim round trip per event and key (only the head of a key is
 // claimable), and enqueuers of one key serialise until commit (that is
 // what ordering means). Keep ordered-key transactions short, and enqueue
-// the keys of one transaction in one EnqueueMany call (it locks them in
+// the keys of one transaction in one Enqueue call (it locks them in
 // sorted order; separate calls lock in call order and two transactions
 // that lock two keys in opposite orders deadlock — PostgreSQL aborts one
 // with 40P01, which pgtx.RunInTx retries). A Delay on an ordered event
@@ -100,7 +99,7 @@
 //
 // LISTEN/NOTIFY: with [Config].Notify (off by default), Enqueue calls
 // pg_notify once per statement that inserted (not per row) on
-// [Store.Channel]; PostgreSQL delivers it at commit and folds duplicates
+// the channel "seckill_outbox_<schema>"; PostgreSQL delivers it at commit and folds duplicates
 // within a transaction. Committing transactions that notified serialise on
 // the notification queue lock across their WAL flush, which caps an order
 // path's commits per second; without NOTIFY relays poll (PollInterval). A
@@ -111,19 +110,20 @@
 //
 // # Pipelining
 //
-// Every statement-level helper has a Queue form — [Store.QueueEnqueue],
-// [Store.QueueEnqueueMany], [Store.QueueClaimOutboxBatch],
-// [Store.QueueMarkSent], [Store.QueueMarkFailed], [Store.QueueReleaseLease] —
-// that appends the statement to the caller's *pgx.Batch and fills a
+// The writes of a service have a Queue form — [Store.QueueEnqueue] and
+// [Store.QueueMark] — that appends the statement to the caller's *pgx.Batch and fills a
 // caller-provided result when the batch's results are read. Errors from
 // the database (and a lost lease) come back from BatchResults.Close; the
 // Queue function's own error is only for invalid input, in which case
 // nothing was queued. So an order service can send its order insert, stock
-// update and outbox event in one round trip.
+// update and outbox event in one round trip; with [pgtx.Abort],
+// QueueEnqueue raises on a duplicate dedup key instead (ErrDuplicate), for
+// a transaction sent as one batch that commits only when everything is
+// new.
 //
 // # Errors
 //
-// Invalid input returns a *[ValidationError] matching [ErrInvalidArgument]
+// Invalid input returns a *[Error] matching [ErrInvalidArgument]
 // before anything is sent: empty required fields, strings beyond the
 // column limits (counted in characters, like VARCHAR), invalid UTF-8 or
 // NUL bytes, a payload that is not JSON (or holds \u0000, which jsonb
@@ -160,6 +160,6 @@
 //		return err
 //	})
 //	...
-//	relay, err := outbox.NewRelay(pool, outbox.RelayConfig{Store: store, Publisher: myBroker})
+//	relay, err := outbox.NewRelay(pool, outbox.RelayConfig{Store: store, Publish: myBroker.Publish})
 //	go relay.Run(ctx) // returns after ctx is cancelled and the batch is marked
 package outbox

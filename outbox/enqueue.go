@@ -12,6 +12,7 @@ import (
 	"github.com/seckillkit/seckill/internal/jsonb"
 	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/internal/textcheck"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // Event is one event to enqueue.
@@ -134,13 +135,13 @@ func (s *Store) validateEvent(f string, ev *Event) error {
 		max      int
 		required bool
 	}{
-		{"Topic", ev.Topic, MaxTopicLen, true},
-		{"Tag", ev.Tag, MaxTagLen, false},
-		{"AggregateType", ev.AggregateType, MaxAggregateTypeLen, true},
-		{"AggregateID", ev.AggregateID, MaxAggregateIDLen, true},
-		{"MessageKey", ev.MessageKey, MaxMessageKeyLen, true},
-		{"DedupKey", ev.DedupKey, MaxDedupKeyLen, true},
-		{"OrderingKey", ev.OrderingKey, MaxOrderingKeyLen, false},
+		{"Topic", ev.Topic, maxTopicLen, true},
+		{"Tag", ev.Tag, maxTagLen, false},
+		{"AggregateType", ev.AggregateType, maxAggregateTypeLen, true},
+		{"AggregateID", ev.AggregateID, maxAggregateIDLen, true},
+		{"MessageKey", ev.MessageKey, maxMessageKeyLen, true},
+		{"DedupKey", ev.DedupKey, maxDedupKeyLen, true},
+		{"OrderingKey", ev.OrderingKey, maxOrderingKeyLen, false},
 	} {
 		if err := checkText(f+"."+c.name, c.v, c.max, c.required); err != nil {
 			return err
@@ -226,33 +227,46 @@ func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
 	return args
 }
 
-// QueueEnqueueMany queues the insert of evs into b as ONE statement, then a
-// read of the events that hold their dedup keys (a new snapshot, which sees
-// a duplicate committed while the insert waited for it), and
+// QueueEnqueue queues the enqueue of evs (at least one) into b and
 // arranges for *dst to receive one [Enqueued] per event, in order, when the
-// batch's results are read (errors surface from BatchResults.Close). Send b
-// on the transaction that writes the business data the events describe.
-// The returned error is only for invalid input (a *ValidationError); then
+// batch's results are read (errors surface from BatchResults.Close); dst
+// may be nil (the outcome is then discarded). Send b on the transaction
+// that writes the business data the events describe. The returned error is
+// only for invalid input (a *[Error] matching [ErrInvalidArgument]); then
 // nothing is queued.
-func (s *Store) QueueEnqueueMany(b *pgx.Batch, evs []Event, dst *[]Enqueued) error {
-	defer s.fail.Mark(b, "outbox.Store.QueueEnqueueMany")()
-	if dst == nil {
-		return invalid("dst", "nil")
-	}
-	return s.queueEnqueue(b, "events", evs, func(out []Enqueued) { *dst = out })
-}
-
-// QueueEnqueue is [Store.QueueEnqueueMany] for one event; *dst receives its
-// outcome. An event without an ordering key, from a Store without
+//
+// With on = [pgtx.Return] it queues the statements of [Store.Enqueue]: the
+// insert of evs as ONE statement, then a read of the events that hold
+// their dedup keys (a new snapshot, which sees a duplicate committed while
+// the insert waited for it); a duplicate dedup key is an Enqueued with New
+// false. One event without an ordering key, from a Store without
 // [Config].Notify, is inserted by a plain INSERT: the shape Citus routes
 // whole to one node (the general statement, a data-modifying CTE, makes a
 // Citus transaction commit with two phases).
-func (s *Store) QueueEnqueue(b *pgx.Batch, ev Event, dst *Enqueued) error {
-	defer s.fail.Mark(b, "outbox.Store.QueueEnqueue")()
-	if dst == nil {
-		return invalid("dst", "nil")
+//
+// With on = [pgtx.Abort] it queues, for a transaction sent as one batch
+// ([pgtx.RunBatch]) that commits only when every event is new, one plain
+// INSERT per event (routed whole by Citus) and the NOTIFY of a Store with
+// Config.Notify: an event whose dedup key exists raises unique_violation
+// (SQLSTATE 23505 on uq_outbox_dedup), which aborts the whole transaction,
+// COMMIT included; the error [pgtx.RunBatch] returns names this call and
+// the event's dedup key ([pgtx.StatementError].Call,
+// "outbox.Store.QueueEnqueue(<dedup key>)") and matches [ErrDuplicate]. An
+// insert that meets the key held by a transaction still in flight waits for
+// it, then raises (it committed) or proceeds (it rolled back). *dst then
+// receives the new events (New true). An event with an ordering key is
+// refused in this mode (ErrInvalidArgument): ordered events take their
+// key's lock first, which only the Return mode's statements do.
+func (s *Store) QueueEnqueue(b *pgx.Batch, evs []Event, dst *[]Enqueued, on pgtx.OnRefusal) error {
+	if on == pgtx.Abort {
+		return s.queueEnqueueAbort(b, evs, dst)
 	}
-	return s.queueEnqueue(b, "event", []Event{ev}, func(out []Enqueued) { *dst = out[0] })
+	defer s.fail.Mark(b, "outbox.Store.QueueEnqueue")()
+	return s.queueEnqueue(b, "events", evs, func(out []Enqueued) {
+		if dst != nil {
+			*dst = out
+		}
+	})
 }
 
 func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func([]Enqueued)) error {
@@ -347,26 +361,24 @@ func (s *Store) queueEnqueueRouted(b *pgx.Batch, a *enqueueArgs, read func(pgx.R
 	}
 }
 
-// EnqueueMany inserts evs in the caller's transaction with ONE statement
-// (arrays through unnest), plus the read of the events holding their dedup
-// keys in the same round trip, and reports, per event in order, whether it was
-// new or a duplicate of an existing dedup key (ON CONFLICT DO NOTHING: a
-// duplicate writes nothing and is not an error). Events with an ordering key
-// take a transaction advisory lock per key, held until tx ends. With
-// Config.Citus it sends one INSERT per event instead, still in one round
-// trip. Invalid input returns a *ValidationError matching
-// [ErrInvalidArgument] and sends nothing.
-func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) (_ []Enqueued, err error) {
+// Enqueue inserts evs (at least one event) in the caller's transaction
+// with ONE statement (arrays through unnest), plus the read of the events
+// holding their dedup keys in the same round trip, and reports, per event
+// in order, whether it was new or a duplicate of an existing dedup key (ON
+// CONFLICT DO NOTHING: a duplicate writes nothing and is not an error).
+// Events with an ordering key take a transaction advisory lock per key,
+// held until tx ends; enqueue the events of one transaction in one call (it
+// locks their keys in sorted order). With Config.Citus it sends one INSERT
+// per event instead, still in one round trip. Invalid input returns a
+// *[Error] matching [ErrInvalidArgument] and sends nothing.
+func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, evs ...Event) (_ []Enqueued, err error) {
 	defer s.fail.Explain(&err)
 	if tx == nil {
 		return nil, nilHandle("tx")
 	}
-	if tx == nil {
-		return nil, invalid("tx", "nil")
-	}
 	var out []Enqueued
 	b := &pgx.Batch{}
-	if err := s.QueueEnqueueMany(b, evs, &out); err != nil {
+	if err := s.QueueEnqueue(b, evs, &out, pgtx.Return); err != nil {
 		return nil, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -375,23 +387,51 @@ func (s *Store) EnqueueMany(ctx context.Context, tx pgx.Tx, evs []Event) (_ []En
 	return out, nil
 }
 
-// Enqueue inserts one event in the caller's transaction; see
-// [Store.EnqueueMany].
-func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev Event) (_ Enqueued, err error) {
-	defer s.fail.Explain(&err)
-	if tx == nil {
-		return Enqueued{}, nilHandle("tx")
+// enqueueOrAbortSQL is enqueueOneSQL's insert as a plain statement without
+// ON CONFLICT: an event whose dedup key exists raises unique_violation on
+// uq_outbox_dedup. Parameters as enqueueOneSQL, without the channel.
+//
+// A plain INSERT … VALUES … RETURNING is also the shape Citus routes to
+// one worker as one task; for enqueueOneSQL's data-modifying CTE under a
+// SELECT, Citus runs the CTE first and copies its result back to the
+// worker as an intermediate result for the outer SELECT.
+const enqueueOrAbortSQL = insertOneSQL + `
+RETURNING o.event_id`
+
+// queueEnqueueAbort is [Store.QueueEnqueue] with [pgtx.Abort]: one
+// enqueueOrAbortSQL per event, each named after its dedup key, then the
+// NOTIFY of a Store with Config.Notify.
+func (s *Store) queueEnqueueAbort(b *pgx.Batch, evs []Event, dst *[]Enqueued) error {
+	if b == nil {
+		return invalid("batch", "nil")
 	}
-	if tx == nil {
-		return Enqueued{}, invalid("tx", "nil")
+	for i, ev := range evs {
+		if ev.OrderingKey != "" {
+			return invalid(fmt.Sprintf("events[%d].OrderingKey", i), "set: an ordered event needs pgtx.Return")
+		}
 	}
-	var out Enqueued
-	b := &pgx.Batch{}
-	if err := s.QueueEnqueue(b, ev, &out); err != nil {
-		return Enqueued{}, err
+	a, err := s.buildEnqueue("events", evs)
+	if err != nil {
+		return err
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return Enqueued{}, err
+	out := make([]Enqueued, len(a.ids))
+	for i := range a.ids {
+		from := b.Len()
+		b.Queue(s.enqueueOrAbort, insertOneArgs(a, i)...).QueryRow(func(row pgx.Row) error {
+			var id uuid.UUID
+			if err := row.Scan(&id); err != nil {
+				return fmt.Errorf("outbox: enqueue: %w", err)
+			}
+			out[i] = Enqueued{New: true, EventID: id}
+			if i == len(out)-1 && dst != nil {
+				*dst = out
+			}
+			return nil
+		})
+		if i == len(a.ids)-1 && s.cfg.notify() {
+			b.Queue(s.enqueueNotify, s.channel)
+		}
+		pgtx.NameCall(b, from, "outbox.Store.QueueEnqueue("+a.dedup[i]+")", s.fail.Classify)
 	}
-	return out, nil
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // bothEnqueueModes runs test as two parallel subtests: "default", with
@@ -142,7 +143,7 @@ func TestEnqueueConcurrentDedup(t *testing.T) {
 						evs = append(evs, event(i))
 					}
 					err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-						res, err := b.store.EnqueueMany(b.ctx, tx, evs)
+						res, err := b.store.Enqueue(b.ctx, tx, evs...)
 						if err != nil {
 							return err
 						}
@@ -222,14 +223,14 @@ func TestEnqueueInvalidInput(t *testing.T) {
 		}
 		_, err1 := b.store.Enqueue(b.ctx, tx, ev)
 		// The invalid event second in a batch: nothing of the batch is written.
-		_, err2 := b.store.EnqueueMany(b.ctx, tx, []outbox.Event{event(2), ev})
+		_, err2 := b.store.Enqueue(b.ctx, tx, []outbox.Event{event(2), ev}...)
 		var qb pgx.Batch
-		err3 := b.store.QueueEnqueue(&qb, ev, new(outbox.Enqueued))
+		err3 := b.store.QueueEnqueue(&qb, []outbox.Event{ev}, nil, pgtx.Return)
 		if err := tx.Commit(b.ctx); err != nil {
 			t.Fatalf("%s: commit: %v (the helper sent something)", c.name, err)
 		}
 		for i, err := range []error{err1, err2, err3} {
-			var ve *outbox.ValidationError
+			var ve *outbox.Error
 			if !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &ve) || !strings.Contains(ve.Field, c.field) {
 				t.Fatalf("%s: call %d: err = %v, want a ValidationError on %s", c.name, i, err, c.field)
 			}
@@ -238,11 +239,11 @@ func TestEnqueueInvalidInput(t *testing.T) {
 			t.Fatalf("%s: queued %d statements", c.name, qb.Len())
 		}
 	}
-	if _, err := b.store.EnqueueMany(b.ctx, nil, []outbox.Event{event(1)}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := b.store.Enqueue(b.ctx, nil, []outbox.Event{event(1)}...); !errors.Is(err, outbox.ErrInvalidArgument) {
 		t.Fatalf("nil tx: err = %v", err)
 	}
 	err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := b.store.EnqueueMany(b.ctx, tx, nil)
+		_, err := b.store.Enqueue(b.ctx, tx, nil...)
 		return err
 	})
 	if !errors.Is(err, outbox.ErrInvalidArgument) {
@@ -275,12 +276,12 @@ func TestConfigInvalid(t *testing.T) {
 		}
 	}
 	s, err := outbox.New(outbox.Config{})
-	if err != nil || s.Schema() != "seckill" || s.Channel() != "seckill_outbox_seckill" {
+	if err != nil || s.Schema() != "seckill" || outbox.Channel(s) != "seckill_outbox_seckill" {
 		t.Fatalf("defaults: %v %v", s, err)
 	}
 	long, _ := outbox.New(outbox.Config{Schema: strings.Repeat("s", 63)})
-	if len(long.Channel()) > 63 {
-		t.Fatalf("channel %q longer than 63 bytes", long.Channel())
+	if len(outbox.Channel(long)) > 63 {
+		t.Fatalf("channel %q longer than 63 bytes", outbox.Channel(long))
 	}
 }
 
@@ -391,12 +392,12 @@ func TestEnqueueNotifies(t *testing.T) {
 	bothEnqueueModes(t, func(t *testing.T, citus bool) {
 		b := setup(t, outbox.Config{Notify: true, Citus: citus})
 		conn := pgtest.Conn(t)
-		if _, err := conn.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
+		if _, err := conn.Exec(b.ctx, `LISTEN `+pgx.Identifier{outbox.Channel(b.store)}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
 		b.enqueue(t, event(1), event(2))
 		n, err := conn.WaitForNotification(b.ctx)
-		if err != nil || n.Channel != b.store.Channel() {
+		if err != nil || n.Channel != outbox.Channel(b.store) {
 			t.Fatalf("notification %+v, %v", n, err)
 		}
 	})
@@ -459,7 +460,7 @@ func TestEnqueueDuplicateWhileFirstCommits(t *testing.T) {
 			}
 			defer first.Rollback(b.ctx) //nolint:errcheck // a no-op after the commit
 			ev := event(1)
-			firstRes, err := b.store.Enqueue(b.ctx, first, ev)
+			firstRes, err := enqueueOne(b.ctx, b.store, first, ev)
 			if err != nil || !firstRes.New {
 				t.Fatalf("first: %+v, %v", firstRes, err)
 			}
@@ -478,11 +479,10 @@ func TestEnqueueDuplicateWhileFirstCommits(t *testing.T) {
 				err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
 					var err error
 					if c.many {
-						out, err = b.store.EnqueueMany(b.ctx, tx, evs)
+						out, err = b.store.Enqueue(b.ctx, tx, evs...)
 						return err
 					}
-					one, err := b.store.Enqueue(b.ctx, tx, dup)
-					out = []outbox.Enqueued{one}
+					out, err = b.store.Enqueue(b.ctx, tx, dup)
 					return err
 				})
 				second <- result{out, err}

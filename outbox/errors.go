@@ -11,19 +11,19 @@ import (
 )
 
 // ErrInvalidArgument is matched by every error that rejects caller input
-// before anything is sent to the database. The concrete type is
-// *ValidationError.
+// before anything is sent to the database. The concrete type is *[Error],
+// with Field and Reason.
 var ErrInvalidArgument = errors.New("outbox: invalid argument")
 
-// ErrLeaseLost is matched by the error of [Store.MarkSent],
-// [Store.MarkFailed] and [Store.ReleaseLease] when some of the events were no
-// longer held under the given lease: the lease expired and was recovered,
+// ErrLeaseLost is matched by the error of [Store.Mark] when some of the
+// events were no longer held under the given lease: the lease expired and was recovered,
 // another relay claimed them since, or they were already finished. Those
-// rows were not touched. The concrete type is *LeaseLostError.
+// rows were not touched. The concrete type is *[Error], with Lease and
+// Lost.
 var ErrLeaseLost = errors.New("outbox: lease lost")
 
 // ErrDuplicate is matched by the error of a one-batch enqueue
-// ([Store.QueueEnqueueOrAbort]) that met an event with the same dedup key:
+// ([Store.QueueEnqueue] with [pgtx.Abort]) that met an event with the same dedup key:
 // its insert raised unique_violation on uq_outbox_dedup, which aborted the
 // whole transaction. The error unwraps to the server's *pgconn.PgError.
 var ErrDuplicate = errors.New("outbox: an event with this dedup key exists")
@@ -38,48 +38,31 @@ var ErrRelayFailing = errors.New("outbox: relay failing")
 // running.
 var ErrRelayRunning = errors.New("outbox: relay already running")
 
-// ValidationError rejects one argument and says why. Nothing was written.
-type ValidationError struct {
-	Field  string // the argument or field, e.g. "events[3].Payload"
-	Reason string // why it was rejected, e.g. "longer than 128 characters"
+// Error is the error of every refusal of the package: it matches (Unwrap)
+// its sentinel, Err, and carries what the caller may act on:
+//
+//   - [ErrInvalidArgument]: Field and Reason (nothing was sent or written).
+//   - [ErrLeaseLost]: Lease (the lease the caller passed) and Lost (one per
+//     event not updated, never empty).
+type Error struct {
+	// Err is the sentinel the error matches.
+	Err error
+	// Field is the rejected argument or field, e.g. "events[3].Payload".
+	Field string
+	// Reason says why it was rejected, e.g. "longer than 128 characters".
+	Reason string
+	// Lease is the lease of a lease-checked update.
+	Lease Lease
+	// Lost lists the events a lease-checked update did not touch.
+	Lost []LostEvent
 }
 
-// Error names the field and the reason.
-func (e *ValidationError) Error() string {
-	return textcheck.Message("outbox", e.Field, e.Reason)
-}
-
-// Is reports whether target is [ErrInvalidArgument].
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArgument }
-
-func invalid(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
-// LostEvent is one event a lease-checked update did not touch, with the
-// row's current state: its latest committed version, read after any wait
-// for the writer that took the lease away (a mark that waited behind a
-// lease recovery reports RETRY without owner, not its own lost lease).
-type LostEvent struct {
-	// EventID is the id the caller passed.
-	EventID uuid.UUID
-	// Exists is false when no row has this id (never enqueued, or purged).
-	Exists bool
-	// Status, LockedBy are the row's current state; LockedBy is "" when the
-	// row is not SENDING.
-	Status   Status // the current status; 0 (StatusPending) when !Exists
-	LockedBy string // the current owner's id; "" unless Status is StatusSending
-}
-
-// LeaseLostError lists the events of a lease-checked update that were not
-// held under the caller's lease. It matches [ErrLeaseLost].
-type LeaseLostError struct {
-	Lease Lease       // the lease the caller passed
-	Lost  []LostEvent // one per event not updated, never empty
-}
-
-// Error summarises the lost events (the first three in detail).
-func (e *LeaseLostError) Error() string {
+// Error names the field and the reason of invalid input, or summarises the
+// lost events of a lost lease (the first three in detail).
+func (e *Error) Error() string {
+	if e.Err != ErrLeaseLost {
+		return textcheck.Message("outbox", e.Field, e.Reason)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "outbox: lease lost for %d event(s) of owner %q", len(e.Lost), e.Lease.Owner)
 	for i, l := range e.Lost {
@@ -99,10 +82,29 @@ func (e *LeaseLostError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is [ErrLeaseLost].
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+// Unwrap returns Err, the sentinel.
+func (e *Error) Unwrap() error { return e.Err }
+
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Err: ErrInvalidArgument, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// LostEvent is one event a lease-checked update did not touch, with the
+// row's current state: its latest committed version, read after any wait
+// for the writer that took the lease away (a mark that waited behind a
+// lease recovery reports RETRY without owner, not its own lost lease).
+type LostEvent struct {
+	// EventID is the id the caller passed.
+	EventID uuid.UUID
+	// Exists is false when no row has this id (never enqueued, or purged).
+	Exists bool
+	// Status, LockedBy are the row's current state; LockedBy is "" when the
+	// row is not SENDING.
+	Status   Status // the current status; 0 (StatusPending) when !Exists
+	LockedBy string // the current owner's id; "" unless Status is StatusSending
+}
 
 // nilHandle rejects a nil transaction or connection handle (a
-// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// *Error matching ErrInvalidArgument) instead of letting the call
 // panic on it.
 func nilHandle(name string) error { return invalid(name, "must not be nil") }

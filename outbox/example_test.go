@@ -34,7 +34,7 @@ func ExampleStore_Enqueue() {
 		err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			// ... the order insert would go here, in the same tx ...
 			res, err := store.Enqueue(ctx, tx, ev)
-			fmt.Println("new:", res.New)
+			fmt.Println("new:", res[0].New)
 			return err
 		})
 		if err != nil {
@@ -55,10 +55,10 @@ func ExampleStore_ClaimOutboxBatch() {
 	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
 	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
-		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
+		_, err := store.Enqueue(ctx, tx, []outbox.Event{
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "e1", Payload: []byte(`1`)},
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "e2", Payload: []byte(`2`)},
-		})
+		}...)
 		return err
 	})
 	if err != nil {
@@ -72,14 +72,14 @@ func ExampleStore_ClaimOutboxBatch() {
 		fmt.Println("publish", m.AggregateID, string(m.Payload))
 	}
 	// Event 1 was published, event 2 failed.
-	res, err := store.MarkSent(ctx, pool, claim.Lease, claim.IDs()[:1])
+	res, err := store.Mark(ctx, pool, outbox.Outcome{Lease: claim.Lease, Sent: claimIDs(claim)[:1]})
 	fmt.Println("sent:", res.Marked, err)
-	res, err = store.MarkFailed(ctx, pool, claim.Lease, []outbox.Failure{
+	res, err = store.Mark(ctx, pool, outbox.Outcome{Lease: claim.Lease, Failed: []outbox.Failure{
 		{EventID: claim.Messages[1].EventID, Err: fmt.Errorf("broker unavailable")},
-	})
+	}})
 	fmt.Println("retry:", res.Marked, err)
 	// Marking again under the same lease touches nothing and says why.
-	res, err = store.MarkSent(ctx, pool, claim.Lease, claim.IDs()[:1])
+	res, err = store.Mark(ctx, pool, outbox.Outcome{Lease: claim.Lease, Sent: claimIDs(claim)[:1]})
 	fmt.Println(errors.Is(err, outbox.ErrLeaseLost), res.Lost[0].Status)
 	// Output:
 	// publish 1 1
@@ -105,7 +105,7 @@ func ExampleRelay() {
 				Payload:     json.RawMessage(fmt.Sprintf(`{"step": %d}`, i)),
 			})
 		}
-		_, err := store.EnqueueMany(ctx, tx, evs)
+		_, err := store.Enqueue(ctx, tx, evs...)
 		return err
 	})
 	if err != nil {
@@ -115,7 +115,7 @@ func ExampleRelay() {
 	published := 0
 	relay, err := outbox.NewRelay(pool, outbox.RelayConfig{
 		Store: store,
-		Publisher: outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+		Publish: func(_ context.Context, msgs []outbox.Message) []error {
 			for _, m := range msgs {
 				fmt.Println("published", m.Topic, string(m.Payload))
 				if published++; published == 3 {
@@ -123,7 +123,7 @@ func ExampleRelay() {
 				}
 			}
 			return nil // all published
-		}),
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -146,11 +146,11 @@ func ExampleStore_ArchiveSent() {
 	pool, schema := db.Pool, db.Schema
 	store, _ := outbox.New(outbox.Config{Schema: schema})
 	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
-		_, err := store.EnqueueMany(ctx, tx, []outbox.Event{
+		_, err := store.Enqueue(ctx, tx, []outbox.Event{
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "e1", Payload: []byte(`1`)},
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "e2", Payload: []byte(`2`)},
 			{Topic: "T", AggregateType: "ORDER", AggregateID: "3", DedupKey: "e3", Payload: []byte(`3`)},
-		})
+		}...)
 		return err
 	})
 	if err != nil {
@@ -158,7 +158,7 @@ func ExampleStore_ArchiveSent() {
 	}
 	c, _ := store.ClaimOutboxBatch(ctx, pool, "relay-1", 2)
 	// ... publish c.Messages ...
-	if _, err := store.MarkSent(ctx, pool, c.Lease, c.IDs()); err != nil {
+	if _, err := store.Mark(ctx, pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 		panic(err)
 	}
 	// A retention job: move what was sent before the horizon (here: all of

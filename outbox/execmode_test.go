@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // TestQueryExecModes runs every statement of the package through pools in
@@ -34,25 +35,24 @@ func TestQueryExecModes(t *testing.T) {
 			var many []outbox.Enqueued
 			err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
 				var err error
-				if single, err = b.store.Enqueue(b.ctx, tx, first); err != nil {
+				if single, err = enqueueOne(b.ctx, b.store, tx, first); err != nil {
 					return err
 				}
-				if many, err = b.store.EnqueueMany(b.ctx, tx, []outbox.Event{event(2), first}); err != nil {
+				if many, err = b.store.Enqueue(b.ctx, tx, []outbox.Event{event(2), first}...); err != nil {
 					return err
 				}
 				batch := &pgx.Batch{}
-				var queued outbox.Enqueued
-				var queuedMany []outbox.Enqueued
-				if err := b.store.QueueEnqueue(batch, event(3), &queued); err != nil {
+				var queued, queuedMany []outbox.Enqueued
+				if err := b.store.QueueEnqueue(batch, []outbox.Event{event(3)}, &queued, pgtx.Return); err != nil {
 					return err
 				}
-				if err := b.store.QueueEnqueueMany(batch, []outbox.Event{event(4), event(5)}, &queuedMany); err != nil {
+				if err := b.store.QueueEnqueue(batch, []outbox.Event{event(4), event(5)}, &queuedMany, pgtx.Return); err != nil {
 					return err
 				}
 				if err := tx.SendBatch(b.ctx, batch).Close(); err != nil {
 					return err
 				}
-				if !queued.New || len(queuedMany) != 2 || !queuedMany[0].New || !queuedMany[1].New {
+				if len(queued) != 1 || !queued[0].New || len(queuedMany) != 2 || !queuedMany[0].New || !queuedMany[1].New {
 					t.Errorf("queued enqueue = %+v, %+v, want all new", queued, queuedMany)
 				}
 				return nil
@@ -64,13 +64,9 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("enqueue = %+v, %+v, want new, then new and the first event's duplicate", single, many)
 			}
 
-			// Claim through the batch form, then each finishing helper.
-			var c outbox.Claim
-			batch := &pgx.Batch{}
-			if err := b.store.QueueClaimOutboxBatch(batch, "relay-x", 10, &c); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.pool.SendBatch(b.ctx, batch).Close(); err != nil {
+			// Claim, then each finishing helper.
+			c, err := b.store.ClaimOutboxBatch(b.ctx, b.pool, "relay-x", 10)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if len(c.Messages) != 5 || c.Messages[0].EventID != single.EventID {
@@ -87,21 +83,21 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("claimed message = %+v, want event %+v", m, first)
 			}
 
-			ids := c.IDs()
-			r, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, ids[:1])
+			ids := claimIDs(c)
+			r, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: ids[:1]})
 			if err != nil || r.Marked != 1 {
 				t.Fatalf("MarkSent = %+v, %v", r, err)
 			}
-			batch = &pgx.Batch{}
+			batch := &pgx.Batch{}
 			var sent, released, failed outbox.MarkResult
-			if err := b.store.QueueMarkSent(batch, c.Lease, ids[1:2], &sent); err != nil {
+			if err := b.store.QueueMark(batch, outbox.Outcome{Lease: c.Lease, Sent: ids[1:2]}, &sent); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.store.QueueReleaseLease(batch, c.Lease, ids[2:3], &released); err != nil {
+			if err := b.store.QueueMark(batch, outbox.Outcome{Lease: c.Lease, Released: ids[2:3]}, &released); err != nil {
 				t.Fatal(err)
 			}
 			fails := []outbox.Failure{{EventID: ids[3], Err: errors.New("broker 'down' ü"), Backoff: time.Hour}}
-			if err := b.store.QueueMarkFailed(batch, c.Lease, fails, &failed); err != nil {
+			if err := b.store.QueueMark(batch, outbox.Outcome{Lease: c.Lease, Failed: fails}, &failed); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.pool.SendBatch(b.ctx, batch).Close(); err != nil {
@@ -115,13 +111,13 @@ func TestQueryExecModes(t *testing.T) {
 			}
 			// Lease checks compare the claim time: a stale lease loses.
 			stale := outbox.Lease{Owner: c.Owner, LockedAt: c.LockedAt.Add(-time.Microsecond)}
-			if _, err := b.store.ReleaseLease(b.ctx, b.pool, stale, ids[4:5]); !errors.Is(err, outbox.ErrLeaseLost) {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: stale, Released: ids[4:5]}); !errors.Is(err, outbox.ErrLeaseLost) {
 				t.Fatalf("Release under a stale lease = %v, want ErrLeaseLost", err)
 			}
-			if r, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, []outbox.Failure{{EventID: ids[4]}}); err != nil || r.Marked != 1 {
+			if r, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: []outbox.Failure{{EventID: ids[4]}}}); err != nil || r.Marked != 1 {
 				t.Fatalf("MarkFailed = %+v, %v", r, err)
 			}
-			if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, []uuid.UUID{uuid.New()}); !errors.Is(err, outbox.ErrLeaseLost) {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: []uuid.UUID{uuid.New()}}); !errors.Is(err, outbox.ErrLeaseLost) {
 				t.Fatalf("MarkSent of an unknown id = %v, want ErrLeaseLost", err)
 			}
 
@@ -130,11 +126,11 @@ func TestQueryExecModes(t *testing.T) {
 			if len(c2.Messages) != 2 { // the released one and the failed one without backoff
 				t.Fatalf("second claim = %d messages, want 2", len(c2.Messages))
 			}
-			if rec, err := b.store.RecoverLease(b.ctx, b.pool, c2.Lease, time.Microsecond); err != nil || len(rec) != 2 ||
+			if rec, err := b.store.Recover(b.ctx, b.pool, c2.Lease, time.Microsecond, 1000); err != nil || len(rec) != 2 ||
 				rec[0].LockedBy != "relay-y" {
 				t.Fatalf("RecoverLease = %+v, %v", rec, err)
 			}
-			if rec, err := b.store.RecoverExpired(b.ctx, b.pool, time.Hour, 10); err != nil || len(rec) != 0 {
+			if rec, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Hour, 10); err != nil || len(rec) != 0 {
 				t.Fatalf("RecoverExpired = %+v, %v", rec, err)
 			}
 			st, err := b.store.Stats(b.ctx, b.pool)

@@ -25,3 +25,45 @@ func DisableClaimCursor(r *Relay) { r.noCursor = true }
 // ClaimAfterSQL returns the claim statement that starts after a cursor
 // (for EXPLAIN in tests).
 func ClaimAfterSQL(s *Store) string { return s.claimAfterSQL }
+
+// The package's limits and defaults, unexported since v1, named for the
+// tests.
+const (
+	DefaultArchiveBatchSize = defaultArchiveBatchSize
+	MaxArchiveBatchSize     = maxArchiveBatchSize
+	DefaultBatchSize        = defaultBatchSize
+	DefaultPollInterval     = defaultPollInterval
+	DefaultMaxPollInterval  = defaultMaxPollInterval
+	DefaultLease            = defaultLease
+	DefaultShutdownTimeout  = defaultShutdownTimeout
+	DefaultMaxRetries       = defaultMaxRetries
+	DefaultMaxPayloadBytes  = defaultMaxPayloadBytes
+	MaxDedupKeyLen          = maxDedupKeyLen
+	MaxAggregateTypeLen     = maxAggregateTypeLen
+	MaxAggregateIDLen       = maxAggregateIDLen
+	MaxTopicLen             = maxTopicLen
+	MaxTagLen               = maxTagLen
+	MaxMessageKeyLen        = maxMessageKeyLen
+	MaxOrderingKeyLen       = maxOrderingKeyLen
+	MaxOwnerLen             = maxOwnerLen
+	MaxLastErrorBytes       = maxLastErrorBytes
+	StatsExactSentPages     = statsExactSentPages
+)
+
+// DefaultBackoff is the relay's default RelayConfig.Backoff.
+var DefaultBackoff = defaultBackoff
+
+// TruncateError is what Mark records of a failure's error in last_error.
+var TruncateError = truncateError
+
+// Statuses returns the known statuses in code order.
+func Statuses() []Status { return statusSet.Values() }
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool { return statusSet.Valid(s) }
+
+// Channel returns the LISTEN/NOTIFY channel of s's schema.
+func Channel(s *Store) string { return s.channel }
+
+// Owner returns r's owner id (locked_by of its claims).
+func Owner(r *Relay) string { return r.cfg.Owner }

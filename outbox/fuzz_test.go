@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // FuzzEnqueueEvent feeds arbitrary text fields, payloads and headers to
@@ -51,9 +52,9 @@ func FuzzEnqueueEvent(f *testing.F) {
 			ev.Headers = map[string]string{hk: hv}
 		}
 		var qb pgx.Batch
-		err := b.store.QueueEnqueue(&qb, ev, new(outbox.Enqueued))
+		err := b.store.QueueEnqueue(&qb, []outbox.Event{ev}, nil, pgtx.Return)
 		if err != nil {
-			var ve *outbox.ValidationError
+			var ve *outbox.Error
 			if !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field == "" {
 				t.Fatalf("rejection %v is not a *ValidationError", err)
 			}
@@ -70,7 +71,7 @@ func FuzzEnqueueEvent(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(b.ctx)
-		res, err := b.store.Enqueue(b.ctx, tx, ev)
+		res, err := enqueueOne(b.ctx, b.store, tx, ev)
 		if err != nil {
 			t.Fatalf("validation accepted an event PostgreSQL rejects: %v\nevent: %+q", err, ev)
 		}

@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -26,7 +29,7 @@ type bundle struct {
 func setup(t testing.TB, cfg outbox.Config) *bundle {
 	t.Helper()
 	b := &bundle{ctx: pgtest.Context(t, 2*time.Minute), pool: pgtest.Pool(t), schema: pgtest.Schema(t)}
-	if err := outbox.Migrate(b.ctx, b.pool, b.schema); err != nil {
+	if err := migrateOutbox(b.ctx, b.pool, b.schema); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Schema = b.schema
@@ -58,7 +61,7 @@ func (b *bundle) enqueue(t testing.TB, evs ...outbox.Event) []outbox.Enqueued {
 	err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
 		for len(evs) > 0 {
 			n := min(len(evs), 1000)
-			res, err := b.store.EnqueueMany(b.ctx, tx, evs[:n])
+			res, err := b.store.Enqueue(b.ctx, tx, evs[:n]...)
 			if err != nil {
 				return err
 			}
@@ -99,4 +102,40 @@ func (b *bundle) stats(t testing.TB) outbox.Stats {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// migrateOutbox applies the outbox's migrations to schema.
+func migrateOutbox(ctx context.Context, db pgtx.TxBeginner, schema string) error {
+	_, err := migrate.Apply(ctx, db, schema, outbox.Migrations)
+	return err
+}
+
+// claimIDs returns the event ids of c's messages.
+func claimIDs(c outbox.Claim) []uuid.UUID {
+	ids := make([]uuid.UUID, len(c.Messages))
+	for i, m := range c.Messages {
+		ids[i] = m.EventID
+	}
+	return ids
+}
+
+// hooks is an observer written as methods.
+type hooks interface {
+	BatchStart(ctx context.Context, e outbox.RelayEvent) context.Context
+	BatchEnd(ctx context.Context, e outbox.RelayEvent)
+	RecoverEnd(ctx context.Context, e outbox.RelayEvent)
+}
+
+// observe is the Observer of h's methods.
+func observe(h hooks) outbox.Observer {
+	return outbox.Observer{BatchStart: h.BatchStart, BatchEnd: h.BatchEnd, RecoverEnd: h.RecoverEnd}
+}
+
+// enqueueOne enqueues ev alone and returns its outcome.
+func enqueueOne(ctx context.Context, s *outbox.Store, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
+	res, err := s.Enqueue(ctx, tx, ev)
+	if err != nil {
+		return outbox.Enqueued{}, err
+	}
+	return res[0], nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // hostile are strings an attacker would try through a text parameter.
@@ -35,7 +36,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	b.enqueue(t, event(1))
 	check := func(what string, err error) {
 		t.Helper()
-		var ve *outbox.ValidationError
+		var ve *outbox.Error
 		if !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a *ValidationError", what, err)
 		}
@@ -47,42 +48,53 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 		"no owner": {LockedAt: time.Now()}, "NUL owner": {Owner: "r\x00", LockedAt: time.Now()},
 		"long owner": {Owner: strings.Repeat("o", 129), LockedAt: time.Now()}, "zero time": {Owner: "r"},
 	} {
-		check("QueueMarkSent/"+name, b.store.QueueMarkSent(&qb, l, ids, new(outbox.MarkResult)))
-		check("QueueMarkFailed/"+name, b.store.QueueMarkFailed(&qb, l, []outbox.Failure{{EventID: ids[0]}}, new(outbox.MarkResult)))
-		check("QueueReleaseLease/"+name, b.store.QueueReleaseLease(&qb, l, ids, new(outbox.MarkResult)))
-		_, err := b.store.ReleaseLease(b.ctx, b.pool, l, ids)
+		check("QueueMarkSent/"+name, b.store.QueueMark(&qb, outbox.Outcome{Lease: l, Sent: ids}, new(outbox.MarkResult)))
+		check("QueueMarkFailed/"+name, b.store.QueueMark(&qb, outbox.Outcome{Lease: l, Failed: []outbox.Failure{{EventID: ids[0]}}}, new(outbox.MarkResult)))
+		check("QueueReleaseLease/"+name, b.store.QueueMark(&qb, outbox.Outcome{Lease: l, Released: ids}, new(outbox.MarkResult)))
+		_, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Released: ids})
 		check("Release/"+name, err)
-		_, err = b.store.RecoverLease(b.ctx, b.pool, l, time.Minute)
+		_, err = b.store.Recover(b.ctx, b.pool, l, time.Minute, 1000)
 		check("RecoverLease/"+name, err)
 		if name != "zero time" {
-			check("QueueClaimOutboxBatch/"+name, b.store.QueueClaimOutboxBatch(&qb, l.Owner, 1, new(outbox.Claim)))
+			_, err := b.store.ClaimOutboxBatch(b.ctx, b.pool, l.Owner, 1)
+			check("ClaimOutboxBatch/"+name, err)
 		}
 	}
-	check("QueueClaimOutboxBatch(limit 0)", b.store.QueueClaimOutboxBatch(&qb, "r", 0, new(outbox.Claim)))
-	check("QueueClaimOutboxBatch(nil batch)", b.store.QueueClaimOutboxBatch(nil, "r", 1, new(outbox.Claim)))
-	check("QueueClaimOutboxBatch(nil dst)", b.store.QueueClaimOutboxBatch(&qb, "r", 1, nil))
-	check("QueueMarkSent(nil batch)", b.store.QueueMarkSent(nil, lease, ids, new(outbox.MarkResult)))
-	check("QueueMarkSent(nil dst)", b.store.QueueMarkSent(&qb, lease, ids, nil))
-	check("QueueMarkSent(no ids)", b.store.QueueMarkSent(&qb, lease, nil, new(outbox.MarkResult)))
-	check("QueueMarkFailed(nil batch)", b.store.QueueMarkFailed(nil, lease, []outbox.Failure{{EventID: ids[0]}}, new(outbox.MarkResult)))
-	check("QueueMarkFailed(negative backoff)", b.store.QueueMarkFailed(&qb, lease, []outbox.Failure{{EventID: ids[0], Backoff: -1}}, new(outbox.MarkResult)))
-	check("QueueMarkFailed(nil id)", b.store.QueueMarkFailed(&qb, lease, []outbox.Failure{{}}, new(outbox.MarkResult)))
-	check("QueueReleaseLease(nil id)", b.store.QueueReleaseLease(&qb, lease, []uuid.UUID{uuid.Nil}, new(outbox.MarkResult)))
-	check("QueueReleaseLease(nil dst)", b.store.QueueReleaseLease(&qb, lease, ids, nil))
-	check("QueueEnqueue(nil batch)", b.store.QueueEnqueue(nil, event(2), new(outbox.Enqueued)))
-	check("QueueEnqueue(nil dst)", b.store.QueueEnqueue(&qb, event(2), nil))
-	check("QueueEnqueueMany(nil batch)", b.store.QueueEnqueueMany(nil, []outbox.Event{event(2)}, new([]outbox.Enqueued)))
-	check("QueueEnqueueMany(nil dst)", b.store.QueueEnqueueMany(&qb, []outbox.Event{event(2)}, nil))
-	check("QueueEnqueueMany(none)", b.store.QueueEnqueueMany(&qb, nil, new([]outbox.Enqueued)))
+	_, err := b.store.ClaimOutboxBatch(b.ctx, b.pool, "r", 0)
+	check("ClaimOutboxBatch(limit 0)", err)
+	_, err = b.store.ClaimOutboxBatch(b.ctx, nil, "r", 1)
+	check("ClaimOutboxBatch(nil db)", err)
+	// A nil destination is accepted by every queued form: the outcome is
+	// discarded.
+	accepted := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v, want it accepted", what, err)
+		}
+	}
+	check("QueueMarkSent(nil batch)", b.store.QueueMark(nil, outbox.Outcome{Lease: lease, Sent: ids}, new(outbox.MarkResult)))
+	accepted("QueueMarkSent(nil dst)", b.store.QueueMark(&pgx.Batch{}, outbox.Outcome{Lease: lease, Sent: ids}, nil))
+	check("QueueMarkSent(no ids)", b.store.QueueMark(&qb, outbox.Outcome{Lease: lease, Sent: nil}, new(outbox.MarkResult)))
+	check("QueueMarkFailed(nil batch)", b.store.QueueMark(nil, outbox.Outcome{Lease: lease, Failed: []outbox.Failure{{EventID: ids[0]}}}, new(outbox.MarkResult)))
+	check("QueueMarkFailed(negative backoff)", b.store.QueueMark(&qb, outbox.Outcome{Lease: lease, Failed: []outbox.Failure{{EventID: ids[0], Backoff: -1}}}, new(outbox.MarkResult)))
+	check("QueueMarkFailed(nil id)", b.store.QueueMark(&qb, outbox.Outcome{Lease: lease, Failed: []outbox.Failure{{}}}, new(outbox.MarkResult)))
+	check("QueueReleaseLease(nil id)", b.store.QueueMark(&qb, outbox.Outcome{Lease: lease, Released: []uuid.UUID{uuid.Nil}}, new(outbox.MarkResult)))
+	accepted("QueueReleaseLease(nil dst)", b.store.QueueMark(&pgx.Batch{}, outbox.Outcome{Lease: lease, Released: ids}, nil))
+	check("QueueEnqueue(nil batch)", b.store.QueueEnqueue(nil, []outbox.Event{event(2)}, nil, pgtx.Return))
+	accepted("QueueEnqueue(nil dst)", b.store.QueueEnqueue(&pgx.Batch{}, []outbox.Event{event(2)}, nil, pgtx.Return))
+	check("QueueEnqueueMany(nil batch)", b.store.QueueEnqueue(nil, []outbox.Event{event(2)}, new([]outbox.Enqueued), pgtx.Return))
+	accepted("QueueEnqueue(nil dst, pgtx.Abort)", b.store.QueueEnqueue(&pgx.Batch{}, []outbox.Event{event(2)}, nil, pgtx.Abort))
+	accepted("QueueEnqueueMany(nil dst)", b.store.QueueEnqueue(&pgx.Batch{}, []outbox.Event{event(2), event(3)}, nil, pgtx.Return))
+	check("QueueEnqueueMany(none)", b.store.QueueEnqueue(&qb, nil, new([]outbox.Enqueued), pgtx.Return))
 	for _, p := range []string{`"\ud800"`, `1e999999`, "\"\xf3\""} {
 		ev := event(3)
 		ev.Payload = json.RawMessage(p)
-		check("QueueEnqueue(payload "+p+")", b.store.QueueEnqueue(&qb, ev, new(outbox.Enqueued)))
+		check("QueueEnqueue(payload "+p+")", b.store.QueueEnqueue(&qb, []outbox.Event{ev}, nil, pgtx.Return))
 	}
-	_, err := b.store.RecoverLease(b.ctx, b.pool, lease, 0)
+	_, err = b.store.Recover(b.ctx, b.pool, lease, 0, 1000)
 	check("RecoverLease(lease 0)", err)
 	for _, limit := range []int{0, -1} {
-		_, err := b.store.RecoverExpired(b.ctx, b.pool, time.Minute, limit)
+		_, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Minute, limit)
 		check("RecoverExpired(limit)", err)
 		_, err = b.store.ClaimOutboxBatch(b.ctx, b.pool, "r", limit)
 		check("ClaimOutboxBatch(limit)", err)
@@ -152,7 +164,7 @@ func TestNoSQLInjection(t *testing.T) {
 		}
 		failures = append(failures, outbox.Failure{EventID: m.EventID, Err: errors.New(h)})
 	}
-	if r, err := b.store.MarkFailed(b.ctx, b.pool, c.Lease, failures); err != nil || r.Marked != len(hostile) {
+	if r, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Failed: failures}); err != nil || r.Marked != len(hostile) {
 		t.Fatalf("MarkFailed: %+v, %v", r, err)
 	}
 	if n := b.count(t, "last_error = topic AND locked_by IS NULL"); n != len(hostile) {

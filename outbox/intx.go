@@ -117,8 +117,8 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 		defer cancel()
 		return 0, tx.Commit(sctx)
 	}
-	octx := r.obs.BatchStart(ctx, BatchStartEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
-	end := BatchEndEvent{Owner: r.cfg.Owner, Claimed: n}
+	octx := r.obs.batchStart(ctx, RelayEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
+	end := RelayEvent{Owner: r.cfg.Owner, Claimed: n}
 
 	errs, stopping := r.publishUnlessStopping(ctx, start, claim.Messages)
 	var sent []uuid.UUID
@@ -133,7 +133,7 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 			end.Released++ // left as it was: the COMMIT drops the lock
 		default:
 			fids = append(fids, m.EventID.String())
-			msgs = append(msgs, TruncateError(errs[i].Error()))
+			msgs = append(msgs, truncateError(errs[i].Error()))
 			backoffs = append(backoffs, r.cfg.Backoff(m.Attempt).Microseconds())
 		}
 	}
@@ -187,6 +187,6 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 		}
 	}
 	end.Err, end.Elapsed = err, time.Since(start)
-	r.obs.BatchEnd(octx, end)
+	r.obs.batchEnd(octx, end)
 	return n, err
 }

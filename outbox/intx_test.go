@@ -67,7 +67,7 @@ func TestRelayInTxWritesEachEventOnce(t *testing.T) {
 		pool, _ := b.ownPool(t)
 		m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
 		ctx, cancel := context.WithCancel(b.ctx)
-		r, err := outbox.NewRelay(pool, outbox.RelayConfig{Store: b.store, Publisher: newRecorder(), Observer: m,
+		r, err := outbox.NewRelay(pool, outbox.RelayConfig{Store: b.store, Publish: newRecorder().Publish, Observer: observe(m),
 			BatchSize: 50, DisableListen: true, InTx: inTx})
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestRelayInTxCutConnectionRepublishesAtOnce(t *testing.T) {
 		}
 	}
 	obs := &cutObserver{counters: newCounters(func(c *counters) bool { return c.published.Load() >= n })}
-	obs.onEnd = func(e outbox.BatchEndEvent) {
+	obs.onEnd = func(e outbox.RelayEvent) {
 		if e.Err != nil {
 			sawCut.Add(1)
 			if e.Published != 0 || e.Failed != 0 {
@@ -153,7 +153,7 @@ func TestRelayInTxCutConnectionRepublishesAtOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	r, err := outbox.NewRelay(pool, outbox.RelayConfig{Store: b.store, Publisher: rec, Observer: obs, BatchSize: n,
+	r, err := outbox.NewRelay(pool, outbox.RelayConfig{Store: b.store, Publish: rec.Publish, Observer: observe(obs), BatchSize: n,
 		DisableListen: true, InTx: true, Lease: time.Hour, PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -181,10 +181,10 @@ func TestRelayInTxCutConnectionRepublishesAtOnce(t *testing.T) {
 // cutObserver adds a BatchEnd callback to counters.
 type cutObserver struct {
 	*counters
-	onEnd func(outbox.BatchEndEvent)
+	onEnd func(outbox.RelayEvent)
 }
 
-func (c *cutObserver) BatchEnd(ctx context.Context, e outbox.BatchEndEvent) {
+func (c *cutObserver) BatchEnd(ctx context.Context, e outbox.RelayEvent) {
 	c.onEnd(e)
 	c.counters.BatchEnd(ctx, e)
 }
@@ -198,8 +198,8 @@ func TestRelayModesShareAnOutbox(t *testing.T) {
 	enq := b.enqueue(t, manyEvents(n, nil)...)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
-	stopLease := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 50}, nil)
-	stopTx := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 50, InTx: true}, nil)
+	stopLease := b.startRelays(t, 2, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m), BatchSize: 50}, nil)
+	stopTx := b.startRelays(t, 2, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m), BatchSize: 50, InTx: true}, nil)
 	m.wait(t, b.ctx)
 	stopLease()
 	stopTx()

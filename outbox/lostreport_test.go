@@ -21,13 +21,13 @@ func TestLostReportShowsTheCurrentRow(t *testing.T) {
 	var b *bundle
 	ops := map[string]func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error){
 		"MarkSent": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.MarkSent(b.ctx, b.pool, l, []uuid.UUID{id})
+			return b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Sent: []uuid.UUID{id}})
 		},
 		"MarkFailed": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.MarkFailed(b.ctx, b.pool, l, []outbox.Failure{{EventID: id, Err: errors.New("x")}})
+			return b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Failed: []outbox.Failure{{EventID: id, Err: errors.New("x")}}})
 		},
 		"Release": func(l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.ReleaseLease(b.ctx, b.pool, l, []uuid.UUID{id})
+			return b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Released: []uuid.UUID{id}})
 		},
 	}
 	for name, op := range ops {
@@ -42,7 +42,7 @@ func TestLostReportShowsTheCurrentRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := b.store.RecoverLease(b.ctx, rec, c.Lease, time.Microsecond); err != nil || len(got) != 1 {
+		if got, err := b.store.Recover(b.ctx, rec, c.Lease, time.Microsecond, 1000); err != nil || len(got) != 1 {
 			t.Fatalf("%s: recover %v, %v", name, got, err)
 		}
 		type result struct {
@@ -59,8 +59,8 @@ func TestLostReportShowsTheCurrentRow(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := testwait.Recv(t, done, "the blocked call to return")
-		var lost *outbox.LeaseLostError
-		if !errors.As(got.err, &lost) || got.res.Marked != 0 || len(got.res.Lost) != 1 || len(lost.Lost) != 1 {
+		var lost *outbox.Error
+		if !errors.Is(got.err, outbox.ErrLeaseLost) || !errors.As(got.err, &lost) || got.res.Marked != 0 || len(got.res.Lost) != 1 || len(lost.Lost) != 1 {
 			t.Fatalf("%s: %+v, %v", name, got.res, got.err)
 		}
 		for _, l := range []outbox.LostEvent{got.res.Lost[0], lost.Lost[0]} {

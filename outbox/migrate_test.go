@@ -45,7 +45,7 @@ func TestMigrationUpgradeKeepsPendingEvents(t *testing.T) {
 	b := &bundle{ctx: ctx, pool: pool, schema: schema, store: store}
 	b.enqueue(t, event(1), event(2), event(3))
 
-	if err := outbox.Migrate(ctx, pool, schema); err != nil {
+	if err := migrateOutbox(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
 	if err := migrate.Validate(ctx, pool, schema, outbox.Migrations); err != nil {

@@ -21,19 +21,19 @@ func TestNilHandleIsATypedError(t *testing.T) {
 	var l outbox.Lease
 	calls := map[string]func() error{
 		"ClaimOutboxBatch": func() error { _, err := s.ClaimOutboxBatch(ctx, nil, "r", 1); return err },
-		"MarkSent":         func() error { _, err := s.MarkSent(ctx, nil, l, nil); return err },
-		"Release":          func() error { _, err := s.ReleaseLease(ctx, nil, l, nil); return err },
-		"MarkFailed":       func() error { _, err := s.MarkFailed(ctx, nil, l, nil); return err },
-		"RecoverExpired":   func() error { _, err := s.RecoverExpired(ctx, nil, time.Second, 1); return err },
-		"RecoverLease":     func() error { _, err := s.RecoverLease(ctx, nil, l, time.Second); return err },
-		"EnqueueMany":      func() error { _, err := s.EnqueueMany(ctx, nil, nil); return err },
+		"MarkSent":         func() error { _, err := s.Mark(ctx, nil, outbox.Outcome{Lease: l, Sent: nil}); return err },
+		"Release":          func() error { _, err := s.Mark(ctx, nil, outbox.Outcome{Lease: l, Released: nil}); return err },
+		"MarkFailed":       func() error { _, err := s.Mark(ctx, nil, outbox.Outcome{Lease: l, Failed: nil}); return err },
+		"RecoverExpired":   func() error { _, err := s.Recover(ctx, nil, outbox.Lease{}, time.Second, 1); return err },
+		"RecoverLease":     func() error { _, err := s.Recover(ctx, nil, l, time.Second, 1000); return err },
+		"EnqueueMany":      func() error { _, err := s.Enqueue(ctx, nil, nil...); return err },
 		"Enqueue":          func() error { _, err := s.Enqueue(ctx, nil, outbox.Event{}); return err },
 		"EventsByStatus":   func() error { _, err := s.EventsByStatus(ctx, nil, ""); return err },
 		"Stats":            func() error { _, err := s.Stats(ctx, nil); return err },
 		"PurgeSent":        func() error { _, err := s.PurgeSent(ctx, nil, time.Now(), 1); return err },
 	}
 	for name, call := range calls {
-		var ve *outbox.ValidationError
+		var ve *outbox.Error
 		if err := call(); !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &ve) || (ve.Field != "tx" && ve.Field != "db" && ve.Field != "q") {
 			t.Errorf("%s(nil): %v", name, err)
 		}

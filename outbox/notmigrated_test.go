@@ -44,14 +44,14 @@ func TestNotMigratedSchema(t *testing.T) {
 	_, err = store.ClaimOutboxBatch(ctx, pool, "relay", 10)
 	notMigrated("ClaimOutboxBatch", err)
 	var b pgx.Batch
-	if err := store.QueueEnqueueOrAbort(&b, event(2), &outbox.Enqueued{}); err != nil {
+	if err := store.QueueEnqueue(&b, []outbox.Event{event(2)}, nil, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
 	err = pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b)
-	notMigrated("QueueEnqueueOrAbort in one batch", err)
+	notMigrated("QueueEnqueue(pgtx.Abort) in one batch", err)
 	var se *pgtx.StatementError
-	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "outbox.Store.QueueEnqueueOrAbort(") {
-		t.Fatalf("one batch: %v, want the call QueueEnqueueOrAbort named", err)
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "outbox.Store.QueueEnqueue(") {
+		t.Fatalf("one batch: %v, want the call QueueEnqueue named", err)
 	}
 	notMigrated("Check", store.Check(ctx, pool))
 

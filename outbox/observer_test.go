@@ -21,12 +21,12 @@ type batchTracer struct {
 	mu      sync.Mutex
 	starts  int
 	claimed map[int]int // batch number → messages at BatchStart
-	ends    []outbox.BatchEndEvent
+	ends    []outbox.RelayEvent
 	headers map[string]bool // traceparent headers seen at BatchStart
 	wrong   []string
 }
 
-func (h *batchTracer) BatchStart(ctx context.Context, e outbox.BatchStartEvent) context.Context {
+func (h *batchTracer) BatchStart(ctx context.Context, e outbox.RelayEvent) context.Context {
 	h.mu.Lock()
 	h.starts++
 	id := h.starts
@@ -38,7 +38,7 @@ func (h *batchTracer) BatchStart(ctx context.Context, e outbox.BatchStartEvent) 
 	return context.WithValue(h.counters.BatchStart(ctx, e), batchKey{}, id)
 }
 
-func (h *batchTracer) BatchEnd(ctx context.Context, e outbox.BatchEndEvent) {
+func (h *batchTracer) BatchEnd(ctx context.Context, e outbox.RelayEvent) {
 	h.mu.Lock()
 	id, ok := ctx.Value(batchKey{}).(int)
 	if !ok || h.claimed[id] != e.Claimed || e.Published+e.Failed+e.Released != e.Claimed || e.Err != nil {
@@ -92,7 +92,7 @@ func TestRelayObserver(t *testing.T) {
 	}
 	obs := &batchTracer{claimed: map[int]int{}, headers: map[string]bool{},
 		counters: newCounters(func(c *counters) bool { return c.published.Load() >= n*3/4 && c.dead.Load() >= n/4 })}
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: obs, BatchSize: 7,
+	stop := b.startRelays(t, 2, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(obs), BatchSize: 7,
 		Backoff: func(int) time.Duration { return 0 }}, nil)
 	obs.wait(t, b.ctx)
 	stop()

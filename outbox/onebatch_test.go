@@ -11,22 +11,26 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// QueueEnqueueOrAbort in a one-batch transaction: a new event commits with
+// QueueEnqueue with pgtx.Abort in a one-batch transaction: a new event commits with
 // the batch; an existing dedup key raises unique_violation and aborts the
 // whole batch, the statements queued before it included; bad input queues
 // nothing.
-func TestQueueEnqueueOrAbort(t *testing.T) {
+func TestQueueEnqueueAbort(t *testing.T) {
 	t.Parallel()
 	for _, notify := range []bool{false, true} {
 		b := setup(t, outbox.Config{Notify: notify, Citus: notify}) // the Citus option changes nothing here
-		var got outbox.Enqueued
+		var gots []outbox.Enqueued
 		var batch pgx.Batch
-		if err := b.store.QueueEnqueueOrAbort(&batch, event(1), &got); err != nil {
+		if err := b.store.QueueEnqueue(&batch, []outbox.Event{event(1)}, &gots, pgtx.Abort); err != nil {
 			t.Fatal(err)
 		}
 		if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, &batch); err != nil {
 			t.Fatalf("notify %v: fresh: %v", notify, err)
 		}
+		if len(gots) != 1 {
+			t.Fatalf("notify %v: fresh: %d outcomes, want 1", notify, len(gots))
+		}
+		got := gots[0]
 		if !got.New || got.EventID == uuid.Nil || got.EventID.Version() != 7 {
 			t.Fatalf("notify %v: fresh event reported as %+v", notify, got)
 		}
@@ -35,14 +39,14 @@ func TestQueueEnqueueOrAbort(t *testing.T) {
 		}
 
 		// The same dedup key again, after another event in the same batch.
-		var other, again outbox.Enqueued
+		var other, again []outbox.Enqueued
 		batch = pgx.Batch{}
-		if err := b.store.QueueEnqueue(&batch, event(2), &other); err != nil {
+		if err := b.store.QueueEnqueue(&batch, []outbox.Event{event(2)}, &other, pgtx.Return); err != nil {
 			t.Fatal(err)
 		}
 		dup := event(1)
 		dup.Payload = []byte(`{"order_id": 99}`)
-		if err := b.store.QueueEnqueueOrAbort(&batch, dup, &again); err != nil {
+		if err := b.store.QueueEnqueue(&batch, []outbox.Event{dup}, &again, pgtx.Abort); err != nil {
 			t.Fatal(err)
 		}
 		err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, &batch)
@@ -50,11 +54,11 @@ func TestQueueEnqueueOrAbort(t *testing.T) {
 			t.Fatalf("notify %v: duplicate dedup key: %v, want a unique violation of uq_outbox_dedup", notify, err)
 		}
 		var se *pgtx.StatementError
-		if !errors.Is(err, outbox.ErrDuplicate) || !errors.As(err, &se) || se.Call != "outbox.Store.QueueEnqueueOrAbort(k1)" ||
+		if !errors.Is(err, outbox.ErrDuplicate) || !errors.As(err, &se) || se.Call != "outbox.Store.QueueEnqueue(k1)" ||
 			!pgtx.Classify(err).NotCommitted {
 			t.Fatalf("notify %v: duplicate dedup key: %v, want outbox.ErrDuplicate from the named call", notify, err)
 		}
-		if again != (outbox.Enqueued{}) {
+		if again != nil {
 			t.Fatalf("notify %v: aborted enqueue filled dst: %+v", notify, again)
 		}
 		if n := b.count(t, "true"); n != 1 {
@@ -64,17 +68,19 @@ func TestQueueEnqueueOrAbort(t *testing.T) {
 
 	b := setup(t, outbox.Config{})
 	var batch pgx.Batch
-	var dst outbox.Enqueued
+	var dst []outbox.Enqueued
 	ordered := event(3)
 	ordered.OrderingKey = "key"
 	noTopic := event(4)
 	noTopic.Topic = ""
 	for name, call := range map[string]func() error{
-		"ordered":  func() error { return b.store.QueueEnqueueOrAbort(&batch, ordered, &dst) },
-		"no topic": func() error { return b.store.QueueEnqueueOrAbort(&batch, noTopic, &dst) },
-		"nil dst":  func() error { return b.store.QueueEnqueueOrAbort(&batch, event(5), nil) },
+		"ordered":  func() error { return b.store.QueueEnqueue(&batch, []outbox.Event{ordered}, &dst, pgtx.Abort) },
+		"no topic": func() error { return b.store.QueueEnqueue(&batch, []outbox.Event{noTopic}, &dst, pgtx.Abort) },
+		"ordered second": func() error {
+			return b.store.QueueEnqueue(&batch, []outbox.Event{event(5), ordered}, &dst, pgtx.Abort)
+		},
 		"nil batch": func() error {
-			return b.store.QueueEnqueueOrAbort(nil, event(6), &dst)
+			return b.store.QueueEnqueue(nil, []outbox.Event{event(6)}, &dst, pgtx.Abort)
 		},
 	} {
 		if err := call(); !errors.Is(err, outbox.ErrInvalidArgument) {

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 // conditionally update nothing, with the reason; every other method has
 // races in outboxRaces (TestRaceTableCoversStore checks both).
 var unguarded = map[string]string{
-	"Channel":        "returns the configured NOTIFY channel",
 	"EventsByStatus": "read without a lock",
 	"Schema":         "returns the configured schema name",
 	"Check":          "reads the catalog",
@@ -78,28 +78,28 @@ func batchMark(ctx context.Context, tx pgx.Tx, queue func(*pgx.Batch, *outbox.Ma
 func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 	type markCall func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error)
 	marks := map[string]markCall{
-		"MarkSent": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.MarkSent(ctx, tx, l, []uuid.UUID{id})
+		"Mark sent": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Sent: []uuid.UUID{id}})
 		},
-		"QueueMarkSent": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+		"QueueMark sent": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
 			return batchMark(ctx, tx, func(batch *pgx.Batch, dst *outbox.MarkResult) error {
-				return b.store.QueueMarkSent(batch, l, []uuid.UUID{id}, dst)
+				return b.store.QueueMark(batch, outbox.Outcome{Lease: l, Sent: []uuid.UUID{id}}, dst)
 			})
 		},
-		"MarkFailed": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.MarkFailed(ctx, tx, l, []outbox.Failure{{EventID: id, Err: errors.New("B failed")}})
+		"Mark failed": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Failed: []outbox.Failure{{EventID: id, Err: errors.New("B failed")}}})
 		},
-		"QueueMarkFailed": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+		"QueueMark failed": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
 			return batchMark(ctx, tx, func(batch *pgx.Batch, dst *outbox.MarkResult) error {
-				return b.store.QueueMarkFailed(batch, l, []outbox.Failure{{EventID: id, Err: errors.New("B failed")}}, dst)
+				return b.store.QueueMark(batch, outbox.Outcome{Lease: l, Failed: []outbox.Failure{{EventID: id, Err: errors.New("B failed")}}}, dst)
 			})
 		},
-		"ReleaseLease": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
-			return b.store.ReleaseLease(ctx, tx, l, []uuid.UUID{id})
+		"Mark released": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Released: []uuid.UUID{id}})
 		},
-		"QueueReleaseLease": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
+		"QueueMark released": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) (outbox.MarkResult, error) {
 			return batchMark(ctx, tx, func(batch *pgx.Batch, dst *outbox.MarkResult) error {
-				return b.store.QueueReleaseLease(batch, l, []uuid.UUID{id}, dst)
+				return b.store.QueueMark(batch, outbox.Outcome{Lease: l, Released: []uuid.UUID{id}}, dst)
 			})
 		},
 	}
@@ -108,26 +108,26 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 	type holdFn func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) error
 	leaseEnds := map[string]holdFn{
 		"SENT": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) error {
-			_, err := b.store.MarkSent(ctx, tx, l, []uuid.UUID{id})
+			_, err := b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Sent: []uuid.UUID{id}})
 			return err
 		},
 		"RETRY_failed": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) error {
-			_, err := b.store.MarkFailed(ctx, tx, l, []outbox.Failure{{EventID: id, Err: errors.New("A failed")}})
+			_, err := b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Failed: []outbox.Failure{{EventID: id, Err: errors.New("A failed")}}})
 			return err
 		},
 		"RETRY_released": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) error {
-			_, err := b.store.ReleaseLease(ctx, tx, l, []uuid.UUID{id})
+			_, err := b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Released: []uuid.UUID{id}})
 			return err
 		},
 		"RETRY_recovered": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) error {
-			rec, err := b.store.RecoverLease(ctx, tx, l, time.Microsecond)
+			rec, err := b.store.Recover(ctx, tx, l, time.Microsecond, 1000)
 			if err == nil && len(rec) != 1 {
 				err = errors.New("A recovered nothing")
 			}
 			return err
 		},
 		"SENDING_claimed_again": func(ctx context.Context, b *bundle, tx pgx.Tx, l outbox.Lease, id uuid.UUID) error {
-			if _, err := b.store.ReleaseLease(ctx, tx, l, []uuid.UUID{id}); err != nil {
+			if _, err := b.store.Mark(ctx, tx, outbox.Outcome{Lease: l, Released: []uuid.UUID{id}}); err != nil {
 				return err
 			}
 			c, err := b.store.ClaimOutboxBatch(ctx, tx, "relay-2", 10)
@@ -138,10 +138,11 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 		},
 	}
 	var races []racetest.Race
-	for method, call := range marks {
+	for variant, call := range marks {
+		method, mode, _ := strings.Cut(variant, " ")
 		for state, hold := range leaseEnds {
 			races = append(races, racetest.Race{
-				Method: method, State: state,
+				Method: method, State: mode + "_" + state,
 				Setup: func(t *testing.T) racetest.Round {
 					b, c := leased(t, citus)
 					id := c.Messages[0].EventID
@@ -168,7 +169,7 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 							if owner != nil && status == outbox.StatusSending {
 								lockedBy = *owner
 							}
-							var le *outbox.LeaseLostError
+							var le *outbox.Error
 							if !errors.As(err, &le) || !errors.Is(err, outbox.ErrLeaseLost) || res.Marked != 0 || len(res.Lost) != 1 {
 								t.Fatalf("got %+v, %v; want *LeaseLostError for the event", res, err)
 							}
@@ -193,31 +194,22 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 		return b.claim(t, "relay-1", 10)
 	}
 	sweeps := map[string]sweep{
-		"RecoverExpired": {prepare: expiredLease, call: func(ctx context.Context, b *bundle, tx pgx.Tx, c outbox.Claim) (int, error) {
-			rec, err := b.store.RecoverExpired(ctx, tx, time.Microsecond, 10)
+		"Recover expired": {prepare: expiredLease, call: func(ctx context.Context, b *bundle, tx pgx.Tx, c outbox.Claim) (int, error) {
+			rec, err := b.store.Recover(ctx, tx, outbox.Lease{}, time.Microsecond, 10)
 			return len(rec), err
 		}},
-		"RecoverLease": {prepare: expiredLease, call: func(ctx context.Context, b *bundle, tx pgx.Tx, c outbox.Claim) (int, error) {
-			rec, err := b.store.RecoverLease(ctx, tx, c.Lease, time.Microsecond)
+		"Recover lease": {prepare: expiredLease, call: func(ctx context.Context, b *bundle, tx pgx.Tx, c outbox.Claim) (int, error) {
+			rec, err := b.store.Recover(ctx, tx, c.Lease, time.Microsecond, 1000)
 			return len(rec), err
 		}},
 		"ClaimOutboxBatch": {call: func(ctx context.Context, b *bundle, tx pgx.Tx, _ outbox.Claim) (int, error) {
 			c, err := b.store.ClaimOutboxBatch(ctx, tx, "relay-2", 10)
 			return len(c.Messages), err
 		}},
-		"QueueClaimOutboxBatch": {call: func(ctx context.Context, b *bundle, tx pgx.Tx, _ outbox.Claim) (int, error) {
-			var batch pgx.Batch
-			var c outbox.Claim
-			if err := b.store.QueueClaimOutboxBatch(&batch, "relay-2", 10, &c); err != nil {
-				return 0, err
-			}
-			err := tx.SendBatch(ctx, &batch).Close()
-			return len(c.Messages), err
-		}},
 		"PurgeSent": {prepare: func(t *testing.T, b *bundle) outbox.Claim {
 			b.enqueue(t, event(1))
 			c := b.claim(t, "relay-1", 10)
-			if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, []uuid.UUID{c.Messages[0].EventID}); err != nil {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: []uuid.UUID{c.Messages[0].EventID}}); err != nil {
 				t.Fatal(err)
 			}
 			return c
@@ -228,7 +220,7 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 		"ArchiveSent": {prepare: func(t *testing.T, b *bundle) outbox.Claim {
 			b.enqueue(t, event(1))
 			c := b.claim(t, "relay-1", 10)
-			if _, err := b.store.MarkSent(b.ctx, b.pool, c.Lease, []uuid.UUID{c.Messages[0].EventID}); err != nil {
+			if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: []uuid.UUID{c.Messages[0].EventID}}); err != nil {
 				t.Fatal(err)
 			}
 			return c
@@ -237,9 +229,10 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 			return int(n), err
 		}},
 	}
-	for method, sw := range sweeps {
+	for variant, sw := range sweeps {
+		method, mode, _ := strings.Cut(variant, " ")
 		races = append(races, racetest.Race{
-			Method: method, State: "row_locked", Skips: true,
+			Method: method, State: mode + "_row_locked", Skips: true,
 			Setup: func(t *testing.T) racetest.Round {
 				b := setup(t, outbox.Config{Citus: citus}) // a sweep sees the whole schema
 				var c outbox.Claim
@@ -272,27 +265,19 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 	type enqueueCall func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error)
 	enqueues := map[string]enqueueCall{
 		"Enqueue": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
-			return b.store.Enqueue(ctx, tx, ev)
+			return enqueueOne(ctx, b.store, tx, ev)
 		},
-		"EnqueueMany": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
-			res, err := b.store.EnqueueMany(ctx, tx, []outbox.Event{ev})
+		"Enqueue many": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
+			res, err := b.store.Enqueue(ctx, tx, []outbox.Event{ev}...)
 			if err != nil {
 				return outbox.Enqueued{}, err
 			}
 			return res[0], nil
 		},
-		"QueueEnqueue": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
-			var batch pgx.Batch
-			var dst outbox.Enqueued
-			if err := b.store.QueueEnqueue(&batch, ev, &dst); err != nil {
-				return dst, err
-			}
-			return dst, tx.SendBatch(ctx, &batch).Close()
-		},
-		"QueueEnqueueMany": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
+		"QueueEnqueue one": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
 			var batch pgx.Batch
 			var dst []outbox.Enqueued
-			if err := b.store.QueueEnqueueMany(&batch, []outbox.Event{ev}, &dst); err != nil {
+			if err := b.store.QueueEnqueue(&batch, []outbox.Event{ev}, &dst, pgtx.Return); err != nil {
 				return outbox.Enqueued{}, err
 			}
 			if err := tx.SendBatch(ctx, &batch).Close(); err != nil || len(dst) != 1 {
@@ -300,21 +285,36 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 			}
 			return dst[0], nil
 		},
-		"QueueEnqueueOrAbort": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
+		"QueueEnqueue many": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
 			var batch pgx.Batch
-			var dst outbox.Enqueued
-			if err := b.store.QueueEnqueueOrAbort(&batch, ev, &dst); err != nil {
-				return dst, err
+			var dst []outbox.Enqueued
+			if err := b.store.QueueEnqueue(&batch, []outbox.Event{ev}, &dst, pgtx.Return); err != nil {
+				return outbox.Enqueued{}, err
 			}
-			return dst, tx.SendBatch(ctx, &batch).Close()
+			if err := tx.SendBatch(ctx, &batch).Close(); err != nil || len(dst) != 1 {
+				return outbox.Enqueued{}, err
+			}
+			return dst[0], nil
+		},
+		"QueueEnqueue abort": func(ctx context.Context, b *bundle, tx pgx.Tx, ev outbox.Event) (outbox.Enqueued, error) {
+			var batch pgx.Batch
+			var dst []outbox.Enqueued
+			if err := b.store.QueueEnqueue(&batch, []outbox.Event{ev}, &dst, pgtx.Abort); err != nil {
+				return outbox.Enqueued{}, err
+			}
+			if err := tx.SendBatch(ctx, &batch).Close(); err != nil || len(dst) != 1 {
+				return outbox.Enqueued{}, err
+			}
+			return dst[0], nil
 		},
 	}
-	for method, call := range enqueues {
-		if method != "QueueEnqueueOrAbort" { // which refuses ordered events
+	for variant, call := range enqueues {
+		method, mode, _ := strings.Cut(variant, " ")
+		if variant != "QueueEnqueue abort" { // which refuses ordered events
 			// Ordered mode: B waits for A's lock on the ordering key, so for
 			// one key the seq order is the commit order.
 			races = append(races, racetest.Race{
-				Method: method, State: "same_ordering_key_enqueued",
+				Method: method, State: mode + "_same_ordering_key_enqueued",
 				Setup: func(t *testing.T) racetest.Round {
 					key := "race:" + uuid.NewString()
 					first, second := event(1), event(2)
@@ -324,7 +324,7 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 					return racetest.Round{
 						Pool: shared.pool,
 						Hold: func(ctx context.Context, tx pgx.Tx) error {
-							e, err := shared.store.Enqueue(ctx, tx, first)
+							e, err := enqueueOne(ctx, shared.store, tx, first)
 							aID = e.EventID
 							return err
 						},
@@ -348,7 +348,7 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 			})
 		}
 		races = append(races, racetest.Race{
-			Method: method, State: "same_dedup_key_enqueued",
+			Method: method, State: mode + "_same_dedup_key_enqueued",
 			Setup: func(t *testing.T) racetest.Round {
 				ev := event(1)
 				ev.DedupKey = "race:" + uuid.NewString()
@@ -363,7 +363,7 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 							if err != nil || !res.New {
 								t.Fatalf("got %+v, %v; want the event new", res, err)
 							}
-						case method == "QueueEnqueueOrAbort":
+						case variant == "QueueEnqueue abort":
 							if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_outbox_dedup" {
 								t.Fatalf("err = %v, want unique_violation on uq_outbox_dedup", err)
 							}

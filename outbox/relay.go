@@ -21,9 +21,24 @@ import (
 	"github.com/seckillkit/seckill/migrate"
 )
 
-// Publisher sends messages to the broker.
-type Publisher interface {
-	// Publish publishes msgs and reports per message: it returns nil when
+// Defaults of [RelayConfig].
+const (
+	defaultBatchSize       = 100
+	defaultPollInterval    = 100 * time.Millisecond
+	defaultMaxPollInterval = 5 * time.Second
+	defaultLease           = 30 * time.Second
+	defaultShutdownTimeout = 10 * time.Second
+)
+
+// RelayConfig configures a [Relay]. The zero value (plus Publish) is
+// valid and means defaults.
+type RelayConfig struct {
+	// Store runs the statements. Defaults to a Store of Config{} (schema
+	// "seckill").
+	Store *Store
+	// Publish sends the claimed messages to the broker. Required.
+	//
+	// It publishes msgs and reports per message: it returns nil when
 	// every message was published, or a slice of len(msgs) errors where
 	// errs[i] == nil means msgs[i] was published (acknowledged by the
 	// broker). A slice of another length counts as "all failed". ctx is
@@ -33,36 +48,11 @@ type Publisher interface {
 	// delivery is at least once, consumers must be idempotent.
 	//
 	// A relay calls it from its Run goroutine, one batch at a time, with
-	// no transaction open (the claim has committed), or, in
-	// [RelayConfig].InTx mode, inside the open transaction that holds the
-	// batch locked; relays sharing a Publisher call it concurrently. It may block until ctx ends; a
-	// panic is recovered and counts as every message failed.
-	Publish(ctx context.Context, msgs []Message) []error
-}
-
-// PublisherFunc adapts a function to [Publisher].
-type PublisherFunc func(ctx context.Context, msgs []Message) []error
-
-// Publish calls f.
-func (f PublisherFunc) Publish(ctx context.Context, msgs []Message) []error { return f(ctx, msgs) }
-
-// Defaults of [RelayConfig].
-const (
-	DefaultBatchSize       = 100
-	DefaultPollInterval    = 100 * time.Millisecond
-	DefaultMaxPollInterval = 5 * time.Second
-	DefaultLease           = 30 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
-)
-
-// RelayConfig configures a [Relay]. The zero value (plus a Publisher) is
-// valid and means defaults.
-type RelayConfig struct {
-	// Store runs the statements. Defaults to a Store of Config{} (schema
-	// "seckill").
-	Store *Store
-	// Publisher publishes the claimed messages. Required.
-	Publisher Publisher
+	// no transaction open (the claim has committed), or, in InTx mode,
+	// inside the open transaction that holds the batch locked; relays
+	// sharing a function call it concurrently. It may block until ctx
+	// ends; a panic is recovered and counts as every message failed.
+	Publish func(ctx context.Context, msgs []Message) []error
 	// Owner identifies this relay in locked_by; it must be unique among the
 	// relays of one outbox. Defaults to "hostname-pid-random".
 	Owner string
@@ -83,7 +73,8 @@ type RelayConfig struct {
 	// relay). Defaults to Lease/2.
 	RecoverInterval time.Duration
 	// Backoff gives the delay before the next attempt after attempt number
-	// attempt (1 for the first) failed. Defaults to [DefaultBackoff].
+	// attempt (1 for the first) failed. Defaults to exponential: 1s after the first
+	// failed attempt, doubling up to 5 minutes, with ±20% jitter.
 	Backoff func(attempt int) time.Duration
 	// DisableListen turns the LISTEN/NOTIFY wake-up off; the relay then
 	// only polls. LISTEN holds one pool connection for the relay's lifetime
@@ -112,7 +103,7 @@ type RelayConfig struct {
 	MaxConsecutiveFailures int
 	// Observer is told of each batch (claimed, then marked) and each
 	// lease recovery, after the statement committed (see [Observer]).
-	// Defaults to [NopObserver].
+	// Its nil hooks (all of them by default) do nothing.
 	Observer Observer
 	// InTx publishes each batch inside the transaction that claims it:
 	// the batch is locked (SELECT … FOR UPDATE SKIP LOCKED, nothing
@@ -135,9 +126,9 @@ type RelayConfig struct {
 	InTx bool
 }
 
-// DefaultBackoff is exponential: 1s after the first failed attempt, doubling
+// defaultBackoff is exponential: 1s after the first failed attempt, doubling
 // up to 5 minutes, with ±20% jitter so that failed events spread out.
-func DefaultBackoff(attempt int) time.Duration {
+func defaultBackoff(attempt int) time.Duration {
 	d := 5 * time.Minute
 	if attempt < 1 {
 		attempt = 1
@@ -148,7 +139,7 @@ func DefaultBackoff(attempt int) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*mrand.Float64()))
 }
 
-// Relay claims ready events, publishes them through a [Publisher] and marks
+// Relay claims ready events, publishes them through [RelayConfig].Publish and marks
 // the outcome, recovers expired leases, and waits (NOTIFY or polling) when
 // there is nothing to do. Run as many relays as you like, in as many
 // processes: SKIP LOCKED hands each event to one of them at a time.
@@ -231,8 +222,8 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	if pool == nil {
 		return nil, invalid("pool", "nil")
 	}
-	if cfg.Publisher == nil {
-		return nil, invalid("RelayConfig.Publisher", "nil")
+	if cfg.Publish == nil {
+		return nil, invalid("RelayConfig.Publish", "nil")
 	}
 	for name, d := range map[string]time.Duration{
 		"PollInterval": cfg.PollInterval, "MaxPollInterval": cfg.MaxPollInterval, "Lease": cfg.Lease,
@@ -258,15 +249,15 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()
 	}
-	if err := checkText("RelayConfig.Owner", cfg.Owner, MaxOwnerLen, true); err != nil {
+	if err := checkText("RelayConfig.Owner", cfg.Owner, maxOwnerLen, true); err != nil {
 		return nil, err
 	}
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
-	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
-	cfg.MaxPollInterval = max(cmp.Or(cfg.MaxPollInterval, DefaultMaxPollInterval), cfg.PollInterval)
-	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, defaultBatchSize)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, defaultPollInterval)
+	cfg.MaxPollInterval = max(cmp.Or(cfg.MaxPollInterval, defaultMaxPollInterval), cfg.PollInterval)
+	cfg.Lease = cmp.Or(cfg.Lease, defaultLease)
 	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
-	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, defaultShutdownTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	err := cfg.Store.Check(ctx, pool)
 	cancel()
@@ -274,21 +265,15 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) (*Relay, error) {
 		return nil, err
 	}
 	if cfg.Backoff == nil {
-		cfg.Backoff = DefaultBackoff
+		cfg.Backoff = defaultBackoff
 	}
 	r := &Relay{pool: pool, store: cfg.Store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	if r.obs == nil {
-		r.obs = NopObserver{}
-	}
 	r.log = r.log.With("component", "outbox.relay", "owner", cfg.Owner, "schema", cfg.Store.schema)
 	return r, nil
 }
-
-// Owner returns the relay's owner id (locked_by of its claims).
-func (r *Relay) Owner() string { return r.cfg.Owner }
 
 func defaultOwner() string {
 	host, err := os.Hostname()
@@ -298,8 +283,8 @@ func defaultOwner() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	suffix := fmt.Sprintf("-%d-%s", os.Getpid(), hex.EncodeToString(b))
-	if len(host)+len(suffix) > MaxOwnerLen {
-		host = host[:MaxOwnerLen-len(suffix)]
+	if len(host)+len(suffix) > maxOwnerLen {
+		host = host[:maxOwnerLen-len(suffix)]
 	}
 	return host + suffix
 }
@@ -385,7 +370,7 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) recoverExpired(ctx context.Context) {
 	const limit = 1000
 	for {
-		rec, err := r.store.RecoverExpired(ctx, r.pool, r.cfg.Lease, limit)
+		rec, err := r.store.Recover(ctx, r.pool, Lease{}, r.cfg.Lease, limit)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.ErrorContext(ctx, "outbox relay: recover expired leases", "err", err)
@@ -399,7 +384,7 @@ func (r *Relay) recoverExpired(ctx context.Context) {
 					dead++
 				}
 			}
-			r.obs.RecoverEnd(ctx, RecoverEvent{Owner: r.cfg.Owner, Recovered: len(rec), Dead: dead})
+			r.obs.recoverEnd(ctx, RelayEvent{Owner: r.cfg.Owner, Recovered: len(rec), Dead: dead})
 			r.log.WarnContext(ctx, "outbox relay: recovered expired leases", "count", len(rec), "dead", dead,
 				"first_event", rec[0].EventID, "first_owner", rec[0].LockedBy)
 		}
@@ -431,8 +416,8 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	octx := r.obs.BatchStart(ctx, BatchStartEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
-	end := BatchEndEvent{Owner: r.cfg.Owner, Claimed: n}
+	octx := r.obs.batchStart(ctx, RelayEvent{Owner: r.cfg.Owner, Messages: claim.Messages})
+	end := RelayEvent{Owner: r.cfg.Owner, Claimed: n}
 
 	errs, stopping := r.publishUnlessStopping(ctx, start, claim.Messages)
 
@@ -453,12 +438,12 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 	}
 	var errOut error
 	if len(sent) > 0 {
-		res, err := r.store.MarkSent(mctx, r.pool, claim.Lease, ids(sent))
+		res, err := r.store.Mark(mctx, r.pool, Outcome{Lease: claim.Lease, Sent: ids(sent)})
 		end.Published = res.Marked
 		errOut = errors.Join(errOut, r.markErr("mark sent", err))
 	}
 	if len(failures) > 0 {
-		res, err := r.store.MarkFailed(mctx, r.pool, claim.Lease, failures)
+		res, err := r.store.Mark(mctx, r.pool, Outcome{Lease: claim.Lease, Failed: failures})
 		end.Failed, end.Dead = res.Marked, res.Dead
 		if res.Dead > 0 {
 			r.log.WarnContext(ctx, "outbox relay: events dead after their last attempt", "count", res.Dead)
@@ -466,12 +451,12 @@ func (r *Relay) runBatch(ctx context.Context) (int, error) {
 		errOut = errors.Join(errOut, r.markErr("mark failed", err))
 	}
 	if len(release) > 0 {
-		res, err := r.store.ReleaseLease(mctx, r.pool, claim.Lease, ids(release))
+		res, err := r.store.Mark(mctx, r.pool, Outcome{Lease: claim.Lease, Released: ids(release)})
 		end.Released = res.Marked
 		errOut = errors.Join(errOut, r.markErr("release", err))
 	}
 	end.Err, end.Elapsed = errOut, time.Since(start)
-	r.obs.BatchEnd(octx, end)
+	r.obs.batchEnd(octx, end)
 	return n, errOut
 }
 
@@ -488,8 +473,8 @@ func (r *Relay) claimed(n int, start time.Time, err error) {
 // markErr logs a lost lease (the events stay published-at-least-once: a
 // newer claim owns them) and passes other errors on.
 func (r *Relay) markErr(op string, err error) error {
-	var lost *LeaseLostError
-	if errors.As(err, &lost) {
+	var lost *Error
+	if errors.Is(err, ErrLeaseLost) && errors.As(err, &lost) {
 		r.log.Warn("outbox relay: lease lost before marking; events will be published again",
 			"op", op, "count", len(lost.Lost), "err", err)
 		return nil
@@ -542,7 +527,7 @@ func (r *Relay) publish(ctx context.Context, claimed time.Time, msgs []Message) 
 			errs = all(fmt.Errorf("outbox: publisher panicked: %v", p))
 		}
 	}()
-	errs = r.cfg.Publisher.Publish(pctx, msgs)
+	errs = r.cfg.Publish(pctx, msgs)
 	switch {
 	case errs == nil:
 		return make([]error, len(msgs))

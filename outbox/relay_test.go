@@ -78,13 +78,13 @@ func (c *counters) check() {
 		c.once.Do(func() { close(c.done) })
 	}
 }
-func (c *counters) BatchStart(ctx context.Context, e outbox.BatchStartEvent) context.Context {
+func (c *counters) BatchStart(ctx context.Context, e outbox.RelayEvent) context.Context {
 	c.claimed.Add(int64(len(e.Messages)))
 	c.check()
 	return ctx
 }
 
-func (c *counters) BatchEnd(_ context.Context, e outbox.BatchEndEvent) {
+func (c *counters) BatchEnd(_ context.Context, e outbox.RelayEvent) {
 	c.published.Add(int64(e.Published))
 	c.failed.Add(int64(e.Failed))
 	c.dead.Add(int64(e.Dead))
@@ -92,7 +92,7 @@ func (c *counters) BatchEnd(_ context.Context, e outbox.BatchEndEvent) {
 	c.check()
 }
 
-func (c *counters) RecoverEnd(_ context.Context, e outbox.RecoverEvent) {
+func (c *counters) RecoverEnd(_ context.Context, e outbox.RelayEvent) {
 	c.recovered.Add(int64(e.Recovered))
 	c.dead.Add(int64(e.Dead))
 	c.check()
@@ -176,7 +176,7 @@ func testRelayFourRelaysNoLoss(t *testing.T, inTx bool) {
 	enq := b.enqueue(t, manyEvents(n, nil)...)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
-	stop := b.startRelays(t, 4, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, BatchSize: 200}, nil)
+	stop := b.startRelays(t, 4, outbox.RelayConfig{InTx: inTx, Publish: rec.Publish, Observer: observe(m), BatchSize: 200}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -216,7 +216,7 @@ func TestRelayRepublishesAfterCrash(t *testing.T) {
 	b.exec(t, `UPDATE `+b.table()+` SET locked_at = locked_at - interval '1 hour' WHERE locked_by = 'crashed-relay'`)
 
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{Publisher: rec, Observer: m}, nil)
+	stop := b.startRelays(t, 2, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m)}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -242,7 +242,7 @@ func TestRelayRepublishesAfterCrash(t *testing.T) {
 		t.Fatalf("%d republished, %d distinct; want %d, %d", twice, len(rec.ok), crashed, n)
 	}
 	// The crashed relay's late MarkSent cannot touch the rows.
-	if _, err := b.store.MarkSent(b.ctx, b.pool, dead.Lease, dead.IDs()); !errors.Is(err, outbox.ErrLeaseLost) {
+	if _, err := b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: dead.Lease, Sent: claimIDs(dead)}); !errors.Is(err, outbox.ErrLeaseLost) {
 		t.Fatalf("late MarkSent = %v, want ErrLeaseLost", err)
 	}
 	if st := b.stats(t); st.Sent != n {
@@ -262,7 +262,7 @@ func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 	rec := newRecorder()
 	var calls atomic.Int32
 	r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{InTx: inTx, Store: b.store, BatchSize: 20, DisableListen: true,
-		Publisher: outbox.PublisherFunc(func(pctx context.Context, msgs []outbox.Message) []error {
+		Publish: func(pctx context.Context, msgs []outbox.Message) []error {
 			calls.Add(1)
 			errs := rec.Publish(pctx, msgs[:10]) // the first half goes out
 			cancel()                             // then the service shuts down
@@ -271,7 +271,7 @@ func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 				errs = append(errs, pctx.Err())
 			}
 			return errs
-		})})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 	}
 	// Another relay picks the released events up at once.
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 10 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m}, nil)
+	stop := b.startRelays(t, 1, outbox.RelayConfig{InTx: inTx, Publish: rec.Publish, Observer: observe(m)}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if len(rec.ok) != 20 {
@@ -323,7 +323,7 @@ func testRelayRetryBackoffDead(t *testing.T, inTx bool) {
 	var mu sync.Mutex
 	backoffs := map[int]int{}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= n/2 && c.dead.Load() >= n/2 })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, BatchSize: 7,
+	stop := b.startRelays(t, 2, outbox.RelayConfig{InTx: inTx, Publish: rec.Publish, Observer: observe(m), BatchSize: 7,
 		Backoff: func(attempt int) time.Duration {
 			mu.Lock()
 			backoffs[attempt]++
@@ -379,7 +379,7 @@ func testRelayOrderedUnderFailures(t *testing.T, inTx bool) {
 					evs = append(evs, e)
 				}
 				err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-					_, err := b.store.EnqueueMany(b.ctx, tx, evs)
+					_, err := b.store.Enqueue(b.ctx, tx, evs...)
 					return err
 				})
 				if err != nil {
@@ -408,7 +408,7 @@ func testRelayOrderedUnderFailures(t *testing.T, inTx bool) {
 	}
 	const total = keys * perKey
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= total })
-	stop := b.startRelays(t, 4, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, BatchSize: 25,
+	stop := b.startRelays(t, 4, outbox.RelayConfig{InTx: inTx, Publish: rec.Publish, Observer: observe(m), BatchSize: 25,
 		Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
@@ -485,7 +485,7 @@ func testRelayBlockedKeyDoesNotBlockOthers(t *testing.T, inTx bool) {
 		return nil
 	}
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 50 && c.failed.Load() >= 3 })
-	stop := b.startRelays(t, 2, outbox.RelayConfig{InTx: inTx, Publisher: rec, Observer: m, Backoff: func(int) time.Duration { return 0 }}, nil)
+	stop := b.startRelays(t, 2, outbox.RelayConfig{InTx: inTx, Publish: rec.Publish, Observer: observe(m), Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
 
@@ -516,7 +516,7 @@ func TestRelayListenWakesUp(t *testing.T) {
 	idle := make(chan bool, 100)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 1 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m,
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m),
 		PollInterval: time.Hour, RecoverInterval: time.Hour},
 		func(r *outbox.Relay) {
 			outbox.SetIdleHook(r, func(listening bool) {
@@ -549,7 +549,7 @@ func TestRelayPollingWithoutListen(t *testing.T) {
 	idle := make(chan bool, 100)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 3 })
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: rec, Observer: m, DisableListen: true,
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m), DisableListen: true,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond},
 		func(r *outbox.Relay) {
 			outbox.SetIdleHook(r, func(listening bool) {
@@ -573,25 +573,25 @@ func TestRelayPollingWithoutListen(t *testing.T) {
 func TestRelayConfigAndLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t, outbox.Config{})
-	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
+	pub := func(context.Context, []outbox.Message) []error { return nil }
 	for _, cfg := range []outbox.RelayConfig{
 		{},
-		{Publisher: pub, BatchSize: -1},
-		{Publisher: pub, Lease: -time.Second},
-		{Publisher: pub, PollInterval: -1},
-		{Publisher: pub, Owner: strings.Repeat("o", 129)},
+		{Publish: pub, BatchSize: -1},
+		{Publish: pub, Lease: -time.Second},
+		{Publish: pub, PollInterval: -1},
+		{Publish: pub, Owner: strings.Repeat("o", 129)},
 	} {
 		if _, err := outbox.NewRelay(b.pool, cfg); !errors.Is(err, outbox.ErrInvalidArgument) {
 			t.Fatalf("NewRelay(%+v) = %v", cfg, err)
 		}
 	}
-	if _, err := outbox.NewRelay(nil, outbox.RelayConfig{Publisher: pub}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := outbox.NewRelay(nil, outbox.RelayConfig{Publish: pub}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		t.Fatalf("nil pool: %v", err)
 	}
-	r1, _ := outbox.NewRelay(b.pool, outbox.RelayConfig{Publisher: pub, Store: b.store})
-	r2, _ := outbox.NewRelay(b.pool, outbox.RelayConfig{Publisher: pub, Store: b.store})
-	if r1.Owner() == r2.Owner() || r1.Owner() == "" {
-		t.Fatalf("owners %q %q not unique", r1.Owner(), r2.Owner())
+	r1, _ := outbox.NewRelay(b.pool, outbox.RelayConfig{Publish: pub, Store: b.store})
+	r2, _ := outbox.NewRelay(b.pool, outbox.RelayConfig{Publish: pub, Store: b.store})
+	if outbox.Owner(r1) == outbox.Owner(r2) || outbox.Owner(r1) == "" {
+		t.Fatalf("owners %q %q not unique", outbox.Owner(r1), outbox.Owner(r2))
 	}
 
 	ctx, cancel := context.WithCancel(b.ctx)
@@ -621,13 +621,13 @@ func TestRelayConfigAndLifecycle(t *testing.T) {
 	id := b.enqueue(t, event(1))[0].EventID
 	m := newCounters(func(c *counters) bool { return c.failed.Load() >= 2 })
 	var calls atomic.Int32
-	bad := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error {
+	bad := func(context.Context, []outbox.Message) []error {
 		if calls.Add(1) == 1 {
 			panic("boom")
 		}
 		return []error{nil, nil}
-	})
-	stop := b.startRelays(t, 1, outbox.RelayConfig{Publisher: bad, Observer: m, Backoff: func(int) time.Duration { return 0 }}, nil)
+	}
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publish: bad, Observer: observe(m), Backoff: func(int) time.Duration { return 0 }}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if st, retries, le := b.status(t, id); st == outbox.StatusSent || retries < 2 || le == "" {
@@ -643,7 +643,7 @@ func TestRelayStopLeavesNoGoroutines(t *testing.T) {
 	b.enqueue(t, manyEvents(500, nil)...)
 	rec := newRecorder()
 	m := newCounters(func(c *counters) bool { return c.published.Load() >= 500 })
-	stop := b.startRelays(t, 3, outbox.RelayConfig{Publisher: rec, Observer: m, BatchSize: 50}, nil)
+	stop := b.startRelays(t, 3, outbox.RelayConfig{Publish: rec.Publish, Observer: observe(m), BatchSize: 50}, nil)
 	m.wait(t, b.ctx)
 	stop()
 	if err := leakcheck.Wait("outbox", 5*time.Second); err != nil {
@@ -663,7 +663,7 @@ func TestNotifyOnlyWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	listener := pgtest.Conn(t)
-	if _, err := listener.Exec(b.ctx, `LISTEN `+pgx.Identifier{b.store.Channel()}.Sanitize()); err != nil {
+	if _, err := listener.Exec(b.ctx, `LISTEN `+pgx.Identifier{outbox.Channel(b.store)}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	next := func() string {
@@ -678,7 +678,7 @@ func TestNotifyOnlyWhenAsked(t *testing.T) {
 		t.Helper()
 		err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
 			if many {
-				_, err := s.EnqueueMany(b.ctx, tx, []outbox.Event{event(i), event(i + 1)})
+				_, err := s.Enqueue(b.ctx, tx, []outbox.Event{event(i), event(i + 1)}...)
 				return err
 			}
 			_, err := s.Enqueue(b.ctx, tx, event(i))
@@ -690,7 +690,7 @@ func TestNotifyOnlyWhenAsked(t *testing.T) {
 	}
 	enqueue(b.store, false, 1)
 	enqueue(b.store, true, 2)
-	if _, err := b.pool.Exec(b.ctx, `SELECT pg_notify($1, 'sentinel')`, b.store.Channel()); err != nil {
+	if _, err := b.pool.Exec(b.ctx, `SELECT pg_notify($1, 'sentinel')`, outbox.Channel(b.store)); err != nil {
 		t.Fatal(err)
 	}
 	if p := next(); p != "sentinel" {

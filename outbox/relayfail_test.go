@@ -66,7 +66,7 @@ func (h *records) count(msg string) int {
 	return n
 }
 
-var nopPublisher = outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
+var nopPublisher = func(context.Context, []outbox.Message) []error { return nil }
 
 // TestRelayNotMigrated: a relay whose store names a schema without the
 // outbox table is refused by NewRelay with a *migrate.NotMigratedError
@@ -80,7 +80,7 @@ func TestRelayNotMigrated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = outbox.NewRelay(b.pool, outbox.RelayConfig{Store: st, Publisher: nopPublisher, DisableListen: true})
+	_, err = outbox.NewRelay(b.pool, outbox.RelayConfig{Store: st, Publish: nopPublisher, DisableListen: true})
 	var nm *migrate.NotMigratedError
 	if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != other || nm.Component != "outbox" ||
 		!strings.Contains(err.Error(), `migrate.Apply(ctx, db, "`+other+`", outbox.Migrations)`) {
@@ -88,14 +88,14 @@ func TestRelayNotMigrated(t *testing.T) {
 	}
 	// The default store's schema, "seckill", is not migrated on this
 	// server either (the tests migrate schemas of their own).
-	if _, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Publisher: nopPublisher}); !errors.Is(err, migrate.ErrNotMigrated) ||
+	if _, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Publish: nopPublisher}); !errors.Is(err, migrate.ErrNotMigrated) ||
 		!strings.Contains(err.Error(), `schema "seckill"`) {
 		t.Fatalf("NewRelay with the default store: %v, want ErrNotMigrated naming schema seckill", err)
 	}
 
 	for _, inTx := range []bool{false, true} {
 		b := setup(t, outbox.Config{})
-		r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Store: b.store, Publisher: nopPublisher, DisableListen: true,
+		r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{Store: b.store, Publish: nopPublisher, DisableListen: true,
 			PollInterval: time.Millisecond, InTx: inTx})
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestRelayGivesUp(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(h))
 	defer slog.SetDefault(prev)
-	r, err := outbox.NewRelay(pool, outbox.RelayConfig{Publisher: nopPublisher, Owner: "gives-up", DisableListen: true,
+	r, err := outbox.NewRelay(pool, outbox.RelayConfig{Publish: nopPublisher, Owner: "gives-up", DisableListen: true,
 		PollInterval: time.Millisecond, MaxPollInterval: time.Millisecond, MaxConsecutiveFailures: 3})
 	if err != nil {
 		t.Fatalf("NewRelay with an unreachable database: %v, want a relay (Run reports)", err)
@@ -148,7 +148,7 @@ func TestRelayGivesUp(t *testing.T) {
 		t.Fatalf("Failing = %d, %v; want 3 and the last failure", n, last)
 	}
 
-	forever, err := outbox.NewRelay(pool, outbox.RelayConfig{Publisher: nopPublisher, Owner: "forever", DisableListen: true,
+	forever, err := outbox.NewRelay(pool, outbox.RelayConfig{Publish: nopPublisher, Owner: "forever", DisableListen: true,
 		PollInterval: time.Millisecond, MaxPollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestRelayGivesUp(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run without MaxConsecutiveFailures: %v, want nil once stopped", err)
 	}
-	if _, err := outbox.NewRelay(pool, outbox.RelayConfig{Publisher: nopPublisher, MaxConsecutiveFailures: -1}); !errors.Is(err, outbox.ErrInvalidArgument) {
+	if _, err := outbox.NewRelay(pool, outbox.RelayConfig{Publish: nopPublisher, MaxConsecutiveFailures: -1}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		t.Fatalf("negative MaxConsecutiveFailures: %v, want ErrInvalidArgument", err)
 	}
 }

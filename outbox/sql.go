@@ -16,7 +16,7 @@ package outbox
 // The uncorrelated sub-select in the INSERT's WHERE is an InitPlan that runs
 // once, before the first row is produced: it takes a transaction advisory
 // lock per distinct ordering key, in key order (no deadlock between two
-// EnqueueMany calls). The rows get their seq (identity default) only after
+// Enqueue calls). The rows get their seq (identity default) only after
 // that, so for one ordering key seq order is commit order: a second
 // transaction enqueuing for the same key waits until the first one ends.
 //
@@ -101,7 +101,7 @@ const enqueueInsertSQL = insertOneSQL + `
 //
 // enqueueNotifySQL sends the NOTIFY ($1 the channel) of an enqueue that
 // may have inserted nothing: a plain statement cannot tell. (The one-batch
-// QueueEnqueueOrAbort sends it too.)
+// QueueEnqueue with pgtx.Abort sends it too.)
 const (
 	enqueueLocksSQL = `SELECT count(pg_advisory_xact_lock(hashtextextended('seckill.outbox:' || $1::text || ':' || k, 0)))
 	FROM (SELECT DISTINCT k FROM unnest($2::text[]) AS u(k) WHERE k IS NOT NULL ORDER BY 1) AS keys`
@@ -216,7 +216,7 @@ const claimAfterCond = `
 // mark that waited behind a lease recovery, a concurrent mark or a release
 // is the row before it: SENDING under the caller's own lease. FOR KEY
 // SHARE is not enough: it does not conflict with an UPDATE that leaves the
-// key alone (MarkSent, MarkFailed, ReleaseLease), so PostgreSQL grants it
+// key alone (Mark), so PostgreSQL grants it
 // on the snapshot's version and returns that version.
 //
 // The report costs nothing when every row was updated (the usual case):

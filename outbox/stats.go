@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/pgtx"
@@ -17,7 +16,7 @@ type Stats struct {
 	// Pending, Sending, Retry and Dead are exact counts.
 	Pending, Sending, Retry, Dead int64
 	// Sent is exact while the table is small (at most
-	// [StatsExactSentPages] pages) and otherwise an estimate from the
+	// 1024 pages) and otherwise an estimate from the
 	// planner's statistics (see [Store.Stats]); SentEstimated says which.
 	Sent          int64
 	SentEstimated bool // true when Sent is the planner's estimate, false when it is exact
@@ -26,9 +25,9 @@ type Stats struct {
 	OldestWaiting time.Duration
 }
 
-// StatsExactSentPages is the table size, in pages (8 kB each by default),
+// statsExactSentPages is the table size, in pages (8 kB each by default),
 // up to which [Store.Stats] counts SENT events exactly.
-const StatsExactSentPages = 1024
+const statsExactSentPages = 1024
 
 // Stats reports the events per status and the age of the oldest waiting
 // event with one read-only statement whose cost does not follow the SENT
@@ -36,7 +35,7 @@ const StatsExactSentPages = 1024
 // through a partial index that holds only that status (so the cost follows
 // the events in flight and dead, which an outbox that publishes keeps
 // few). SENT is counted exactly while the table has at most
-// [StatsExactSentPages] pages; beyond that it is estimated, as the planner
+// 1024 pages; beyond that it is estimated, as the planner
 // does, from pg_class.reltuples (kept by autovacuum and ANALYZE) scaled to
 // the table's current size, minus the exact counts, and SentEstimated is
 // set. A table never analysed estimates 0 SENT events.
@@ -53,7 +52,7 @@ func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (_ Stats, err error)
 		relpages, np int64
 	)
 	table := pgx.Identifier{s.schema, "event_outbox"}.Sanitize()
-	if err := db.QueryRow(ctx, s.statsSQL, table, StatsExactSentPages).Scan(&st.Pending, &st.Sending, &st.Retry, &st.Dead,
+	if err := db.QueryRow(ctx, s.statsSQL, table, statsExactSentPages).Scan(&st.Pending, &st.Sending, &st.Retry, &st.Dead,
 		&ageUS, &sentExact, &reltuples, &relpages, &np); err != nil {
 		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
 	}
@@ -68,38 +67,4 @@ func (s *Store) Stats(ctx context.Context, db pgtx.Querier) (_ Stats, err error)
 		st.Sent = max(0, total-st.Pending-st.Sending-st.Retry-st.Dead)
 	}
 	return st, nil
-}
-
-// PurgeSent deletes SENT events whose sent_at is before olderThan, in
-// statements of at most batchSize rows (each its own implicit transaction
-// when db is a pool), walking the primary key so each row is read about
-// once, and returns how many it deleted. Rows locked by someone else are
-// skipped (a later purge gets them). PENDING, SENDING, RETRY and DEAD rows
-// are never deleted. It stops early, returning the count so far, when ctx
-// ends.
-func (s *Store) PurgeSent(ctx context.Context, db pgtx.Querier, olderThan time.Time, batchSize int) (_ int64, err error) {
-	defer s.fail.Explain(&err)
-	if db == nil {
-		return 0, nilHandle("db")
-	}
-	if olderThan.IsZero() {
-		return 0, invalid("olderThan", "zero")
-	}
-	if batchSize <= 0 || batchSize > 1<<31-1 {
-		return 0, invalid("batchSize", "must be positive, got %d", batchSize)
-	}
-	var total int64
-	after := uuid.Nil
-	for {
-		var deleted, examined int64
-		var last *uuid.UUID
-		if err := db.QueryRow(ctx, s.purgeSQL, after, olderThan, batchSize).Scan(&deleted, &examined, &last); err != nil {
-			return total, fmt.Errorf("outbox: purge sent: %w", err)
-		}
-		total += deleted
-		if examined < int64(batchSize) || last == nil {
-			return total, nil
-		}
-		after = *last
-	}
 }

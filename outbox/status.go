@@ -24,16 +24,9 @@ const (
 	StatusDead Status = 40
 )
 
-// Statuses returns every status in ascending order, in a new slice the
-// caller may change.
-func Statuses() []Status { return statusSet.Values() }
-
 // String returns the status name ("PENDING", "SENDING", …)
 // or "Status(n)" for an unknown value.
 func (s Status) String() string { return statusSet.Name(s) }
-
-// Valid reports whether s is one of the statuses the table accepts.
-func (s Status) Valid() bool { return statusSet.Valid(s) }
 
 var statusSet = enum.New("Status", map[Status]string{
 	StatusPending: "PENDING", StatusSending: "SENDING", StatusSent: "SENT",

@@ -16,38 +16,31 @@ import (
 //go:embed migrations/*.up.sql
 var migrationFiles embed.FS
 
-// Migrations is the outbox's migration component (the event_outbox table).
-// Apply it with [Migrate] or together with other packages' components via
-// [migrate.Apply]. The files are plain DDL with unqualified names, usable by
+// Migrations is the outbox's migration component (the event_outbox table
+// and event_outbox_history). Apply it alone or with the other packages'
+// components: migrate.Apply(ctx, db, "seckill", outbox.Migrations); it is
+// idempotent and safe from several processes at once. The files are plain DDL with unqualified names, usable by
 // goose or golang-migrate after SET search_path.
 var Migrations = migrate.Embedded("outbox", migrationFiles, "migrations")
 
-// Migrate applies the outbox migrations to schema ("" means "seckill"),
-// idempotently and safely from several processes at once (see
-// [migrate.Apply]).
-func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
-	_, err := migrate.Apply(ctx, db, schema, Migrations)
-	return err
-}
-
 // Defaults of [Config].
 const (
-	DefaultMaxRetries      = 16
-	DefaultMaxPayloadBytes = 1 << 20
+	defaultMaxRetries      = 16
+	defaultMaxPayloadBytes = 1 << 20
 )
 
 // Column limits of event_outbox, in characters (VARCHAR(n)), and the byte
 // limit of last_error.
 const (
-	MaxDedupKeyLen      = 160
-	MaxAggregateTypeLen = 64
-	MaxAggregateIDLen   = 128
-	MaxTopicLen         = 128
-	MaxTagLen           = 64
-	MaxMessageKeyLen    = 160
-	MaxOrderingKeyLen   = 160
-	MaxOwnerLen         = 128
-	MaxLastErrorBytes   = 4000
+	maxDedupKeyLen      = 160
+	maxAggregateTypeLen = 64
+	maxAggregateIDLen   = 128
+	maxTopicLen         = 128
+	maxTagLen           = 64
+	maxMessageKeyLen    = 160
+	maxOrderingKeyLen   = 160
+	maxOwnerLen         = 128
+	maxLastErrorBytes   = 4000
 )
 
 // Config configures a [Store]. The zero value is valid and means defaults.
@@ -57,9 +50,10 @@ type Config struct {
 	// *migrate.Error.
 	Schema string
 
-	// Notify makes Enqueue send a NOTIFY: every Enqueue/EnqueueMany
+	// Notify makes Enqueue send a NOTIFY: every Enqueue
 	// statement that inserted at least one row calls pg_notify once (not
-	// once per row) on the channel returned by [Store.Channel], so a
+	// once per row) on the channel "seckill_outbox_<schema>" (the schema name is hashed
+	// when that would exceed 63 bytes), so a
 	// listening [Relay] wakes up at once instead of at its next poll.
 	// Defaults to false. The trade-off: PostgreSQL delivers a NOTIFY at
 	// COMMIT, and every committing transaction that notified takes one
@@ -84,7 +78,7 @@ type Config struct {
 	// MaxPayloadBytes bounds Event.Payload. Defaults to 1 MiB.
 	MaxPayloadBytes int
 
-	// Citus makes EnqueueMany (and QueueEnqueueMany, and an Enqueue of an
+	// Citus makes Enqueue of several events (and QueueEnqueue, and of one
 	// event with an ordering key or from a Store with Notify) send
 	// statements that Citus (schema-based sharding) routes whole to the
 	// node holding the schema: one plain INSERT … VALUES per event, after
@@ -111,7 +105,7 @@ type Store struct {
 	enqueueOne     string
 	enqueueInsert  string
 	enqueueHolders string
-	enqueueOrAbort string // QueueEnqueueOrAbort
+	enqueueOrAbort string // QueueEnqueue with pgtx.Abort
 	// The ordering keys' advisory locks of the enqueue of Config.Citus,
 	// and the NOTIFY of a statement that cannot tell whether it inserted.
 	enqueueLocks, enqueueNotify string
@@ -151,8 +145,8 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, invalid("Config.MaxPayloadBytes", "negative (%d)", cfg.MaxPayloadBytes)
 	}
-	cfg.DefaultMaxRetries = cmp.Or(cfg.DefaultMaxRetries, DefaultMaxRetries)
-	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	cfg.DefaultMaxRetries = cmp.Or(cfg.DefaultMaxRetries, defaultMaxRetries)
+	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, defaultMaxPayloadBytes)
 
 	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema),
 		fail: &failure.Classifier{Schema: cfg.Schema, Component: "outbox", Objects: []string{"event_outbox", "event_outbox_history"},
@@ -211,11 +205,9 @@ func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
 // notify reports whether Enqueue sends a NOTIFY.
 func (c Config) notify() bool { return c.Notify }
 
-// Channel returns the LISTEN/NOTIFY channel of this schema's outbox:
+// channelName is the LISTEN/NOTIFY channel of schema's outbox:
 // "seckill_outbox_<schema>", or a hash of the schema name when that would
 // exceed PostgreSQL's 63-byte identifier limit.
-func (s *Store) Channel() string { return s.channel }
-
 func channelName(schema string) string {
 	const prefix = "seckill_outbox_"
 	if len(prefix)+len(schema) <= migrate.MaxIdentifierLength {

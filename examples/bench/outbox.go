@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -72,7 +73,7 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			return nil, err
 		}
-		if err := outbox.Migrate(ctx, pool, schema); err != nil {
+		if _, err := migrate.Apply(ctx, pool, schema, outbox.Migrations); err != nil {
 			return nil, err
 		}
 		return outbox.New(outbox.Config{Schema: schema})
@@ -230,7 +231,7 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 			if len(c.Messages) != o.batch {
 				return res, fmt.Errorf("claim probe got %d events, want %d", len(c.Messages), o.batch)
 			}
-			if _, err := s.MarkSent(ctx, pool, c.Lease, ids(c.Messages)); err != nil {
+			if _, err := s.Mark(ctx, pool, outbox.Outcome{Lease: c.Lease, Sent: ids(c.Messages)}); err != nil {
 				return res, err
 			}
 			if s == none {
@@ -273,7 +274,7 @@ func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, 
 	target := int64(events)
 	var mu sync.Mutex
 	seen := make(map[uuid.UUID]struct{}, events)
-	pub := outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+	pub := func(_ context.Context, msgs []outbox.Message) []error {
 		mu.Lock()
 		for _, m := range msgs {
 			seen[m.EventID] = struct{}{}
@@ -287,12 +288,12 @@ func drainWithRelays(ctx context.Context, pool *pgxpool.Pool, st *outbox.Store, 
 			}
 		}
 		return make([]error, len(msgs))
-	})
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range o.relays {
 		r, err := outbox.NewRelay(pool, outbox.RelayConfig{
-			Store: st, Publisher: pub, Owner: fmt.Sprintf("bench-relay-%d", i), BatchSize: o.batch,
+			Store: st, Publish: pub, Owner: fmt.Sprintf("bench-relay-%d", i), BatchSize: o.batch,
 			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true, InTx: inTx,
 		})
 		if err != nil {

@@ -460,7 +460,7 @@ func drainOutbox(ctx context.Context, svc *flow.Service) error {
 	defer cancel()
 	errc := make(chan error, 1)
 	r, err := outbox.NewRelay(svc.Pool, outbox.RelayConfig{
-		Store: svc.Outbox, Publisher: noop(nil), Owner: "bench-drain", BatchSize: 500,
+		Store: svc.Outbox, Publish: noop(nil), Owner: "bench-drain", BatchSize: 500,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true,
 	})
 	if err != nil {
@@ -485,13 +485,13 @@ func drainOutbox(ctx context.Context, svc *flow.Service) error {
 }
 
 // noop is a publisher that accepts every message and counts them.
-func noop(n *atomic.Int64) outbox.Publisher {
-	return outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+func noop(n *atomic.Int64) func(context.Context, []outbox.Message) []error {
+	return func(_ context.Context, msgs []outbox.Message) []error {
 		if n != nil {
 			n.Add(int64(len(msgs)))
 		}
 		return make([]error, len(msgs))
-	})
+	}
 }
 
 var _ *pgxpool.Pool

@@ -185,7 +185,7 @@ func New(cfg Config) (*Observers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otelseckill: %w", err)
 	}
-	return &Observers{Tx: tx, Inventory: inv, Outbox: ob, prop: cfg.Propagator, inboxClaims: claims}, nil
+	return &Observers{Tx: tx, Inventory: inv, Outbox: ob.observer(), prop: cfg.Propagator, inboxClaims: claims}, nil
 }
 
 // Inject writes the trace context of ctx into headers with the
@@ -204,7 +204,7 @@ func (o *Observers) Inject(ctx context.Context, headers map[string]string) map[s
 
 // RecordInboxClaim counts one inbox claim of the consumer group group:
 // fresh when claim.Fresh (the message is new), duplicate otherwise. The
-// inbox package has no observer; call it after inbox.Inbox.ClaimMessage
+// inbox package has no observer; call it after inbox.Store.ClaimMessage
 // returned without error. Per attempt: a fresh claim whose transaction
 // rolls back is counted, and its message is claimed fresh again.
 func (o *Observers) RecordInboxClaim(ctx context.Context, group string, fresh bool) {

@@ -14,7 +14,8 @@ import (
 	"github.com/seckillkit/seckill/outbox"
 )
 
-// outboxObserver implements outbox.Observer: a producer span per batch,
+// outboxObserver is the hooks of an outbox.Observer (see observer): a
+// producer span per batch,
 // linked to the traces that enqueued its events, and the messaging
 // metrics.
 type outboxObserver struct {
@@ -28,7 +29,10 @@ type outboxObserver struct {
 	released  metric.Int64Counter
 }
 
-var _ outbox.Observer = (*outboxObserver)(nil)
+// observer is the outbox.Observer of o's hooks.
+func (o *outboxObserver) observer() outbox.Observer {
+	return outbox.Observer{BatchStart: o.BatchStart, BatchEnd: o.BatchEnd, RecoverEnd: o.RecoverEnd}
+}
 
 func newOutboxObserver(meter metric.Meter, tracer trace.Tracer, prop propagation.TextMapPropagator, system string) (*outboxObserver, error) {
 	o := &outboxObserver{tracer: tracer, prop: prop,
@@ -63,7 +67,7 @@ func newOutboxObserver(meter metric.Meter, tracer trace.Tracer, prop propagation
 // BatchStart starts the batch's span, a child of ctx's span (the relay's
 // Run context), linked to the span context carried in each event's
 // headers.
-func (o *outboxObserver) BatchStart(ctx context.Context, e outbox.BatchStartEvent) context.Context {
+func (o *outboxObserver) BatchStart(ctx context.Context, e outbox.RelayEvent) context.Context {
 	var links []trace.Link
 	seen := map[trace.SpanID]bool{}
 	for _, m := range e.Messages {
@@ -89,7 +93,7 @@ func (o *outboxObserver) BatchStart(ctx context.Context, e outbox.BatchStartEven
 
 // BatchEnd ends the batch's span with its counts and records the
 // metrics.
-func (o *outboxObserver) BatchEnd(ctx context.Context, e outbox.BatchEndEvent) {
+func (o *outboxObserver) BatchEnd(ctx context.Context, e outbox.RelayEvent) {
 	if e.Published > 0 {
 		o.sent.Add(ctx, int64(e.Published), metric.WithAttributes(o.base...))
 	}
@@ -120,7 +124,7 @@ func (o *outboxObserver) BatchEnd(ctx context.Context, e outbox.BatchEndEvent) {
 }
 
 // RecoverEnd counts the recovered events and those that went DEAD.
-func (o *outboxObserver) RecoverEnd(ctx context.Context, e outbox.RecoverEvent) {
+func (o *outboxObserver) RecoverEnd(ctx context.Context, e outbox.RelayEvent) {
 	o.recovered.Add(ctx, int64(e.Recovered))
 	if e.Dead > 0 {
 		o.dead.Add(ctx, int64(e.Dead))

@@ -67,7 +67,7 @@ func TestOutboxRelaySpans(t *testing.T) {
 		enqueue(i, "bad", true)
 	}
 
-	pub := outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+	pub := func(_ context.Context, msgs []outbox.Message) []error {
 		errs := make([]error, len(msgs))
 		for i, m := range msgs {
 			if m.Tag == "bad" {
@@ -75,8 +75,8 @@ func TestOutboxRelaySpans(t *testing.T) {
 			}
 		}
 		return errs
-	})
-	relay, err := outbox.NewRelay(db.Pool, outbox.RelayConfig{Store: store, Publisher: pub, Observer: b.obs.Outbox,
+	}
+	relay, err := outbox.NewRelay(db.Pool, outbox.RelayConfig{Store: store, Publish: pub, Observer: b.obs.Outbox,
 		BatchSize: 4, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true})
 	if err != nil {
 		t.Fatal(err)
@@ -188,8 +188,8 @@ func TestOutboxRecoverMetrics(t *testing.T) {
 	if err != nil || len(claim.Messages) != 3 {
 		t.Fatalf("claim: %d messages, %v", len(claim.Messages), err)
 	}
-	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
-	relay, err := outbox.NewRelay(db.Pool, outbox.RelayConfig{Store: store, Publisher: pub, Observer: b.obs.Outbox,
+	pub := func(context.Context, []outbox.Message) []error { return nil }
+	relay, err := outbox.NewRelay(db.Pool, outbox.RelayConfig{Store: store, Publish: pub, Observer: b.obs.Outbox,
 		Lease: 200 * time.Millisecond, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, DisableListen: true})
 	if err != nil {
 		t.Fatal(err)

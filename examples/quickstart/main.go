@@ -89,12 +89,12 @@ func main() {
 	// A relay publishes what committed, after the commit: here to a channel.
 	published := make(chan outbox.Message, 100) // room for a whole batch
 	relay := must(outbox.NewRelay(pool, outbox.RelayConfig{Store: events,
-		Publisher: outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		Publish: func(ctx context.Context, msgs []outbox.Message) []error {
 			for _, m := range msgs {
 				published <- m
 			}
 			return nil // every message acknowledged: the relay marks them SENT
-		})}))
+		}}))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()

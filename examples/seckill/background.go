@@ -31,17 +31,17 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 	if s.js == nil {
 		// -stack memory applies the front-door releases in the publish: a
 		// failed release is tried again as the JetStream consumer would
-		// (100ms, doubling, at most 2s), not after outbox.DefaultBackoff.
+		// (100ms, doubling, at most 2s), not after the relay's default backoff.
 		backoff = func(attempt int) time.Duration {
 			return min(100*time.Millisecond<<min(max(attempt-1, 0), 10), 2*time.Second)
 		}
 	}
 	for i := range relays {
 		r, err := outbox.NewRelay(s.Pool, outbox.RelayConfig{
-			Store: s.Outbox, Publisher: s.publisher(), Owner: fmt.Sprintf("seckill-relay-%d-%s", i, uuid.NewString()[:8]),
+			Store: s.Outbox, Publish: s.publisher(), Owner: fmt.Sprintf("seckill-relay-%d-%s", i, uuid.NewString()[:8]),
 			BatchSize: 200, PollInterval: 20 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 			// The order path sends no NOTIFY (see flow.Config.Notify): relays poll.
-			DisableListen: true, Logger: s.log, Backoff: backoff, Observer: relayObserver{m: s.metrics},
+			DisableListen: true, Logger: s.log, Backoff: backoff, Observer: relayObserver{m: s.metrics}.observer(),
 			InTx: s.relayInTx,
 		})
 		if err != nil {

@@ -430,13 +430,13 @@ func (j *jsStack) Figures() brokerFigures {
 // connection.
 func (j *jsStack) Close() { j.nc.Close() }
 
-// eventPublisher is the outbox relay's Publisher: each event goes to the
+// eventPublisher is the outbox relay's Publish: each event goes to the
 // event stream with Nats-Msg-Id = event id, and counts as published only
 // once its PubAck came back. A relay that retries an event (lease lost,
 // PubAck timed out) publishes it again with the same id: the duplicate
 // window absorbs it, and past the window the consumers' inbox does.
-func (j *jsStack) eventPublisher(published func(outbox.Message)) outbox.Publisher {
-	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+func (j *jsStack) eventPublisher(published func(outbox.Message)) func(context.Context, []outbox.Message) []error {
+	return func(ctx context.Context, msgs []outbox.Message) []error {
 		errs := make([]error, len(msgs))
 		failed := false
 		for i, m := range msgs {
@@ -462,7 +462,7 @@ func (j *jsStack) eventPublisher(published func(outbox.Message)) outbox.Publishe
 			return nil
 		}
 		return errs
-	})
+	}
 }
 
 // consumeEvents runs workers on the event consumer of durable.

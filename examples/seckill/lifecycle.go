@@ -21,11 +21,11 @@ import (
 // here, at once: ORDER_CREATED reaches the buyer, a front-door release the
 // front door through the same consumer as on the real stack (inbox,
 // RELEASE_PENDING → RELEASED), idempotently.
-func (s *service) publisher() outbox.Publisher {
+func (s *service) publisher() func(context.Context, []outbox.Message) []error {
 	if s.js != nil {
 		return s.js.eventPublisher(s.countPublished)
 	}
-	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+	return func(ctx context.Context, msgs []outbox.Message) []error {
 		errs := make([]error, 0, len(msgs))
 		for _, m := range msgs {
 			// The event's consumers run here: the trace continues from the
@@ -54,7 +54,7 @@ func (s *service) publisher() outbox.Publisher {
 			errs = append(errs, nil)
 		}
 		return errs
-	})
+	}
 }
 
 func (s *service) countPublished(m outbox.Message) {

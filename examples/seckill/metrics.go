@@ -350,12 +350,16 @@ func (o stockObserver) ReleaseEnd(_ context.Context, e inventory.ReleaseEvent) {
 
 // relayObserver feeds the outbox families (per committed statement).
 type relayObserver struct {
-	outbox.NopObserver
 	m *serviceMetrics
 }
 
+// observer is the outbox.Observer of o's hooks.
+func (o relayObserver) observer() outbox.Observer {
+	return outbox.Observer{BatchEnd: o.BatchEnd, RecoverEnd: o.RecoverEnd}
+}
+
 // BatchEnd counts a batch's marks.
-func (o relayObserver) BatchEnd(_ context.Context, e outbox.BatchEndEvent) {
+func (o relayObserver) BatchEnd(_ context.Context, e outbox.RelayEvent) {
 	o.m.claimed.inc(float64(e.Claimed))
 	o.m.published.inc(float64(e.Published))
 	o.m.failed.inc(float64(e.Failed))
@@ -365,7 +369,7 @@ func (o relayObserver) BatchEnd(_ context.Context, e outbox.BatchEndEvent) {
 }
 
 // RecoverEnd counts a lease recovery.
-func (o relayObserver) RecoverEnd(_ context.Context, e outbox.RecoverEvent) {
+func (o relayObserver) RecoverEnd(_ context.Context, e outbox.RelayEvent) {
 	o.m.recovered.inc(float64(e.Recovered))
 	o.m.dead.inc(float64(e.Dead))
 }

@@ -47,7 +47,7 @@ func (j *jsStack) inboxRetention(ctx context.Context, repair time.Duration) (tim
 
 // guardInboxRetention gives the service's inbox the minimum retention of
 // the real stack's streams: from then on inbox.Purge and inbox.Archive
-// refuse a horizon inside the replay window (*inbox.RetentionError).
+// refuse a horizon inside the replay window (a *inbox.Error matching inbox.ErrRetentionTooShort).
 func (s *service) guardInboxRetention(ctx context.Context, citus bool) error {
 	minRet, err := s.js.inboxRetention(ctx, s.js.cfg.RepairTime)
 	if err != nil {

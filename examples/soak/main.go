@@ -7,7 +7,7 @@
 //	go run ./examples/soak -duration 30m -svg .
 //	go run ./examples/soak -rows 10000000 -duration 10m
 //
-// With -archive the retention jobs archive (inbox.Inbox.Archive,
+// With -archive the retention jobs archive (inbox.Store.Archive,
 // outbox.Store.ArchiveSent) instead of purging, and every round also
 // prints the rows archived, the time and the WAL per archived row; -rows N
 // (which implies -archive) first preloads N rows of history (half SENT

@@ -68,10 +68,10 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 	}
 	buy := func(r inventory.NewReservation, orderID int64, m inbox.Message, key string) func(b *pgx.Batch) error {
 		return func(b *pgx.Batch) error {
-			return errors.Join(k.in.QueueClaimMessageOrAbort(b, m, inbox.Result{Code: "ORDER_CREATED"}),
+			return errors.Join(k.in.QueueClaimMessage(b, withResult(m, inbox.Result{Code: "ORDER_CREATED"}), nil, pgtx.Abort),
 				k.inv.QueueInsertReservationOrAbort(b, r),
 				k.ord.QueueCreate(b, newOrder(r, orderID), nil, pgtx.Abort),
-				k.out.QueueEnqueueOrAbort(b, ev(key), &outbox.Enqueued{}),
+				k.out.QueueEnqueue(b, []outbox.Event{ev(key)}, nil, pgtx.Abort),
 				k.inv.QueueAllocateBucketOrAbort(b, alloc(r, orderID), nil))
 		}
 	}
@@ -111,11 +111,11 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 		}},
 	}
 	aborts := []abort{
-		{"inbox duplicate", nil, buy(newRes(9, 1, 209), 209, msg, "a9"), "inbox.Inbox.QueueClaimMessageOrAbort(", inbox.ErrDuplicate, "23505"},
+		{"inbox duplicate", nil, buy(newRes(9, 1, 209), 209, msg, "a9"), "inbox.Store.QueueClaimMessage(", inbox.ErrDuplicate, "23505"},
 		{"reservation exists", nil, buy(r5, 205, m5, "a5"), "inventory.Store.QueueInsertReservationOrAbort(", inventory.ErrReservationExists, "23505"},
 		{"buyer already ordered", nil, buy(r4, 204, m4, "a4"), "order.Store.QueueCreate(", order.ErrUserAlreadyOrdered, "23505"},
-		{"dedup key exists", nil, func(b *pgx.Batch) error { return k.out.QueueEnqueueOrAbort(b, ev("a1"), &outbox.Enqueued{}) },
-			"outbox.Store.QueueEnqueueOrAbort(", outbox.ErrDuplicate, "23505"},
+		{"dedup key exists", nil, func(b *pgx.Batch) error { return k.out.QueueEnqueue(b, []outbox.Event{ev("a1")}, nil, pgtx.Abort) },
+			"outbox.Store.QueueEnqueue(", outbox.ErrDuplicate, "23505"},
 		{"sold out", nil, buy(r3, 203, m3, "a3"), "inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrSoldOut, "SK001"},
 		{"allocated twice", nil, func(b *pgx.Batch) error { return k.inv.QueueAllocateBucketOrAbort(b, alloc(r1, 201), nil) },
 			"inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrAlreadyApplied, "23505"},

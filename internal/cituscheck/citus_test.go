@@ -31,7 +31,7 @@ import (
 type kit struct {
 	ctx  context.Context
 	pool *pgxpool.Pool
-	in   *inbox.Inbox
+	in   *inbox.Store
 	out  *outbox.Store
 	inv  *inventory.Store
 	ord  *order.Store
@@ -171,10 +171,12 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			}
 			return err
 		}},
-		{"inbox.QueueClaimMessageOrAbort", true, func(tx pgx.Tx) error {
+		{"inbox.QueueClaimMessage(pgtx.Abort)", true, func(tx pgx.Tx) error {
 			m := msg
 			m.MessageID = uuid.Must(uuid.NewV7())
-			return batch(tx, func(b *pgx.Batch) error { return k.in.QueueClaimMessageOrAbort(b, m, inbox.Result{Code: "DONE"}) })
+			return batch(tx, func(b *pgx.Batch) error {
+				return k.in.QueueClaimMessage(b, withResult(m, inbox.Result{Code: "DONE"}), nil, pgtx.Abort)
+			})
 		}},
 		{"inventory.AcquireReservation", true, func(tx pgx.Tx) error {
 			a, err := k.inv.AcquireReservation(k.ctx, tx, r1)
@@ -197,8 +199,8 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			return fmt.Errorf("second order of the buyer: %v, want ErrUserAlreadyOrdered", err)
 		}},
 		{"outbox.Enqueue", true, func(tx pgx.Tx) error { _, err := k.out.Enqueue(k.ctx, tx, ev("e1")); return err }},
-		{"outbox.EnqueueMany (3 events)", true, func(tx pgx.Tx) error {
-			_, err := k.out.EnqueueMany(k.ctx, tx, []outbox.Event{ev("e2"), ev("e3"), ev("e4")})
+		{"outbox.Enqueue (3 events)", true, func(tx pgx.Tx) error {
+			_, err := k.out.Enqueue(k.ctx, tx, ev("e2"), ev("e3"), ev("e4"))
 			return err
 		}},
 		{"inventory.TransitionReservation", true, func(tx pgx.Tx) error {
@@ -223,7 +225,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			return batch(tx, func(b *pgx.Batch) error {
 				return errors.Join(k.inv.QueueInsertReservationOrAbort(b, r2),
 					k.ord.QueueCreate(b, newOrder(r2, 102, now.Add(-time.Minute)), nil, pgtx.Abort),
-					k.out.QueueEnqueueOrAbort(b, ev("e5"), &outbox.Enqueued{}),
+					k.out.QueueEnqueue(b, []outbox.Event{ev("e5")}, nil, pgtx.Abort),
 					k.inv.QueueAllocateBucketOrAbort(b, inventory.Allocation{ReservationID: r2.ReservationID, ActivityID: act,
 						SKUID: sku, Bucket: 1, Quantity: 1, UserID: 2, OrderID: 102, SourceMessageID: r2.FirstMessageID}, nil))
 			})
@@ -301,15 +303,18 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			}
 			return err
 		}},
-		{"outbox.MarkFailed", false, func(tx pgx.Tx) error {
-			_, err := k.out.MarkFailed(k.ctx, tx, claim.Lease, []outbox.Failure{{EventID: claim.Messages[0].EventID, Err: errors.New("down")}})
+		{"outbox.Mark (failed)", false, func(tx pgx.Tx) error {
+			_, err := k.out.Mark(k.ctx, tx, outbox.Outcome{Lease: claim.Lease, Failed: []outbox.Failure{{EventID: claim.Messages[0].EventID, Err: errors.New("down")}}})
 			return err
 		}},
-		{"outbox.MarkSent", false, func(tx pgx.Tx) error {
-			_, err := k.out.MarkSent(k.ctx, tx, claim.Lease, claim.IDs()[1:])
+		{"outbox.Mark (sent)", false, func(tx pgx.Tx) error {
+			_, err := k.out.Mark(k.ctx, tx, outbox.Outcome{Lease: claim.Lease, Sent: claimIDs(claim)[1:]})
 			return err
 		}},
-		{"outbox.RecoverExpired", false, func(tx pgx.Tx) error { _, err := k.out.RecoverExpired(k.ctx, tx, time.Nanosecond, 10); return err }},
+		{"outbox.Recover", false, func(tx pgx.Tx) error {
+			_, err := k.out.Recover(k.ctx, tx, outbox.Lease{}, time.Nanosecond, 10)
+			return err
+		}},
 		{"outbox.PurgeSent", false, func(tx pgx.Tx) error { _, err := k.out.PurgeSent(k.ctx, tx, now.Add(time.Hour), 100); return err }},
 		{"inbox.Purge", false, func(tx pgx.Tx) error { _, err := k.in.Purge(k.ctx, tx, now.Add(time.Hour), 100); return err }},
 		{"audits (inventory, order)", false, func(tx pgx.Tx) error {
@@ -361,7 +366,7 @@ func TestRelayOnCitus(t *testing.T) {
 				}
 			}
 			if err := pgtx.RunInTx(k.ctx, k.pool, pgtx.Options{}, func(tx pgx.Tx) error {
-				_, err := k.out.EnqueueMany(k.ctx, tx, evs)
+				_, err := k.out.Enqueue(k.ctx, tx, evs...)
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -371,7 +376,7 @@ func TestRelayOnCitus(t *testing.T) {
 				tries = map[string]int{}
 				sent  = map[string]bool{}
 			)
-			pub := outbox.PublisherFunc(func(_ context.Context, msgs []outbox.Message) []error {
+			pub := func(_ context.Context, msgs []outbox.Message) []error {
 				mu.Lock()
 				defer mu.Unlock()
 				errs := make([]error, len(msgs))
@@ -384,8 +389,8 @@ func TestRelayOnCitus(t *testing.T) {
 					sent[m.AggregateID] = true
 				}
 				return errs
-			})
-			relay, err := outbox.NewRelay(k.pool, outbox.RelayConfig{Store: k.out, Publisher: pub, Owner: topic, InTx: inTx,
+			}
+			relay, err := outbox.NewRelay(k.pool, outbox.RelayConfig{Store: k.out, Publish: pub, Owner: topic, InTx: inTx,
 				DisableListen: true, PollInterval: 10 * time.Millisecond, Backoff: func(int) time.Duration { return 0 }})
 			if err != nil {
 				t.Fatal(err)
@@ -420,4 +425,19 @@ func TestRelayOnCitus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withResult is m claimed with its result res recorded up front.
+func withResult(m inbox.Message, res inbox.Result) inbox.Message {
+	m.Result = &res
+	return m
+}
+
+// claimIDs returns the event ids of c's messages.
+func claimIDs(c outbox.Claim) []uuid.UUID {
+	ids := make([]uuid.UUID, len(c.Messages))
+	for i, m := range c.Messages {
+		ids[i] = m.EventID
+	}
+	return ids
 }

@@ -115,7 +115,7 @@ func TestCrashImmediateShutdown(t *testing.T) {
 	stuck, err := outbox.NewRelay(pool, outbox.RelayConfig{
 		Store: r.svc.Outbox, Owner: "drill-stuck-relay", BatchSize: 20, Lease: time.Minute, DisableListen: true,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond,
-		Publisher: outbox.PublisherFunc(func(ctx context.Context, ms []outbox.Message) []error {
+		Publish: func(ctx context.Context, ms []outbox.Message) []error {
 			ids := make([]uuid.UUID, len(ms))
 			for i, m := range ms {
 				ids[i] = m.EventID
@@ -130,7 +130,7 @@ func TestCrashImmediateShutdown(t *testing.T) {
 				errs[i] = context.Canceled
 			}
 			return errs
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

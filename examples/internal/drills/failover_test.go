@@ -101,7 +101,7 @@ func (r *rig) stuckRelay(pool *pgxpool.Pool) (claimed []uuid.UUID, release func(
 	rl, err := outbox.NewRelay(pool, outbox.RelayConfig{
 		Store: r.svc.Outbox, Owner: "drill-stuck-relay", BatchSize: 20, Lease: time.Minute, DisableListen: true,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond,
-		Publisher: outbox.PublisherFunc(func(ctx context.Context, ms []outbox.Message) []error {
+		Publish: func(ctx context.Context, ms []outbox.Message) []error {
 			batch := make([]uuid.UUID, len(ms))
 			for i, m := range ms {
 				batch[i] = m.EventID
@@ -116,7 +116,7 @@ func (r *rig) stuckRelay(pool *pgxpool.Pool) (claimed []uuid.UUID, release func(
 				errs[i] = context.Canceled
 			}
 			return errs
-		}),
+		},
 	})
 	if err != nil {
 		r.t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 // events JetStream acknowledged are passed on to next (the recorder).
 type jsPublisher struct {
 	js   jetstream.JetStream
-	next outbox.Publisher
+	next func(context.Context, []outbox.Message) []error
 	dups atomic.Int64
 }
 
@@ -44,7 +44,7 @@ func (p *jsPublisher) Publish(ctx context.Context, msgs []outbox.Message) []erro
 		ok = append(ok, m)
 	}
 	if len(ok) > 0 {
-		p.next.Publish(ctx, ok)
+		p.next(ctx, ok)
 	}
 	return errs
 }
@@ -146,8 +146,8 @@ func TestJetStreamClusterNodeKilledMidSale(t *testing.T) {
 	for _, m := range msgs {
 		byID[m.ID] = m
 	}
-	pub := &jsPublisher{js: js, next: r.pub}
-	stopRelays := r.startJSRelays(pub, 2)
+	pub := &jsPublisher{js: js, next: r.pub.Publish}
+	stopRelays := r.startJSRelays(pub.Publish, 2)
 	payments := r.startPayers(2, len(msgs))
 	canceller := r.startCanceller(1, 20, 20*time.Millisecond)
 
@@ -311,13 +311,13 @@ func TestJetStreamClusterNodeKilledMidSale(t *testing.T) {
 
 // startJSRelays runs n relays publishing through pub (and so, for what
 // JetStream acknowledged, to the rig's recorder).
-func (r *rig) startJSRelays(pub outbox.Publisher, n int) (stop func()) {
+func (r *rig) startJSRelays(pub func(context.Context, []outbox.Message) []error, n int) (stop func()) {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(r.ctx)
 	var wg sync.WaitGroup
 	for i := range n {
 		rl, err := outbox.NewRelay(r.svc.Pool, outbox.RelayConfig{
-			Store: r.svc.Outbox, Publisher: pub, Observer: r.pub, Owner: "drill-js-relay-" + strconv.Itoa(i),
+			Store: r.svc.Outbox, Publish: pub, Observer: r.pub.observer(), Owner: "drill-js-relay-" + strconv.Itoa(i),
 			BatchSize: 50, PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
 			Lease: 5 * time.Second, RecoverInterval: 500 * time.Millisecond,
 		})

@@ -246,7 +246,7 @@ func TestFaultRelayKilledBetweenPublishAndMark(t *testing.T) {
 	relay, err := outbox.NewRelay(rpool, outbox.RelayConfig{
 		Store: r.svc.Outbox, Owner: owner, BatchSize: 25, DisableListen: true,
 		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond,
-		Publisher: outbox.PublisherFunc(func(ctx context.Context, ms []outbox.Message) []error {
+		Publish: func(ctx context.Context, ms []outbox.Message) []error {
 			errs := r.pub.Publish(ctx, ms) // published: the broker has them
 			ids := make([]uuid.UUID, len(ms))
 			for i, m := range ms {
@@ -258,7 +258,7 @@ func TestFaultRelayKilledBetweenPublishAndMark(t *testing.T) {
 			kill()
 			killed <- ids
 			return errs
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

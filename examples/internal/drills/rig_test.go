@@ -473,7 +473,6 @@ func (q *queue) wait() {
 // given, and signals every change (publish, mark, lease recovery) so that
 // drain can wait without polling blindly.
 type recorder struct {
-	outbox.NopObserver
 	mu        sync.Mutex
 	seen      map[uuid.UUID]int
 	tags      map[string]int
@@ -511,12 +510,17 @@ func (p *recorder) signal() {
 }
 
 // BatchEnd signals after every batch's marks.
-func (p *recorder) BatchEnd(context.Context, outbox.BatchEndEvent) { p.signal() }
+func (p *recorder) BatchEnd(context.Context, outbox.RelayEvent) { p.signal() }
 
 // RecoverEnd counts the recovered leases.
-func (p *recorder) RecoverEnd(_ context.Context, e outbox.RecoverEvent) {
+func (p *recorder) RecoverEnd(_ context.Context, e outbox.RelayEvent) {
 	p.recovered.Add(int64(e.Recovered))
 	p.signal()
+}
+
+// observer is the outbox.Observer of p's hooks.
+func (p *recorder) observer() outbox.Observer {
+	return outbox.Observer{BatchEnd: p.BatchEnd, RecoverEnd: p.RecoverEnd}
 }
 
 func (p *recorder) count(id uuid.UUID) int {
@@ -532,8 +536,8 @@ func (r *rig) startRelays(pool *pgxpool.Pool, n int, cfg outbox.RelayConfig) (st
 	ctx, cancel := context.WithCancel(r.ctx)
 	var wg sync.WaitGroup
 	cfg.Store = r.svc.Outbox
-	cfg.Publisher = r.pub
-	cfg.Observer = r.pub
+	cfg.Publish = r.pub.Publish
+	cfg.Observer = r.pub.observer()
 	cfg.BatchSize = cmpOr(cfg.BatchSize, 50)
 	cfg.PollInterval = cmpOr(cfg.PollInterval, 10*time.Millisecond)
 	cfg.MaxPollInterval = cmpOr(cfg.MaxPollInterval, 100*time.Millisecond)

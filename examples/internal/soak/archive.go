@@ -12,7 +12,7 @@ import (
 
 // The archive form of the soak (Config.Archive): the retention jobs move
 // the inbox rows and the SENT events to their history tables
-// (inbox.Inbox.Archive, outbox.Store.ArchiveSent) instead of deleting
+// (inbox.Store.Archive, outbox.Store.ArchiveSent) instead of deleting
 // them, and Config.Backlog preloads a history of that many rows to move.
 
 // backlogChunk is the rows one preload statement writes.

@@ -54,7 +54,7 @@ type Config struct {
 	Workers  int // consumers; defaults to 8
 	// Sample, when set, is called with every round's sample.
 	Sample func(Sample)
-	// Archive makes the retention jobs archive (inbox.Inbox.Archive,
+	// Archive makes the retention jobs archive (inbox.Store.Archive,
 	// outbox.Store.ArchiveSent) instead of purge. Defaults to false.
 	Archive bool
 	// Backlog, with Archive, preloads that many rows of history before the
@@ -168,7 +168,7 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 	relay, err := outbox.NewRelay(cfg.Pool, outbox.RelayConfig{
 		Store: svc.Outbox, Owner: fmt.Sprintf("soak-relay-%d", round), BatchSize: 100,
 		PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
-		Publisher: outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil }),
+		Publish: func(context.Context, []outbox.Message) []error { return nil },
 	})
 	if err != nil {
 		stopRelay()

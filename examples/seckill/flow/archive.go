@@ -251,7 +251,7 @@ func (e *ActivityOpenError) Is(target error) bool { return target == ErrActivity
 // waiting for a final state, every event SENT. Otherwise it returns an
 // *[ActivityOpenError] and moves nothing. Inbox rows of the event
 // consumers (keyed by event id) stay in the active inbox: the inbox's
-// time-based retention (inbox.Inbox.Archive) takes them. On Citus, where
+// time-based retention (inbox.Store.Archive) takes them. On Citus, where
 // each activity has a schema of its own, the same is one command that
 // moves or detaches the schema (see the operations docs).
 func (s *Service) ArchiveActivity(ctx context.Context, archive string, batchSize int) (ActivityArchived, error) {

@@ -30,7 +30,7 @@ func (b bundle) publishAll(t *testing.T) {
 		if len(c.Messages) == 0 {
 			return
 		}
-		if _, err := b.s.Outbox.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+		if _, err := b.s.Outbox.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 			t.Fatal(err)
 		}
 	}

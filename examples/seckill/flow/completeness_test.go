@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
 )
 
 // testdata is the repository's shared SQL (the invariant assertions and
@@ -159,7 +160,7 @@ func TestPurgeHistoryKeepsCompletenessSound(t *testing.T) {
 			if len(c.Messages) == 0 {
 				return
 			}
-			if _, err := b.s.Outbox.MarkSent(b.ctx, b.pool, c.Lease, c.IDs()); err != nil {
+			if _, err := b.s.Outbox.Mark(b.ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -219,4 +220,13 @@ func TestPurgeHistoryKeepsCompletenessSound(t *testing.T) {
 	if _, err := b.s.PurgeHistory(b.ctx, time.Now(), 0); err == nil {
 		t.Error("PurgeHistory with batch size 0: no error")
 	}
+}
+
+// claimIDs returns the event ids of c's messages.
+func claimIDs(c outbox.Claim) []uuid.UUID {
+	ids := make([]uuid.UUID, len(c.Messages))
+	for i, m := range c.Messages {
+		ids[i] = m.EventID
+	}
+	return ids
 }

@@ -194,7 +194,7 @@ type Service struct {
 	Pool      *pgxpool.Pool
 	Schema    string
 	Item      SKU
-	Inbox     *inbox.Inbox
+	Inbox     *inbox.Store
 	Outbox    *outbox.Store
 	Inventory *inventory.Store
 	Orders    *order.Store
@@ -413,22 +413,19 @@ func (s *Service) rejectBatch(ctx context.Context, msgID uuid.UUID, hash []byte,
 	}
 	release := s.FrontDoorReleaseEvent(m.ReservationID, out.Code)
 	release.Headers = s.eventHeaders(ctx)
-	var (
-		b   pgx.Batch
-		enq outbox.Enqueued
-	)
+	var b pgx.Batch
 	if soldOut {
 		if err := s.Inventory.QueueSoldOutOrAbort(&b, s.allocation(msgID, m)); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.Inbox.QueueClaimMessageOrAbort(&b, s.inboxMessage(msgID, hash, m), result); err != nil {
+	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueInsertRejectedReservationOrAbort(&b, s.newReservation(msgID, m), out.Code); err != nil {
 		return nil, err
 	}
-	if err := s.Outbox.QueueEnqueueOrAbort(&b, release, &enq); err != nil {
+	if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{release}, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	return &b, nil
@@ -543,11 +540,8 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	}
 	ordered := s.newReservation(msgID, m)
 	ordered.OrderID = m.OrderID // inserted as ORDERED: the batch commits only with the order and the stock
-	var (
-		b   pgx.Batch
-		enq outbox.Enqueued
-	)
-	if err := s.Inbox.QueueClaimMessageOrAbort(&b, s.inboxMessage(msgID, hash, m), result); err != nil {
+	var b pgx.Batch
+	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueInsertReservationOrAbort(&b, ordered); err != nil {
@@ -556,7 +550,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	if err := s.Orders.QueueCreate(&b, s.newOrder(msgID, m), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
-	if err := s.Outbox.QueueEnqueueOrAbort(&b, s.orderCreatedEvent(ctx, m), &enq); err != nil {
+	if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{s.orderCreatedEvent(ctx, m)}, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Inventory.QueueAllocateBucketOrAbort(&b, s.allocation(msgID, m), nil); err != nil {
@@ -682,6 +676,12 @@ func (s *Service) inboxMessage(msgID uuid.UUID, hash []byte, m OrderMessage) inb
 		Group: ConsumerGroup, MessageID: msgID, Topic: OrderTopic, Tag: OrderTag,
 		MessageKey: m.ReservationID.String(), Ref: m.ReservationID.String(), PayloadHash: hash,
 	}
+}
+
+// withResult is msg claimed with its result res recorded up front.
+func withResult(msg inbox.Message, res inbox.Result) inbox.Message {
+	msg.Result = &res
+	return msg
 }
 
 func (s *Service) newReservation(msgID uuid.UUID, m OrderMessage) inventory.NewReservation {

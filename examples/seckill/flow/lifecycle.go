@@ -104,7 +104,6 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 		var b pgx.Batch
 		released := make([]inventory.Allocated, len(cancelled))
 		moved := make([]inventory.Reservation, len(cancelled))
-		enq := make([]outbox.Enqueued, len(cancelled))
 		for i, c := range cancelled {
 			if !c.Changed {
 				continue
@@ -122,7 +121,7 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
 				return err
 			}
-			if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(o.ReservationID, o.CancelReason), &enq[i]); err != nil {
+			if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{s.FrontDoorReleaseEvent(o.ReservationID, o.CancelReason)}, nil, pgtx.Return); err != nil {
 				return err
 			}
 			n++
@@ -160,7 +159,7 @@ func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error
 			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, inventory.DefaultExpireCode)
 		}
 		n = len(expired)
-		_, err = s.Outbox.EnqueueMany(ctx, tx, evs)
+		_, err = s.Outbox.Enqueue(ctx, tx, evs...)
 		return err
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/outbox"
 )
 
 // liveFlow runs the whole flow at full speed until stop: placers (a third
@@ -134,7 +135,7 @@ func relayOnce(ctx context.Context, b bundle, owner string) (int, error) {
 			return 0, err
 		}
 	}
-	_, err = b.s.Outbox.MarkSent(ctx, b.pool, c.Lease, c.IDs())
+	_, err = b.s.Outbox.Mark(ctx, b.pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)})
 	return len(c.Messages), err
 }
 
