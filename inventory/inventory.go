@@ -19,14 +19,6 @@ var migrationFiles embed.FS
 // inventory_sku, sku_inventory, inventory_reservation and inventory_ledger.
 var Migrations = migrate.Embedded("inventory", migrationFiles, "migrations")
 
-// Migrate applies the inventory migrations to schema ("" means
-// [migrate.DefaultSchema]). It is idempotent and safe to run concurrently;
-// see [migrate.Apply].
-func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
-	_, err := migrate.Apply(ctx, db, schema, Migrations)
-	return err
-}
-
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
 	// Schema is the schema holding the inventory tables. Defaults to
@@ -48,7 +40,7 @@ type Config struct {
 	// The default statements put an INSERT in a CTE that feeds the rest,
 	// which Citus runs as a subplan whose result it ships to every worker,
 	// so the transaction commits with two phases. It also makes
-	// [Store.QueueAllocateBucketOrAbort] insert the ledger row before the
+	// [Store.QueueAllocateBucket] with [pgtx.Abort] insert the ledger row before the
 	// decrement, with INSERT … VALUES, instead of after it with an INSERT
 	// … SELECT from the bucket, which Citus pulls through the coordinator.
 	// On plain PostgreSQL both work; leave it off there: the defaults send
@@ -84,9 +76,6 @@ func New(cfg Config) (*Store, error) {
 		fail: abortClassifier(schema)}, nil
 }
 
-// Schema returns the schema the Store works in.
-func (s *Store) Schema() string { return s.schema }
-
 // Check verifies, once at startup, that the Store fits the database db: that
 // its schema has the inventory tables (else a *migrate.NotMigratedError,
 // matching migrate.ErrNotMigrated, naming the schema and the fix,
@@ -106,15 +95,16 @@ func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
 // statements holds every SQL text of the package with the schema
 // substituted. Only the quoted, validated schema name is ever substituted.
 type statements struct {
-	provision, allocate, release                        string
-	acquire, transition, getReservation                 string
-	lockBuckets, applyMoves                             string
-	bucket, buckets, totals, ledgerByReservation, audit string
-	setSale, saleLog, expire, recordCompensation        string
-	adjust, adjustments, ledgerByType                   string
+	provision, allocate, release                 string
+	acquire, transition, getReservation          string
+	lockBuckets, applyMoves                      string
+	bucket, stock, ledgerByReservation, audit    string
+	setSale, saleLog, expire, recordCompensation string
+	adjust, adjustments, ledgerByType            string
 
 	insertReservationOrAbort, decrementOrAbort, allocationLedger, allocationLedgerReturning string
-	insertRejectedOrAbort, soldOutOrAbort                                                   string
+	insertRejectedOrAbort, soldOutOrAbort, soldOutCode                                      string
+	insertReservationOrAbortReturning, insertRejectedOrAbortReturning                       string
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 
 	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted, availableNow string
@@ -135,8 +125,7 @@ func buildStatements(quotedSchema string) statements {
 		lockBuckets:         r.Replace(lockBucketsSQL),
 		applyMoves:          r.Replace(applyMovesSQL),
 		bucket:              r.Replace(bucketSQL),
-		buckets:             r.Replace(bucketsSQL),
-		totals:              r.Replace(totalsSQL),
+		stock:               r.Replace(stockSQL),
 		ledgerByReservation: r.Replace(ledgerByReservationSQL),
 		audit:               r.Replace(auditSQL),
 		setSale:             r.Replace(setSaleSQL),
@@ -152,10 +141,14 @@ func buildStatements(quotedSchema string) statements {
 		allocationLedger:          r.Replace(allocationLedgerSQL),
 		allocationLedgerReturning: r.Replace(allocationLedgerSQL + "\nRETURNING ledger_id, created_at"),
 		insertRejectedOrAbort:     r.Replace(insertRejectedOrAbortSQL),
-		soldOutOrAbort:            r.Replace(soldOutOrAbortSQL),
-		releaseLedger:             r.Replace(releaseLedgerSQL),
-		releaseLedgerReturning:    r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
-		releaseOrAbort:            r.Replace(releaseOrAbortSQL),
+
+		insertReservationOrAbortReturning: r.Replace(insertReservationOrAbortSQL + returningReservation),
+		insertRejectedOrAbortReturning:    r.Replace(insertRejectedOrAbortSQL + returningReservation),
+		soldOutOrAbort:                    r.Replace(soldOutOrAbortSQL),
+		soldOutCode:                       r.Replace(soldOutCodeSQL),
+		releaseLedger:                     r.Replace(releaseLedgerSQL),
+		releaseLedgerReturning:            r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
+		releaseOrAbort:                    r.Replace(releaseOrAbortSQL),
 
 		acquireInsert:         r.Replace(acquireInsertSQL),
 		acquireExisting:       r.Replace(acquireExistingSQL),

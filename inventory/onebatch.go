@@ -35,7 +35,7 @@ const insertLedgerRow = `INSERT INTO {schema}.inventory_ledger (
 	before_available, after_available, before_allocated, after_allocated, reason)`
 
 // allocationLedgerSQL inserts the ALLOCATE ledger row of
-// [Store.QueueAllocateBucketOrAbort] before the bucket is touched, as a
+// [Store.QueueAllocateBucket] with [pgtx.Abort] before the bucket is touched, as a
 // plain INSERT … VALUES: a ledger row with the same key (a duplicate that
 // committed, or a concurrent one that commits while this insert waits for
 // it) raises unique_violation on uq_inventory_ledger_idempotency. The
@@ -124,7 +124,7 @@ const allocationRefusalSQL = `
 	  LEFT JOIN {schema}.inventory_reservation AS r ON r.reservation_id = $5
 	 WHERE u.version IS NULL) AS w ON true`
 
-// decrementThenLedger is QueueAllocateBucketOrAbort's pair on plain
+// decrementThenLedger is queueAllocateOrAbort's pair on plain
 // PostgreSQL (without Config.Citus): the guarded decrement first, which
 // raises the refusal's condition when it takes nothing and otherwise returns the
 // bucket's new version, then the ALLOCATE ledger row as an INSERT … SELECT
@@ -186,90 +186,55 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, `
   FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
 )
 
-// QueueInsertReservationOrAbort queues the insert of the new reservation r
-// into b, for a transaction sent as one batch ([pgtx.RunBatch]) that
-// commits only when the reservation is new. It records r as
-// [Store.AcquireReservation] does for a new row (PENDING_DB, or ORDERED
-// with r.OrderID), and holds the row's lock as the inserter; but a
-// reservation that exists is not returned for inspection: the insert
-// raises unique_violation (SQLSTATE 23505; [pgtx.UniqueViolationOf] names
-// the constraint: the primary key for the same reservation,
-// uq_reservation_request for its request id, uq_reservation_order for
-// r.OrderID), which aborts the whole transaction, COMMIT included; the
-// error [pgtx.RunBatch] returns names this call and matches
-// [ErrReservationExists]. A concurrent insert of the same reservation
-// makes it wait, then raise if that transaction commits. Run the general
-// path (AcquireReservation, in a new transaction) after an abort to learn
-// what the reservation became.
-//
-// Invalid input returns a *ValidationError and queues nothing.
-func (s *Store) QueueInsertReservationOrAbort(b *pgx.Batch, r NewReservation) error {
+// returningReservation ends an insert of a reservation that returns the
+// row.
+const returningReservation = `
+RETURNING ` + reservationCols
+
+// queueInsertOrAbort is [Store.QueueAcquireReservation] with
+// [pgtx.Abort]: the plain insert (insertReservationOrAbortSQL, or
+// insertRejectedOrAbortSQL with r.FailureCode), returning the row when dst
+// is not nil.
+func (s *Store) queueInsertOrAbort(b *pgx.Batch, r NewReservation, dst *Acquired) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
 	if b == nil {
 		return invalid("batch", "must not be nil")
 	}
+	sql, returning, args := s.sql.insertReservationOrAbort, s.sql.insertReservationOrAbortReturning, acquireArgs(r)
+	if r.FailureCode != "" {
+		sql, returning, args[10] = s.sql.insertRejectedOrAbort, s.sql.insertRejectedOrAbortReturning, r.FailureCode
+	}
 	from := b.Len()
-	b.Queue(s.sql.insertReservationOrAbort, acquireArgs(r)...)
-	s.nameAbort(b, from, "inventory.Store.QueueInsertReservationOrAbort(reservation "+r.ReservationID.String()+")")
+	if dst == nil {
+		b.Queue(sql, args...)
+	} else {
+		b.Queue(returning, args...).QueryRow(func(row pgx.Row) error {
+			var got Reservation
+			if err := row.Scan(scanReservationInto(&got)...); err != nil {
+				return err
+			}
+			*dst = Acquired{Reservation: got, Created: true}
+			return nil
+		})
+	}
+	s.nameAbort(b, from, "inventory.Store.QueueAcquireReservation(reservation "+r.ReservationID.String()+")")
 	return nil
 }
 
-// QueueAllocateBucketOrAbort queues the allocation a into b, for a
-// transaction sent as one batch ([pgtx.RunBatch]) that commits only when
-// the stock was taken. It is [Store.AllocateBucket] in two statements —
-// the conditional decrement of the bucket, then the ALLOCATE ledger row
-// with the counters around it; with Config.Citus, the ledger row first,
-// then the decrement, which writes the counters into that row — whose
-// every refusal raises instead of returning a classification:
-//
-//   - the ALLOCATE row already there (a duplicate that committed, or a
-//     concurrent one that commits while this transaction waits for it):
-//     the ledger insert raises unique_violation on
-//     uq_inventory_ledger_idempotency ([ErrAlreadyApplied]);
-//   - the decrement raises the condition that refused it: sold out
-//     ([ErrSoldOut], SQLSTATE SK001), the sale not on, by status or
-//     window ([ErrNotOnSale], SK002), the bucket or the SKU not
-//     provisioned ([ErrUnknownBucket] SK003, [ErrUnknownSKU] SK004), the
-//     reservation missing ([ErrReservationNotFound], SK009) or not
-//     recorded with exactly a's activity, SKU, bucket, quantity and buyer
-//     in PENDING_DB or ORDERED ([ErrAllocationMismatch], SK005).
-//
-// The error [pgtx.RunBatch] returns names this call and matches the
-// condition's sentinel with errors.Is (see [ErrReservationExists] for
-// the table of conditions).
-//
-// With Config.Citus both statements are routed whole to one node on Citus
-// (schema-based sharding), so the transaction commits there with one
-// phase; without it the ledger row is an INSERT … SELECT from the bucket,
-// written once with its counters, which is faster on plain PostgreSQL
-// (12% on one bucket, 22% on 64) and which Citus pulls through the coordinator.
-//
-// Either aborts the whole transaction, COMMIT included; nothing is written.
-// Run the general path (AllocateBucket, in a new transaction) for the
-// refusal's details. Queue it last, as AllocateBucket is called last
-// (after the reservation, in the lock order): the bucket row stays locked
-// from the decrement to COMMIT.
-//
-// When the batch runs, a non-nil dst receives the ledger row's id and
-// counters and the bucket's new version. The [Observer] hears of it like
-// of [Store.QueueAllocateBucket], per attempt and before the COMMIT: Err
-// nil when both statements succeeded, the refusal's error (matching its
-// sentinel) when the decrement refused, one matching [ErrAlreadyApplied]
-// when the ledger insert met the duplicate.
-// Invalid input returns a *ValidationError and queues nothing.
-func (s *Store) QueueAllocateBucketOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
+// queueAllocateOrAbort is [Store.QueueAllocateBucket] with [pgtx.Abort].
+func (s *Store) queueAllocateOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
 	if err := a.validate(); err != nil {
 		return err
 	}
 	if b == nil {
 		return invalid("batch", "must not be nil")
 	}
-	key := AllocateKey(a.ReservationID)
+	key := allocateKey(a.ReservationID)
 	decrementArgs := []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), pgval.UUID(a.ReservationID), a.UserID}
 	from := b.Len()
-	defer s.nameAbort(b, from, "inventory.Store.QueueAllocateBucketOrAbort("+key+")")
+	defer s.nameAbort(b, from, "inventory.Store.QueueAllocateBucket("+key+")")
 	if !s.citus {
 		s.queueDecrementThenLedger(b, a, decrementArgs, dst)
 		return nil
@@ -404,11 +369,11 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 }
 
 // reportOrAbort reports a classified result of
-// [Store.QueueAllocateBucketOrAbort] to the observer, if any.
+// [Store.QueueAllocateBucket] with [pgtx.Abort] to the observer, if any.
 func (s *Store) reportOrAbort(a Allocation, err error) {
 	if s.observer == nil {
 		return
 	}
-	s.observer.AllocateEnd(context.Background(), AllocateEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
+	s.observer.AllocateEnd(context.Background(), StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
 		SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: true, Err: err})
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // releaseLedgerSQL inserts the RELEASE ledger row of
-// [Store.QueueReleaseStockOrAbort] before the bucket is touched, as a plain
+// [Store.QueueReleaseStock] with [pgtx.Abort] before the bucket is touched, as a plain
 // INSERT … VALUES (see allocationLedgerSQL for why), with placeholder
 // counters that satisfy the table's checks (before_available = 0,
 // after_available = quantity, before_allocated = quantity,
@@ -60,42 +60,9 @@ const releaseRefusalSQL = `
 	  LEFT JOIN {schema}.inventory_ledger AS l ON l.idempotency_key = $5
 	 WHERE u.version IS NULL) AS w ON true`
 
-// QueueReleaseStockOrAbort queues the release of allocation a into b, for
-// a transaction sent as one batch ([pgtx.RunBatch], or several releases in
-// one batch, as a timeout sweep sends them) that commits only when the
-// stock was given back. a is the allocation as it was made (the order's
-// activity, SKU, bucket, quantity, buyer, order id and source message id;
-// [Reservation.Allocation] builds it from the reservation), and a.Reason
-// the RELEASE reason ([DefaultReleaseReason] when empty). It is
-// [Store.ReleaseStock] in two statements — the RELEASE ledger row, then
-// the increment of the bucket, which writes the counters around it into
-// that row — whose every refusal raises instead of returning a
-// classification:
-//
-//   - the RELEASE row already there (a committed or concurrent duplicate):
-//     the ledger insert raises unique_violation on
-//     uq_inventory_ledger_idempotency;
-//   - no ALLOCATE row with exactly a's activity, SKU, bucket, quantity and
-//     buyer, or a bucket whose allocated stock is below a.Quantity (an
-//     invariant broken): the increment raises the condition, [ErrNotAllocated]
-//     (SQLSTATE SK006), [ErrAllocationMismatch] (SK005) or [ErrInconsistent]
-//     (SK007).
-//
-// Either aborts the whole transaction; nothing is written. ReleaseStock
-// in a new transaction classifies the refusal. Unlike ReleaseStock's one
-// statement (a chain of data-modifying CTEs ending in an INSERT … SELECT),
-// both statements are routed whole to one node on Citus (schema-based
-// sharding), so the transaction commits there with one phase.
-//
-// When the batch runs, a non-nil dst receives the RELEASE row's id, time
-// and counters, the bucket's new version, and the allocation's activity,
-// SKU, bucket and quantity. The
-// [Observer] hears of it like of [Store.QueueReleaseStock]: Err nil, one
-// matching [ErrAlreadyApplied] for the duplicate, or the refusal. The
-// error [pgtx.RunBatch] returns names this call and matches the
-// condition's sentinel with errors.Is. Invalid
-// input returns a *ValidationError and queues nothing.
-func (s *Store) QueueReleaseStockOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
+// queueReleaseOrAbort is [Store.QueueReleaseStock] with [pgtx.Abort].
+func (s *Store) queueReleaseOrAbort(b *pgx.Batch, r StockRelease, dst *Allocated) error {
+	a := Allocation{Request: r.Request, Reason: r.Reason}
 	if err := a.validate(); err != nil {
 		return err
 	}
@@ -103,19 +70,19 @@ func (s *Store) QueueReleaseStockOrAbort(b *pgx.Batch, a Allocation, dst *Alloca
 		return invalid("batch", "must not be nil")
 	}
 	if a.Reason == "" {
-		a.Reason = DefaultReleaseReason
+		a.Reason = defaultReleaseReason
 	}
-	key := ReleaseKey(a.ReservationID)
+	key := releaseKey(a.ReservationID)
 	args := allocateArgs(a)
 	args[4] = key
 	from := b.Len()
-	defer s.nameAbort(b, from, "inventory.Store.QueueReleaseStockOrAbort("+key+")")
+	defer s.nameAbort(b, from, "inventory.Store.QueueReleaseStock("+key+")")
 	s.queueLedgerThenCounters(b, ledgerThenCounters{
 		ledger: s.sql.releaseLedger, ledgerReturning: s.sql.releaseLedgerReturning, ledgerArgs: args,
 		counters: s.sql.releaseOrAbort, counterArgs: []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
-			AllocateKey(a.ReservationID), key, a.UserID},
+			allocateKey(a.ReservationID), key, a.UserID},
 		report: func(err error) {
-			e := ReleaseEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
+			e := StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
 				Quantity: a.Quantity, Batch: true, Err: err}
 			if err != nil {
 				e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0

@@ -9,41 +9,48 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/internal/twin"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// MaxCodeLength is the limit, in characters, of failure codes and ledger
+// maxCodeLength is the limit, in characters, of failure codes and ledger
 // reasons (VARCHAR(64) columns).
-const MaxCodeLength = 64
+const maxCodeLength = 64
 
 // NewReservation is what the front door recorded for one purchase: the
-// input of [Store.AcquireReservation].
+// input of [Store.AcquireReservation]. Of the embedded request it uses
+// ReservationID, RequestID (unique across reservations) and MessageID (the
+// message that first carried it, recorded as the row's FirstMessageID),
+// all required; ActivityID, SKUID and UserID (> 0); Bucket (0..255: the
+// bucket the front door chose); Quantity (>= 1); and OrderID with Ordered.
 type NewReservation struct {
-	ReservationID  uuid.UUID // required
-	RequestID      uuid.UUID // required; unique across reservations
-	FirstMessageID uuid.UUID // required: the message that first carried it
-	ActivityID     int64     // > 0
-	SKUID          int64     // > 0
-	UserID         int64     // > 0
-	Bucket         int16     // 0..255: the bucket the front door chose
-	Quantity       int16     // >= 1
-	ReservedAt     time.Time // required: when the front door reserved
-	ExpiresAt      time.Time // required, after ReservedAt
+	seckill.Request
+	ReservedAt time.Time // required: when the front door reserved
+	ExpiresAt  time.Time // required, after ReservedAt
 
-	// OrderID, when positive, records a newly inserted reservation directly
-	// as ORDERED for this order (ordered_at set) instead of PENDING_DB: the
-	// happy path of an order transaction then needs no later
-	// [Store.TransitionReservation] to ORDERED, one statement and one row
-	// version fewer. Use it only when the same transaction creates the
-	// order and allocates the stock, and rolls back if either fails (an
+	// Ordered records a newly inserted reservation directly as ORDERED for
+	// Request.OrderID (required then, > 0; ordered_at set) instead of
+	// PENDING_DB: the happy path of an order transaction then needs no
+	// later [Store.TransitionReservation] to ORDERED, one statement and
+	// one row version fewer. Use it only when the same transaction creates
+	// the order and allocates the stock, and rolls back if either fails (an
 	// ORDERED reservation must have both). It changes nothing for an
 	// existing reservation, which is returned as it is stored (Created
-	// false; check its Status as usual). Zero means PENDING_DB; negative
-	// is invalid. Another reservation holding the order id is a
-	// *ReservationConflictError with Field "order_id".
-	OrderID int64
+	// false; check its Status as usual). Another reservation holding the
+	// order id is an [*Error] matching [ErrReservationConflict] with Field
+	// "order_id". Without Ordered, OrderID is not used.
+	Ordered bool
+
+	// FailureCode, when not empty (up to 64 characters), records the new
+	// reservation as REJECTED with this failure code: a refusal decided
+	// before the transaction (for example by [Store.QueueCheckSoldOut] in
+	// the same batch). The row is the one AcquireReservation followed by
+	// [Store.TransitionReservation] to REJECTED leaves. Only
+	// [Store.QueueAcquireReservation] with [pgtx.Abort] takes it (not with
+	// Ordered); the other forms refuse it as invalid.
+	FailureCode string
 }
 
 func (r NewReservation) validate() error {
@@ -52,16 +59,16 @@ func (r NewReservation) validate() error {
 		return invalid("ReservationID", "required")
 	case r.RequestID == uuid.Nil:
 		return invalid("RequestID", "required")
-	case r.FirstMessageID == uuid.Nil:
-		return invalid("FirstMessageID", "required")
+	case r.MessageID == uuid.Nil:
+		return invalid("MessageID", "required")
 	case r.ActivityID <= 0:
 		return invalid("ActivityID", "must be positive")
 	case r.SKUID <= 0:
 		return invalid("SKUID", "must be positive")
 	case r.UserID <= 0:
 		return invalid("UserID", "must be positive")
-	case r.Bucket < 0 || r.Bucket >= MaxBuckets:
-		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", MaxBuckets-1))
+	case r.Bucket < 0 || r.Bucket >= maxBuckets:
+		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", maxBuckets-1))
 	case r.Quantity < 1:
 		return invalid("Quantity", "must be at least 1")
 	case r.ReservedAt.IsZero():
@@ -70,8 +77,21 @@ func (r NewReservation) validate() error {
 		return invalid("ExpiresAt", "must be after ReservedAt")
 	case r.OrderID < 0:
 		return invalid("OrderID", "must not be negative")
+	case r.Ordered && r.OrderID == 0:
+		return invalid("OrderID", "required when Ordered")
+	case r.Ordered && r.FailureCode != "":
+		return invalid("FailureCode", "must be empty when Ordered")
 	}
-	return nil
+	return checkCode("FailureCode", r.FailureCode)
+}
+
+// orderID is the order id the insert records: Request.OrderID when
+// Ordered, else 0 (PENDING_DB).
+func (r NewReservation) orderID() int64 {
+	if r.Ordered {
+		return r.OrderID
+	}
+	return 0
 }
 
 // Reservation is one row of inventory_reservation.
@@ -104,20 +124,6 @@ type Reservation struct {
 	Version    int64     // 0 at insert, incremented by every change of the row
 	CreatedAt  time.Time // created_at: when the row was inserted
 	UpdatedAt  time.Time // updated_at: the last change (CreatedAt when never changed)
-}
-
-// Allocation returns the [Allocation] of this reservation's stock for
-// [Store.AllocateBucket]: its bucket, quantity and buyer, with the given
-// order id (0: none) and source message (uuid.Nil: FirstMessageID).
-func (r Reservation) Allocation(orderID int64, sourceMessageID uuid.UUID) Allocation {
-	if sourceMessageID == uuid.Nil {
-		sourceMessageID = r.FirstMessageID
-	}
-	return Allocation{
-		ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID,
-		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID,
-		OrderID: orderID, SourceMessageID: sourceMessageID,
-	}
 }
 
 const reservationCols = `reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
@@ -212,7 +218,7 @@ type Acquired struct {
 //
 // An existing row with the same reservation id but a different activity,
 // SKU, user, bucket or quantity, or another reservation holding the request
-// id (or r.OrderID), gives a *ReservationConflictError (matching
+// id (or r.OrderID), gives a *Error (matching
 // [ErrReservationConflict]) and writes nothing; the transaction stays
 // usable. A different first message id is not a conflict (redelivery under
 // a new message id).
@@ -234,6 +240,9 @@ func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservat
 	if err := r.validate(); err != nil {
 		return Acquired{}, err
 	}
+	if r.FailureCode != "" {
+		return Acquired{}, invalid("FailureCode", "only with QueueAcquireReservation and pgtx.Abort")
+	}
 	for range 3 {
 		var (
 			out Acquired
@@ -252,20 +261,49 @@ func (s *Store) AcquireReservation(ctx context.Context, tx pgx.Tx, r NewReservat
 	return Acquired{}, fmt.Errorf("inventory: acquire reservation %s: %w", r.ReservationID, ErrConcurrentInsert)
 }
 
-// QueueAcquireReservation queues [Store.AcquireReservation]'s statement
-// into b; dst is filled when the batch results are read. The callback's
-// error (returned by BatchResults.Close) is a *ReservationConflictError,
-// [ErrConcurrentInsert] (a concurrent first insert of the same reservation
-// committed during the statement: nothing written, run it again) or a
-// driver error. The returned error is only for invalid input, in which case
-// nothing is queued.
-func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acquired) error {
+// QueueAcquireReservation queues the reservation r into b. The returned
+// error is only for invalid input, in which case nothing is queued; dst,
+// when not nil, receives the result when the batch results are read.
+//
+// With [pgtx.Return] it queues [Store.AcquireReservation]'s statement;
+// the callback's error (returned by BatchResults.Close) is an [*Error]
+// matching [ErrReservationConflict], [ErrConcurrentInsert] (a concurrent
+// first insert of the same reservation committed during the statement:
+// nothing written, run it again) or a driver error. r.FailureCode must be
+// empty.
+//
+// With [pgtx.Abort] it queues the insert of the new reservation, for a
+// transaction sent as one batch ([pgtx.RunBatch]) that commits only when
+// the reservation is new. It records r as AcquireReservation does for a
+// new row (PENDING_DB, ORDERED with r.Ordered, or REJECTED with
+// r.FailureCode), and holds the row's lock as the inserter; but a
+// reservation that exists is not returned for inspection: the insert
+// raises unique_violation (SQLSTATE 23505; [pgtx.UniqueViolationOf] names
+// the constraint: the primary key for the same reservation,
+// uq_reservation_request for its request id, uq_reservation_order for
+// the order id), which aborts the whole transaction, COMMIT included; the
+// error [pgtx.RunBatch] returns names this call and matches
+// [ErrReservationConflict]. A concurrent insert of the same reservation
+// makes it wait, then raise if that transaction commits. Run the general
+// path (AcquireReservation, in a new transaction) after an abort to learn
+// what the reservation became. A non-nil dst receives the inserted row
+// (Created true).
+func (s *Store) QueueAcquireReservation(b *pgx.Batch, r NewReservation, dst *Acquired, on pgtx.OnRefusal) error {
+	if on == pgtx.Abort {
+		return s.queueInsertOrAbort(b, r, dst)
+	}
 	defer s.fail.Mark(b, "inventory.Store.QueueAcquireReservation")()
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if b == nil || dst == nil {
-		return invalid("batch/dst", "must not be nil")
+	if r.FailureCode != "" {
+		return invalid("FailureCode", "only with pgtx.Abort")
+	}
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	if dst == nil {
+		dst = new(Acquired)
 	}
 	if s.citus {
 		s.acquireRouted(r).Queue(b, dst)
@@ -285,8 +323,8 @@ func (s *Store) acquireRow(r NewReservation) twin.Row[Acquired] {
 }
 
 func acquireArgs(r NewReservation) []any {
-	return []any{pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), pgval.UUID(r.FirstMessageID), r.ActivityID, r.SKUID, r.UserID,
-		r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt, r.OrderID}
+	return []any{pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), pgval.UUID(r.MessageID), r.ActivityID, r.SKUID, r.UserID,
+		r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt, r.orderID()}
 }
 
 func (s *Store) scanAcquire(row pgx.Row, r NewReservation, dst *Acquired) error {
@@ -312,10 +350,10 @@ func (s *Store) scanAcquire(row pgx.Row, r NewReservation, dst *Acquired) error 
 	}
 	switch kind {
 	case "request_conflict":
-		return &ReservationConflictError{ReservationID: r.ReservationID, Field: "request_id", Existing: got}
+		return &Error{Err: ErrReservationConflict, ReservationID: r.ReservationID, Field: "request_id", Reservation: got}
 	case "order_conflict":
 		got.OrderID = *order
-		return &ReservationConflictError{ReservationID: r.ReservationID, Field: "order_id", Existing: got}
+		return &Error{Err: ErrReservationConflict, ReservationID: r.ReservationID, Field: "order_id", Reservation: got}
 	}
 	got.FirstMessageID, got.ActivityID, got.SKUID, got.UserID = *fm, *act, *sku, *user
 	got.Bucket, got.Quantity, got.OrderID, got.Status = *bucket, *qty, *order, ReservationStatus(*status)
@@ -329,7 +367,7 @@ func (s *Store) scanAcquire(row pgx.Row, r NewReservation, dst *Acquired) error 
 	}
 	if kind == "existing" {
 		if field := reservationDiff(r, got); field != "" {
-			return &ReservationConflictError{ReservationID: r.ReservationID, Field: field, Existing: got}
+			return &Error{Err: ErrReservationConflict, ReservationID: r.ReservationID, Field: field, Reservation: got}
 		}
 	}
 	*dst = Acquired{Reservation: got, Created: kind == "new"}
@@ -380,11 +418,11 @@ func (s *Store) GetReservation(ctx context.Context, db pgtx.Querier, id uuid.UUI
 // a status.
 type Transition struct {
 	ReservationID uuid.UUID         // required
-	To            ReservationStatus // a target of [AllowedFrom]
+	To            ReservationStatus // a target of the state machine (see [ReservationStatus])
 	// OrderID is required (> 0) for StatusOrdered and recorded with it;
 	// ignored otherwise.
 	OrderID int64
-	// FailureCode, up to [MaxCodeLength] characters, is recorded when not
+	// FailureCode, up to 64 characters, is recorded when not
 	// empty (e.g. "POSTGRES_SOLD_OUT" with StatusRejected).
 	FailureCode string
 }
@@ -444,13 +482,13 @@ UNION ALL
 SELECT false, * FROM cur`
 
 // TransitionReservation moves a reservation along the state machine
-// [AllowedFrom] with one conditional UPDATE (status in the allowed
+// of [ReservationStatus] with one conditional UPDATE (status in the allowed
 // from-states), setting order_id and ordered_at for ORDERED, released_at
 // for RELEASED, and failure_code when given. It returns the updated row.
 //
 // A zero-row update is classified, never silently ok: an unknown id gives
 // [ErrReservationNotFound]; a reservation already in the target status or
-// in a status the target may not be entered from gives a *TransitionError
+// in a status the target may not be entered from gives a *Error
 // (matching [ErrAlreadyInState] or [ErrIllegalTransition]) carrying the
 // current row. Nothing is written then. The row is locked before the guard
 // is tested, so a call that waits behind a concurrent writer decides on the
@@ -483,8 +521,11 @@ func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Rese
 	if err := t.validate(); err != nil {
 		return err
 	}
-	if b == nil || dst == nil {
-		return invalid("batch/dst", "must not be nil")
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	if dst == nil {
+		dst = new(Reservation)
 	}
 	s.transitionRow(t).Queue(b, dst)
 	return nil
@@ -528,7 +569,7 @@ func scanTransition(row pgx.Row, t Transition, dst *Reservation) error {
 		return fmt.Errorf("inventory: transition reservation %s to %s: %w", t.ReservationID, t.To, err)
 	}
 	if !updated {
-		return &TransitionError{ReservationID: t.ReservationID, Current: r.Status, Target: t.To, Reservation: r}
+		return transitionError(t.ReservationID, r, t.To)
 	}
 	*dst = r
 	return nil

@@ -71,7 +71,7 @@ func (s *Store) acquireRouted(r NewReservation) twin.Batch[Acquired] {
 			created = err == nil
 			return err
 		})
-		b.Queue(s.sql.acquireExisting, pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), r.OrderID).QueryRow(func(row pgx.Row) error {
+		b.Queue(s.sql.acquireExisting, pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), r.orderID()).QueryRow(func(row pgx.Row) error {
 			if created {
 				var own Acquired // the row just inserted, locked again
 				return s.scanAcquire(row, r, &own)
@@ -149,7 +149,7 @@ SELECT l.ledger_id, l.created_at`
 
 // placeholderReason returns a ledger reason no other call writes: the
 // marker of allocationPlaceholderSQL's row (56 characters, within
-// MaxCodeLength).
+// maxCodeLength).
 func placeholderReason() string { return "SECKILL_PLACEHOLDER " + uuid.NewString() }
 
 // allocateRouted is AllocateBucket's statements for Config.Citus (the
@@ -163,15 +163,16 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 		args[len(args)-1] = marker
 		b.Queue(s.sql.allocationPlaceholder, args...).Fn = func(br pgx.BatchResults) error {
 			if _, err := br.Exec(); err != nil {
-				return &driverError{fmt.Errorf("inventory: allocate %s: ledger: %w", AllocateKey(a.ReservationID), err)}
+				return &driverError{fmt.Errorf("inventory: allocate %s: ledger: %w", allocateKey(a.ReservationID), err)}
 			}
 			return nil
 		}
-		var soldOut *SoldOutError // reported by the next statement, with the stock after any wait
-		b.Queue(s.sql.allocateRouted, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), AllocateKey(a.ReservationID),
+		var soldOut *Error // sold out: reported by the next statement, with the stock after any wait
+		b.Queue(s.sql.allocateRouted, a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity), allocateKey(a.ReservationID),
 			pgval.UUID(a.ReservationID), marker, reason, a.UserID).QueryRow(func(row pgx.Row) error {
 			err := classifyAllocate(row, a, dst)
-			if errors.As(err, &soldOut) {
+			if e := (*Error)(nil); errors.As(err, &e) && e.Err == ErrSoldOut {
+				soldOut = e
 				return nil
 			}
 			return s.observeAllocate(ctx, batch, a, err)
@@ -179,7 +180,7 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 		b.Queue(s.sql.availableNow, a.ActivityID, a.SKUID, a.Bucket).QueryRow(func(row pgx.Row) error {
 			var avail *int32
 			if err := row.Scan(&avail); err != nil {
-				return &driverError{fmt.Errorf("inventory: allocate %s: available stock: %w", AllocateKey(a.ReservationID), err)}
+				return &driverError{fmt.Errorf("inventory: allocate %s: available stock: %w", allocateKey(a.ReservationID), err)}
 			}
 			if soldOut == nil {
 				return nil
@@ -249,26 +250,26 @@ func (s *Store) releaseRouted(ctx context.Context, tx pgx.Tx, r StockRelease) (A
 		orderID         *int64
 		sourceMessageID uuid.UUID
 	)
-	err := tx.QueryRow(ctx, s.sql.allocationOf, AllocateKey(r.ReservationID)).Scan(&act, &sku, &bucket, &qty, &user, &orderID, &sourceMessageID)
+	err := tx.QueryRow(ctx, s.sql.allocationOf, allocateKey(r.ReservationID)).Scan(&act, &sku, &bucket, &qty, &user, &orderID, &sourceMessageID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return out, s.reportRelease(ctx, false, r, &out, fmt.Errorf("inventory: release %s: %w", ReleaseKey(r.ReservationID), ErrNotAllocated))
+		return out, s.reportRelease(ctx, false, r, &out, fmt.Errorf("inventory: release %s: %w", releaseKey(r.ReservationID), ErrNotAllocated))
 	}
 	if err != nil {
-		return out, fmt.Errorf("inventory: release %s: %w", ReleaseKey(r.ReservationID), err)
+		return out, fmt.Errorf("inventory: release %s: %w", releaseKey(r.ReservationID), err)
 	}
 	args := releaseArgs(r) // allocate key, release key, order, message, reason
 	if r.OrderID != 0 {
 		orderID = &r.OrderID
 	}
-	if r.SourceMessageID != uuid.Nil {
-		sourceMessageID = r.SourceMessageID
+	if r.MessageID != uuid.Nil {
+		sourceMessageID = r.MessageID
 	}
 	marker := placeholderReason()
 	var b pgx.Batch
 	b.Queue(s.sql.releasePlaceholder, act, sku, bucket, int32(qty), args[1], pgval.UUID(r.ReservationID), orderID,
 		pgval.UUID(sourceMessageID), user, marker).Fn = func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
-			return &driverError{fmt.Errorf("inventory: release %s: ledger: %w", ReleaseKey(r.ReservationID), err)}
+			return &driverError{fmt.Errorf("inventory: release %s: ledger: %w", releaseKey(r.ReservationID), err)}
 		}
 		return nil
 	}

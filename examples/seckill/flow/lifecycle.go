@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
@@ -112,11 +113,13 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			o := c.Order
 			// The allocation as the order took it; the release checks it
 			// against the ALLOCATE ledger row and raises on any difference.
-			if err := s.Inventory.QueueReleaseStockOrAbort(&b, inventory.Allocation{
-				ReservationID: o.ReservationID, ActivityID: o.ActivityID, SKUID: o.SKUID, Bucket: o.Bucket,
-				Quantity: o.Quantity, UserID: o.UserID, OrderID: o.OrderID, SourceMessageID: o.SourceMessageID,
+			if err := s.Inventory.QueueReleaseStock(&b, inventory.StockRelease{
+				Request: seckill.Request{
+					ReservationID: o.ReservationID, ActivityID: o.ActivityID, SKUID: o.SKUID, Bucket: o.Bucket,
+					Quantity: o.Quantity, UserID: o.UserID, OrderID: o.OrderID, MessageID: o.SourceMessageID,
+				},
 				Reason: order.CancelReasonPayTimeout,
-			}, &released[i]); err != nil {
+			}, &released[i], pgtx.Abort); err != nil {
 				return err
 			}
 			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
@@ -157,7 +160,7 @@ func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error
 		}
 		evs := make([]outbox.Event, len(expired))
 		for i, r := range expired {
-			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, inventory.DefaultExpireCode)
+			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, "RESERVATION_EXPIRED")
 		}
 		n = len(expired)
 		_, err = s.Outbox.EnqueueMany(ctx, tx, evs)
@@ -193,7 +196,7 @@ const (
 // release concerned only the front door. Other errors are the database's.
 func (s *Service) FrontDoorReleased(ctx context.Context, tx pgx.Tx, reservationID uuid.UUID) (string, error) {
 	_, err := s.Inventory.TransitionReservation(ctx, tx, inventory.Transition{ReservationID: reservationID, To: inventory.StatusReleased})
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	switch {
 	case err == nil:
 		return ReleaseApplied, nil
@@ -219,7 +222,7 @@ func (s *Service) FrontDoorReleased(ctx context.Context, tx pgx.Tx, reservationI
 // escalated false and no error; a MANUAL_REQUIRED one returns true.
 func (s *Service) FrontDoorReleaseFailed(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID, maxFailures int) (escalated bool, err error) {
 	rec, err := s.Inventory.RecordCompensationFailure(ctx, db, inventory.CompensationFailure{ReservationID: reservationID, MaxFailures: maxFailures, Code: "FRONTDOOR_RELEASE_FAILED"})
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	switch {
 	case err == nil:
 		return rec.Escalated, nil
