@@ -28,7 +28,9 @@ import (
 //	SK006     ErrNotAllocated          a release found no ALLOCATE row
 //	SK007     ErrInconsistent          the bucket holds less allocated stock than the release
 //	SK008     ErrNotSoldOut            the bucket is not sold out (QueueCheckSoldOut)
-//	SK009     ErrReservationNotFound   no reservation has the allocation's id
+//	SK009     ErrReservationNotFound   no reservation has the allocation's (or the transition's) id
+//	SK010     ErrAlreadyInState        the reservation is in the transition's target status
+//	SK011     ErrIllegalTransition     the reservation's status may not enter the target
 //	23505     ErrAlreadyApplied        the ledger row exists (uq_inventory_ledger_idempotency)
 //	23505     ErrReservationConflict   the reservation, its request id or its order id exists
 //
@@ -53,6 +55,8 @@ var refusals = map[string]error{
 	"SK007": ErrInconsistent,
 	"SK008": ErrNotSoldOut,
 	"SK009": ErrReservationNotFound,
+	"SK010": ErrAlreadyInState,
+	"SK011": ErrIllegalTransition,
 }
 
 // abortClassifier classifies the errors of a Store's statements in

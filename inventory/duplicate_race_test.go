@@ -307,7 +307,7 @@ func TestTransitionWaitsThenDecides(t *testing.T) {
 					}
 					var b pgx.Batch
 					var got inventory.Reservation
-					if err := tb.store.QueueTransitionReservation(&b, tr, &got); err != nil {
+					if err := tb.store.QueueTransitionReservation(&b, tr, &got, pgtx.Return); err != nil {
 						return err
 					}
 					return tx.SendBatch(tb.ctx, &b).Close()

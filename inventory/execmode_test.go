@@ -120,7 +120,7 @@ func TestQueryExecModes(t *testing.T) {
 			err = inTx(func(tx pgx.Tx) error {
 				batch := &pgx.Batch{}
 				tr := inventory.Transition{ReservationID: r3.ReservationID, To: inventory.StatusRejected, FailureCode: "SOLD'OUT"}
-				if err := store.QueueTransitionReservation(batch, tr, &rejected); err != nil {
+				if err := store.QueueTransitionReservation(batch, tr, &rejected, pgtx.Return); err != nil {
 					return err
 				}
 				if err := store.QueueReleaseStock(batch, inventory.StockRelease{Request: seckill.Request{ReservationID: r2.ReservationID}, Reason: "CANCEL"}, &released, pgtx.Return); err != nil {

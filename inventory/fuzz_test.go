@@ -113,7 +113,7 @@ func FuzzCodeValidation(f *testing.F) {
 		errs := map[string]error{
 			"allocate":   s.QueueAllocateBucket(&b, alloc, new(inventory.Allocated), pgtx.Return),
 			"release":    s.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: id}, Reason: code}, new(inventory.Allocated), pgtx.Return),
-			"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation)),
+			"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation), pgtx.Return),
 		}
 		if !storable { // (a valid request would go on to the database)
 			_, errs["rebalance"] = s.Rebalance(ctx, db, inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: code})

@@ -60,7 +60,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	}, new(inventory.Allocated), pgtx.Return))
 	isInvalid("QueueReleaseStock(nil batch)", tb.store.QueueReleaseStock(nil, inventory.StockRelease{Request: seckill.Request{ReservationID: id}}, new(inventory.Allocated), pgtx.Return))
 	isInvalid("QueueTransitionReservation(nil batch)", tb.store.QueueTransitionReservation(nil,
-		inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, new(inventory.Reservation)))
+		inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, new(inventory.Reservation), pgtx.Return))
 
 	var b pgx.Batch
 	for _, code := range []string{"a\x00b", "\xff", strings.Repeat("x", inventory.MaxCodeLength+1)} {
@@ -70,7 +70,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 		}, new(inventory.Allocated), pgtx.Return))
 		isInvalid("QueueReleaseStock(reason)", tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: id}, Reason: code}, new(inventory.Allocated), pgtx.Return))
 		isInvalid("QueueTransitionReservation(failure code)", tb.store.QueueTransitionReservation(&b,
-			inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation)))
+			inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation), pgtx.Return))
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			_, err := tb.store.Rebalance(tb.ctx, tx, inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: code})
 			return err

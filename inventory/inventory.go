@@ -104,7 +104,7 @@ type statements struct {
 
 	insertReservationOrAbort, decrementOrAbort, allocationLedger, allocationLedgerReturning string
 	insertRejectedOrAbort, soldOutOrAbort, soldOutCode                                      string
-	insertReservationOrAbortReturning, insertRejectedOrAbortReturning                       string
+	insertReservationOrAbortReturning, insertRejectedOrAbortReturning, transitionOrAbort    string
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 
 	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted, availableNow string
@@ -144,6 +144,7 @@ func buildStatements(quotedSchema string) statements {
 
 		insertReservationOrAbortReturning: r.Replace(insertReservationOrAbortSQL + returningReservation),
 		insertRejectedOrAbortReturning:    r.Replace(insertRejectedOrAbortSQL + returningReservation),
+		transitionOrAbort:                 r.Replace(transitionOrAbortSQL),
 		soldOutOrAbort:                    r.Replace(soldOutOrAbortSQL),
 		soldOutCode:                       r.Replace(soldOutCodeSQL),
 		releaseLedger:                     r.Replace(releaseLedgerSQL),

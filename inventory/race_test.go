@@ -180,7 +180,7 @@ func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, 
 						}
 						var b pgx.Batch
 						var dst inventory.Reservation
-						if err := rb.tb.store.QueueTransitionReservation(&b, tr, &dst); err != nil {
+						if err := rb.tb.store.QueueTransitionReservation(&b, tr, &dst, pgtx.Return); err != nil {
 							return nil, err
 						}
 						err := sendBatch(ctx, tx, &b)

@@ -481,6 +481,41 @@ SELECT true, * FROM upd
 UNION ALL
 SELECT false, * FROM cur`
 
+// transitionOrAbortSQL is transitionSQL for [pgtx.Abort]: when the UPDATE
+// moves nothing, the SELECT calls inventory_refuse with the condition the
+// locked row shows (SK009 no reservation, SK010 already in the target
+// status, SK011 a status the target may not be entered from), which raises
+// it and aborts the transaction. Parameters as transitionSQL.
+const transitionOrAbortSQL = `
+WITH lk AS (
+	SELECT status
+	  FROM {schema}.inventory_reservation
+	 WHERE reservation_id = $1
+	   FOR UPDATE
+), upd AS (
+	UPDATE {schema}.inventory_reservation
+	   SET status = $2::smallint,
+	       order_id = CASE WHEN $2::smallint = 10 THEN $3::bigint ELSE order_id END,
+	       ordered_at = CASE WHEN $2::smallint = 10 THEN statement_timestamp() ELSE ordered_at END,
+	       released_at = CASE WHEN $2::smallint = 40 THEN statement_timestamp() ELSE released_at END,
+	       failure_code = coalesce($4::text, failure_code),
+	       version = version + 1,
+	       updated_at = statement_timestamp()
+	 WHERE reservation_id = $1
+	   AND (SELECT status FROM lk) = ANY ($5::smallint[])
+	RETURNING ` + reservationCols + `
+)
+SELECT u.*, coalesce(u.version, {schema}.inventory_refuse(w.code, NULL, NULL, NULL, NULL, $1::text))
+  FROM (SELECT 1) AS one
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN LATERAL (
+	SELECT CASE WHEN l.status IS NULL THEN 'SK009'
+	            WHEN l.status = $2::smallint THEN 'SK010'
+	            ELSE 'SK011' END AS code
+	  FROM (SELECT 1) AS o
+	  LEFT JOIN lk AS l ON true
+	 WHERE u.version IS NULL) AS w ON true`
+
 // TransitionReservation moves a reservation along the state machine
 // of [ReservationStatus] with one conditional UPDATE (status in the allowed
 // from-states), setting order_id and ordered_at for ORDERED, released_at
@@ -511,12 +546,45 @@ func (s *Store) TransitionReservation(ctx context.Context, db pgtx.Querier, t Tr
 	return s.transitionRow(t).Run(ctx, db)
 }
 
-// QueueTransitionReservation queues [Store.TransitionReservation]'s
-// statement into b; dst receives the updated row when the batch results are
-// read, and the callback's error (returned by BatchResults.Close) is
-// classified as described there. The returned error is only for invalid
-// input, in which case nothing is queued.
-func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Reservation) error {
+// QueueTransitionReservation queues the transition t into b; dst, when
+// not nil, receives the updated row when the batch results are read. The
+// returned error is only for invalid input, in which case nothing is
+// queued.
+//
+// With [pgtx.Return] it queues [Store.TransitionReservation]'s statement:
+// the callback's error (returned by BatchResults.Close) is classified as
+// described there and the transaction stays usable. With [pgtx.Abort] the
+// statement raises the refusal instead, which aborts the whole
+// transaction, COMMIT included: [ErrReservationNotFound] (SQLSTATE
+// SK009), [ErrAlreadyInState] (SK010) or [ErrIllegalTransition] (SK011);
+// the error [pgtx.RunBatch] returns names this call and matches the
+// sentinel with errors.Is. Run TransitionReservation in a new transaction
+// for the row it found.
+func (s *Store) QueueTransitionReservation(b *pgx.Batch, t Transition, dst *Reservation, on pgtx.OnRefusal) error {
+	if on == pgtx.Abort {
+		if err := t.validate(); err != nil {
+			return err
+		}
+		if b == nil {
+			return invalid("batch", "must not be nil")
+		}
+		from := b.Len()
+		b.Queue(s.sql.transitionOrAbort, transitionArgs(t)...).QueryRow(func(row pgx.Row) error {
+			var (
+				r       Reservation
+				version int64
+			)
+			if err := row.Scan(append(scanReservationInto(&r), &version)...); err != nil {
+				return err
+			}
+			if dst != nil {
+				*dst = r
+			}
+			return nil
+		})
+		s.nameAbort(b, from, "inventory.Store.QueueTransitionReservation(reservation "+t.ReservationID.String()+")")
+		return nil
+	}
 	defer s.fail.Mark(b, "inventory.Store.QueueTransitionReservation")()
 	if err := t.validate(); err != nil {
 		return err

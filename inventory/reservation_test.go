@@ -420,10 +420,10 @@ func TestQueueTransitionReservation(t *testing.T) {
 		if err := tb.store.QueueAcquireReservation(&b, nr, &acq, pgtx.Return); err != nil {
 			return err
 		}
-		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &ordered); err != nil {
+		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &ordered, pgtx.Return); err != nil {
 			return err
 		}
-		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &dup); err != nil {
+		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &dup, pgtx.Return); err != nil {
 			return err
 		}
 		err := tx.SendBatch(tb.ctx, &b).Close()

@@ -100,7 +100,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	transition := func(name, field string, tr inventory.Transition) call {
 		return call{name, field, func(b *pgx.Batch) (error, error) {
 			_, err := s.TransitionReservation(ctx, db, tr)
-			return err, s.QueueTransitionReservation(b, tr, new(inventory.Reservation))
+			return err, s.QueueTransitionReservation(b, tr, new(inventory.Reservation), pgtx.Return)
 		}}
 	}
 	rebalance := func(name, field string, r inventory.RebalanceRequest) call {
@@ -193,7 +193,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		"acquire":    s.QueueAcquireReservation(&b, goodRes, nil, pgtx.Return),
 		"allocate":   s.QueueAllocateBucket(&b, goodAlloc, nil, pgtx.Return),
 		"release":    s.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: id}}, nil, pgtx.Return),
-		"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, nil),
+		"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, nil, pgtx.Return),
 	} {
 		if err != nil {
 			t.Errorf("%s with nil dst: %v", name, err)

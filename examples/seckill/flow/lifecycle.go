@@ -122,7 +122,7 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			}, &released[i], pgtx.Abort); err != nil {
 				return err
 			}
-			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
+			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i], pgtx.Return); err != nil {
 				return err
 			}
 			if err := s.Outbox.QueueEnqueue(&b, s.FrontDoorReleaseEvent(o.ReservationID, order.CancelReasonPayTimeout), &enq[i]); err != nil {
