@@ -92,6 +92,25 @@ func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
 	return s.fail.Check(ctx, db, "inventory_ledger", s.citus)
 }
 
+// The statements of Config.Citus. The default AcquireReservation,
+// AllocateBucket and ReleaseStock are one statement each, an INSERT in a
+// CTE whose result feeds the rest: Citus (schema-based sharding) does not
+// route such a statement to the node that holds the schema but runs the
+// INSERT as a subplan and ships its result to every worker, and the
+// transaction then commits with two phases. With Config.Citus each is made
+// of statements of shapes Citus routes whole (a plain INSERT … VALUES …
+// ON CONFLICT DO NOTHING; SELECTs, UPDATEs and DELETEs in CTEs read by a
+// SELECT): two sent together as one batch, still one round trip (the
+// release reads its ALLOCATE row first, in a round trip of its own).
+
+// The statements of a transaction sent as one batch (pgtx.RunBatch): every
+// condition that must stop the transaction raises an error, which makes the
+// server skip the rest of the batch, COMMIT included. Each is a plain
+// INSERT … VALUES, or UPDATEs in CTEs read by a SELECT: shapes Citus routes
+// whole to the one node that holds the schema. None is an INSERT fed by a
+// query or by another write's RETURNING, which Citus splits into subplans
+// or pulls through the coordinator, and then commits with two phases.
+
 // statements holds every SQL text of the package with the schema
 // substituted. Only the quoted, validated schema name is ever substituted.
 type statements struct {

@@ -8,16 +8,6 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// insertRejectedOrAbortSQL is insertReservationOrAbortSQL for a
-// reservation decided at once as REJECTED with failure code $11: the row a
-// PENDING_DB insert followed by the transition to REJECTED leaves. An
-// existing reservation, request id raises unique_violation.
-const insertRejectedOrAbortSQL = `
-INSERT INTO {schema}.inventory_reservation (
-	reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-	inventory_bucket, quantity, status, redis_reserved_at, expires_at, failure_code)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 20, $9, $10, $11)`
-
 // soldOutOrAbortSQL raises unless the sale of $1/$2 is on (status and
 // window) and bucket $3 holds fewer than $4 available units: exactly when
 // AllocateBucket would answer ErrSoldOut for this bucket now. It calls
