@@ -155,19 +155,21 @@ func (rb raceBundle) wantRefused(t *testing.T, err error, id uuid.UUID, target i
 // transitionRaces: B asks for target from start while A moves the row to
 // each status it can reach from start; the outcome follows AllowedFrom
 // on the row as A left it. queued sends B's call through
-// QueueTransitionReservation.
-func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, queued bool) []racetest.Race {
+// QueueTransitionReservation, given on: with pgtx.Abort a refusal raises
+// its sentinel and leaves the row as A left it.
+func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, queued bool, on pgtx.OnRefusal) []racetest.Race {
 	method := "TransitionReservation"
 	if queued {
 		method = "QueueTransitionReservation"
 	}
+	abort := queued && on == pgtx.Abort
 	var races []racetest.Race
 	for _, aTo := range inventory.ReservationStatuses() {
 		if !inventory.CanTransition(start, aTo) {
 			continue
 		}
 		races = append(races, racetest.Race{
-			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s", start, aTo, target),
+			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s", start, aTo, target) + abortSuffix(abort),
 			Setup: func(t *testing.T) racetest.Round {
 				r := rb.reservation(t, 5, start)
 				return racetest.Round{
@@ -180,7 +182,7 @@ func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, 
 						}
 						var b pgx.Batch
 						var dst inventory.Reservation
-						if err := rb.tb.store.QueueTransitionReservation(&b, tr, &dst, pgtx.Return); err != nil {
+						if err := rb.tb.store.QueueTransitionReservation(&b, tr, &dst, on); err != nil {
 							return nil, err
 						}
 						err := sendBatch(ctx, tx, &b)
@@ -194,6 +196,16 @@ func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, 
 						if left != target && inventory.CanTransition(left, target) {
 							if err != nil || got.(inventory.Reservation).Status != target {
 								t.Fatalf("from %s to %s: %+v, %v; want moved", left, target, got, err)
+							}
+							return
+						}
+						if abort {
+							want := inventory.ErrIllegalTransition
+							if left == target {
+								want = inventory.ErrAlreadyInState
+							}
+							if now := rb.get(t, r.ReservationID); !errors.Is(err, want) || now.Status != left {
+								t.Fatalf("from %s to %s: %v (row now %s), want the refusal %v raised", left, target, err, now.Status, want)
 							}
 							return
 						}
@@ -275,10 +287,11 @@ func (rb raceBundle) compensationRaces() []racetest.Race {
 func inventoryRaces(rb raceBundle) []racetest.Race {
 	tb := rb.tb
 	var races []racetest.Race
-	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusOrdered, false)...)
-	races = append(races, rb.transitionRaces(inventory.StatusOrdered, inventory.StatusReleased, false)...)
-	races = append(races, rb.transitionRaces(inventory.StatusReleasePending, inventory.StatusReleased, false)...)
-	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusRejected, true)...)
+	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusOrdered, false, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusOrdered, inventory.StatusReleased, false, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusReleasePending, inventory.StatusReleased, false, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusRejected, true, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusRejected, true, pgtx.Abort)...)
 	races = append(races, rb.compensationRaces()...)
 
 	// AcquireReservation: A inserts the same reservation (B waits on the
