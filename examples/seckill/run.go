@@ -148,54 +148,15 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ec))
-	var rngMu sync.Mutex
-	chance := func(p float64) bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() < p }
-
+	run := &saleRun{ctx: ctx, cfg: cfg, log: log, hooks: hooks, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ec))}
 	s, err := newService(ctx, pool, cfg, log)
 	if err != nil {
 		return report{}, err
 	}
 	defer s.close()
-	// The buyers and the payment provider go through the HTTP face: tokens,
-	// idempotency keys, signed callbacks.
-	sec := cfg.Security
-	sec.IdempotencyTTL = cmp.Or(sec.IdempotencyTTL, 10*time.Minute) // the run's sale is over well before
-	g, err := newGuard(s, sec)
-	if err != nil {
+	run.s = s
+	if err := run.prepare(); err != nil {
 		return report{}, err
-	}
-	web := newClient(newFaces(s, g, nil))
-	if cfg.FrontDrift > 0 { // the front door believes in a little more stock than PostgreSQL has
-		if err := s.front.AddDrift(ctx, int32(float64(cfg.Stock)*cfg.FrontDrift)); err != nil {
-			return report{}, err
-		}
-	}
-	if hooks != nil && hooks.started != nil {
-		hooks.started(s)
-	}
-
-	// Buyers learn of their orders from ORDER_CREATED (at least once each;
-	// a notice after the buyers left is ignored).
-	createdCh := make(chan int64, cfg.Stock*2+1024)
-	var createdMu sync.Mutex
-	createdClosed := false
-	s.onOrderCreated = func(id int64) {
-		createdMu.Lock()
-		defer createdMu.Unlock()
-		if createdClosed {
-			return
-		}
-		select {
-		case createdCh <- id:
-		default: // the buyer missed it: the order expires
-		}
-	}
-	closeCreated := func() {
-		createdMu.Lock()
-		createdClosed = true
-		close(createdCh)
-		createdMu.Unlock()
 	}
 
 	// Background: consumers and relays.
@@ -204,200 +165,23 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 		return report{}, err
 	}
 	defer stopAll()
-	bg, stopProgress := context.WithCancel(ctx)
-	defer stopProgress()
-	if progress != nil {
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		go func() {
-			for {
-				select {
-				case <-bg.Done():
-					return
-				case <-t.C:
-					progress(fmt.Sprintf("clicks %d  queued %d  orders %d  rejected %d  paid %d  cancelled %d  published %d",
-						s.stats.clicks.Load(), s.q.Pending(bg), s.stats.created.Load(), s.stats.soldOut.Load()+s.stats.userAlready.Load(),
-						s.stats.paid.Load(), s.stats.cancelled.Load(), countIDs(&s.stats.publishedIDs)))
-				}
-			}
-		}()
-	}
-
-	// Buyers pay for their orders as soon as they see them (ORDER_CREATED
-	// reaches them); some never pay and their orders expire; some pay only
-	// after the cancel. Payments and the timeout canceller race on the
-	// order rows throughout.
-	payCh := make(chan flow.Payment, 256)
-	var payers sync.WaitGroup
-	var payErrs atomic.Int64
-	for range 4 {
-		payers.Add(1)
-		go func() {
-			defer payers.Done()
-			for p := range payCh {
-				if _, err := web.pay(ctx, p); err != nil {
-					payErrs.Add(1)
-					log.Warn("payment failed", "order_id", p.OrderID, "error", err)
-				}
-			}
-		}()
-	}
-	var late []int64
-	// redeliver is the provider calling back again a moment later (a
-	// delivery it did not see acknowledged), signed afresh.
-	var redeliveries sync.WaitGroup
-	redeliver := func(p flow.Payment) {
-		redeliveries.Go(func() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(1100 * time.Millisecond):
-			}
-			if _, err := web.pay(ctx, p); err != nil {
-				payErrs.Add(1)
-				log.Warn("payment failed", "order_id", p.OrderID, "error", err)
-			}
-		})
-	}
-	buyersDone := make(chan struct{})
-	go func() {
-		defer close(buyersDone)
-		seen := map[int64]bool{}
-		for id := range createdCh {
-			if seen[id] { // ORDER_CREATED is published at least once
-				continue
-			}
-			seen[id] = true
-			switch {
-			case chance(cfg.PayRate):
-				p := s.paymentFor(id)
-				payCh <- p
-				if chance(cfg.DupCallback) {
-					redeliver(p) // the provider calls back twice
-				}
-			case chance(cfg.LatePayRate / (1 - cfg.PayRate)):
-				late = append(late, id)
-			}
-		}
-	}()
-	// finishBuyers ends the buyers and then the payers, after the late
-	// payments when lateToo; it runs once: at the end of phase 2, or on an
-	// early return (an error, or the run cancelled), without them.
-	lateToo := false
-	finishBuyers := sync.OnceFunc(func() {
-		closeCreated()
-		<-buyersDone
-		redeliveries.Wait()
-		if lateToo {
-			for _, id := range late { // paid after the cancel: a refund
-				payCh <- s.paymentFor(id)
-			}
-		}
-		close(payCh)
-		payers.Wait()
-	})
-	defer finishBuyers()
+	defer run.showProgress(progress)()
+	run.startBuyers()
+	defer run.finishBuyers()
 	cancelDone := make(chan error, 1)
 	cancelCtx, stopCancel := context.WithCancel(ctx)
 	defer stopCancel()
 	go func() { cancelDone <- s.cancelLoop(cancelCtx) }()
 
-	// Phase 1: the sale. Buyers click in random order; some twice.
-	saleStart := time.Now()
-	var clicks []int64
-	for u := 1; u <= cfg.Buyers; u++ {
-		clicks = append(clicks, int64(u))
-		if chance(cfg.DoubleClick) {
-			clicks = append(clicks, int64(u))
-		}
-	}
-	rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
-	var (
-		resent   []reservation
-		resentMu sync.Mutex
-		next     atomic.Int64
-		clickers sync.WaitGroup
-	)
-	for range max(cfg.Clickers, 1) { // buyers click at once, from several goroutines
-		clickers.Add(1)
-		go func() {
-			defer clickers.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(clicks) || ctx.Err() != nil {
-					return
-				}
-				u := clicks[i]
-				if hooks != nil && hooks.click != nil {
-					hooks.click(i, len(clicks))
-				}
-				key := uuid.NewString() // the click's Idempotency-Key, the same for its retries
-				r, err := web.click(ctx, u, key)
-				// Back-pressure or recovery: the buyer retries a moment
-				// later, until the run is cancelled (its consumers then
-				// stop, and a full queue stays full).
-				for (errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown)) && ctx.Err() == nil {
-					time.Sleep(2 * time.Millisecond)
-					if errors.Is(err, errFrontDoorDown) {
-						time.Sleep(20 * time.Millisecond)
-						s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
-					}
-					r, err = web.click(ctx, u, key)
-				}
-				if err != nil {
-					continue
-				}
-				if chance(cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
-					if err := s.front.Forget(ctx, u); err == nil {
-						if _, err := web.click(ctx, u, uuid.NewString()); err == nil {
-							s.stats.clicks.Add(-1) // the same buyer's click, counted once
-						}
-					}
-				}
-				if chance(cfg.ResendRate) {
-					resentMu.Lock()
-					resent = append(resent, r)
-					resentMu.Unlock()
-				}
-			}
-		}()
-	}
-	clickers.Wait()
-	if ctx.Err() != nil {
-		return report{}, ctx.Err()
-	}
-	for _, r := range resent { // a scanner re-sends reservations under new message ids
-		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) && ctx.Err() == nil {
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	if err := s.q.WaitIdle(ctx); err != nil {
+	// Phase 1: the sale.
+	saleSeconds, err := run.sell()
+	if err != nil {
 		return report{}, err
 	}
-	saleSeconds := time.Since(saleStart).Seconds()
-
-	// Phase 2: every order is paid or cancelled. Wait until the relays have
-	// published every ORDER_CREATED (so the buyers have seen their orders),
-	// then until no order is left unpaid, then send the late payments.
-	if err := s.waitOutboxDrained(ctx); err != nil {
+	// Phase 2: every order is paid or cancelled.
+	if err := run.settle(); err != nil {
 		return report{}, err
 	}
-	if err := s.waitEventsConsumed(ctx); err != nil {
-		return report{}, err
-	}
-	deadline := time.Now().Add(cfg.OrderTTL + time.Minute)
-	for {
-		n, err := s.unpaidOrders(ctx)
-		if err != nil {
-			return report{}, err
-		}
-		if n == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	lateToo = true
-	finishBuyers()
 	stopCancel()
 	if err := <-cancelDone; err != nil && !errors.Is(err, context.Canceled) {
 		return report{}, err
@@ -414,6 +198,303 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	stopAll()
 
 	// Phase 4: report, audit and reconciliation, at rest: every check judged.
+	r, err := run.report(saleSeconds)
+	if err != nil {
+		return report{}, err
+	}
+	if hooks != nil && hooks.finished != nil {
+		hooks.finished(r)
+	}
+	if n := run.payErrs.Load(); n > 0 {
+		return r, fmt.Errorf("%d payment callbacks failed", n)
+	}
+	return r, nil
+}
+
+// saleRun is one run of the sale: the service, the buyers' HTTP client,
+// and the buyers who pay for the orders they see.
+type saleRun struct {
+	ctx   context.Context
+	cfg   config
+	log   *slog.Logger
+	hooks *saleHooks
+	s     *service
+	web   *client
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	// Buyers learn of their orders from ORDER_CREATED (at least once each;
+	// a notice after the buyers left is ignored).
+	createdCh     chan int64
+	createdMu     sync.Mutex
+	createdClosed bool
+
+	payCh        chan flow.Payment
+	payers       sync.WaitGroup
+	payErrs      atomic.Int64
+	late         []int64 // orders whose buyers pay only after the cancel
+	redeliveries sync.WaitGroup
+	buyersDone   chan struct{}
+	lateToo      bool
+	// finishBuyers ends the buyers and then the payers, after the late
+	// payments when lateToo; it runs once: at the end of phase 2, or on
+	// an early return (an error, or the run cancelled), without them.
+	finishBuyers func()
+}
+
+// chance is true with probability p.
+func (run *saleRun) chance(p float64) bool {
+	run.rngMu.Lock()
+	defer run.rngMu.Unlock()
+	return run.rng.Float64() < p
+}
+
+// prepare builds the buyers' HTTP face (tokens, idempotency keys, signed
+// callbacks), sets the front door's drift and the ORDER_CREATED notices.
+func (run *saleRun) prepare() error {
+	s, cfg := run.s, run.cfg
+	sec := cfg.Security
+	sec.IdempotencyTTL = cmp.Or(sec.IdempotencyTTL, 10*time.Minute) // the run's sale is over well before
+	g, err := newGuard(s, sec)
+	if err != nil {
+		return err
+	}
+	run.web = newClient(newFaces(s, g, nil))
+	if cfg.FrontDrift > 0 { // the front door believes in a little more stock than PostgreSQL has
+		if err := s.front.AddDrift(run.ctx, int32(float64(cfg.Stock)*cfg.FrontDrift)); err != nil {
+			return err
+		}
+	}
+	if run.hooks != nil && run.hooks.started != nil {
+		run.hooks.started(s)
+	}
+	run.createdCh = make(chan int64, cfg.Stock*2+1024)
+	s.onOrderCreated = func(id int64) {
+		run.createdMu.Lock()
+		defer run.createdMu.Unlock()
+		if run.createdClosed {
+			return
+		}
+		select {
+		case run.createdCh <- id:
+		default: // the buyer missed it: the order expires
+		}
+	}
+	return nil
+}
+
+// showProgress calls progress with a status line now and then, until the
+// function it returns is called.
+func (run *saleRun) showProgress(progress func(string)) (stop func()) {
+	bg, stop := context.WithCancel(run.ctx)
+	if progress == nil {
+		return stop
+	}
+	s := run.s
+	t := time.NewTicker(250 * time.Millisecond)
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				progress(fmt.Sprintf("clicks %d  queued %d  orders %d  rejected %d  paid %d  cancelled %d  published %d",
+					s.stats.clicks.Load(), s.q.Pending(bg), s.stats.created.Load(), s.stats.soldOut.Load()+s.stats.userAlready.Load(),
+					s.stats.paid.Load(), s.stats.cancelled.Load(), countIDs(&s.stats.publishedIDs)))
+			}
+		}
+	}()
+	return stop
+}
+
+// pay sends one payment callback, counting and logging a failure.
+func (run *saleRun) pay(p flow.Payment) {
+	if _, err := run.web.pay(run.ctx, p); err != nil {
+		run.payErrs.Add(1)
+		run.log.Warn("payment failed", "order_id", p.OrderID, "error", err)
+	}
+}
+
+// startBuyers starts the buyers and the payers. Buyers pay for their
+// orders as soon as they see them (ORDER_CREATED reaches them); some never
+// pay and their orders expire; some pay only after the cancel. Payments
+// and the timeout canceller race on the order rows throughout.
+func (run *saleRun) startBuyers() {
+	cfg := run.cfg
+	run.payCh = make(chan flow.Payment, 256)
+	for range 4 {
+		run.payers.Go(func() {
+			for p := range run.payCh {
+				run.pay(p)
+			}
+		})
+	}
+	run.buyersDone = make(chan struct{})
+	go func() {
+		defer close(run.buyersDone)
+		seen := map[int64]bool{}
+		for id := range run.createdCh {
+			if seen[id] { // ORDER_CREATED is published at least once
+				continue
+			}
+			seen[id] = true
+			switch {
+			case run.chance(cfg.PayRate):
+				p := run.s.paymentFor(id)
+				run.payCh <- p
+				if run.chance(cfg.DupCallback) {
+					run.redeliver(p) // the provider calls back twice
+				}
+			case run.chance(cfg.LatePayRate / (1 - cfg.PayRate)):
+				run.late = append(run.late, id)
+			}
+		}
+	}()
+	run.finishBuyers = sync.OnceFunc(func() {
+		run.createdMu.Lock()
+		run.createdClosed = true
+		close(run.createdCh)
+		run.createdMu.Unlock()
+		<-run.buyersDone
+		run.redeliveries.Wait()
+		if run.lateToo {
+			for _, id := range run.late { // paid after the cancel: a refund
+				run.payCh <- run.s.paymentFor(id)
+			}
+		}
+		close(run.payCh)
+		run.payers.Wait()
+	})
+}
+
+// redeliver is the provider calling back again a moment later (a delivery
+// it did not see acknowledged), signed afresh.
+func (run *saleRun) redeliver(p flow.Payment) {
+	run.redeliveries.Go(func() {
+		select {
+		case <-run.ctx.Done():
+			return
+		case <-time.After(1100 * time.Millisecond):
+		}
+		run.pay(p)
+	})
+}
+
+// sell is phase 1, the sale: buyers click in random order, some twice,
+// from several goroutines; a scanner re-sends some reservations under new
+// message ids. It returns once the queue is idle, with the sale's length.
+func (run *saleRun) sell() (seconds float64, _ error) {
+	ctx, cfg, s := run.ctx, run.cfg, run.s
+	saleStart := time.Now()
+	var clicks []int64
+	for u := 1; u <= cfg.Buyers; u++ {
+		clicks = append(clicks, int64(u))
+		if run.chance(cfg.DoubleClick) {
+			clicks = append(clicks, int64(u))
+		}
+	}
+	run.rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
+	var (
+		resent   []reservation
+		resentMu sync.Mutex
+		next     atomic.Int64
+		clickers sync.WaitGroup
+	)
+	for range max(cfg.Clickers, 1) { // buyers click at once, from several goroutines
+		clickers.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(clicks) || ctx.Err() != nil {
+					return
+				}
+				if r, ok := run.click(i, clicks); ok && run.chance(cfg.ResendRate) {
+					resentMu.Lock()
+					resent = append(resent, r)
+					resentMu.Unlock()
+				}
+			}
+		})
+	}
+	clickers.Wait()
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	for _, r := range resent { // a scanner re-sends reservations under new message ids
+		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) && ctx.Err() == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if err := s.q.WaitIdle(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(saleStart).Seconds(), nil
+}
+
+// click is the i-th click of the sale, retried through back-pressure and
+// front-door recovery; ok reports a reservation.
+func (run *saleRun) click(i int, clicks []int64) (_ reservation, ok bool) {
+	ctx, s, u := run.ctx, run.s, clicks[i]
+	if run.hooks != nil && run.hooks.click != nil {
+		run.hooks.click(i, len(clicks))
+	}
+	key := uuid.NewString() // the click's Idempotency-Key, the same for its retries
+	r, err := run.web.click(ctx, u, key)
+	// Back-pressure or recovery: the buyer retries a moment later, until
+	// the run is cancelled (its consumers then stop, and a full queue
+	// stays full).
+	for (errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown)) && ctx.Err() == nil {
+		time.Sleep(2 * time.Millisecond)
+		if errors.Is(err, errFrontDoorDown) {
+			time.Sleep(20 * time.Millisecond)
+			s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
+		}
+		r, err = run.web.click(ctx, u, key)
+	}
+	if err != nil {
+		return reservation{}, false
+	}
+	if run.chance(run.cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
+		if err := s.front.Forget(ctx, u); err == nil {
+			if _, err := run.web.click(ctx, u, uuid.NewString()); err == nil {
+				s.stats.clicks.Add(-1) // the same buyer's click, counted once
+			}
+		}
+	}
+	return r, true
+}
+
+// settle is phase 2: wait until the relays have published every
+// ORDER_CREATED (so the buyers have seen their orders), then until no
+// order is left unpaid, then send the late payments and end the buyers.
+func (run *saleRun) settle() error {
+	ctx, s := run.ctx, run.s
+	if err := s.waitOutboxDrained(ctx); err != nil {
+		return err
+	}
+	if err := s.waitEventsConsumed(ctx); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(run.cfg.OrderTTL + time.Minute)
+	for {
+		n, err := s.unpaidOrders(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run.lateToo = true
+	run.finishBuyers()
+	return nil
+}
+
+// report is phase 4: the figures, the audit and the reconciliation.
+func (run *saleRun) report(saleSeconds float64) (report, error) {
+	ctx, s := run.ctx, run.s
 	checks, err := s.audit(ctx, false)
 	if err != nil {
 		return report{}, err
@@ -441,12 +522,6 @@ func runSaleHooked(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slo
 	}
 	for _, tag := range []string{flow.TagOrderCreated, flow.TagOrderPaid, flow.TagFrontDoorRelease, flow.TagRefundRequested} {
 		r.Published[tag] = s.stats.publishedTag(tag)
-	}
-	if hooks != nil && hooks.finished != nil {
-		hooks.finished(r)
-	}
-	if payErrs.Load() > 0 {
-		return r, fmt.Errorf("%d payment callbacks failed", payErrs.Load())
 	}
 	return r, nil
 }

@@ -123,114 +123,150 @@ func (s *Service) AuditTx(ctx context.Context, tx pgx.Tx, opts AuditOptions) ([]
 	if err := oneSnapshot(ctx, tx); err != nil {
 		return nil, err
 	}
-	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{s.Schema}.Sanitize()) }
-	count := func(sql string, args ...any) (int64, error) {
-		var n int64
-		err := tx.QueryRow(ctx, q(sql), args...).Scan(&n)
-		return n, err
-	}
-	var checks []Check
-	add := func(inv, name string, pass bool, detail string, args ...any) {
-		checks = append(checks, Check{Invariant: inv, Name: name, Pass: pass, Detail: fmt.Sprintf(detail, args...)})
-	}
-	var err error
-	must := func(n int64, e error) int64 {
-		if e != nil && err == nil {
-			err = e
-		}
-		return n
-	}
-
+	a := &auditor{s: s, ctx: ctx, tx: tx, opts: opts}
 	// The first statement takes the snapshot. The purge horizon is read
 	// after it: PurgeHistory records its horizon before it deletes, so any
 	// purge whose deletes this snapshot sees has its horizon read here.
-	dupOrders := must(count(`SELECT count(*) FROM (SELECT 1 FROM {s}.orders GROUP BY activity_id, sku_id, user_id HAVING count(*) > 1) d`))
+	dupOrders := a.count(`SELECT count(*) FROM (SELECT 1 FROM {s}.orders GROUP BY activity_id, sku_id, user_id HAVING count(*) > 1) d`)
 	since := s.purgedBefore()
-	orders := must(count(`SELECT count(*) FROM {s}.orders`))
-	add("1", "one order per (activity, sku, user)", dupOrders == 0, "%d orders, %d duplicated keys", orders, dupOrders)
-	badBuckets := must(count(`SELECT count(*) FROM {s}.sku_inventory WHERE total_stock <> available_stock + allocated_stock OR available_stock < 0 OR allocated_stock < 0`))
-	buckets := must(count(`SELECT count(*) FROM {s}.sku_inventory`))
-	add("2", "per bucket: total = available + allocated, all >= 0", badBuckets == 0, "%d buckets, %d broken", buckets, badBuckets)
+	a.checkOrdersAndBuckets(dupOrders)
+	live := a.checkLedger()
+	a.checkReservations()
+	a.checkAudits(live)
+	a.checkOutbox()
+	a.checkEvents(since)
+	return a.checks, a.err
+}
 
-	total := must(count(`SELECT coalesce(sum(total_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID))
-	add("2", "per SKU: sum of bucket totals = planned stock", total == int64(s.Item.Stock), "%d of %d planned", total, s.Item.Stock)
+// auditor collects one audit's checks; every read goes through tx, the
+// one snapshot, and the first error is kept while the checks go on.
+type auditor struct {
+	s      *Service
+	ctx    context.Context
+	tx     pgx.Tx
+	opts   AuditOptions
+	checks []Check
+	err    error
+}
 
-	missingAlloc := must(count(`SELECT count(*) FROM {s}.orders o
+// count runs a count(*)-like query; an error is kept and reads as 0.
+func (a *auditor) count(sql string, args ...any) int64 {
+	var n int64
+	if err := a.tx.QueryRow(a.ctx, strings.ReplaceAll(sql, "{s}", pgx.Identifier{a.s.Schema}.Sanitize()), args...).Scan(&n); err != nil {
+		a.keep(err)
+	}
+	return n
+}
+
+// keep records err if it is the first.
+func (a *auditor) keep(err error) {
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+}
+
+// add records one check.
+func (a *auditor) add(inv, name string, pass bool, detail string, args ...any) {
+	a.checks = append(a.checks, Check{Invariant: inv, Name: name, Pass: pass, Detail: fmt.Sprintf(detail, args...)})
+}
+
+// checkOrdersAndBuckets checks invariants 1 and 2.
+func (a *auditor) checkOrdersAndBuckets(dupOrders int64) {
+	s := a.s
+	orders := a.count(`SELECT count(*) FROM {s}.orders`)
+	a.add("1", "one order per (activity, sku, user)", dupOrders == 0, "%d orders, %d duplicated keys", orders, dupOrders)
+	badBuckets := a.count(`SELECT count(*) FROM {s}.sku_inventory WHERE total_stock <> available_stock + allocated_stock OR available_stock < 0 OR allocated_stock < 0`)
+	buckets := a.count(`SELECT count(*) FROM {s}.sku_inventory`)
+	a.add("2", "per bucket: total = available + allocated, all >= 0", badBuckets == 0, "%d buckets, %d broken", buckets, badBuckets)
+
+	total := a.count(`SELECT coalesce(sum(total_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID)
+	a.add("2", "per SKU: sum of bucket totals = planned stock", total == int64(s.Item.Stock), "%d of %d planned", total, s.Item.Stock)
+}
+
+// checkLedger checks invariant 3's ledger rows; it returns the live orders.
+func (a *auditor) checkLedger() (live int64) {
+	missingAlloc := a.count(`SELECT count(*) FROM {s}.orders o
 		WHERE o.status IN (10, 20, 30, 60) AND NOT EXISTS (
-			SELECT 1 FROM {s}.inventory_ledger l WHERE l.idempotency_key = 'ALLOCATE:' || o.reservation_id::text AND l.order_id = o.order_id)`))
-	live := must(count(`SELECT count(*) FROM {s}.orders WHERE status IN (10, 20, 30, 60)`))
-	add("3", "every live order has its ALLOCATE ledger row", missingAlloc == 0, "%d live orders, %d without", live, missingAlloc)
+			SELECT 1 FROM {s}.inventory_ledger l WHERE l.idempotency_key = 'ALLOCATE:' || o.reservation_id::text AND l.order_id = o.order_id)`)
+	live = a.count(`SELECT count(*) FROM {s}.orders WHERE status IN (10, 20, 30, 60)`)
+	a.add("3", "every live order has its ALLOCATE ledger row", missingAlloc == 0, "%d live orders, %d without", live, missingAlloc)
 
-	badRelease := must(count(`SELECT count(*) FROM {s}.orders o
-		WHERE (o.status = 40) <> EXISTS (SELECT 1 FROM {s}.inventory_ledger l WHERE l.idempotency_key = 'RELEASE:' || o.reservation_id::text)`))
-	cancelled := must(count(`SELECT count(*) FROM {s}.orders WHERE status = 40`))
-	add("3", "every cancelled order has exactly one RELEASE row, no live order has one", badRelease == 0,
+	badRelease := a.count(`SELECT count(*) FROM {s}.orders o
+		WHERE (o.status = 40) <> EXISTS (SELECT 1 FROM {s}.inventory_ledger l WHERE l.idempotency_key = 'RELEASE:' || o.reservation_id::text)`)
+	cancelled := a.count(`SELECT count(*) FROM {s}.orders WHERE status = 40`)
+	a.add("3", "every cancelled order has exactly one RELEASE row, no live order has one", badRelease == 0,
 		"%d cancelled, %d mismatched (the idempotency key is unique: at most one row each)", cancelled, badRelease)
+	return live
+}
 
-	// Orders and reservations agree: a live order's reservation is
-	// ORDERED for it, a cancelled one's RELEASE_PENDING (front-door release
-	// in flight), RELEASED or MANUAL_REQUIRED (the release kept failing),
-	// and no reservation is
-	// ORDERED without its order (the fresh path inserts reservations as
-	// ORDERED, relying on its transaction to create the order too).
-	badResv := must(count(`SELECT count(*) FROM {s}.inventory_reservation r
+// checkReservations checks that orders and reservations agree: a live
+// order's reservation is ORDERED for it, a cancelled one's RELEASE_PENDING
+// (front-door release in flight), RELEASED or MANUAL_REQUIRED (the release
+// kept failing), and no reservation is ORDERED without its order (the
+// fresh path inserts reservations as ORDERED, relying on its transaction
+// to create the order too).
+func (a *auditor) checkReservations() {
+	badResv := a.count(`SELECT count(*) FROM {s}.inventory_reservation r
 		FULL JOIN {s}.orders o ON o.reservation_id = r.reservation_id
 		WHERE (r.status IN (10, 30, 40, 60) OR o.order_id IS NOT NULL)
 		  AND (o.order_id IS DISTINCT FROM r.order_id
 		       OR (r.status = 10) <> (o.status IN (10, 20, 30, 60))
-		       OR (r.status IN (30, 40, 60)) <> (o.status = 40))`))
+		       OR (r.status IN (30, 40, 60)) <> (o.status = 40))`)
 	// RELEASE_PENDING is work in flight inside the database (the release
 	// event waits for the front door): counted as such, never a mismatch.
-	releasePending := must(count(`SELECT count(*) FROM {s}.inventory_reservation WHERE status = 30`))
-	add("-", "each order's reservation is ORDERED (live) or RELEASE_PENDING/RELEASED/MANUAL_REQUIRED (cancelled) with its order id, and no other reservation is",
+	releasePending := a.count(`SELECT count(*) FROM {s}.inventory_reservation WHERE status = 30`)
+	a.add("-", "each order's reservation is ORDERED (live) or RELEASE_PENDING/RELEASED/MANUAL_REQUIRED (cancelled) with its order id, and no other reservation is",
 		badResv == 0, "%d mismatched (%d RELEASE_PENDING: front-door release in flight)", badResv, releasePending)
+}
 
-	invFindings, e := s.Inventory.Audit(ctx, tx, 0, 0)
-	if e != nil && err == nil {
-		err = e
-	}
-	add("3", "ledger replay reproduces each bucket's counters (inventory audit)", len(invFindings) == 0, "%d findings%s", len(invFindings), firstFindings(lines(invFindings)))
+// checkAudits runs the inventory and order packages' audits (invariants
+// 3 and 4).
+func (a *auditor) checkAudits(live int64) {
+	s := a.s
+	invFindings, err := s.Inventory.Audit(a.ctx, a.tx, 0, 0)
+	a.keep(err)
+	a.add("3", "ledger replay reproduces each bucket's counters (inventory audit)", len(invFindings) == 0, "%d findings%s", len(invFindings), firstFindings(lines(invFindings)))
 
-	allocated := must(count(`SELECT coalesce(sum(allocated_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID))
-	add("3", "allocated stock = live orders", allocated == live, "%d allocated, %d live orders", allocated, live)
+	allocated := a.count(`SELECT coalesce(sum(allocated_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID)
+	a.add("3", "allocated stock = live orders", allocated == live, "%d allocated, %d live orders", allocated, live)
 
-	paidCancelled := must(count(`SELECT count(*) FROM {s}.orders WHERE status = 40 AND paid_at IS NOT NULL`))
-	ordFindings, e := s.Orders.Audit(ctx, tx)
-	if e != nil && err == nil {
-		err = e
-	}
-	add("4", "no order both paid and cancelled; status timestamps match status (order audit)", paidCancelled == 0 && len(ordFindings) == 0,
+	paidCancelled := a.count(`SELECT count(*) FROM {s}.orders WHERE status = 40 AND paid_at IS NOT NULL`)
+	ordFindings, err := s.Orders.Audit(a.ctx, a.tx)
+	a.keep(err)
+	a.add("4", "no order both paid and cancelled; status timestamps match status (order audit)", paidCancelled == 0 && len(ordFindings) == 0,
 		"%d paid and cancelled, %d findings%s", paidCancelled, len(ordFindings), firstFindings(orderFindings(ordFindings)))
+}
 
-	st, e := s.Outbox.Stats(ctx, tx)
-	if e != nil && err == nil {
-		err = e
-	}
-	// A DEAD event is final (no relay tries it again): a failure at any
-	// moment. An event waiting for a relay is work in flight.
-	add("5", "no outbox event dead", st.Dead == 0, "%d dead", st.Dead)
+// checkOutbox checks invariant 5. A DEAD event is final (no relay tries it
+// again): a failure at any moment. An event waiting for a relay is work in
+// flight.
+func (a *auditor) checkOutbox() {
+	st, err := a.s.Outbox.Stats(a.ctx, a.tx)
+	a.keep(err)
+	a.add("5", "no outbox event dead", st.Dead == 0, "%d dead", st.Dead)
 	unsent := st.Pending + st.Sending + st.Retry
-	checks = append(checks, AtRest(Check{Invariant: "5", Name: "no outbox event left unpublished", Pass: unsent == 0,
-		Detail: fmt.Sprintf("%d sent, %d pending, %d sending, %d retry", st.Sent, st.Pending, st.Sending, st.Retry)}, opts.Live, unsent))
+	a.checks = append(a.checks, AtRest(Check{Invariant: "5", Name: "no outbox event left unpublished", Pass: unsent == 0,
+		Detail: fmt.Sprintf("%d sent, %d pending, %d sending, %d retry", st.Sent, st.Pending, st.Sending, st.Retry)}, a.opts.Live, unsent))
+}
 
-	// Invariant 7: every state change that promises an event has it in the
-	// outbox. The counts above cannot see a lost enqueue; these join the
-	// outbox to the state changes (by the events' dedup keys), in
-	// event_outbox and in event_outbox_history (where outbox.Store.ArchiveSent
-	// moves SENT events). They need the SENT events: archive them, or purge
-	// with Service.PurgeHistory, which records its horizon.
-	// After PurgeHistory, only the changes made since its horizon are
-	// checked: the events of older ones may have left with the history.
+// checkEvents checks invariant 7: every state change that promises an
+// event has it in the outbox. The counts above cannot see a lost enqueue;
+// these join the outbox to the state changes (by the events' dedup keys),
+// in event_outbox and in event_outbox_history (where
+// outbox.Store.ArchiveSent moves SENT events). They need the SENT events:
+// archive them, or purge with Service.PurgeHistory, which records its
+// horizon. After PurgeHistory, only the changes made since its horizon
+// are checked: the events of older ones may have left with the history.
+func (a *auditor) checkEvents(since time.Time) {
 	scope := ""
 	if !since.IsZero() {
 		scope = fmt.Sprintf(" (changes since the last purge's horizon %s)", since.UTC().Format(time.RFC3339Nano))
 	}
 	for _, c := range eventChecks {
-		missing := must(count(c.missing, since))
-		changes := must(count(c.changes, since))
-		add("7", c.name, missing == 0, "%d %s, %d without the event%s", changes, c.what, missing, scope)
+		missing := a.count(c.missing, since)
+		changes := a.count(c.changes, since)
+		a.add("7", c.name, missing == 0, "%d %s, %d without the event%s", changes, c.what, missing, scope)
 	}
-	return checks, err
 }
 
 // eventChecks pair each state change with the event it promises: missing
