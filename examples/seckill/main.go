@@ -148,43 +148,16 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 		return err
 	}
 	defer srv.Stop()
-	pcfg, err := pgxpool.ParseConfig(srv.URL)
-	if err != nil {
-		return err
-	}
-	pcfg.MaxConns = int32(cfg.PoolSize * max(cfg.Activities, 1))
-	if cfg.Citus {
-		// Every schema the run creates is a distributed schema, whole on
-		// one worker.
-		pcfg.ConnConfig.RuntimeParams["citus.enable_schema_based_sharding"] = "on"
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, err := openPool(ctx, srv.URL, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-
-	switch cfg.Stack {
-	case stackMemory:
-	case stackReal:
-		rs, err := stackharness.StartRedis(ctx, cfg.RedisURL)
-		if err != nil {
-			return err
-		}
-		defer rs.Stop()
-		ns, err := stackharness.StartNATS(ctx, cfg.NATSURL)
-		if err != nil {
-			return err
-		}
-		defer ns.Stop()
-		cfg.RedisURL, cfg.NATSURL = rs.URL, ns.URL
-		if rs.Owned() || ns.Owned() {
-			fmt.Fprintf(os.Stderr, "seckill: started a throwaway redis-server and nats-server -js; use -redis/-nats (or %s/%s) for your own\n",
-				stackharness.EnvRedisURL, stackharness.EnvNATSURL)
-		}
-	default:
-		return fmt.Errorf("-stack %q: want %q or %q", cfg.Stack, stackReal, stackMemory)
+	stopStack, err := startStack(ctx, &cfg)
+	if err != nil {
+		return err
 	}
+	defer stopStack()
 
 	if serve != "" {
 		return serveHTTP(ctx, pool, cfg, serve, page, log)
@@ -217,6 +190,11 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 		}
 		return nil
 	}
+	return runOne(ctx, pool, cfg, log, progress, hooks, start)
+}
+
+// runOne runs one activity's sale and prints its report.
+func runOne(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger, progress func(string), hooks *saleHooks, start time.Time) error {
 	rep, err := runSaleHooked(ctx, pool, cfg, log, progress, hooks)
 	if progress != nil {
 		fmt.Fprint(os.Stderr, "\r\033[K")
@@ -263,4 +241,47 @@ func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr
 		return err
 	}
 	return nil
+}
+
+// openPool opens the run's pool on url: PoolSize connections per activity,
+// and with -citus every schema the run creates a distributed schema, whole
+// on one worker.
+func openPool(ctx context.Context, url string, cfg config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns = int32(cfg.PoolSize * max(cfg.Activities, 1))
+	if cfg.Citus {
+		pcfg.ConnConfig.RuntimeParams["citus.enable_schema_based_sharding"] = "on"
+	}
+	return pgxpool.NewWithConfig(ctx, pcfg)
+}
+
+// startStack starts the real stack's redis-server and nats-server (unless
+// cfg names running ones) and points cfg at them; stop stops what it
+// started.
+func startStack(ctx context.Context, cfg *config) (stop func(), _ error) {
+	switch cfg.Stack {
+	case stackMemory:
+		return func() {}, nil
+	case stackReal:
+	default:
+		return nil, fmt.Errorf("-stack %q: want %q or %q", cfg.Stack, stackReal, stackMemory)
+	}
+	rs, err := stackharness.StartRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := stackharness.StartNATS(ctx, cfg.NATSURL)
+	if err != nil {
+		rs.Stop()
+		return nil, err
+	}
+	cfg.RedisURL, cfg.NATSURL = rs.URL, ns.URL
+	if rs.Owned() || ns.Owned() {
+		fmt.Fprintf(os.Stderr, "seckill: started a throwaway redis-server and nats-server -js; use -redis/-nats (or %s/%s) for your own\n",
+			stackharness.EnvRedisURL, stackharness.EnvNATSURL)
+	}
+	return func() { ns.Stop(); rs.Stop() }, nil
 }
