@@ -130,104 +130,123 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 	if tx == nil {
 		return Rebalanced{}, nilHandle("tx")
 	}
-	switch {
-	case req.ActivityID <= 0:
-		return Rebalanced{}, invalid("ActivityID", "must be positive")
-	case req.SKUID <= 0:
-		return Rebalanced{}, invalid("SKUID", "must be positive")
-	}
-	if err := checkCode("Reason", req.Reason); err != nil {
+	if err := req.validate(); err != nil {
 		return Rebalanced{}, err
 	}
-	for _, f := range []struct{ name, v string }{{"Operator", req.Operator}, {"ApprovalRef", req.ApprovalRef}} {
-		if err := checkEvidence(f.name, f.v, false); err != nil {
-			return Rebalanced{}, err
-		}
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = defaultRebalanceReason
-	}
-	operator := req.Operator
-	if operator == "" {
-		operator = defaultRebalanceOperator
-	}
-	rows, err := tx.Query(ctx, s.sql.lockBuckets, req.ActivityID, req.SKUID)
+	cur, err := s.lockBuckets(ctx, tx, req)
 	if err != nil {
-		return Rebalanced{}, fmt.Errorf("inventory: rebalance: lock buckets: %w", err)
+		return Rebalanced{}, err
 	}
-	var cur []bucketAvail
-	for rows.Next() {
-		var b bucketAvail
-		if err := rows.Scan(&b.no, &b.avail); err != nil {
-			rows.Close()
-			return Rebalanced{}, fmt.Errorf("inventory: rebalance: lock buckets: %w", err)
-		}
-		cur = append(cur, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Rebalanced{}, fmt.Errorf("inventory: rebalance: lock buckets: %w", err)
-	}
-	if len(cur) == 0 {
-		return Rebalanced{}, fmt.Errorf("inventory: rebalance activity %d sku %d: %w", req.ActivityID, req.SKUID, ErrUnknownSKU)
-	}
-
 	moveID, err := uuid.NewV7()
 	if err != nil {
 		return Rebalanced{}, fmt.Errorf("inventory: rebalance: move id: %w", err)
 	}
 	out := Rebalanced{MoveID: moveID}
 	targets := evenTargets(cur)
-	var (
-		nos            []int16
-		deltas, expect []int32
-	)
+	var mv moves
 	for i, b := range cur {
 		out.Available += int64(b.avail)
 		if d := targets[i] - b.avail; d != 0 {
-			nos, deltas, expect = append(nos, b.no), append(deltas, d), append(expect, b.avail)
+			mv.nos, mv.deltas, mv.expect = append(mv.nos, b.no), append(mv.deltas, d), append(mv.expect, b.avail)
 			if d > 0 {
 				out.Moved += int64(d)
 			}
 		}
 	}
-	if len(nos) == 0 {
+	if len(mv.nos) == 0 {
 		return out, nil
 	}
-
 	start := time.Now()
+	if out.Moves, err = s.applyMoves(ctx, tx, req, moveID, mv); err != nil {
+		return Rebalanced{}, err
+	}
+	s.log.InfoContext(ctx, "inventory: rebalanced", "activity_id", req.ActivityID, "sku_id", req.SKUID,
+		"move_id", moveID, "moved", out.Moved, "buckets", len(out.Moves), "took", time.Since(start))
+	return out, nil
+}
+
+// validate checks a rebalance request and fills its defaults.
+func (req *RebalanceRequest) validate() error {
+	switch {
+	case req.ActivityID <= 0:
+		return invalid("ActivityID", "must be positive")
+	case req.SKUID <= 0:
+		return invalid("SKUID", "must be positive")
+	}
+	if err := checkCode("Reason", req.Reason); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"Operator", req.Operator}, {"ApprovalRef", req.ApprovalRef}} {
+		if err := checkEvidence(f.name, f.v, false); err != nil {
+			return err
+		}
+	}
+	if req.Reason == "" {
+		req.Reason = defaultRebalanceReason
+	}
+	if req.Operator == "" {
+		req.Operator = defaultRebalanceOperator
+	}
+	return nil
+}
+
+// lockBuckets locks the SKU's buckets in bucket order and reads their
+// available stock.
+func (s *Store) lockBuckets(ctx context.Context, tx pgx.Tx, req RebalanceRequest) ([]bucketAvail, error) {
+	rows, err := tx.Query(ctx, s.sql.lockBuckets, req.ActivityID, req.SKUID)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: rebalance: lock buckets: %w", err)
+	}
+	cur, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bucketAvail, error) {
+		var b bucketAvail
+		err := r.Scan(&b.no, &b.avail)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: rebalance: lock buckets: %w", err)
+	}
+	if len(cur) == 0 {
+		return nil, fmt.Errorf("inventory: rebalance activity %d sku %d: %w", req.ActivityID, req.SKUID, ErrUnknownSKU)
+	}
+	return cur, nil
+}
+
+// moves are the buckets a rebalance changes: bucket numbers, the change of
+// each one's available stock, and the available stock it was read with.
+type moves struct {
+	nos            []int16
+	deltas, expect []int32
+}
+
+// applyMoves applies mv in one statement and returns its ADJUST ledger
+// rows.
+func (s *Store) applyMoves(ctx context.Context, tx pgx.Tx, req RebalanceRequest, moveID uuid.UUID, mv moves) ([]LedgerEntry, error) {
 	approval := req.ApprovalRef
 	if approval == "" {
 		approval = "rebalance:" + moveID.String()
 	}
-	rows, err = tx.Query(ctx, s.sql.applyMoves, req.ActivityID, req.SKUID, nos, deltas, expect, moveID.String(), reason, operator, approval)
+	rows, err := tx.Query(ctx, s.sql.applyMoves, req.ActivityID, req.SKUID, mv.nos, mv.deltas, mv.expect, moveID.String(),
+		req.Reason, req.Operator, approval)
 	if err != nil {
-		return Rebalanced{}, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
+		return nil, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
 	}
-	for rows.Next() {
-		m := LedgerEntry{Type: "ADJUST", ActivityID: req.ActivityID, SKUID: req.SKUID, Reason: reason,
-			Operator: operator, ApprovalRef: approval}
-		if err := rows.Scan(&m.Bucket, &m.AvailableDelta, &m.BeforeAvailable, &m.AfterAvailable, &m.LedgerID,
-			&m.IdempotencyKey, &m.BeforeAllocated, &m.CreatedAt); err != nil {
-			rows.Close()
-			return Rebalanced{}, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
-		}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LedgerEntry, error) {
+		m := LedgerEntry{Type: "ADJUST", ActivityID: req.ActivityID, SKUID: req.SKUID, Reason: req.Reason,
+			Operator: req.Operator, ApprovalRef: approval}
+		err := r.Scan(&m.Bucket, &m.AvailableDelta, &m.BeforeAvailable, &m.AfterAvailable, &m.LedgerID,
+			&m.IdempotencyKey, &m.BeforeAllocated, &m.CreatedAt)
 		m.TotalDelta, m.AfterAllocated = m.AvailableDelta, m.BeforeAllocated
-		out.Moves = append(out.Moves, m)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Rebalanced{}, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
-	}
-	if len(out.Moves) != len(nos) {
+	if len(out) != len(mv.nos) {
 		// Unreachable while the buckets are locked by tx; the partial
 		// update must not be committed.
-		return Rebalanced{}, fmt.Errorf("inventory: rebalance: %d of %d buckets changed under the lock: %w",
-			len(out.Moves), len(nos), ErrInconsistent)
+		return nil, fmt.Errorf("inventory: rebalance: %d of %d buckets changed under the lock: %w",
+			len(out), len(mv.nos), ErrInconsistent)
 	}
-	s.log.InfoContext(ctx, "inventory: rebalanced", "activity_id", req.ActivityID, "sku_id", req.SKUID,
-		"move_id", moveID, "moved", out.Moved, "buckets", len(out.Moves), "took", time.Since(start))
 	return out, nil
 }
 
