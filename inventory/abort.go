@@ -10,7 +10,7 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// The one-batch forms (Queue…OrAbort) raise instead of returning a
+// The queued forms given [pgtx.Abort] raise instead of returning a
 // classification: the statement that refuses raises an error whose
 // SQLSTATE and message name the condition, which aborts the whole
 // transaction, COMMIT included. Each form marks its statements as one
@@ -27,25 +27,20 @@ import (
 //	SK005     ErrAllocationMismatch    the reservation (or its ALLOCATE row) is not this allocation
 //	SK006     ErrNotAllocated          a release found no ALLOCATE row
 //	SK007     ErrInconsistent          the bucket holds less allocated stock than the release
-//	SK008     ErrNotSoldOut            the bucket is not sold out (QueueSoldOutOrAbort)
-//	SK009     ErrReservationNotFound   no reservation has the allocation's id
+//	SK008     ErrNotSoldOut            the bucket is not sold out (QueueCheckSoldOut)
+//	SK009     ErrReservationNotFound   no reservation has the allocation's (or the transition's) id
+//	SK010     ErrAlreadyInState        the reservation is in the transition's target status
+//	SK011     ErrIllegalTransition     the reservation's status may not enter the target
 //	23505     ErrAlreadyApplied        the ledger row exists (uq_inventory_ledger_idempotency)
-//	23505     ErrReservationExists     the reservation, its request id or its order id exists
+//	23505     ErrReservationConflict   the reservation, its request id or its order id exists
 //
 // The SK codes are raised by the schema's function inventory_refuse
 // (migration 008), which runs where the statement runs: on Citus, on the
 // node that holds the schema, in the statement Citus routes there whole.
 var (
-	// ErrReservationExists: a one-batch insert of a reservation
-	// ([Store.QueueInsertReservationOrAbort],
-	// [Store.QueueInsertRejectedReservationOrAbort]) found the reservation,
-	// its request id or its order id already recorded. Nothing committed;
-	// [Store.AcquireReservation] in a new transaction tells what is there.
-	ErrReservationExists = errors.New("inventory: reservation already recorded")
-
-	// ErrNotSoldOut: [Store.QueueSoldOutOrAbort] found the bucket holding
+	// ErrNotSoldOut: [Store.QueueCheckSoldOut] found the bucket holding
 	// the allocation's quantity: the allocation would not be refused as
-	// sold out, so the rejection did not commit.
+	// sold out (with [pgtx.Abort], the rejection did not commit).
 	ErrNotSoldOut = errors.New("inventory: not sold out")
 )
 
@@ -60,6 +55,8 @@ var refusals = map[string]error{
 	"SK007": ErrInconsistent,
 	"SK008": ErrNotSoldOut,
 	"SK009": ErrReservationNotFound,
+	"SK010": ErrAlreadyInState,
+	"SK011": ErrIllegalTransition,
 }
 
 // abortClassifier classifies the errors of a Store's statements in
@@ -71,9 +68,9 @@ func abortClassifier(schema string) *failure.Classifier {
 			"inventory_sale_log", "inventory_ledger_id_now", "inventory_refuse"},
 		Constraints: map[string]error{
 			"uq_inventory_ledger_idempotency": ErrAlreadyApplied,
-			"inventory_reservation_pkey":      ErrReservationExists,
-			"uq_reservation_request":          ErrReservationExists,
-			"uq_reservation_order":            ErrReservationExists,
+			"inventory_reservation_pkey":      ErrReservationConflict,
+			"uq_reservation_request":          ErrReservationConflict,
+			"uq_reservation_order":            ErrReservationConflict,
 		}}
 }
 

@@ -11,15 +11,15 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// MaxEvidenceLength bounds the operator and approval reference of an
+// maxEvidenceLength bounds the operator and approval reference of an
 // ADJUST ledger row (VARCHAR(128) columns).
-const MaxEvidenceLength = 128
+const maxEvidenceLength = 128
 
 func checkEvidence(field, v string, required bool) error {
 	if v == "" && required {
 		return invalid(field, "required for a stock adjustment")
 	}
-	return checkText(field, v, MaxEvidenceLength, false)
+	return checkText(field, v, maxEvidenceLength, false)
 }
 
 // Adjustment asks [Store.AdjustStock] to change one bucket's stock by hand
@@ -31,8 +31,8 @@ type Adjustment struct {
 	// SKU's planned stock; not 0.
 	Delta int32
 	// Operator (who) and ApprovalRef (the approval it was made under, e.g.
-	// a ticket id) are required, up to [MaxEvidenceLength] characters; Reason
-	// (why) is required, up to [MaxCodeLength]. An adjustment without them
+	// a ticket id) are required, up to 128 characters; Reason
+	// (why) is required, up to 64. An adjustment without them
 	// is refused: the database also refuses an ADJUST row without operator
 	// and approval (ck_ledger_adjust_evidence).
 	Operator, ApprovalRef, Reason string
@@ -44,8 +44,8 @@ func (a Adjustment) validate() error {
 		return invalid("ActivityID", "must be positive")
 	case a.SKUID <= 0:
 		return invalid("SKUID", "must be positive")
-	case a.Bucket < 0 || a.Bucket >= MaxBuckets:
-		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", MaxBuckets-1))
+	case a.Bucket < 0 || a.Bucket >= maxBuckets:
+		return invalid("Bucket", fmt.Sprintf("must be between 0 and %d", maxBuckets-1))
 	case a.Delta == 0:
 		return invalid("Delta", "must not be 0")
 	case a.Reason == "":
@@ -60,10 +60,10 @@ func (a Adjustment) validate() error {
 	return checkCode("Reason", a.Reason)
 }
 
-// AdjustKey returns the ledger idempotency key of a manual adjustment:
+// adjustKey returns the ledger idempotency key of a manual adjustment:
 // "ADJUST:MANUAL:<approval_ref>:<bucket>". One approval adjusts a bucket
 // once.
-func AdjustKey(approvalRef string, bucket int16) string {
+func adjustKey(approvalRef string, bucket int16) string {
 	return fmt.Sprintf("ADJUST:MANUAL:%s:%d", approvalRef, bucket)
 }
 
@@ -98,7 +98,7 @@ WITH upd AS (
 	  FROM upd AS u
 	RETURNING ledger_id, created_at
 )
-SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.planned_stock,
+SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.planned_stock, u.allocated_stock,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
          {schema}.inventory_available_now($1, $2, $3::smallint) END
@@ -107,89 +107,73 @@ SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.plann
   LEFT JOIN sku AS s ON true
   LEFT JOIN led AS l ON true`
 
-// Adjusted is the result of [Store.AdjustStock].
-type Adjusted struct {
-	LedgerID                        int64 // the ADJUST ledger row written
-	BeforeAvailable, AfterAvailable int32 // the bucket's available stock before and after (After = Before + Delta)
-	PlannedStock                    int32 // the SKU's planned stock after the change
-	// CreatedAt is the ledger row's created_at: the server time of the
-	// statement (not of the commit).
-	CreatedAt time.Time
-}
-
 // AdjustStock applies a manual stock adjustment in the caller's
 // transaction tx, in one statement: the bucket's available and total stock
 // and the SKU's planned stock change by a.Delta, and an ADJUST ledger row
-// (key [AdjustKey]) records operator, approval reference and reason.
+// (key "ADJUST:MANUAL:<approval ref>:<bucket>": one approval adjusts a
+// bucket once) records operator, approval reference and reason. It
+// returns that row.
 //
-// Errors: *ValidationError (missing evidence, Delta 0, …; nothing sent);
-// [ErrUnknownBucket]; *SoldOutError ([ErrSoldOut]) when a negative Delta
-// exceeds the available stock; *AppliedError ([ErrAlreadyApplied]) when
+// Errors: *Error (missing evidence, Delta 0, …; nothing sent);
+// [ErrUnknownBucket]; *Error ([ErrSoldOut]) when a negative Delta
+// exceeds the available stock; *Error ([ErrAlreadyApplied]) when
 // this approval already adjusted the bucket. Nothing is written on any
 // error; the transaction stays usable except for a concurrent duplicate
-// (AppliedError.TxAborted).
-func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (_ Adjusted, err error) {
+// (Error.TxAborted).
+func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (_ LedgerEntry, err error) {
 	defer s.fail.Explain(&err)
 	if tx == nil {
-		return Adjusted{}, nilHandle("tx")
+		return LedgerEntry{}, nilHandle("tx")
 	}
 	if err := a.validate(); err != nil {
-		return Adjusted{}, err
+		return LedgerEntry{}, err
 	}
-	key := AdjustKey(a.ApprovalRef, a.Bucket)
+	key := adjustKey(a.ApprovalRef, a.Bucket)
 	var (
 		ledgerID, appliedID    *int64
 		createdAt              *time.Time
 		before, after, planned *int32
+		allocated              *int32
 		curAvail               *int32
 	)
 	err = tx.QueryRow(ctx, s.sql.adjust, a.ActivityID, a.SKUID, a.Bucket, a.Delta, key, a.Reason, a.Operator, a.ApprovalRef).
-		Scan(&ledgerID, &createdAt, &before, &after, &planned, &appliedID, &curAvail)
+		Scan(&ledgerID, &createdAt, &before, &after, &planned, &allocated, &appliedID, &curAvail)
 	switch {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
-		return Adjusted{}, &AppliedError{Key: key, TxAborted: true, Err: err}
+		return LedgerEntry{}, &Error{Err: ErrAlreadyApplied, Key: key, TxAborted: true, Cause: err}
 	case err != nil:
-		return Adjusted{}, fmt.Errorf("inventory: adjust %s: %w", key, err)
+		return LedgerEntry{}, fmt.Errorf("inventory: adjust %s: %w", key, err)
 	case ledgerID != nil:
-		return Adjusted{LedgerID: *ledgerID, BeforeAvailable: *before, AfterAvailable: *after, PlannedStock: *planned, CreatedAt: *createdAt}, nil
+		_ = planned // the SKU's new planned stock: read it with [Store.Stock]
+		return LedgerEntry{LedgerID: *ledgerID, IdempotencyKey: key, Type: "ADJUST", ActivityID: a.ActivityID, SKUID: a.SKUID,
+			Bucket: a.Bucket, TotalDelta: a.Delta, AvailableDelta: a.Delta, BeforeAvailable: *before, AfterAvailable: *after,
+			BeforeAllocated: *allocated, AfterAllocated: *allocated, Reason: a.Reason, CreatedAt: *createdAt,
+			Operator: a.Operator, ApprovalRef: a.ApprovalRef}, nil
 	case appliedID != nil:
-		return Adjusted{}, &AppliedError{Key: key, LedgerID: *appliedID}
+		return LedgerEntry{}, &Error{Err: ErrAlreadyApplied, Key: key, LedgerID: *appliedID}
 	case curAvail == nil:
-		return Adjusted{}, fmt.Errorf("inventory: adjust %s: activity %d sku %d bucket %d: %w", key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)
+		return LedgerEntry{}, fmt.Errorf("inventory: adjust %s: activity %d sku %d bucket %d: %w", key, a.ActivityID, a.SKUID, a.Bucket, ErrUnknownBucket)
 	}
 	q := -a.Delta
 	if q > 32767 {
 		q = 32767
 	}
-	return Adjusted{}, &SoldOutError{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Requested: int16(q), Available: *curAvail}
-}
-
-// AdjustmentEntry is one ADJUST ledger row with its evidence.
-type AdjustmentEntry struct {
-	LedgerID int64 // ledger_id: increasing in insertion order; gaps mean nothing
-	// IdempotencyKey is the row's key: [AdjustKey] for a manual
-	// adjustment, "ADJUST:<move id>:<bucket>" for a rebalance move.
-	IdempotencyKey        string
-	ActivityID, SKUID     int64  // the SKU adjusted
-	Bucket                int16  // the bucket adjusted
-	Delta                 int32  // units added to the bucket's available and total stock; negative: taken away
-	Operator, ApprovalRef string // "" for rows written before migration 005
-	Reason                string // why, as recorded (a rebalance's defaults to [DefaultRebalanceReason])
-	// CreatedAt is the row's created_at: the server time of the statement
-	// that wrote it.
-	CreatedAt time.Time
+	return LedgerEntry{}, &Error{Err: ErrSoldOut, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Requested: int16(q), Available: *curAvail}
 }
 
 const adjustmentsSQL = `
-SELECT ledger_id, idempotency_key, activity_id, sku_id, inventory_bucket, total_delta,
+SELECT ledger_id, idempotency_key, activity_id, sku_id, inventory_bucket, total_delta, available_delta,
+       allocated_delta, before_available, after_available, before_allocated, after_allocated,
        coalesce(operator, ''), coalesce(approval_ref, ''), reason, created_at
   FROM {schema}.inventory_ledger
  WHERE ledger_type = 30 AND activity_id = $1 AND sku_id = $2
  ORDER BY ledger_id`
 
 // Adjustments lists a SKU's ADJUST rows (manual adjustments and rebalance
-// moves) with who made them, under which approval and why, oldest first.
-func (s *Store) Adjustments(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []AdjustmentEntry, err error) {
+// moves) with who made them (Operator), under which approval (ApprovalRef)
+// and why (Reason), oldest first. The rows have no reservation, order,
+// message or buyer.
+func (s *Store) Adjustments(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []LedgerEntry, err error) {
 	defer s.fail.Explain(&err)
 	if db == nil {
 		return nil, nilHandle("db")
@@ -198,9 +182,10 @@ func (s *Store) Adjustments(ctx context.Context, db pgtx.Querier, activityID, sk
 	if err != nil {
 		return nil, fmt.Errorf("inventory: adjustments: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AdjustmentEntry, error) {
-		var e AdjustmentEntry
-		err := row.Scan(&e.LedgerID, &e.IdempotencyKey, &e.ActivityID, &e.SKUID, &e.Bucket, &e.Delta,
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LedgerEntry, error) {
+		e := LedgerEntry{Type: "ADJUST"}
+		err := row.Scan(&e.LedgerID, &e.IdempotencyKey, &e.ActivityID, &e.SKUID, &e.Bucket, &e.TotalDelta, &e.AvailableDelta,
+			&e.AllocatedDelta, &e.BeforeAvailable, &e.AfterAvailable, &e.BeforeAllocated, &e.AfterAllocated,
 			&e.Operator, &e.ApprovalRef, &e.Reason, &e.CreatedAt)
 		return e, err
 	})

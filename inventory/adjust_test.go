@@ -20,8 +20,8 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	tb.provision(t, 1, 1, 10, 2)
-	adjust := func(a inventory.Adjustment) (inventory.Adjusted, error) {
-		var out inventory.Adjusted
+	adjust := func(a inventory.Adjustment) (inventory.LedgerEntry, error) {
+		var out inventory.LedgerEntry
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			var err error
 			out, err = tb.store.AdjustStock(tb.ctx, tx, a)
@@ -38,13 +38,13 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 	} {
 		a := good
 		change(&a)
-		var ve *inventory.ValidationError
+		var ve *inventory.Error
 		if _, err := adjust(a); !errors.As(err, &ve) || ve.Field != field {
 			t.Errorf("without %s: %v", field, err)
 		}
 	}
 	got, err := adjust(good)
-	if err != nil || got.BeforeAvailable != 5 || got.AfterAvailable != 3 || got.PlannedStock != 8 {
+	if err != nil || got.BeforeAvailable != 5 || got.AfterAvailable != 3 || tb.totals(t, 1, 1).PlannedStock != 8 {
 		t.Fatalf("adjust: %+v, %v", got, err)
 	}
 	if _, err := adjust(good); !errors.Is(err, inventory.ErrAlreadyApplied) {
@@ -56,7 +56,7 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 		t.Fatalf("taking more than is available: %v", err)
 	}
 	more.Delta, more.Bucket = 7, 0
-	if got, err := adjust(more); err != nil || got.PlannedStock != 15 {
+	if got, err := adjust(more); err != nil || tb.totals(t, 1, 1).PlannedStock != 15 {
 		t.Fatalf("a delivery: %+v, %v", got, err)
 	}
 	if tot := tb.totals(t, 1, 1); tot.Total != 15 || tot.Available != 15 {
@@ -64,7 +64,7 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 	}
 	list, err := tb.store.Adjustments(tb.ctx, tb.pool, 1, 1)
 	if err != nil || len(list) != 2 || list[0].Operator != "ops:carol" || list[0].ApprovalRef != "TICKET-42" ||
-		list[0].Reason != "DAMAGED" || list[0].Delta != -2 || list[1].Delta != 7 {
+		list[0].Reason != "DAMAGED" || list[0].AvailableDelta != -2 || list[1].AvailableDelta != 7 {
 		t.Fatalf("adjustments %+v, %v", list, err)
 	}
 	tb.auditClean(t, 1, 1)

@@ -13,9 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // The last unit: stock 1, 1,000 buyers, each in its own
@@ -156,7 +158,7 @@ func TestAllocate64BucketsTwentyThousandBuyers(t *testing.T) {
 	if tot.Total != stock || tot.Available+tot.Allocated != stock {
 		t.Fatalf("totals %+v", tot)
 	}
-	bs, err := tb.store.Buckets(tb.ctx, tb.pool, 2, 3)
+	bs, err := inventory.BucketsOf(tb.store, tb.ctx, tb.pool, 2, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +182,7 @@ func (tb testBundle) allocateOnly(a inventory.Allocation) error {
 		got inventory.Allocated
 	)
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err := tb.store.QueueAllocateBucket(&b, a, &got); err != nil {
+	if err := tb.store.QueueAllocateBucket(&b, a, &got, pgtx.Return); err != nil {
 		return err
 	}
 	br := tb.pool.SendBatch(tb.ctx, &b)
@@ -209,12 +211,13 @@ func (tb testBundle) buyPipelined(r inventory.NewReservation) (err error) {
 	)
 	orderID := tb.ids.Add(1)
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err := tb.store.QueueAcquireReservation(&b, r, &acq); err != nil {
+	if err := tb.store.QueueAcquireReservation(&b, r, &acq, pgtx.Return); err != nil {
 		return err
 	}
-	a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID,
-		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
-	if err := tb.store.QueueAllocateBucket(&b, a, &alloc); err != nil {
+	a := inventory.Allocation{
+		Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID, Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, MessageID: r.MessageID},
+	}
+	if err := tb.store.QueueAllocateBucket(&b, a, &alloc, pgtx.Return); err != nil {
 		return err
 	}
 	br := tb.pool.SendBatch(ctx, &b)
@@ -261,8 +264,9 @@ func TestAllocateOutcomes(t *testing.T) {
 			return out, err
 		}
 		r := tb.reserved(t, 1, 1, 0, 2)
-		a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 2,
-			UserID: r.UserID, OrderID: 99, SourceMessageID: r.FirstMessageID}
+		a := inventory.Allocation{
+			Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 2, UserID: r.UserID, OrderID: 99, MessageID: r.MessageID},
+		}
 		got, err := alloc(a)
 		if err != nil {
 			t.Fatal(err)
@@ -282,7 +286,7 @@ func TestAllocateOutcomes(t *testing.T) {
 
 		// Replay: already applied, nothing decremented.
 		_, err = alloc(a)
-		var ae *inventory.AppliedError
+		var ae *inventory.Error
 		if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &ae) || ae.LedgerID != got.LedgerID || ae.TxAborted {
 			t.Fatalf("replay: %v", err)
 		}
@@ -296,7 +300,7 @@ func TestAllocateOutcomes(t *testing.T) {
 		// Sold out: bucket 0 is empty although bucket 1 has stock.
 		r2 := tb.reserved(t, 1, 1, 0, 1)
 		_, err = alloc(r2ToAlloc(r2))
-		var so *inventory.SoldOutError
+		var so *inventory.Error
 		if !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &so) || so.Available != 0 || so.Requested != 1 || so.Bucket != 0 {
 			t.Fatalf("sold out: %v", err)
 		}
@@ -342,8 +346,9 @@ func TestAllocateOutcomes(t *testing.T) {
 }
 
 func r2ToAlloc(r inventory.NewReservation) inventory.Allocation {
-	return inventory.Allocation{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID, Bucket: r.Bucket,
-		Quantity: r.Quantity, UserID: r.UserID, SourceMessageID: r.FirstMessageID}
+	return inventory.Allocation{
+		Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID, Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, MessageID: r.MessageID},
+	}
 }
 
 // A redelivered allocation or release, sequential or concurrent, applies
@@ -393,7 +398,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 		checkBucket(2)
 
 		// Release, sequentially: once.
-		rel := inventory.StockRelease{ReservationID: r.ReservationID}
+		rel := inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}}
 		var released inventory.Allocated
 		if err := run(func(tx pgx.Tx) error {
 			var err error
@@ -411,7 +416,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 		checkBucket(1)
 		// Release without allocation.
 		if err := run(func(tx pgx.Tx) error {
-			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: uuid.Must(uuid.NewV7())})
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: uuid.Must(uuid.NewV7())}})
 			return err
 		}); !errors.Is(err, inventory.ErrNotAllocated) {
 			t.Fatalf("release of nothing: %v", err)
@@ -450,7 +455,7 @@ func TestRedeliveryAppliesOnce(t *testing.T) {
 		}
 		checkBucket(2)
 		if ok, dup := concurrently(func(tx pgx.Tx) error {
-			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r3.ReservationID, Reason: "PAY_TIMEOUT"})
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r3.ReservationID}, Reason: "PAY_TIMEOUT"})
 			return err
 		}); ok != 1 || dup != deliveries-1 {
 			t.Fatalf("concurrent releases: %d applied, %d duplicates", ok, dup)
@@ -481,13 +486,13 @@ type recorder struct {
 	events []stockEvent
 }
 
-func (r *recorder) AllocateEnd(ctx context.Context, e inventory.AllocateEvent) {
+func (r *recorder) AllocateEnd(ctx context.Context, e inventory.StockEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, stockEvent{"allocate", e.ActivityID, e.SKUID, e.Bucket, e.Quantity, e.Batch, e.Err})
 }
 
-func (r *recorder) ReleaseEnd(ctx context.Context, e inventory.ReleaseEvent) {
+func (r *recorder) ReleaseEnd(ctx context.Context, e inventory.StockEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, stockEvent{"release", e.ActivityID, e.SKUID, e.Bucket, e.Quantity, e.Batch, e.Err})
@@ -517,7 +522,7 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 				var b pgx.Batch
 				for i, r := range rs {
-					if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i]); err != nil {
+					if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), &got[i], pgtx.Return); err != nil {
 						return err
 					}
 				}
@@ -537,7 +542,7 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 			err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 				var b pgx.Batch
 				for i := range 2 {
-					if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: rs[i].ReservationID}, &rel[i]); err != nil {
+					if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: rs[i].ReservationID}}, &rel[i], pgtx.Return); err != nil {
 						return err
 					}
 				}

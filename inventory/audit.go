@@ -11,76 +11,62 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// FindingKind names an invariant that [Store.Audit] found broken.
-type FindingKind string
-
-// Finding kinds: the inventory invariants (bucket and SKU conservation, the
-// ledger agreeing with the counters and the reservations).
+// The invariants [Store.Audit] checks, as the Kind of a [Finding].
 const (
-	// FindingBucketConservation: a bucket's total is not available +
-	// allocated (Expected: available + allocated, Actual: total).
-	FindingBucketConservation FindingKind = "bucket_conservation"
-	// FindingNegative: a bucket counter is negative (Actual: the smallest).
-	FindingNegative FindingKind = "negative_counter"
-	// FindingSKUTotal: the buckets' totals do not add up to the planned
-	// stock (Expected: planned, Actual: sum of totals).
-	FindingSKUTotal FindingKind = "sku_total"
-	// FindingBucketCount: the bucket rows do not match the provisioned
-	// bucket count (Expected: bucket_count, Actual: rows found), or a bucket
-	// number is out of range (Bucket set, Expected: bucket_count).
-	FindingBucketCount FindingKind = "bucket_count"
-	// FindingReplayAvailable, FindingReplayAllocated, FindingReplayTotal:
-	// summing the ledger's deltas for a bucket does not reproduce its
-	// counter (Expected: the replayed value, Actual: the counter).
-	FindingReplayAvailable FindingKind = "ledger_replay_available"
-	FindingReplayAllocated FindingKind = "ledger_replay_allocated"
-	FindingReplayTotal     FindingKind = "ledger_replay_total"
-	// FindingDuplicateAllocate, FindingDuplicateRelease: a reservation has
-	// more than one ALLOCATE (RELEASE) row (Actual: the count).
-	FindingDuplicateAllocate FindingKind = "duplicate_allocate"
-	FindingDuplicateRelease  FindingKind = "duplicate_release"
-	// FindingOrphanRelease: a RELEASE row has no ALLOCATE row.
-	FindingOrphanRelease FindingKind = "release_without_allocate"
-	// FindingReleaseMismatch: a RELEASE gives back another quantity, or to
-	// another bucket, than its ALLOCATE took (Expected: allocated quantity,
-	// Actual: released quantity).
-	FindingReleaseMismatch FindingKind = "release_mismatch"
-	// FindingMissingAllocate: an ORDERED, RELEASE_PENDING or RELEASED
-	// reservation has no ALLOCATE row.
-	FindingMissingAllocate FindingKind = "reservation_without_allocate"
-	// FindingMissingRelease: a RELEASED reservation has no RELEASE row.
-	FindingMissingRelease FindingKind = "reservation_without_release"
-	// FindingLeakedAllocation: a PENDING_DB, REJECTED or EXPIRED
-	// reservation holds stock (ALLOCATE without RELEASE).
-	FindingLeakedAllocation FindingKind = "leaked_allocation"
-	// FindingAdjustWithoutEvidence: an ADJUST row has no operator or no
-	// approval reference (rows written before migration 005; Bucket set,
-	// Actual: the row's total delta).
-	FindingAdjustWithoutEvidence FindingKind = "adjust_without_evidence"
+	findingBucketConservation    = "bucket_conservation"
+	findingNegative              = "negative_counter"
+	findingSKUTotal              = "sku_total"
+	findingBucketCount           = "bucket_count"
+	findingReplayAvailable       = "ledger_replay_available"
+	findingReplayAllocated       = "ledger_replay_allocated"
+	findingReplayTotal           = "ledger_replay_total"
+	findingDuplicateAllocate     = "duplicate_allocate"
+	findingDuplicateRelease      = "duplicate_release"
+	findingOrphanRelease         = "release_without_allocate"
+	findingReleaseMismatch       = "release_mismatch"
+	findingMissingAllocate       = "reservation_without_allocate"
+	findingMissingRelease        = "reservation_without_release"
+	findingLeakedAllocation      = "leaked_allocation"
+	findingAdjustWithoutEvidence = "adjust_without_evidence"
 )
 
 // Finding is one broken invariant. Fields that do not apply to its Kind are
-// zero (Bucket is -1 then).
+// zero (Bucket is -1 then). Kind names the invariant:
+//
+//   - "bucket_conservation": a bucket's total is not available + allocated
+//     (Expected: available + allocated, Actual: total).
+//   - "negative_counter": a bucket counter is negative (Actual: the smallest).
+//   - "sku_total": the buckets' totals do not add up to the planned stock
+//     (Expected: planned, Actual: sum of totals).
+//   - "bucket_count": the bucket rows do not match the provisioned bucket
+//     count (Expected: bucket_count, Actual: rows found), or a bucket number
+//     is out of range (Bucket set, Expected: bucket_count).
+//   - "ledger_replay_available", "ledger_replay_allocated",
+//     "ledger_replay_total": summing the ledger's deltas for a bucket does
+//     not reproduce its counter (Expected: the replayed value, Actual: the
+//     counter).
+//   - "duplicate_allocate", "duplicate_release": a reservation has more than
+//     one ALLOCATE (RELEASE) row (Actual: the count).
+//   - "release_without_allocate": a RELEASE row has no ALLOCATE row.
+//   - "release_mismatch": a RELEASE gives back another quantity, or to
+//     another bucket, than its ALLOCATE took (Expected: allocated quantity,
+//     Actual: released quantity).
+//   - "reservation_without_allocate": an ORDERED, RELEASE_PENDING or
+//     RELEASED reservation has no ALLOCATE row.
+//   - "reservation_without_release": a RELEASED reservation has no RELEASE row.
+//   - "leaked_allocation": a PENDING_DB, REJECTED or EXPIRED reservation
+//     holds stock (ALLOCATE without RELEASE).
+//   - "adjust_without_evidence": an ADJUST row has no operator or no
+//     approval reference (rows written before migration 005; Bucket set,
+//     Actual: the row's total delta).
 type Finding struct {
-	Kind          FindingKind // the invariant; its doc says what Expected and Actual hold
-	ActivityID    int64       // the SKU's activity (always set)
-	SKUID         int64       // the SKU (always set)
-	Bucket        int         // -1 when the finding is not about one bucket
-	ReservationID uuid.UUID   // uuid.Nil when the finding is not about one reservation
-	Expected      int64       // what the invariant requires (see Kind)
-	Actual        int64       // what the database holds (see Kind)
-}
-
-// String renders the finding on one line.
-func (f Finding) String() string {
-	s := fmt.Sprintf("%s: activity %d sku %d", f.Kind, f.ActivityID, f.SKUID)
-	if f.Bucket >= 0 {
-		s += fmt.Sprintf(" bucket %d", f.Bucket)
-	}
-	if f.ReservationID != uuid.Nil {
-		s += " reservation " + f.ReservationID.String()
-	}
-	return s + fmt.Sprintf(": expected %d, actual %d", f.Expected, f.Actual)
+	Kind          string    // the invariant (see above); it says what Expected and Actual hold
+	ActivityID    int64     // the SKU's activity (always set)
+	SKUID         int64     // the SKU (always set)
+	Bucket        int       // -1 when the finding is not about one bucket
+	ReservationID uuid.UUID // uuid.Nil when the finding is not about one reservation
+	Expected      int64     // what the invariant requires (see Kind)
+	Actual        int64     // what the database holds (see Kind)
 }
 
 // auditSQL checks every inventory invariant in one statement, hence one
@@ -197,6 +183,9 @@ ORDER BY 1, 2, 3, 4, 5`
 //     RELEASE_PENDING and RELEASED reservations have their ALLOCATE,
 //     RELEASED ones also their RELEASE, and PENDING_DB/REJECTED/EXPIRED ones hold no stock.
 //
+// activityID 0 audits every SKU of the schema, skuID 0 every SKU of the
+// activity (skuID must be 0 when activityID is).
+//
 // It runs as one read-only statement, hence on one snapshot: the
 // findings are consistent with each other even while allocations,
 // releases and rebalances commit: none comes from reading two moments. It
@@ -211,23 +200,23 @@ func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID in
 	if db == nil {
 		return nil, nilHandle("db")
 	}
-	if activityID <= 0 {
-		return nil, invalid("activityID", "must be positive")
+	if activityID < 0 {
+		return nil, invalid("activityID", "must not be negative")
 	}
-	if skuID <= 0 {
-		return nil, invalid("skuID", "must be positive")
+	if skuID < 0 {
+		return nil, invalid("skuID", "must not be negative")
 	}
-	return s.audit(ctx, db, &activityID, &skuID)
-}
-
-// AuditAll is [Store.Audit] over every SKU of the schema: one statement,
-// one snapshot, like Audit.
-func (s *Store) AuditAll(ctx context.Context, db pgtx.Querier) (_ []Finding, err error) {
-	defer s.fail.Explain(&err)
-	if db == nil {
-		return nil, nilHandle("db")
+	if activityID == 0 && skuID != 0 {
+		return nil, invalid("skuID", "must be 0 when activityID is 0")
 	}
-	return s.audit(ctx, db, nil, nil)
+	var act, sku *int64
+	if activityID > 0 {
+		act = &activityID
+	}
+	if skuID > 0 {
+		sku = &skuID
+	}
+	return s.audit(ctx, db, act, sku)
 }
 
 func (s *Store) audit(ctx context.Context, db pgtx.Querier, activityID, skuID *int64) ([]Finding, error) {
@@ -247,7 +236,7 @@ func (s *Store) audit(ctx context.Context, db pgtx.Querier, activityID, skuID *i
 		if err := rows.Scan(&kind, &f.ActivityID, &f.SKUID, &bucket, &res, &f.Expected, &f.Actual); err != nil {
 			return nil, fmt.Errorf("inventory: audit: %w", err)
 		}
-		f.Kind, f.Bucket = FindingKind(kind), -1
+		f.Kind, f.Bucket = kind, -1
 		if bucket != nil {
 			f.Bucket = int(*bucket)
 		}
@@ -268,18 +257,18 @@ type LedgerEntry struct {
 	// with gaps (rolled-back inserts) that mean nothing.
 	LedgerID int64
 	// IdempotencyKey is unique across the ledger: "ALLOCATE:<reservation
-	// id>" ([AllocateKey]), "RELEASE:<reservation id>" ([ReleaseKey]),
-	// [AdjustKey] or "ADJUST:<move id>:<bucket>" for ADJUST, and
-	// "PROVISION:<activity>:<sku>:<bucket>".
+	// id>", "RELEASE:<reservation id>", "ADJUST:MANUAL:<approval
+	// ref>:<bucket>" for a manual adjustment, "ADJUST:<move id>:<bucket>"
+	// for a rebalance move, and "PROVISION:<activity>:<sku>:<bucket>".
 	IdempotencyKey  string
-	Type            LedgerType // ledger_type: ALLOCATE, RELEASE, ADJUST or PROVISION
-	ReservationID   uuid.UUID  // uuid.Nil for PROVISION and ADJUST
-	OrderID         int64      // 0 when none
-	SourceMessageID uuid.UUID  // uuid.Nil for PROVISION and ADJUST
-	ActivityID      int64      // the SKU's activity
-	SKUID           int64      // the SKU
-	UserID          int64      // 0 for PROVISION and ADJUST
-	Bucket          int16      // inventory_bucket: the bucket whose counters changed
+	Type            string    // ledger_type: "ALLOCATE", "RELEASE", "ADJUST" or "PROVISION"
+	ReservationID   uuid.UUID // uuid.Nil for PROVISION and ADJUST
+	OrderID         int64     // 0 when none
+	SourceMessageID uuid.UUID // uuid.Nil for PROVISION and ADJUST
+	ActivityID      int64     // the SKU's activity
+	SKUID           int64     // the SKU
+	UserID          int64     // 0 for PROVISION and ADJUST
+	Bucket          int16     // inventory_bucket: the bucket whose counters changed
 	// TotalDelta, AvailableDelta and AllocatedDelta are the changes of the
 	// bucket's counters, TotalDelta = AvailableDelta + AllocatedDelta:
 	// ALLOCATE moves the reservation's quantity from available to
@@ -296,14 +285,19 @@ type LedgerEntry struct {
 	AfterAvailable  int32     // see BeforeAvailable
 	BeforeAllocated int32     // see BeforeAvailable
 	AfterAllocated  int32     // see BeforeAvailable
-	Reason          string    // reason, at most MaxCodeLength characters, e.g. DefaultAllocateReason
+	Reason          string    // reason, at most 64 characters, e.g. "ORDER_CREATED"
 	CreatedAt       time.Time // created_at: the server time of the statement that wrote the row
+	// Operator and ApprovalRef are the evidence of an ADJUST row (who,
+	// under which approval); "" for other rows and for ADJUST rows written
+	// before migration 005.
+	Operator, ApprovalRef string
 }
 
 const ledgerByReservationSQL = `
 SELECT ledger_id, idempotency_key, ledger_type, reservation_id, coalesce(order_id, 0), source_message_id,
        activity_id, sku_id, coalesce(user_id, 0), inventory_bucket, total_delta, available_delta, allocated_delta,
-       before_available, after_available, before_allocated, after_allocated, reason, created_at
+       before_available, after_available, before_allocated, after_allocated, reason, created_at,
+       coalesce(operator, ''), coalesce(approval_ref, '')
   FROM {schema}.inventory_ledger
  WHERE reservation_id = $1
  ORDER BY ledger_id`
@@ -324,9 +318,10 @@ func (s *Store) ReservationLedger(ctx context.Context, db pgtx.Querier, reservat
 			e        LedgerEntry
 			res, msg *uuid.UUID
 		)
-		err := row.Scan(&e.LedgerID, &e.IdempotencyKey, &e.Type, &res, &e.OrderID, &msg,
+		err := row.Scan(&e.LedgerID, &e.IdempotencyKey, ledgerTypeName{&e.Type}, &res, &e.OrderID, &msg,
 			&e.ActivityID, &e.SKUID, &e.UserID, &e.Bucket, &e.TotalDelta, &e.AvailableDelta, &e.AllocatedDelta,
-			&e.BeforeAvailable, &e.AfterAvailable, &e.BeforeAllocated, &e.AfterAllocated, &e.Reason, &e.CreatedAt)
+			&e.BeforeAvailable, &e.AfterAvailable, &e.BeforeAllocated, &e.AfterAllocated, &e.Reason, &e.CreatedAt,
+			&e.Operator, &e.ApprovalRef)
 		if res != nil {
 			e.ReservationID = *res
 		}

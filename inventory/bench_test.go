@@ -3,6 +3,9 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"github.com/seckillkit/seckill"
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,7 +51,7 @@ func benchStore(b *testing.B, buckets int16) (*pgxpool.Pool, string, *inventory.
 	pool := pgtest.Pool(b)
 	schema := pgtest.Schema(b)
 	ctx := context.Background()
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
+	if _, err := migrate.Apply(ctx, pool, schema, inventory.Migrations); err != nil {
 		b.Fatal(err)
 	}
 	store, err := inventory.New(inventory.Config{Schema: schema})
@@ -81,7 +84,7 @@ func BenchmarkRelease(b *testing.B) {
 		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			var batch pgx.Batch
 			for _, a := range rs[start:min(start+500, len(ids))] {
-				if err := store.QueueAllocateBucket(&batch, a, new(inventory.Allocated)); err != nil {
+				if err := store.QueueAllocateBucket(&batch, a, new(inventory.Allocated), pgtx.Return); err != nil {
 					return err
 				}
 			}
@@ -98,7 +101,7 @@ func BenchmarkRelease(b *testing.B) {
 		for pb.Next() {
 			id := ids[next.Add(1)-1]
 			err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: id})
+				_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: id}})
 				return err
 			})
 			if err != nil && !errors.Is(err, inventory.ErrAlreadyApplied) {
@@ -119,8 +122,9 @@ func benchReservations(b *testing.B, pool *pgxpool.Pool, schema string, n int, b
 	for i := range out {
 		id := uuid.Must(uuid.NewV7())
 		bucket, _ := inventory.PickBucket(id.String(), int(buckets))
-		out[i] = inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: 1,
-			UserID: int64(i + 1), SourceMessageID: id}
+		out[i] = inventory.Allocation{
+			Request: seckill.Request{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: 1, UserID: int64(i + 1), MessageID: id},
+		}
 		rows[i] = []any{id, id, id, int64(1), int64(1), int64(i + 1), bucket, int16(1), now, now.Add(time.Hour)}
 	}
 	_, err := pool.CopyFrom(context.Background(), pgx.Identifier{schema, "inventory_reservation"},

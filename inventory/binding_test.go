@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // An allocation must match its reservation: another bucket, quantity,
@@ -37,7 +38,7 @@ func TestAllocationBoundToReservation(t *testing.T) {
 					var err error
 					if batch {
 						var b pgx.Batch
-						if err := tb.store.QueueAllocateBucket(&b, a, new(inventory.Allocated)); err != nil {
+						if err := tb.store.QueueAllocateBucket(&b, a, new(inventory.Allocated), pgtx.Return); err != nil {
 							return err
 						}
 						err = tx.SendBatch(tb.ctx, &b).Close()
@@ -60,7 +61,7 @@ func TestAllocationBoundToReservation(t *testing.T) {
 			a := good
 			change(&a)
 			check(field, a, func(err error) bool {
-				var me *inventory.AllocationMismatchError
+				var me *inventory.Error
 				return errors.Is(err, inventory.ErrAllocationMismatch) && errors.As(err, &me) &&
 					me.Field == field && me.ReservationID == r.ReservationID
 			})
@@ -84,8 +85,8 @@ func TestAllocationBoundToReservation(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("rejected", good, func(err error) bool {
-			var me *inventory.AllocationMismatchError
-			return errors.As(err, &me) && me.Field == "status" && me.Reservation == "REJECTED"
+			var me *inventory.Error
+			return errors.As(err, &me) && me.Field == "status" && me.Found == "REJECTED"
 		})
 
 		// The matching allocation of a live reservation goes through.

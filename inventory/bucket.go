@@ -26,10 +26,10 @@ import (
 // PostgreSQL's per-bucket stock could no longer be reconciled. Stranded stock in other buckets is moved by [Store.Rebalance], not
 // by the order transaction.
 //
-// bucketCount outside 1..[MaxBuckets] gives a *ValidationError.
+// bucketCount outside 1..256 gives a *Error.
 func PickBucket(key string, bucketCount int) (int16, error) {
-	if bucketCount < 1 || bucketCount > MaxBuckets {
-		return 0, invalid("bucketCount", fmt.Sprintf("must be between 1 and %d", MaxBuckets))
+	if bucketCount < 1 || bucketCount > maxBuckets {
+		return 0, invalid("bucketCount", fmt.Sprintf("must be between 1 and %d", maxBuckets))
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
@@ -54,9 +54,6 @@ const bucketCols = `activity_id, sku_id, bucket_no, total_stock, available_stock
 const bucketSQL = `SELECT ` + bucketCols + ` FROM {schema}.sku_inventory
 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3`
 
-const bucketsSQL = `SELECT ` + bucketCols + ` FROM {schema}.sku_inventory
-WHERE activity_id = $1 AND sku_id = $2 ORDER BY bucket_no`
-
 func scanBucket(row pgx.Row, b *Bucket) error {
 	return row.Scan(&b.ActivityID, &b.SKUID, &b.BucketNo, &b.Total, &b.Available, &b.Allocated, &b.Version, &b.UpdatedAt)
 }
@@ -79,69 +76,72 @@ func (s *Store) GetBucket(ctx context.Context, db pgtx.Querier, activityID, skuI
 	return b, nil
 }
 
-// Buckets reads every bucket of a SKU in bucket order. An unknown SKU gives
-// an empty slice and no error.
-func (s *Store) Buckets(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []Bucket, err error) {
-	defer s.fail.Explain(&err)
-	if db == nil {
-		return nil, nilHandle("db")
-	}
-	rows, err := db.Query(ctx, s.sql.buckets, activityID, skuID)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: read buckets: %w", err)
-	}
-	defer rows.Close()
-	var out []Bucket
-	for rows.Next() {
-		var b Bucket
-		if err := scanBucket(rows, &b); err != nil {
-			return nil, fmt.Errorf("inventory: read buckets: %w", err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inventory: read buckets: %w", err)
-	}
-	return out, nil
+// Stock is a SKU's stock, read in one snapshot: as provisioned, summed
+// over its buckets, and bucket by bucket.
+type Stock struct {
+	ActivityID, SKUID int64    // the SKU, as asked
+	PlannedStock      int32    // as provisioned
+	BucketCount       int16    // as provisioned
+	Buckets           []Bucket // the bucket rows in bucket order (BucketCount of them unless damaged)
+	Total             int64    // sum of bucket totals; equals PlannedStock unless damaged
+	Available         int64    // sum of the buckets' available stock
+	Allocated         int64    // sum of the buckets' allocated stock: units held by live allocations
+	SoldOutBuckets    int      // buckets with no available stock
 }
 
-// Totals sums a SKU's buckets.
-type Totals struct {
-	ActivityID, SKUID int64 // the SKU, as asked
-	PlannedStock      int32 // as provisioned
-	BucketCount       int16 // as provisioned
-	Buckets           int   // bucket rows found (equals BucketCount unless damaged)
-	Total             int64 // sum of bucket totals; equals PlannedStock unless damaged
-	Available         int64 // sum of the buckets' available stock
-	Allocated         int64 // sum of the buckets' allocated stock: units held by live allocations
-	SoldOutBuckets    int   // buckets with no available stock
-}
-
-const totalsSQL = `
-SELECT k.planned_stock, k.bucket_count, count(i.bucket_no)::int,
-       coalesce(sum(i.total_stock), 0), coalesce(sum(i.available_stock), 0),
-       coalesce(sum(i.allocated_stock), 0),
-       count(*) FILTER (WHERE i.available_stock = 0)::int
+const stockSQL = `
+SELECT k.planned_stock, k.bucket_count, i.activity_id, i.sku_id, i.bucket_no, i.total_stock, i.available_stock,
+       i.allocated_stock, i.version, i.updated_at
   FROM {schema}.inventory_sku AS k
   LEFT JOIN {schema}.sku_inventory AS i ON i.activity_id = k.activity_id AND i.sku_id = k.sku_id
  WHERE k.activity_id = $1 AND k.sku_id = $2
- GROUP BY k.planned_stock, k.bucket_count`
+ ORDER BY i.bucket_no`
 
-// SKUTotals reads a SKU's planned stock and the sums over its buckets, in
-// one snapshot. An unknown SKU gives [ErrUnknownSKU].
-func (s *Store) SKUTotals(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ Totals, err error) {
+// Stock reads a SKU's planned stock, its buckets and the sums over them,
+// in one statement, hence one snapshot. An unknown SKU gives
+// [ErrUnknownSKU].
+func (s *Store) Stock(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ Stock, err error) {
 	defer s.fail.Explain(&err)
 	if db == nil {
-		return Totals{}, nilHandle("db")
+		return Stock{}, nilHandle("db")
 	}
-	t := Totals{ActivityID: activityID, SKUID: skuID}
-	err = db.QueryRow(ctx, s.sql.totals, activityID, skuID).Scan(
-		&t.PlannedStock, &t.BucketCount, &t.Buckets, &t.Total, &t.Available, &t.Allocated, &t.SoldOutBuckets)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Totals{}, fmt.Errorf("inventory: activity %d sku %d: %w", activityID, skuID, ErrUnknownSKU)
-	}
+	rows, err := db.Query(ctx, s.sql.stock, activityID, skuID)
 	if err != nil {
-		return Totals{}, fmt.Errorf("inventory: read totals: %w", err)
+		return Stock{}, fmt.Errorf("inventory: read stock: %w", err)
+	}
+	defer rows.Close()
+	t := Stock{ActivityID: activityID, SKUID: skuID}
+	found := false
+	for rows.Next() {
+		found = true
+		var (
+			act, sku                *int64
+			no                      *int16
+			total, avail, allocated *int32
+			version                 *int64
+			updated                 *time.Time
+		)
+		if err := rows.Scan(&t.PlannedStock, &t.BucketCount, &act, &sku, &no, &total, &avail, &allocated, &version, &updated); err != nil {
+			return Stock{}, fmt.Errorf("inventory: read stock: %w", err)
+		}
+		if no == nil {
+			continue // a SKU without bucket rows
+		}
+		b := Bucket{ActivityID: *act, SKUID: *sku, BucketNo: *no, Total: *total, Available: *avail, Allocated: *allocated,
+			Version: *version, UpdatedAt: *updated}
+		t.Buckets = append(t.Buckets, b)
+		t.Total += int64(b.Total)
+		t.Available += int64(b.Available)
+		t.Allocated += int64(b.Allocated)
+		if b.Available == 0 {
+			t.SoldOutBuckets++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Stock{}, fmt.Errorf("inventory: read stock: %w", err)
+	}
+	if !found {
+		return Stock{}, fmt.Errorf("inventory: activity %d sku %d: %w", activityID, skuID, ErrUnknownSKU)
 	}
 	return t, nil
 }

@@ -19,7 +19,7 @@ type CompensationFailure struct {
 	// MaxFailures is the number of failures after which the reservation
 	// needs a human: it moves to MANUAL_REQUIRED. 1 to 1000.
 	MaxFailures int
-	// Code, up to [MaxCodeLength] characters, is recorded as the failure
+	// Code, up to 64 characters, is recorded as the failure
 	// code when the reservation is escalated. Defaults to
 	// "COMPENSATION_FAILED".
 	Code string
@@ -75,10 +75,10 @@ SELECT false, * FROM cur`
 // writer decides on, and reports, the row that writer committed. db is
 // usually the transaction that handles the failure.
 //
-// Errors: [ErrReservationNotFound]; a *TransitionError matching
+// Errors: [ErrReservationNotFound]; a *Error matching
 // [ErrIllegalTransition] (or [ErrAlreadyInState] for MANUAL_REQUIRED) when
 // the reservation is not RELEASE_PENDING, carrying the row; nothing is
-// written then. *ValidationError for bad input, nothing sent.
+// written then. *Error for bad input, nothing sent.
 func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, f CompensationFailure) (_ CompensationRecorded, err error) {
 	defer s.fail.Explain(&err)
 	if db == nil {
@@ -110,8 +110,7 @@ func (s *Store) RecordCompensationFailure(ctx context.Context, db pgtx.Querier, 
 	case err != nil:
 		return CompensationRecorded{}, fmt.Errorf("inventory: record compensation failure of %s: %w", f.ReservationID, err)
 	case !updated:
-		return CompensationRecorded{}, &TransitionError{ReservationID: f.ReservationID, Current: out.Reservation.Status,
-			Target: StatusManualRequired, Reservation: out.Reservation}
+		return CompensationRecorded{}, transitionError(f.ReservationID, out.Reservation, StatusManualRequired)
 	}
 	out.Failures = int(failures)
 	out.Escalated = out.Reservation.Status == StatusManualRequired

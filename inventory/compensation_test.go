@@ -79,7 +79,7 @@ func TestEveryReservationStatusReachable(t *testing.T) {
 	if !errors.Is(err, inventory.ErrAlreadyInState) {
 		t.Errorf("after escalation: %v", err)
 	}
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: rej.ReservationID, MaxFailures: 3})
 	if !errors.Is(err, inventory.ErrIllegalTransition) || !errors.As(err, &te) || te.Current != inventory.StatusRejected {
 		t.Errorf("REJECTED reservation: %v", err)
@@ -134,7 +134,7 @@ func TestConcurrentCompensationFailures(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("%d of %d calls returned before the deadline", len(counts), n)
 		}
-		var te *inventory.TransitionError
+		var te *inventory.Error
 		switch {
 		case res.err == nil:
 			if counts[res.rec.Failures] || res.rec.Escalated != (res.rec.Failures == 5) {

@@ -5,7 +5,7 @@
 //
 // # Tables
 //
-// [Migrations] (applied by [Migrate]) creates, in the configured schema
+// [Migrations] (applied with [migrate.Apply]) creates, in the configured schema
 // (default "seckill"), the tables of the stock:
 //
 //   - inventory_sku: one row per (activity_id, sku_id) with the planned stock
@@ -29,7 +29,8 @@
 // # Buckets
 //
 // A hot SKU's stock is split over 1 to 256 buckets ([Store.Provision]; the
-// remainder goes to the first buckets, see [BucketStock]) so that concurrent
+// remainder goes to the first buckets: stock/n each, plus one for the
+// first stock%n) so that concurrent
 // orders update different rows. The front door picks a bucket once, e.g. with
 // [PickBucket] (FNV-1a of a key, modulo the bucket count), and records it in
 // the reservation; the order transaction decrements exactly that bucket and
@@ -51,10 +52,9 @@
 // [Store.TransitionReservation] and [Store.RecordCompensationFailure] take a
 // pgtx.Querier (usually the caller's transaction; a pool works for a
 // stand-alone change). [Store.Provision] and the reads ([Store.GetBucket],
-// [Store.Buckets], [Store.SKUTotals], [Store.GetReservation],
-// [Store.ReservationLedger], [Store.Adjustments], [Store.SaleLog],
-// [Store.LedgerByType], [Store.Audit], [Store.AuditAll]) take a
-// pgtx.Querier. Transactions are expected to be Read Committed.
+// [Store.Stock], [Store.GetReservation], [Store.ReservationLedger],
+// [Store.Adjustments], [Store.SaleLog], [Store.LedgerByType],
+// [Store.Audit]) take a pgtx.Querier. Transactions are expected to be Read Committed.
 //
 // Every helper is one SQL statement (data-modifying CTEs; AcquireReservation
 // and Provision send it a second time after a concurrent insert, see
@@ -70,32 +70,33 @@
 // A conditional update that changes nothing is never reported as success;
 // the same statement classifies why:
 //
-//   - AllocateBucket: *SoldOutError ([ErrSoldOut]), [ErrUnknownBucket],
-//     *AppliedError ([ErrAlreadyApplied]) when ALLOCATE:<reservation_id>
+//   - AllocateBucket: an [*Error] matching [ErrSoldOut], [ErrUnknownBucket],
+//     an *Error matching [ErrAlreadyApplied] when ALLOCATE:<reservation_id>
 //     exists (also for every concurrent duplicate, whatever the bucket's
-//     stock), [ErrReservationNotFound], or *AllocationMismatchError
+//     stock), [ErrReservationNotFound], or *Error
 //     ([ErrAllocationMismatch]) when the reservation has another activity,
 //     SKU, bucket, quantity or buyer, or is no longer PENDING_DB or
 //     ORDERED: the allocation is bound to its reservation row. Only sold
 //     out is a normal sell out; after it the transaction is still usable
 //     (reject the reservation and emit the compensation event in it).
-//   - ReleaseStock: [ErrNotAllocated], *AppliedError when RELEASE:<reservation_id>
+//   - ReleaseStock: [ErrNotAllocated], *Error when RELEASE:<reservation_id>
 //     exists, [ErrInconsistent] when the bucket contradicts the ledger.
-//   - TransitionReservation: [ErrReservationNotFound], or a *TransitionError
+//   - TransitionReservation: [ErrReservationNotFound], or a *Error
 //     matching [ErrAlreadyInState] or [ErrIllegalTransition] that carries the
 //     current row. The row is locked before the guard is tested, so a
 //     transition that waited behind another decides on what that one
 //     committed.
-//   - AcquireReservation: a *ReservationConflictError when the id, the
-//     request id or (with NewReservation.OrderID) the order id is taken by
-//     different data.
-//   - Provision: a *ProvisionConflictError for a different split.
+//   - AcquireReservation: an *Error matching [ErrReservationConflict] when
+//     the id, the request id or (with [NewReservation].Ordered) the order id
+//     is taken by different data.
+//   - Provision: an *Error matching [ErrProvisionConflict] for a different split.
 //
 // # Reservation lifecycle
 //
 // Every reservation status is reached through a helper:
 // [Store.AcquireReservation] records PENDING_DB (or ORDERED);
-// [Store.TransitionReservation] moves along [AllowedFrom] (ORDERED,
+// [Store.TransitionReservation] moves along the state machine of
+// [ReservationStatus] (ORDERED,
 // REJECTED, RELEASE_PENDING while a front-door release is in flight,
 // RELEASED); [Store.ExpireReservations] sweeps PENDING_DB reservations past
 // their expiry to EXPIRED (SKIP LOCKED, in batches; enqueue the
@@ -109,7 +110,7 @@
 // its ADJUST ledger row carries the operator, the approval reference and
 // the reason, and without them the adjustment is refused (by the package,
 // and by the database's ck_ledger_adjust_evidence). Rebalance moves record
-// [DefaultRebalanceOperator] and their move id unless the request names
+// "seckill:rebalance" and their move id unless the request names
 // others. [Store.Adjustments] lists them; [Store.Audit] reports an ADJUST
 // row without evidence.
 //
@@ -120,8 +121,8 @@
 // the SKU row and writing the audit row (operator, reason, time) in the
 // same statement; [Store.SaleLog] lists the changes. AllocateBucket's
 // UPDATE carries the condition itself, so no allocation commits outside
-// the sale: it fails with a *NotOnSaleError ([ErrNotOnSale], plus
-// [ErrSaleNotStarted] or [ErrSaleEnded] when the window explains it).
+// the sale: it fails with a *Error ([ErrNotOnSale]; its
+// Status, window and At say why).
 //
 // # Idempotency
 //
@@ -131,29 +132,37 @@
 // duplicate that the guard could not see makes PostgreSQL raise
 // unique_violation, failing the whole statement, so a bucket is never changed
 // twice for one reservation (the caller's transaction is then aborted and the
-// error is an *AppliedError with TxAborted set). Provision is idempotent for
+// error is an *Error with TxAborted set). Provision is idempotent for
 // the same split; AcquireReservation returns the existing row for a
 // redelivery; Rebalance on even buckets changes nothing.
 //
 // # Pipelining
 //
-// Every statement-level write also has a batch form that queues into the
+// Every statement-level write also has a queued form that queues into the
 // caller's *pgx.Batch: [Store.QueueAcquireReservation],
 // [Store.QueueAllocateBucket], [Store.QueueReleaseStock],
-// [Store.QueueTransitionReservation]. The returned error is only for invalid
-// input (then nothing is queued); the result is written to the given
-// destination and the classified error is returned by BatchResults.Close.
-// All queued statements run on the server even when an earlier callback
-// reports an error (a sold out, say), so queue together only what is
-// idempotent or what you will roll back on error. A transaction that will
-// roll back unless the whole order succeeds can insert the reservation as
-// ORDERED at once ([NewReservation].OrderID) instead of transitioning it
-// later: one statement and one row version fewer per order.
+// [Store.QueueTransitionReservation], and the check
+// [Store.QueueCheckSoldOut]. The returned error is only for invalid input
+// (then nothing is queued); the result is written to the given destination
+// (which may be nil: the result is discarded) and the classified error is
+// returned by BatchResults.Close. All queued statements run on the server
+// even when an earlier callback reports an error (a sold out, say), so
+// queue together only what is idempotent or what you will roll back on
+// error.
+//
+// The forms that can refuse take a [pgtx.OnRefusal] last: [pgtx.Return]
+// returns the refusal as described; [pgtx.Abort] makes the statement raise
+// it on the server instead, which aborts the whole transaction, COMMIT
+// included: a transaction sent as one batch ([pgtx.RunBatch]) then commits
+// only when every step succeeded (see [ErrNotSoldOut] for the conditions).
+// Such a transaction can insert the reservation as ORDERED at once
+// ([NewReservation].Ordered) instead of transitioning it later: one
+// statement and one row version fewer per order.
 //
 // # Errors and input
 //
 // Bad input (zero ids, quantities below 1, buckets outside 0..255, unknown
-// statuses, strings beyond their column limits) gives a *ValidationError
+// statuses, strings beyond their column limits) gives a *Error
 // matching [ErrInvalidArgument] before anything is sent. Every error can be
 // tested with errors.Is / errors.As; driver errors are wrapped with %w.
 //
@@ -177,7 +186,9 @@
 //	store, err := inventory.New(inventory.Config{Schema: "seckill"})
 //	...
 //	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
-//		acq, err := store.AcquireReservation(ctx, tx, reservation)
+//		// req is the purchase's seckill.Request: its ids travel with the message
+//		acq, err := store.AcquireReservation(ctx, tx, inventory.NewReservation{
+//			Request: req, ReservedAt: reservedAt, ExpiresAt: expiresAt})
 //		if err != nil {
 //			return err
 //		}
@@ -185,10 +196,10 @@
 //			return nil // redelivery of a decided reservation
 //		}
 //		// ... insert the order ...
-//		_, err = store.AllocateBucket(ctx, tx, acq.Reservation.Allocation(orderID, messageID))
+//		_, err = store.AllocateBucket(ctx, tx, inventory.Allocation{Request: req})
 //		if errors.Is(err, inventory.ErrSoldOut) {
 //			_, err = store.TransitionReservation(ctx, tx, inventory.Transition{
-//				ReservationID: reservation.ReservationID, To: inventory.StatusRejected,
+//				ReservationID: req.ReservationID, To: inventory.StatusRejected,
 //				FailureCode: "POSTGRES_SOLD_OUT"})
 //			return err
 //		}
@@ -196,7 +207,7 @@
 //			return err
 //		}
 //		_, err = store.TransitionReservation(ctx, tx, inventory.Transition{
-//			ReservationID: reservation.ReservationID, To: inventory.StatusOrdered, OrderID: orderID})
+//			ReservationID: req.ReservationID, To: inventory.StatusOrdered, OrderID: req.OrderID})
 //		return err
 //	})
 package inventory

@@ -11,10 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/pgval"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // reserved returns a new reservation of qty units, recorded (PENDING_DB).
@@ -53,7 +55,7 @@ func (tb testBundle) insertReservations(t *testing.T, rs []inventory.NewReservat
 	_, err := tb.pool.CopyFrom(tb.ctx, pgx.Identifier{tb.schema, "inventory_reservation"}, cols,
 		pgx.CopyFromSlice(len(rs), func(i int) ([]any, error) {
 			r := rs[i]
-			return []any{pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), pgval.UUID(r.FirstMessageID),
+			return []any{pgval.UUID(r.ReservationID), pgval.UUID(r.RequestID), pgval.UUID(r.MessageID),
 				r.ActivityID, r.SKUID, r.UserID, r.Bucket, r.Quantity, r.ReservedAt, r.ExpiresAt}, nil
 		}))
 	if err != nil {
@@ -121,7 +123,7 @@ func (tb testBundle) raceDuplicates(t *testing.T, waiters int, op func(pgx.Tx) e
 func allAlreadyApplied(t *testing.T, what string, errs []error, citus bool) {
 	t.Helper()
 	for i, err := range errs {
-		var ae *inventory.AppliedError
+		var ae *inventory.Error
 		if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &ae) {
 			t.Errorf("%s: duplicate %d: %v, want ErrAlreadyApplied", what, i, err)
 		} else if citus && ae.TxAborted {
@@ -144,7 +146,7 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := acq.Reservation.Allocation(7, r.FirstMessageID)
+		a := acq.Reservation.Allocation(7, r.MessageID)
 
 		errs := tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
 			_, err := tb.store.AllocateBucket(tb.ctx, tx, a)
@@ -158,7 +160,7 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 		// The batch form classifies the same way.
 		var b pgx.Batch
 		var got inventory.Allocated
-		if err := tb.store.QueueAllocateBucket(&b, a, &got); err != nil {
+		if err := tb.store.QueueAllocateBucket(&b, a, &got, pgtx.Return); err != nil {
 			t.Fatal(err)
 		}
 		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error { return tx.SendBatch(tb.ctx, &b).Close() }); !errors.Is(err, inventory.ErrAlreadyApplied) {
@@ -166,7 +168,7 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 		}
 
 		errs = tb.raceDuplicates(t, 11, func(tx pgx.Tx) error {
-			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
 			return err
 		})
 		allAlreadyApplied(t, "release", errs, tb.citus)
@@ -241,7 +243,7 @@ func TestConcurrentDoubleReleasesAtScale(t *testing.T) {
 				go func() {
 					defer rwg.Done()
 					err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-						_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
+						_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
 						return err
 					})
 					mu.Lock()
@@ -305,7 +307,7 @@ func TestTransitionWaitsThenDecides(t *testing.T) {
 					}
 					var b pgx.Batch
 					var got inventory.Reservation
-					if err := tb.store.QueueTransitionReservation(&b, tr, &got); err != nil {
+					if err := tb.store.QueueTransitionReservation(&b, tr, &got, pgtx.Return); err != nil {
 						return err
 					}
 					return tx.SendBatch(tb.ctx, &b).Close()

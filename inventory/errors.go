@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -14,14 +15,14 @@ import (
 // conditions matches the sentinel with errors.Is; the typed errors below
 // carry the details.
 var (
-	// ErrInvalidArgument is matched by every *ValidationError: bad input,
+	// ErrInvalidArgument is matched by every *Error: bad input,
 	// rejected before anything was sent to the database.
 	ErrInvalidArgument = errors.New("inventory: invalid argument")
 
 	// ErrSoldOut: the bucket has less available stock than requested. The
-	// concrete type is *SoldOutError (for the abort of a one-batch form,
+	// concrete type is *Error (for the abort of a one-batch form,
 	// the classified server error: match it with errors.Is; the table of
-	// one-batch conditions is at [ErrReservationExists]).
+	// one-batch conditions is at [ErrNotSoldOut]).
 	ErrSoldOut = errors.New("inventory: sold out")
 
 	// ErrUnknownBucket: no such bucket (or no such SKU) was provisioned.
@@ -32,7 +33,7 @@ var (
 
 	// ErrAlreadyApplied: the ledger already holds the row this operation
 	// would write (its idempotency key exists), so the counters were not
-	// touched again. The concrete type is *AppliedError.
+	// touched again. The concrete type is *Error.
 	ErrAlreadyApplied = errors.New("inventory: already applied")
 
 	// ErrNotAllocated: a release found no ALLOCATE ledger row for the
@@ -45,30 +46,34 @@ var (
 	ErrInconsistent = errors.New("inventory: inconsistent inventory state")
 
 	// ErrProvisionConflict: the SKU is already provisioned with a different
-	// stock or bucket count. The concrete type is *ProvisionConflictError.
+	// stock or bucket count. The concrete type is *Error.
 	ErrProvisionConflict = errors.New("inventory: SKU provisioned differently")
 
 	// ErrReservationNotFound: no reservation has the id.
 	ErrReservationNotFound = errors.New("inventory: reservation not found")
 
-	// ErrReservationConflict: the reservation id (or its request id) is
-	// already recorded with different data. The concrete type is
-	// *ReservationConflictError.
+	// ErrReservationConflict: the reservation id (or its request id, or
+	// the order id of an Ordered reservation) is already recorded with
+	// different data: the concrete type is *Error. For the insert of
+	// [Store.QueueAcquireReservation] with [pgtx.Abort] it is the
+	// classified server error, already recorded at all (the same data
+	// included): nothing committed; [Store.AcquireReservation] in a new
+	// transaction tells what is there.
 	ErrReservationConflict = errors.New("inventory: reservation conflict")
 
 	// ErrAlreadyInState: a transition found the reservation already in the
-	// target status. The concrete type is *TransitionError.
+	// target status. The concrete type is *Error.
 	ErrAlreadyInState = errors.New("inventory: reservation already in target status")
 
 	// ErrIllegalTransition: a transition found the reservation in a status
-	// the target may not be entered from. The concrete type is
-	// *TransitionError.
+	// the target may not be entered from, or a sale status change is not
+	// allowed (from ENDED). The concrete type is *Error.
 	ErrIllegalTransition = errors.New("inventory: illegal reservation transition")
 
 	// ErrAllocationMismatch: an allocation does not match its reservation
 	// (another activity, SKU, bucket, quantity or buyer), or the
 	// reservation may no longer take stock. Nothing was written. The
-	// concrete type is *AllocationMismatchError.
+	// concrete type is *Error.
 	ErrAllocationMismatch = errors.New("inventory: allocation does not match its reservation")
 
 	// ErrConcurrentInsert: a concurrent transaction inserted the same row and
@@ -77,25 +82,154 @@ var (
 	// again resolves it ([Store.AcquireReservation] and [Store.Provision]
 	// do so themselves; batch forms return this error).
 	ErrConcurrentInsert = errors.New("inventory: concurrent insert, run the statement again")
+
+	// ErrNotOnSale: the SKU is not ON_SALE, or the time is outside its
+	// sale window. The concrete type is *Error.
+	ErrNotOnSale = errors.New("inventory: not on sale")
 )
 
-// ValidationError rejects one input field. It matches [ErrInvalidArgument].
-// Nothing was sent to the database.
-type ValidationError struct {
-	Field  string // the offending field, e.g. "Quantity"
-	Reason string // what is wrong with it
+// Error is every refusal of the package that carries data: it names the
+// condition (Err, a sentinel of this package, which it unwraps to, so
+// errors.Is matches it) and holds what the statement found. Only the
+// fields of its condition are set:
+//
+//   - [ErrInvalidArgument]: Field and Reason (nothing was sent).
+//   - [ErrSoldOut]: ActivityID, SKUID, Bucket, Requested (the allocation's
+//     quantity, or for [Store.AdjustStock] the units a negative Delta takes
+//     away, at most 32767) and Available, the bucket's available stock when
+//     the statement refused, read after any wait for the bucket's row lock.
+//   - [ErrAlreadyApplied]: Key, the idempotency key, and LedgerID, the
+//     existing row; or TxAborted when the duplicate was a concurrent one,
+//     caught by the unique index uq_inventory_ledger_idempotency instead of
+//     the statement's guard: PostgreSQL raised unique_violation, the
+//     caller's transaction is aborted and must be rolled back, and Cause is
+//     the driver error (Unwrap gives it too). Running the whole transaction
+//     again sees the committed row and gets TxAborted false.
+//   - [ErrAllocationMismatch]: ReservationID, Field (the reservation column
+//     that disagrees: "activity_id", "sku_id", "inventory_bucket",
+//     "quantity", "user_id", or "status" when the reservation is neither
+//     PENDING_DB nor ORDERED), Found (the reservation's value) and Asked
+//     (the allocation's; for "status" the allowed statuses), as text.
+//   - [ErrProvisionConflict]: ActivityID, SKUID, ExistingStock,
+//     ExistingBuckets (what the database holds), RequestedStock and
+//     RequestedBuckets (what the call asked for).
+//   - [ErrReservationConflict]: ReservationID (the id asked for), Field
+//     ("request_id" when another reservation holds the request id,
+//     "order_id" when another holds the order id of an Ordered
+//     [NewReservation], otherwise the first differing column of the
+//     existing row: "activity_id", "sku_id", "user_id", "inventory_bucket",
+//     "quantity") and Reservation, the existing row (for a request id or
+//     order id conflict only its ReservationID, RequestID and OrderID).
+//   - [ErrAlreadyInState] and [ErrIllegalTransition]: ReservationID,
+//     Current (the status found, after waiting for concurrent writers),
+//     Target (the status asked for) and Reservation, the row as found
+//     (locked FOR UPDATE; for an ORDERED reservation its OrderID names the
+//     existing order).
+//   - [ErrNotOnSale]: ActivityID, SKUID, Status (the sale status at the
+//     statement's time), StartsAt and EndsAt (the sale window; zero: open)
+//     and At (the statement's time the window was tested against): the sale
+//     has not started when Status is ON_SALE and At is before StartsAt; it
+//     has ended when Status is ENDED or At is not before a set EndsAt.
+//   - [ErrIllegalTransition] from [Store.SetSaleStatus]: ActivityID, SKUID,
+//     From (the current sale status) and To (the one asked for, never 0).
+//
+// Nothing was written for any of them, and except for TxAborted the
+// transaction stays usable.
+type Error struct {
+	Err   error // the sentinel: [ErrSoldOut], [ErrAlreadyApplied], …
+	Cause error // the driver error of a concurrent duplicate (TxAborted)
+
+	ReservationID     uuid.UUID // the reservation asked for
+	ActivityID, SKUID int64     // the SKU
+	Bucket            int16     // the bucket that lacked stock
+	Field, Reason     string    // the offending input field and what is wrong with it, or the column that disagrees
+	Requested         int16     // sold out: the units asked
+	Available         int32     // sold out: the bucket's available stock
+	Key               string    // already applied: the idempotency key, e.g. "ALLOCATE:<reservation_id>"
+	LedgerID          int64     // already applied: the existing row; 0 when TxAborted
+	TxAborted         bool      // already applied: a concurrent duplicate aborted the transaction
+	Found, Asked      string    // allocation mismatch: the reservation's and the allocation's value
+
+	ExistingStock, RequestedStock     int32 // provision conflict: the stock held and asked for
+	ExistingBuckets, RequestedBuckets int16 // provision conflict: the bucket counts held and asked for
+
+	Reservation     Reservation       // the row found (reservation conflict, transition)
+	Current, Target ReservationStatus // transition: the status found and the one asked for
+
+	Status           SaleStatus // not on sale: the SKU's sale status
+	StartsAt, EndsAt time.Time  // not on sale: the sale window; zero means open
+	At               time.Time  // not on sale: the statement's time
+	From, To         SaleStatus // illegal sale change: the current status and the one asked for
 }
 
-// Error names the field and the reason, e.g.
-// "inventory: invalid Quantity: must be at least 1".
-func (e *ValidationError) Error() string {
-	return textcheck.Message("inventory", e.Field, e.Reason)
+// Error describes the refusal with the data of its condition.
+func (e *Error) Error() string {
+	switch e.Err {
+	case ErrInvalidArgument:
+		return textcheck.Message("inventory", e.Field, e.Reason)
+	case ErrSoldOut:
+		return fmt.Sprintf("inventory: sold out: activity %d sku %d bucket %d has %d available, %d requested",
+			e.ActivityID, e.SKUID, e.Bucket, e.Available, e.Requested)
+	case ErrAlreadyApplied:
+		if e.TxAborted {
+			return fmt.Sprintf("inventory: already applied: %s (concurrent duplicate, transaction aborted): %v", e.Key, e.Cause)
+		}
+		return fmt.Sprintf("inventory: already applied: %s (ledger %d)", e.Key, e.LedgerID)
+	case ErrAllocationMismatch:
+		return fmt.Sprintf("inventory: allocation for reservation %s: %s is %s in the reservation, %s in the allocation",
+			e.ReservationID, e.Field, e.Found, e.Asked)
+	case ErrProvisionConflict:
+		return fmt.Sprintf("inventory: activity %d sku %d is provisioned with stock %d in %d buckets, not stock %d in %d buckets",
+			e.ActivityID, e.SKUID, e.ExistingStock, e.ExistingBuckets, e.RequestedStock, e.RequestedBuckets)
+	case ErrReservationConflict:
+		switch e.Field {
+		case "request_id":
+			return fmt.Sprintf("inventory: reservation %s: request id %s already belongs to reservation %s",
+				e.ReservationID, e.Reservation.RequestID, e.Reservation.ReservationID)
+		case "order_id":
+			return fmt.Sprintf("inventory: reservation %s: order id %d already belongs to reservation %s",
+				e.ReservationID, e.Reservation.OrderID, e.Reservation.ReservationID)
+		}
+		return fmt.Sprintf("inventory: reservation %s exists with a different %s", e.ReservationID, e.Field)
+	case ErrAlreadyInState:
+		return fmt.Sprintf("inventory: reservation %s already %s", e.ReservationID, e.Target)
+	case ErrIllegalTransition:
+		if e.To != 0 {
+			return fmt.Sprintf("inventory: activity %d sku %d: illegal sale change %s -> %s", e.ActivityID, e.SKUID, e.From, e.To)
+		}
+		return fmt.Sprintf("inventory: reservation %s: illegal transition %s -> %s", e.ReservationID, e.Current, e.Target)
+	case ErrNotOnSale:
+		why := e.Status.String()
+		switch {
+		case e.notStarted():
+			why = "sale starts at " + e.StartsAt.UTC().Format(time.RFC3339)
+		case e.Status == SaleOnSale && !e.EndsAt.IsZero() && !e.At.Before(e.EndsAt):
+			why = "sale ended at " + e.EndsAt.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("inventory: activity %d sku %d not on sale: %s", e.ActivityID, e.SKUID, why)
+	}
+	if e.Err == nil {
+		return "inventory: error"
+	}
+	return e.Err.Error()
 }
 
-// Is reports whether target is [ErrInvalidArgument].
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArgument }
+// Unwrap returns the sentinel (Err) and the driver error (Cause) when
+// there is one.
+func (e *Error) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Err, e.Cause}
+	}
+	return []error{e.Err}
+}
 
-func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
+func (e *Error) notStarted() bool {
+	return e.Status == SaleOnSale && !e.StartsAt.IsZero() && e.At.Before(e.StartsAt)
+}
+
+func invalid(field, reason string) error {
+	return &Error{Err: ErrInvalidArgument, Field: field, Reason: reason}
+}
 
 // checkText validates a value bound for a text column: storable text (see
 // internal/textcheck), at most max characters, non-empty when required.
@@ -107,154 +241,10 @@ func checkText(field, v string, max int, required bool) error {
 }
 
 // checkCode validates a ledger reason or failure code: at most
-// [MaxCodeLength] characters of storable text ("" is fine: it means the
+// 64 characters of storable text ("" is fine: it means the
 // default or none).
 func checkCode(field, v string) error {
-	return checkText(field, v, MaxCodeLength, false)
-}
-
-// SoldOutError reports a refused allocation. It matches [ErrSoldOut].
-type SoldOutError struct {
-	ActivityID, SKUID int64 // the SKU
-	Bucket            int16 // the bucket that lacked stock
-	// Requested is the units asked: the allocation's quantity, or for
-	// [Store.AdjustStock] the units a negative Delta takes away (at most
-	// 32767).
-	Requested int16
-	// Available is the bucket's available stock when the statement
-	// refused, read after any wait for the bucket's row lock: what the
-	// transaction it waited for left (it may have changed since).
-	Available int32
-}
-
-// Error names the SKU and bucket and gives the available and the
-// requested units.
-func (e *SoldOutError) Error() string {
-	return fmt.Sprintf("inventory: sold out: activity %d sku %d bucket %d has %d available, %d requested",
-		e.ActivityID, e.SKUID, e.Bucket, e.Available, e.Requested)
-}
-
-// Is reports whether target is [ErrSoldOut].
-func (e *SoldOutError) Is(target error) bool { return target == ErrSoldOut }
-
-// AppliedError reports that a ledger row with the idempotency key already
-// exists: the operation was applied before and was not applied again. It
-// matches [ErrAlreadyApplied].
-type AppliedError struct {
-	Key string // the idempotency key, e.g. "ALLOCATE:<reservation_id>"
-	// LedgerID is the existing row's id; 0 when the duplicate was caught
-	// by the unique index (see TxAborted).
-	LedgerID int64
-	// TxAborted is true when the duplicate was a concurrent one, caught by
-	// the unique index uq_inventory_ledger_idempotency instead of the
-	// statement's guard: PostgreSQL raised unique_violation and the
-	// caller's transaction is aborted and must be rolled back. Running the
-	// whole transaction again then sees the committed row and gets an
-	// AppliedError with TxAborted false.
-	TxAborted bool
-	Err       error // the driver error when TxAborted
-}
-
-// Error gives the idempotency key and the existing ledger row, or for a
-// concurrent duplicate says that the transaction aborted and adds the
-// driver error.
-func (e *AppliedError) Error() string {
-	if e.TxAborted {
-		return fmt.Sprintf("inventory: already applied: %s (concurrent duplicate, transaction aborted): %v", e.Key, e.Err)
-	}
-	return fmt.Sprintf("inventory: already applied: %s (ledger %d)", e.Key, e.LedgerID)
-}
-
-// Is reports whether target is [ErrAlreadyApplied].
-func (e *AppliedError) Is(target error) bool { return target == ErrAlreadyApplied }
-
-// Unwrap returns the driver error, if any.
-func (e *AppliedError) Unwrap() error { return e.Err }
-
-// ProvisionConflictError reports that a SKU exists with another split. It
-// matches [ErrProvisionConflict]. Nothing was written.
-type ProvisionConflictError struct {
-	ActivityID, SKUID int64 // the SKU
-	// ExistingStock and ExistingBuckets are what the database holds.
-	ExistingStock   int32
-	ExistingBuckets int16 // see ExistingStock
-	// RequestedStock and RequestedBuckets are what the call asked for.
-	RequestedStock   int32
-	RequestedBuckets int16 // see RequestedStock
-}
-
-// Error names the SKU and gives the existing and the requested stock and
-// bucket count.
-func (e *ProvisionConflictError) Error() string {
-	return fmt.Sprintf("inventory: activity %d sku %d is provisioned with stock %d in %d buckets, not stock %d in %d buckets",
-		e.ActivityID, e.SKUID, e.ExistingStock, e.ExistingBuckets, e.RequestedStock, e.RequestedBuckets)
-}
-
-// Is reports whether target is [ErrProvisionConflict].
-func (e *ProvisionConflictError) Is(target error) bool { return target == ErrProvisionConflict }
-
-// ReservationConflictError reports that a reservation id or request id is
-// taken by different data. It matches [ErrReservationConflict]. Nothing
-// was written.
-type ReservationConflictError struct {
-	ReservationID uuid.UUID // the id the caller asked for
-	// Field names what conflicts: "request_id" when another reservation
-	// holds the request id, "order_id" when another reservation holds
-	// NewReservation.OrderID, otherwise the first differing column of the
-	// existing row with the same reservation id ("activity_id", "sku_id",
-	// "user_id", "inventory_bucket", "quantity").
-	Field string
-	// Existing is the existing row holding the reservation id, or, for a
-	// request id or order id conflict, the reservation that holds it (only
-	// its ReservationID, RequestID and OrderID are set then).
-	Existing Reservation
-}
-
-// Error names the reservation and the conflicting field (with the other
-// reservation for a request id or order id conflict).
-func (e *ReservationConflictError) Error() string {
-	switch e.Field {
-	case "request_id":
-		return fmt.Sprintf("inventory: reservation %s: request id %s already belongs to reservation %s",
-			e.ReservationID, e.Existing.RequestID, e.Existing.ReservationID)
-	case "order_id":
-		return fmt.Sprintf("inventory: reservation %s: order id %d already belongs to reservation %s",
-			e.ReservationID, e.Existing.OrderID, e.Existing.ReservationID)
-	}
-	return fmt.Sprintf("inventory: reservation %s exists with a different %s", e.ReservationID, e.Field)
-}
-
-// Is reports whether target is [ErrReservationConflict].
-func (e *ReservationConflictError) Is(target error) bool { return target == ErrReservationConflict }
-
-// TransitionError reports a conditional reservation transition that
-// updated no row although the reservation exists. It matches
-// [ErrAlreadyInState] when Current equals Target and [ErrIllegalTransition]
-// otherwise.
-type TransitionError struct {
-	ReservationID uuid.UUID         // the reservation asked for
-	Current       ReservationStatus // the status found (after waiting for concurrent writers)
-	Target        ReservationStatus // the status asked for
-	// Reservation is the row as found (locked FOR UPDATE by the statement);
-	// for an ORDERED reservation its OrderID names the existing order.
-	Reservation Reservation
-}
-
-// Error names the reservation and says it is already in the target status,
-// or gives the illegal transition (current -> target).
-func (e *TransitionError) Error() string {
-	if e.Current == e.Target {
-		return fmt.Sprintf("inventory: reservation %s already %s", e.ReservationID, e.Target)
-	}
-	return fmt.Sprintf("inventory: reservation %s: illegal transition %s -> %s", e.ReservationID, e.Current, e.Target)
-}
-
-// Is matches [ErrAlreadyInState] or [ErrIllegalTransition].
-func (e *TransitionError) Is(target error) bool {
-	if e.Current == e.Target {
-		return target == ErrAlreadyInState
-	}
-	return target == ErrIllegalTransition
+	return checkText(field, v, maxCodeLength, false)
 }
 
 // uniqueViolation reports whether err is a unique_violation of constraint.
@@ -264,30 +254,16 @@ func uniqueViolation(err error, constraint string) bool {
 }
 
 // nilHandle rejects a nil transaction or connection handle (a
-// *ValidationError matching ErrInvalidArgument) instead of letting the call
+// *Error matching ErrInvalidArgument) instead of letting the call
 // panic on it.
 func nilHandle(name string) error { return invalid(name, "must not be nil") }
 
-// AllocationMismatchError reports an allocation that its reservation does
-// not allow. It matches [ErrAllocationMismatch]. Nothing was written and
-// the transaction stays usable.
-type AllocationMismatchError struct {
-	ReservationID uuid.UUID // the allocation's reservation
-	// Field is the reservation column that disagrees ("activity_id",
-	// "sku_id", "inventory_bucket", "quantity", "user_id"), or "status"
-	// when the reservation is neither PENDING_DB nor ORDERED.
-	Field string
-	// Reservation is the reservation's value, Allocation the caller's (for
-	// "status": the allowed statuses), both as text.
-	Reservation, Allocation string
+// transitionError reports a transition to target refused on the row r
+// (locked): ErrAlreadyInState when r is in target, else ErrIllegalTransition.
+func transitionError(id uuid.UUID, r Reservation, target ReservationStatus) *Error {
+	e := &Error{Err: ErrIllegalTransition, ReservationID: id, Current: r.Status, Target: target, Reservation: r}
+	if r.Status == target {
+		e.Err = ErrAlreadyInState
+	}
+	return e
 }
-
-// Error names the reservation and the field, with the reservation's and
-// the allocation's value.
-func (e *AllocationMismatchError) Error() string {
-	return fmt.Sprintf("inventory: allocation for reservation %s: %s is %s in the reservation, %s in the allocation",
-		e.ReservationID, e.Field, e.Reservation, e.Allocation)
-}
-
-// Is reports whether target is [ErrAllocationMismatch].
-func (e *AllocationMismatchError) Is(target error) bool { return target == ErrAllocationMismatch }

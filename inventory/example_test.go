@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
@@ -33,9 +34,9 @@ func Example() {
 	buy := func(userID, orderID int64) error {
 		now := time.Now()
 		r := inventory.NewReservation{
-			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1,
-			ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1},
+			ReservedAt: now,
+			ExpiresAt:  now.Add(15 * time.Minute),
 		}
 		return pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 			acq, err := store.AcquireReservation(ctx, tx, r)
@@ -66,7 +67,7 @@ func Example() {
 			panic(err)
 		}
 	}
-	tot, _ := store.SKUTotals(ctx, pool, 1, 42)
+	tot, _ := store.Stock(ctx, pool, 1, 42)
 	findings, _ := store.Audit(ctx, pool, 1, 42)
 	fmt.Printf("allocated %d of %d, audit findings: %d\n", tot.Allocated, tot.PlannedStock, len(findings))
 	// Output:
@@ -88,7 +89,7 @@ func ExampleStore_Provision() {
 	_, err := store.Provision(ctx, pool, inventory.SKU{ActivityID: 1, SKUID: 7, Stock: 12, Buckets: 4})
 	fmt.Println("different stock:", errors.Is(err, inventory.ErrProvisionConflict))
 
-	buckets, _ := store.Buckets(ctx, pool, 1, 7)
+	buckets, _ := inventory.BucketsOf(store, ctx, pool, 1, 7)
 	for _, b := range buckets {
 		fmt.Printf("bucket %d: %d\n", b.BucketNo, b.Available)
 	}
@@ -125,8 +126,9 @@ func ExampleStore_AllocateBucket() {
 	var a inventory.Allocation
 	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		acq, err := store.AcquireReservation(ctx, tx, inventory.NewReservation{
-			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: 1, SKUID: 1, UserID: 9, Bucket: 0, Quantity: 2, ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 1, UserID: 9, Bucket: 0, Quantity: 2},
+			ReservedAt: now,
+			ExpiresAt:  now.Add(15 * time.Minute),
 		})
 		a = acq.Reservation.Allocation(0, uuid.Nil)
 		return err
@@ -149,7 +151,7 @@ func ExampleStore_AllocateBucket() {
 		}
 	}
 	err = pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
-		got, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: a.ReservationID, Reason: "PAY_TIMEOUT"})
+		got, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: a.ReservationID}, Reason: "PAY_TIMEOUT"})
 		fmt.Printf("released %d: available %d -> %d\n", got.Quantity, got.BeforeAvailable, got.AfterAvailable)
 		return err
 	})

@@ -8,8 +8,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // TestQueryExecModes runs every statement of the package through pools in
@@ -39,9 +41,9 @@ func TestQueryExecModes(t *testing.T) {
 			at := time.Now().Add(1234 * time.Nanosecond)
 			res := func(user int64, bucket, qty int16) inventory.NewReservation {
 				return inventory.NewReservation{
-					ReservationID: uuid.New(), RequestID: uuid.New(), FirstMessageID: uuid.New(),
-					ActivityID: 1, SKUID: 100, UserID: user, Bucket: bucket, Quantity: qty,
-					ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute),
+					Request:    seckill.Request{ReservationID: uuid.New(), RequestID: uuid.New(), MessageID: uuid.New(), ActivityID: 1, SKUID: 100, UserID: user, Bucket: bucket, Quantity: qty},
+					ReservedAt: at,
+					ExpiresAt:  at.Add(15 * time.Minute),
 				}
 			}
 			r1, r2, r3 := res(1, 0, 1), res(2, 0, 1), res(3, 1, 3)
@@ -52,10 +54,10 @@ func TestQueryExecModes(t *testing.T) {
 					return err
 				}
 				batch := &pgx.Batch{}
-				if err := store.QueueAcquireReservation(batch, r2, &a2); err != nil {
+				if err := store.QueueAcquireReservation(batch, r2, &a2, pgtx.Return); err != nil {
 					return err
 				}
-				if err := store.QueueAcquireReservation(batch, r3, &a3); err != nil {
+				if err := store.QueueAcquireReservation(batch, r3, &a3, pgtx.Return); err != nil {
 					return err
 				}
 				if err := tx.SendBatch(ctx, batch).Close(); err != nil {
@@ -79,7 +81,7 @@ func TestQueryExecModes(t *testing.T) {
 					return err
 				}
 				batch := &pgx.Batch{}
-				if err := store.QueueAllocateBucket(batch, a2.Reservation.Allocation(0, uuid.New()), &al2); err != nil {
+				if err := store.QueueAllocateBucket(batch, a2.Reservation.Allocation(0, uuid.New()), &al2, pgtx.Return); err != nil {
 					return err
 				}
 				return tx.SendBatch(ctx, batch).Close()
@@ -94,7 +96,7 @@ func TestQueryExecModes(t *testing.T) {
 				_, err := store.AllocateBucket(ctx, tx, a3.Reservation.Allocation(0, uuid.New()))
 				return err
 			})
-			var so *inventory.SoldOutError
+			var so *inventory.Error
 			if !errors.As(err, &so) || so.Available != 2 || so.Requested != 3 {
 				t.Fatalf("allocation beyond the stock = %v, want SoldOutError", err)
 			}
@@ -105,7 +107,7 @@ func TestQueryExecModes(t *testing.T) {
 				rb, err = store.Rebalance(ctx, tx, inventory.RebalanceRequest{ActivityID: 1, SKUID: 100, Reason: "EVEN'OUT"})
 				return err
 			})
-			if err != nil || rb.Available != 2 || rb.Moved != 1 || len(rb.Moves) != 2 || rb.Moves[0].Delta != 1 {
+			if err != nil || rb.Available != 2 || rb.Moved != 1 || len(rb.Moves) != 2 || rb.Moves[0].AvailableDelta != 1 {
 				t.Fatalf("Rebalance = %+v, %v", rb, err)
 			}
 
@@ -118,10 +120,10 @@ func TestQueryExecModes(t *testing.T) {
 			err = inTx(func(tx pgx.Tx) error {
 				batch := &pgx.Batch{}
 				tr := inventory.Transition{ReservationID: r3.ReservationID, To: inventory.StatusRejected, FailureCode: "SOLD'OUT"}
-				if err := store.QueueTransitionReservation(batch, tr, &rejected); err != nil {
+				if err := store.QueueTransitionReservation(batch, tr, &rejected, pgtx.Return); err != nil {
 					return err
 				}
-				if err := store.QueueReleaseStock(batch, inventory.StockRelease{ReservationID: r2.ReservationID, Reason: "CANCEL"}, &released); err != nil {
+				if err := store.QueueReleaseStock(batch, inventory.StockRelease{Request: seckill.Request{ReservationID: r2.ReservationID}, Reason: "CANCEL"}, &released, pgtx.Return); err != nil {
 					return err
 				}
 				return tx.SendBatch(ctx, batch).Close()
@@ -131,7 +133,7 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("queued transition and release = %+v, %+v, %v", rejected, released, err)
 			}
 			err = inTx(func(tx pgx.Tx) error {
-				_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: r2.ReservationID})
+				_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r2.ReservationID}})
 				return err
 			})
 			if !errors.Is(err, inventory.ErrAlreadyApplied) {
@@ -145,10 +147,10 @@ func TestQueryExecModes(t *testing.T) {
 			if bk, err := store.GetBucket(ctx, pool, 1, 100, 0); err != nil || bk.Available != 2 || bk.Allocated != 1 {
 				t.Fatalf("GetBucket = %+v, %v", bk, err)
 			}
-			if bs, err := store.Buckets(ctx, pool, 1, 100); err != nil || len(bs) != 2 {
+			if bs, err := inventory.BucketsOf(store, ctx, pool, 1, 100); err != nil || len(bs) != 2 {
 				t.Fatalf("Buckets = %+v, %v", bs, err)
 			}
-			if tot, err := store.SKUTotals(ctx, pool, 1, 100); err != nil || tot.Available != 3 || tot.Allocated != 1 || tot.Total != 4 {
+			if tot, err := store.Stock(ctx, pool, 1, 100); err != nil || tot.Available != 3 || tot.Allocated != 1 || tot.Total != 4 {
 				t.Fatalf("SKUTotals = %+v, %v", tot, err)
 			}
 			led, err := store.ReservationLedger(ctx, pool, r2.ReservationID)
@@ -158,7 +160,7 @@ func TestQueryExecModes(t *testing.T) {
 			if f, err := store.Audit(ctx, pool, 1, 100); err != nil || len(f) != 0 {
 				t.Fatalf("Audit = %v, %v", f, err)
 			}
-			if f, err := store.AuditAll(ctx, pool); err != nil || len(f) != 0 {
+			if f, err := store.Audit(ctx, pool, 0, 0); err != nil || len(f) != 0 {
 				t.Fatalf("AuditAll = %v, %v", f, err)
 			}
 		})

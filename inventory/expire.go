@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultExpireCode is the failure code [Store.ExpireReservations] records.
-const DefaultExpireCode = "RESERVATION_EXPIRED"
+// defaultExpireCode is the failure code [Store.ExpireReservations] records.
+const defaultExpireCode = "RESERVATION_EXPIRED"
 
 // expireSQL is the reservation sweeper: up to $1 PENDING_DB reservations
 // past expires_at, oldest first, through idx_reservation_pending_expire,
@@ -36,7 +36,7 @@ UPDATE {schema}.inventory_reservation AS r
 RETURNING ` + qualifiedReservationCols
 
 // ExpireReservations moves up to limit PENDING_DB reservations whose
-// expires_at has passed to EXPIRED (failure code [DefaultExpireCode] unless
+// expires_at has passed to EXPIRED (failure code "RESERVATION_EXPIRED" unless
 // one is set), oldest first, and returns them. It runs in the caller's
 // transaction tx: enqueue each one's compensation (the front-door release)
 // in the same transaction, so an expiry is never without it. Call it until
@@ -47,11 +47,11 @@ RETURNING ` + qualifiedReservationCols
 // never expired. A late order message for a reservation this sweep expired
 // waits for the sweep's lock, then finds EXPIRED: [Store.AcquireReservation]
 // returns it as is, [Store.TransitionReservation] to ORDERED is an
-// *TransitionError ([ErrIllegalTransition]) and [Store.AllocateBucket] an
-// *AllocationMismatchError (Field "status"). Reservations holding stock are
+// *Error ([ErrIllegalTransition]) and [Store.AllocateBucket] an
+// *Error (Field "status"). Reservations holding stock are
 // ORDERED or later, never PENDING_DB, so an expiry releases nothing.
 //
-// limit must be between 1 and 10,000 (*ValidationError otherwise).
+// limit must be between 1 and 10,000 (*Error otherwise).
 func (s *Store) ExpireReservations(ctx context.Context, tx pgx.Tx, limit int) (_ []Reservation, err error) {
 	defer s.fail.Explain(&err)
 	if tx == nil {
@@ -60,7 +60,7 @@ func (s *Store) ExpireReservations(ctx context.Context, tx pgx.Tx, limit int) (_
 	if limit < 1 || limit > 10_000 {
 		return nil, invalid("limit", "must be between 1 and 10000")
 	}
-	rows, err := tx.Query(ctx, s.sql.expire, limit, DefaultExpireCode)
+	rows, err := tx.Query(ctx, s.sql.expire, limit, defaultExpireCode)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: expire reservations: %w", err)
 	}

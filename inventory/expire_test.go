@@ -108,7 +108,7 @@ func TestExpireRacesLateOrderMessage(t *testing.T) {
 	if got := tb.expire(t, 10); len(got) != 0 {
 		t.Fatalf("the sweeper expired a reservation being ordered: %+v", got)
 	}
-	if _, err := tb.store.AllocateBucket(tb.ctx, order, acq.Reservation.Allocation(9, r.FirstMessageID)); err != nil {
+	if _, err := tb.store.AllocateBucket(tb.ctx, order, acq.Reservation.Allocation(9, r.MessageID)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tb.store.TransitionReservation(tb.ctx, order, inventory.Transition{ReservationID: r.ReservationID, To: inventory.StatusOrdered, OrderID: 9}); err != nil {
@@ -154,8 +154,8 @@ func TestExpireRacesLateOrderMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := testwait.Recv(t, done, "the blocked call to return")
-	var te *inventory.TransitionError
-	var me *inventory.AllocationMismatchError
+	var te *inventory.Error
+	var me *inventory.Error
 	if res.acq.Reservation.Status != inventory.StatusExpired || !errors.As(res.move, &te) || te.Current != inventory.StatusExpired ||
 		!errors.As(res.all, &me) || me.Field != "status" {
 		t.Fatalf("late message after the sweep: %+v, %v, %v", res.acq.Reservation.Status, res.move, res.all)

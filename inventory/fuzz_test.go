@@ -11,7 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // FuzzPickBucket: for any key and count, PickBucket returns a bucket in
@@ -28,7 +30,7 @@ func FuzzPickBucket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string, n int) {
 		got, err := inventory.PickBucket(key, n)
 		if n < 1 || n > inventory.MaxBuckets {
-			var ve *inventory.ValidationError
+			var ve *inventory.Error
 			if !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) || got != 0 {
 				t.Fatalf("PickBucket(%q, %d) = %d, %v; want a *ValidationError", key, n, got, err)
 			}
@@ -103,13 +105,15 @@ func FuzzCodeValidation(f *testing.F) {
 		db := noDB{t: t}
 		id := uuid.Must(uuid.NewV7())
 		storable := utf8.ValidString(code) && strings.IndexByte(code, 0) < 0 && utf8.RuneCountInString(code) <= inventory.MaxCodeLength
-		alloc := inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: qty, UserID: 1,
-			SourceMessageID: id, Reason: code}
+		alloc := inventory.Allocation{
+			Request: seckill.Request{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: bucket, Quantity: qty, UserID: 1, MessageID: id},
+			Reason:  code,
+		}
 		var b pgx.Batch
 		errs := map[string]error{
-			"allocate":   s.QueueAllocateBucket(&b, alloc, new(inventory.Allocated)),
-			"release":    s.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: id, Reason: code}, new(inventory.Allocated)),
-			"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation)),
+			"allocate":   s.QueueAllocateBucket(&b, alloc, new(inventory.Allocated), pgtx.Return),
+			"release":    s.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: id}, Reason: code}, new(inventory.Allocated), pgtx.Return),
+			"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation), pgtx.Return),
 		}
 		if !storable { // (a valid request would go on to the database)
 			_, errs["rebalance"] = s.Rebalance(ctx, db, inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: code})

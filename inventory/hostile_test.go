@@ -8,7 +8,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // hostile are strings an attacker would try through a text parameter.
@@ -41,7 +43,7 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	before := rows()
 	isInvalid := func(name string, err error) {
 		t.Helper()
-		var ve *inventory.ValidationError
+		var ve *inventory.Error
 		if !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) {
 			t.Errorf("%s: %v, want a *ValidationError", name, err)
 		}
@@ -52,20 +54,23 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	}
 	r := tb.newReservation(1, 1, 0)
 	id := r.ReservationID
-	isInvalid("QueueAcquireReservation(nil batch)", tb.store.QueueAcquireReservation(nil, r, new(inventory.Acquired)))
-	isInvalid("QueueAllocateBucket(nil batch)", tb.store.QueueAllocateBucket(nil, inventory.Allocation{ReservationID: id,
-		ActivityID: 1, SKUID: 1, Quantity: 1, UserID: 1, SourceMessageID: id}, new(inventory.Allocated)))
-	isInvalid("QueueReleaseStock(nil batch)", tb.store.QueueReleaseStock(nil, inventory.StockRelease{ReservationID: id}, new(inventory.Allocated)))
+	isInvalid("QueueAcquireReservation(nil batch)", tb.store.QueueAcquireReservation(nil, r, new(inventory.Acquired), pgtx.Return))
+	isInvalid("QueueAllocateBucket(nil batch)", tb.store.QueueAllocateBucket(nil, inventory.Allocation{
+		Request: seckill.Request{ReservationID: id, ActivityID: 1, SKUID: 1, Quantity: 1, UserID: 1, MessageID: id},
+	}, new(inventory.Allocated), pgtx.Return))
+	isInvalid("QueueReleaseStock(nil batch)", tb.store.QueueReleaseStock(nil, inventory.StockRelease{Request: seckill.Request{ReservationID: id}}, new(inventory.Allocated), pgtx.Return))
 	isInvalid("QueueTransitionReservation(nil batch)", tb.store.QueueTransitionReservation(nil,
-		inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, new(inventory.Reservation)))
+		inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, new(inventory.Reservation), pgtx.Return))
 
 	var b pgx.Batch
 	for _, code := range []string{"a\x00b", "\xff", strings.Repeat("x", inventory.MaxCodeLength+1)} {
-		isInvalid("QueueAllocateBucket(reason)", tb.store.QueueAllocateBucket(&b, inventory.Allocation{ReservationID: id,
-			ActivityID: 1, SKUID: 1, Quantity: 1, UserID: 1, SourceMessageID: id, Reason: code}, new(inventory.Allocated)))
-		isInvalid("QueueReleaseStock(reason)", tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: id, Reason: code}, new(inventory.Allocated)))
+		isInvalid("QueueAllocateBucket(reason)", tb.store.QueueAllocateBucket(&b, inventory.Allocation{
+			Request: seckill.Request{ReservationID: id, ActivityID: 1, SKUID: 1, Quantity: 1, UserID: 1, MessageID: id},
+			Reason:  code,
+		}, new(inventory.Allocated), pgtx.Return))
+		isInvalid("QueueReleaseStock(reason)", tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: id}, Reason: code}, new(inventory.Allocated), pgtx.Return))
 		isInvalid("QueueTransitionReservation(failure code)", tb.store.QueueTransitionReservation(&b,
-			inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation)))
+			inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: code}, new(inventory.Reservation), pgtx.Return))
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			_, err := tb.store.Rebalance(tb.ctx, tx, inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: code})
 			return err
@@ -83,13 +88,13 @@ func TestEveryEntryPointRejectsInvalidInput(t *testing.T) {
 	if _, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, -1); !errors.Is(err, inventory.ErrUnknownBucket) {
 		t.Errorf("GetBucket(bucket -1): %v, want ErrUnknownBucket", err)
 	}
-	if _, err := tb.store.SKUTotals(tb.ctx, tb.pool, -1, 0); !errors.Is(err, inventory.ErrUnknownSKU) {
+	if _, err := tb.store.Stock(tb.ctx, tb.pool, -1, 0); !errors.Is(err, inventory.ErrUnknownSKU) {
 		t.Errorf("SKUTotals(-1, 0): %v, want ErrUnknownSKU", err)
 	}
 	if _, err := tb.store.GetReservation(tb.ctx, tb.pool, uuid.Nil); !errors.Is(err, inventory.ErrReservationNotFound) {
 		t.Errorf("GetReservation(nil): %v, want ErrReservationNotFound", err)
 	}
-	if bs, err := tb.store.Buckets(tb.ctx, tb.pool, 0, 0); err != nil || len(bs) != 0 {
+	if bs, err := inventory.BucketsOf(tb.store, tb.ctx, tb.pool, 0, 0); err != nil || len(bs) != 0 {
 		t.Errorf("Buckets(0, 0) = %v, %v; want none", bs, err)
 	}
 	if l, err := tb.store.ReservationLedger(tb.ctx, tb.pool, uuid.Nil); err != nil || len(l) != 0 {
@@ -129,7 +134,7 @@ func TestNoSQLInjection(t *testing.T) {
 			if _, err := tb.store.AllocateBucket(tb.ctx, tx, a); err != nil {
 				return err
 			}
-			if _, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID, Reason: h}); err != nil {
+			if _, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}, Reason: h}); err != nil {
 				return err
 			}
 			if _, err := tb.store.TransitionReservation(tb.ctx, tx, inventory.Transition{ReservationID: r2.ReservationID,

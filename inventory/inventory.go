@@ -19,14 +19,6 @@ var migrationFiles embed.FS
 // inventory_sku, sku_inventory, inventory_reservation and inventory_ledger.
 var Migrations = migrate.Embedded("inventory", migrationFiles, "migrations")
 
-// Migrate applies the inventory migrations to schema ("" means
-// [migrate.DefaultSchema]). It is idempotent and safe to run concurrently;
-// see [migrate.Apply].
-func Migrate(ctx context.Context, db pgtx.TxBeginner, schema string) error {
-	_, err := migrate.Apply(ctx, db, schema, Migrations)
-	return err
-}
-
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
 	// Schema is the schema holding the inventory tables. Defaults to
@@ -48,7 +40,7 @@ type Config struct {
 	// The default statements put an INSERT in a CTE that feeds the rest,
 	// which Citus runs as a subplan whose result it ships to every worker,
 	// so the transaction commits with two phases. It also makes
-	// [Store.QueueAllocateBucketOrAbort] insert the ledger row before the
+	// [Store.QueueAllocateBucket] with [pgtx.Abort] insert the ledger row before the
 	// decrement, with INSERT … VALUES, instead of after it with an INSERT
 	// … SELECT from the bucket, which Citus pulls through the coordinator.
 	// On plain PostgreSQL both work; leave it off there: the defaults send
@@ -84,9 +76,6 @@ func New(cfg Config) (*Store, error) {
 		fail: abortClassifier(schema)}, nil
 }
 
-// Schema returns the schema the Store works in.
-func (s *Store) Schema() string { return s.schema }
-
 // Check verifies, once at startup, that the Store fits the database db: that
 // its schema has the inventory tables (else a *migrate.NotMigratedError,
 // matching migrate.ErrNotMigrated, naming the schema and the fix,
@@ -103,18 +92,38 @@ func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
 	return s.fail.Check(ctx, db, "inventory_ledger", s.citus)
 }
 
+// The statements of Config.Citus. The default AcquireReservation,
+// AllocateBucket and ReleaseStock are one statement each, an INSERT in a
+// CTE whose result feeds the rest: Citus (schema-based sharding) does not
+// route such a statement to the node that holds the schema but runs the
+// INSERT as a subplan and ships its result to every worker, and the
+// transaction then commits with two phases. With Config.Citus each is made
+// of statements of shapes Citus routes whole (a plain INSERT … VALUES …
+// ON CONFLICT DO NOTHING; SELECTs, UPDATEs and DELETEs in CTEs read by a
+// SELECT): two sent together as one batch, still one round trip (the
+// release reads its ALLOCATE row first, in a round trip of its own).
+
+// The statements of a transaction sent as one batch (pgtx.RunBatch): every
+// condition that must stop the transaction raises an error, which makes the
+// server skip the rest of the batch, COMMIT included. Each is a plain
+// INSERT … VALUES, or UPDATEs in CTEs read by a SELECT: shapes Citus routes
+// whole to the one node that holds the schema. None is an INSERT fed by a
+// query or by another write's RETURNING, which Citus splits into subplans
+// or pulls through the coordinator, and then commits with two phases.
+
 // statements holds every SQL text of the package with the schema
 // substituted. Only the quoted, validated schema name is ever substituted.
 type statements struct {
-	provision, allocate, release                        string
-	acquire, transition, getReservation                 string
-	lockBuckets, applyMoves                             string
-	bucket, buckets, totals, ledgerByReservation, audit string
-	setSale, saleLog, expire, recordCompensation        string
-	adjust, adjustments, ledgerByType                   string
+	provision, allocate, release                 string
+	acquire, transition, getReservation          string
+	lockBuckets, applyMoves                      string
+	bucket, stock, ledgerByReservation, audit    string
+	setSale, saleLog, expire, recordCompensation string
+	adjust, adjustments, ledgerByType            string
 
 	insertReservationOrAbort, decrementOrAbort, allocationLedger, allocationLedgerReturning string
-	insertRejectedOrAbort, soldOutOrAbort                                                   string
+	insertRejectedOrAbort, soldOutOrAbort, soldOutCode                                      string
+	insertReservationOrAbortReturning, insertRejectedOrAbortReturning, transitionOrAbort    string
 	releaseLedger, releaseLedgerReturning, releaseOrAbort                                   string
 
 	acquireInsert, acquireExisting, allocationPlaceholder, allocateRouted, availableNow string
@@ -135,8 +144,7 @@ func buildStatements(quotedSchema string) statements {
 		lockBuckets:         r.Replace(lockBucketsSQL),
 		applyMoves:          r.Replace(applyMovesSQL),
 		bucket:              r.Replace(bucketSQL),
-		buckets:             r.Replace(bucketsSQL),
-		totals:              r.Replace(totalsSQL),
+		stock:               r.Replace(stockSQL),
 		ledgerByReservation: r.Replace(ledgerByReservationSQL),
 		audit:               r.Replace(auditSQL),
 		setSale:             r.Replace(setSaleSQL),
@@ -152,10 +160,15 @@ func buildStatements(quotedSchema string) statements {
 		allocationLedger:          r.Replace(allocationLedgerSQL),
 		allocationLedgerReturning: r.Replace(allocationLedgerSQL + "\nRETURNING ledger_id, created_at"),
 		insertRejectedOrAbort:     r.Replace(insertRejectedOrAbortSQL),
-		soldOutOrAbort:            r.Replace(soldOutOrAbortSQL),
-		releaseLedger:             r.Replace(releaseLedgerSQL),
-		releaseLedgerReturning:    r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
-		releaseOrAbort:            r.Replace(releaseOrAbortSQL),
+
+		insertReservationOrAbortReturning: r.Replace(insertReservationOrAbortSQL + returningReservation),
+		insertRejectedOrAbortReturning:    r.Replace(insertRejectedOrAbortSQL + returningReservation),
+		transitionOrAbort:                 r.Replace(transitionOrAbortSQL),
+		soldOutOrAbort:                    r.Replace(soldOutOrAbortSQL),
+		soldOutCode:                       r.Replace(soldOutCodeSQL),
+		releaseLedger:                     r.Replace(releaseLedgerSQL),
+		releaseLedgerReturning:            r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
+		releaseOrAbort:                    r.Replace(releaseOrAbortSQL),
 
 		acquireInsert:         r.Replace(acquireInsertSQL),
 		acquireExisting:       r.Replace(acquireExistingSQL),

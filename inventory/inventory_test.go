@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
@@ -36,7 +37,7 @@ func setupMode(t *testing.T, citus bool) testBundle {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
 	ctx := pgtest.Context(t, 2*time.Minute)
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
+	if _, err := migrate.Apply(ctx, pool, schema, inventory.Migrations); err != nil {
 		t.Fatal(err)
 	}
 	store, err := inventory.New(inventory.Config{Schema: schema, Citus: citus})
@@ -78,9 +79,9 @@ func (tb testBundle) provision(t *testing.T, activity, sku int64, stock int32, b
 func (tb testBundle) newReservation(activity, sku int64, bucket int16) inventory.NewReservation {
 	now := time.Now()
 	return inventory.NewReservation{
-		ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-		ActivityID: activity, SKUID: sku, UserID: tb.ids.Add(1), Bucket: bucket, Quantity: 1,
-		ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+		Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: activity, SKUID: sku, UserID: tb.ids.Add(1), Bucket: bucket, Quantity: 1},
+		ReservedAt: now,
+		ExpiresAt:  now.Add(15 * time.Minute),
 	}
 }
 
@@ -164,13 +165,13 @@ func (tb testBundle) auditClean(t *testing.T, activity, sku int64) {
 		t.Fatal(err)
 	}
 	for _, f := range findings {
-		t.Errorf("audit: %s", f)
+		t.Errorf("audit: %+v", f)
 	}
 }
 
-func (tb testBundle) totals(t *testing.T, activity, sku int64) inventory.Totals {
+func (tb testBundle) totals(t *testing.T, activity, sku int64) inventory.Stock {
 	t.Helper()
-	tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, activity, sku)
+	tot, err := tb.store.Stock(tb.ctx, tb.pool, activity, sku)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestNewRejectsBadSchema(t *testing.T) {
 		}
 	}
 	s, err := inventory.New(inventory.Config{})
-	if err != nil || s.Schema() != "seckill" {
+	if err != nil || inventory.SchemaOf(s) != "seckill" {
 		t.Fatalf("New(zero) = %v, %v; want schema seckill", s, err)
 	}
 }
@@ -193,7 +194,7 @@ func TestNewRejectsBadSchema(t *testing.T) {
 func TestMigrateIdempotentAndValid(t *testing.T) {
 	t.Parallel()
 	tb := setup(t) // migrated once
-	if err := inventory.Migrate(tb.ctx, tb.pool, tb.schema); err != nil {
+	if _, err := migrate.Apply(tb.ctx, tb.pool, tb.schema, inventory.Migrations); err != nil {
 		t.Fatal(err)
 	}
 	if err := migrate.Validate(tb.ctx, tb.pool, tb.schema, inventory.Migrations); err != nil {

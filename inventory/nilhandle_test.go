@@ -24,14 +24,14 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		"AllocateBucket": func() error { _, err := s.AllocateBucket(ctx, nil, inventory.Allocation{}); return err },
 		"Release":        func() error { _, err := s.ReleaseStock(ctx, nil, inventory.StockRelease{}); return err },
 		"Audit":          func() error { _, err := s.Audit(ctx, nil, 1, 1); return err },
-		"AuditAll":       func() error { _, err := s.AuditAll(ctx, nil); return err },
+		"AuditAll":       func() error { _, err := s.Audit(ctx, nil, 0, 0); return err },
 		"ReservationLedger": func() error {
 			_, err := s.ReservationLedger(ctx, nil, id)
 			return err
 		},
 		"GetBucket":          func() error { _, err := s.GetBucket(ctx, nil, 1, 1, 0); return err },
-		"Buckets":            func() error { _, err := s.Buckets(ctx, nil, 1, 1); return err },
-		"SKUTotals":          func() error { _, err := s.SKUTotals(ctx, nil, 1, 1); return err },
+		"Buckets":            func() error { _, err := inventory.BucketsOf(s, ctx, nil, 1, 1); return err },
+		"SKUTotals":          func() error { _, err := s.Stock(ctx, nil, 1, 1); return err },
 		"Provision":          func() error { _, err := s.Provision(ctx, nil, inventory.SKU{}); return err },
 		"Rebalance":          func() error { _, err := s.Rebalance(ctx, nil, inventory.RebalanceRequest{}); return err },
 		"AcquireReservation": func() error { _, err := s.AcquireReservation(ctx, nil, inventory.NewReservation{}); return err },
@@ -52,7 +52,7 @@ func TestNilHandleIsATypedError(t *testing.T) {
 		},
 	}
 	for name, call := range calls {
-		var ve *inventory.ValidationError
+		var ve *inventory.Error
 		if err := call(); !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) || (ve.Field != "tx" && ve.Field != "db" && ve.Field != "q") {
 			t.Errorf("%s(nil): %v", name, err)
 		}

@@ -48,16 +48,16 @@ func TestNotMigratedSchema(t *testing.T) {
 	_, err = store.GetBucket(ctx, pool, 1, 10, 0)
 	notMigrated("GetBucket", err)
 	var b pgx.Batch
-	if err := store.QueueInsertReservationOrAbort(&b, r); err != nil {
+	if err := store.QueueAcquireReservation(&b, r, nil, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.QueueAllocateBucketOrAbort(&b, allocationOf(r, 0), nil); err != nil {
+	if err := store.QueueAllocateBucket(&b, allocationOf(r, 0), nil, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
 	err = pgtx.RunBatch(ctx, pool, pgtx.Options{}, &b)
 	notMigrated("QueueInsertReservationOrAbort in one batch", err)
 	var se *pgtx.StatementError
-	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inventory.Store.QueueInsertReservationOrAbort(") {
+	if !errors.As(err, &se) || !strings.HasPrefix(se.Call, "inventory.Store.QueueAcquireReservation(") {
 		t.Fatalf("one batch: %v, want the call QueueInsertReservationOrAbort named", err)
 	}
 	notMigrated("Check", store.Check(ctx, pool))
@@ -83,13 +83,13 @@ func TestNotMigratedFunction(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 1, 10, 2, 1)
-		if _, err := tb.pool.Exec(tb.ctx, `DROP FUNCTION `+pgx.Identifier{tb.store.Schema(), "inventory_refuse"}.Sanitize()); err != nil {
+		if _, err := tb.pool.Exec(tb.ctx, `DROP FUNCTION `+pgx.Identifier{inventory.SchemaOf(tb.store), "inventory_refuse"}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
 		r := tb.newReservation(1, 10, 0)
 		err := tb.buyOrAbort(t, r, 1, allocationOf(r, 1), nil)
 		var nm *migrate.NotMigratedError
-		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != tb.store.Schema() || nm.Component != "inventory" {
+		if !errors.Is(err, migrate.ErrNotMigrated) || !errors.As(err, &nm) || nm.Schema != inventory.SchemaOf(tb.store) || nm.Component != "inventory" {
 			t.Fatalf("allocation without inventory_refuse: %v, want a *migrate.NotMigratedError", err)
 		}
 		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, r.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {

@@ -10,7 +10,7 @@ import (
 // release, for metrics such as the per-bucket success rate and the
 // partial sell-out rate (a bucket sold out while others hold stock). It
 // follows the shape of every observer of this module (see pgtx.Observer):
-// the context first, one event struct per hook, [NopObserver] to embed.
+// the context first, then the event ([StockEvent] for both hooks).
 //
 // Both hooks fire once per execution of the statement — per attempt, not
 // per commit. They run on the caller's goroutine while the caller's
@@ -33,51 +33,28 @@ import (
 type Observer interface {
 	// AllocateEnd reports one classified [Store.AllocateBucket] or
 	// [Store.QueueAllocateBucket] result. Per attempt.
-	AllocateEnd(ctx context.Context, e AllocateEvent)
+	AllocateEnd(ctx context.Context, e StockEvent)
 	// ReleaseEnd reports one classified [Store.ReleaseStock] or
 	// [Store.QueueReleaseStock] result. Per attempt.
-	ReleaseEnd(ctx context.Context, e ReleaseEvent)
+	ReleaseEnd(ctx context.Context, e StockEvent)
 }
 
-// NopObserver implements [Observer] and does nothing. Embed it in an
-// observer that implements only some hooks: hooks added to Observer later
-// are added to NopObserver too.
-type NopObserver struct{}
-
-// AllocateEnd does nothing.
-func (NopObserver) AllocateEnd(context.Context, AllocateEvent) {}
-
-// ReleaseEnd does nothing.
-func (NopObserver) ReleaseEnd(context.Context, ReleaseEvent) {}
-
-// AllocateEvent describes one classified allocation.
-type AllocateEvent struct {
-	ReservationID uuid.UUID // the reservation the stock is allocated to
-	ActivityID    int64     // the bucket's activity
-	SKUID         int64     // the bucket's SKU
-	Bucket        int16     // the bucket asked for
-	Quantity      int16     // the units asked for
-	Batch         bool      // the Queue form
-	// Err is nil when the stock was taken (in the still open
-	// transaction), otherwise the classified error: test it with
-	// errors.Is against [ErrSoldOut], [ErrAlreadyApplied],
-	// [ErrNotOnSale], …
-	Err error
-}
-
-// ReleaseEvent describes one classified release.
-type ReleaseEvent struct {
-	ReservationID uuid.UUID // the reservation whose allocation is released
-	// ActivityID, SKUID, Bucket and Quantity are those of the released
-	// allocation; zero (Bucket -1) when Err is set (the release found
-	// nothing it could read them from).
+// StockEvent describes one classified allocation (AllocateEnd) or release
+// (ReleaseEnd).
+type StockEvent struct {
+	ReservationID uuid.UUID // the reservation the stock is allocated to, or whose allocation is released
+	// ActivityID, SKUID, Bucket and Quantity are the allocation's: for an
+	// allocation, as asked; for a release, those of the released
+	// allocation, zero (Bucket -1) when Err is set and the release found
+	// nothing it could read them from.
 	ActivityID int64
-	SKUID      int64 // the released allocation's SKU; 0 when Err is set
-	Bucket     int16 // the released allocation's bucket; -1 when Err is set
-	Quantity   int16 // the units given back; 0 when Err is set
+	SKUID      int64 // see ActivityID
+	Bucket     int16 // see ActivityID
+	Quantity   int16 // see ActivityID
 	Batch      bool  // the Queue form
-	// Err is nil when the stock was given back (in the still open
-	// transaction), otherwise the classified error ([ErrNotAllocated],
-	// [ErrAlreadyApplied], [ErrInconsistent]).
+	// Err is nil when the stock was taken or given back (in the still open
+	// transaction), otherwise the classified error: test it with
+	// errors.Is against [ErrSoldOut], [ErrAlreadyApplied], [ErrNotOnSale],
+	// [ErrNotAllocated], [ErrInconsistent], …
 	Err error
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -47,17 +48,21 @@ func benchOneBatch(b *testing.B, buckets int16, citus bool) {
 		for pb.Next() {
 			i := next.Add(1)
 			now := time.Now()
-			res := inventory.NewReservation{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()),
-				FirstMessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 1, UserID: i, Bucket: int16(i % int64(buckets)),
-				Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Hour), OrderID: i}
-			a := inventory.Allocation{ReservationID: res.ReservationID, ActivityID: 1, SKUID: 1, Bucket: res.Bucket,
-				Quantity: 1, UserID: i, OrderID: i, SourceMessageID: res.FirstMessageID}
+			res := inventory.NewReservation{
+				Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 1, UserID: i, Bucket: int16(i % int64(buckets)), Quantity: 1, OrderID: i},
+				Ordered:    true,
+				ReservedAt: now,
+				ExpiresAt:  now.Add(time.Hour),
+			}
+			a := inventory.Allocation{
+				Request: seckill.Request{ReservationID: res.ReservationID, ActivityID: 1, SKUID: 1, Bucket: res.Bucket, Quantity: 1, UserID: i, OrderID: i, MessageID: res.MessageID},
+			}
 			var batch pgx.Batch
-			if err := store.QueueInsertReservationOrAbort(&batch, res); err != nil {
+			if err := store.QueueAcquireReservation(&batch, res, nil, pgtx.Abort); err != nil {
 				b.Error(err)
 				return
 			}
-			if err := store.QueueAllocateBucketOrAbort(&batch, a, nil); err != nil {
+			if err := store.QueueAllocateBucket(&batch, a, nil, pgtx.Abort); err != nil {
 				b.Error(err)
 				return
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
@@ -20,7 +21,7 @@ import (
 // raises and nothing of the batch commits: the caller would now run its
 // general transaction (AcquireReservation, AllocateBucket, ...) to reject
 // the reservation.
-func ExampleStore_QueueAllocateBucketOrAbort() {
+func ExampleStore_QueueAllocateBucket() {
 	ctx := context.Background()
 	db := seckilltest.Example(inventory.Migrations)
 	store, err := inventory.New(inventory.Config{Schema: db.Schema})
@@ -33,19 +34,21 @@ func ExampleStore_QueueAllocateBucketOrAbort() {
 	buy := func(userID, orderID int64) error {
 		now := time.Now()
 		r := inventory.NewReservation{
-			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1,
-			ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
-			OrderID: orderID, // inserted as ORDERED: the batch commits only with the stock
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1, OrderID: orderID},
+			Ordered:    true,
+			ReservedAt: now,
+			ExpiresAt:  now.Add(15 * time.Minute),
+			// inserted as ORDERED: the batch commits only with the stock,
 		}
 		var b pgx.Batch
-		if err := store.QueueInsertReservationOrAbort(&b, r); err != nil {
+		if err := store.QueueAcquireReservation(&b, r, nil, pgtx.Abort); err != nil {
 			return err
 		}
 		var got inventory.Allocated
-		a := inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 42, Bucket: 0, Quantity: 1,
-			UserID: userID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
-		if err := store.QueueAllocateBucketOrAbort(&b, a, &got); err != nil {
+		a := inventory.Allocation{
+			Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 42, Bucket: 0, Quantity: 1, UserID: userID, OrderID: orderID, MessageID: r.MessageID},
+		}
+		if err := store.QueueAllocateBucket(&b, a, &got, pgtx.Abort); err != nil {
 			return err
 		}
 		err := pgtx.RunBatch(ctx, db.Pool, pgtx.Options{}, &b)
@@ -64,7 +67,7 @@ func ExampleStore_QueueAllocateBucketOrAbort() {
 			panic(err)
 		}
 	}
-	tot, err := store.SKUTotals(ctx, db.Pool, 1, 42)
+	tot, err := store.Stock(ctx, db.Pool, 1, 42)
 	if err != nil {
 		panic(err)
 	}

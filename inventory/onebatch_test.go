@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
@@ -20,20 +21,21 @@ import (
 // and the allocation a.
 func (tb testBundle) buyOrAbort(t *testing.T, r inventory.NewReservation, orderID int64, a inventory.Allocation, dst *inventory.Allocated) error {
 	t.Helper()
-	r.OrderID = orderID
+	r.OrderID, r.Ordered = orderID, true
 	var b pgx.Batch
-	if err := tb.store.QueueInsertReservationOrAbort(&b, r); err != nil {
+	if err := tb.store.QueueAcquireReservation(&b, r, nil, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.store.QueueAllocateBucketOrAbort(&b, a, dst); err != nil {
+	if err := tb.store.QueueAllocateBucket(&b, a, dst, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
 	return pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
 }
 
 func allocationOf(r inventory.NewReservation, orderID int64) inventory.Allocation {
-	return inventory.Allocation{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID,
-		Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
+	return inventory.Allocation{
+		Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: r.ActivityID, SKUID: r.SKUID, Bucket: r.Bucket, Quantity: r.Quantity, UserID: r.UserID, OrderID: orderID, MessageID: r.MessageID},
+	}
 }
 
 // allocationOrder returns the index, among QueueAllocateBucketOrAbort's
@@ -58,7 +60,7 @@ func abortedAt(t *testing.T, what string, err error, i int) {
 }
 
 // abortedBy checks that err is the abort of a call of helper (a method
-// name, e.g. "QueueAllocateBucketOrAbort"), that it matches sentinel
+// name, e.g. "QueueAllocateBucket"), that it matches sentinel
 // with errors.Is, that the server's error carries the SQLSTATE code, and
 // that nothing committed.
 func abortedBy(t *testing.T, what string, err error, helper string, sentinel error, code string) {
@@ -108,7 +110,7 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		// The same reservation again, its request id, its order id: the insert
 		// raises (statement 0), nothing is written.
 		again := r
-		again.FirstMessageID = uuid.Must(uuid.NewV7())
+		again.MessageID = uuid.Must(uuid.NewV7())
 		sameRequest := tb.newReservation(1, 10, 0)
 		sameRequest.RequestID = r.RequestID
 		sameOrder := tb.newReservation(1, 10, 0)
@@ -122,7 +124,7 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		} {
 			err := tb.buyOrAbort(t, c.r, 500, allocationOf(c.r, 500), nil)
 			abortedAt(t, name, err, 0)
-			abortedBy(t, name, err, "QueueInsertReservationOrAbort", inventory.ErrReservationExists, "23505")
+			abortedBy(t, name, err, "QueueAcquireReservation", inventory.ErrReservationConflict, "23505")
 			if got, ok := pgtx.UniqueViolationOf(err); !ok || got != c.constraint {
 				t.Fatalf("%s: violated %q, want %q", name, got, c.constraint)
 			}
@@ -137,7 +139,7 @@ func TestQueueOrAbortFreshPath(t *testing.T) {
 		soldOut := tb.newReservation(1, 10, 0)
 		err = tb.buyOrAbort(t, soldOut, 502, allocationOf(soldOut, 502), nil)
 		abortedAt(t, "sold out", err, 1+dec)
-		abortedBy(t, "sold out", err, "QueueAllocateBucketOrAbort", inventory.ErrSoldOut, "SK001")
+		abortedBy(t, "sold out", err, "QueueAllocateBucket", inventory.ErrSoldOut, "SK001")
 		if errors.Is(err, inventory.ErrNotOnSale) || errors.Is(err, inventory.ErrAllocationMismatch) {
 			t.Fatalf("sold out: %v also matches another condition", err)
 		}
@@ -160,7 +162,7 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 			t.Helper()
 			err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
 			abortedAt(t, name, err, 1+dec) // the decrement, after the reservation
-			abortedBy(t, name, err, "QueueAllocateBucketOrAbort", sentinel, code)
+			abortedBy(t, name, err, "QueueAllocateBucket", sentinel, code)
 		}
 		r := tb.newReservation(2, 20, 0)
 		other := r
@@ -187,12 +189,12 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b pgx.Batch
-		if err := tb.store.QueueAllocateBucketOrAbort(&b, allocationOf(done, 700), nil); err != nil {
+		if err := tb.store.QueueAllocateBucket(&b, allocationOf(done, 700), nil, pgtx.Abort); err != nil {
 			t.Fatal(err)
 		}
 		err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
 		abortedAt(t, "allocated twice", err, led)
-		abortedBy(t, "allocated twice", err, "QueueAllocateBucketOrAbort", inventory.ErrAlreadyApplied, "23505")
+		abortedBy(t, "allocated twice", err, "QueueAllocateBucket", inventory.ErrAlreadyApplied, "23505")
 		if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 			t.Fatalf("allocated twice: %v, want a unique violation of uq_inventory_ledger_idempotency", err)
 		}
@@ -208,7 +210,7 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 		r = tb.newReservation(2, 20, 0)
 		refused("sale paused", r, allocationOf(r, 1), inventory.ErrNotOnSale, "SK002")
 
-		tot, err := tb.store.SKUTotals(tb.ctx, tb.pool, 2, 20)
+		tot, err := tb.store.Stock(tb.ctx, tb.pool, 2, 20)
 		if err != nil || tot.Allocated != 1 {
 			t.Fatalf("totals = %+v, %v; want 1 allocated (the refusals wrote nothing)", tot, err)
 		}
@@ -217,15 +219,15 @@ func TestQueueAllocateBucketOrAbortRefusals(t *testing.T) {
 		b = pgx.Batch{}
 		bad := allocationOf(r, 1)
 		bad.Quantity = 0
-		if err := tb.store.QueueAllocateBucketOrAbort(&b, bad, nil); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+		if err := tb.store.QueueAllocateBucket(&b, bad, nil, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
 			t.Fatalf("bad allocation: %v, %d queued", err, b.Len())
 		}
 		badR := tb.newReservation(2, 20, 0)
 		badR.Bucket = -1
-		if err := tb.store.QueueInsertReservationOrAbort(&b, badR); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+		if err := tb.store.QueueAcquireReservation(&b, badR, nil, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
 			t.Fatalf("bad reservation: %v, %d queued", err, b.Len())
 		}
-		if err := tb.store.QueueInsertReservationOrAbort(nil, tb.newReservation(2, 20, 0)); !errors.Is(err, inventory.ErrInvalidArgument) {
+		if err := tb.store.QueueAcquireReservation(nil, tb.newReservation(2, 20, 0), nil, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) {
 			t.Fatalf("nil batch: %v", err)
 		}
 	})
@@ -254,13 +256,13 @@ func queueOrAbortObserved(t *testing.T, citus bool) {
 		t.Fatalf("fresh: %v", err)
 	}
 	again := first
-	again.FirstMessageID = uuid.Must(uuid.NewV7())
+	again.MessageID = uuid.Must(uuid.NewV7())
 	abortedAt(t, "same reservation", tb.buyOrAbort(t, again, 701, allocationOf(again, 701), nil), 0)
 	soldOut := tb.newReservation(3, 30, 0)
 	var got inventory.Allocated
 	err := tb.buyOrAbort(t, soldOut, 702, allocationOf(soldOut, 702), &got)
 	abortedAt(t, "sold out", err, 1+dec)
-	abortedBy(t, "sold out", err, "QueueAllocateBucketOrAbort", inventory.ErrSoldOut, "SK001")
+	abortedBy(t, "sold out", err, "QueueAllocateBucket", inventory.ErrSoldOut, "SK001")
 	if got != (inventory.Allocated{}) {
 		t.Fatalf("refused allocation filled dst: %+v", got)
 	}
@@ -318,7 +320,7 @@ func concurrentDuplicateObserved(t *testing.T, citus bool, activity, sku int64, 
 		if withDst {
 			dst = &got
 		}
-		if err := tb.store.QueueAllocateBucketOrAbort(&b, a, dst); err != nil {
+		if err := tb.store.QueueAllocateBucket(&b, a, dst, pgtx.Abort); err != nil {
 			t.Fatal(err)
 		}
 		return &b

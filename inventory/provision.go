@@ -10,9 +10,9 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// MaxBuckets is the largest bucket count a SKU may be split into; bucket
-// numbers run from 0 to MaxBuckets-1.
-const MaxBuckets = 256
+// maxBuckets is the largest bucket count a SKU may be split into; bucket
+// numbers run from 0 to maxBuckets-1.
+const maxBuckets = 256
 
 // SKU identifies a SKU's stock and how it is split: the input of
 // [Store.Provision].
@@ -21,7 +21,7 @@ type SKU struct {
 	SKUID      int64 // > 0
 	// Stock is the planned total, >= 0.
 	Stock int32
-	// Buckets is the number of buckets, 1 to [MaxBuckets]. 1 is the plain
+	// Buckets is the number of buckets, 1 to 256. 1 is the plain
 	// single-row case (bucket 0 only).
 	Buckets int16
 }
@@ -34,8 +34,8 @@ func (k SKU) validate() error {
 		return invalid("SKUID", "must be positive")
 	case k.Stock < 0:
 		return invalid("Stock", "must not be negative")
-	case k.Buckets < 1 || k.Buckets > MaxBuckets:
-		return invalid("Buckets", fmt.Sprintf("must be between 1 and %d", MaxBuckets))
+	case k.Buckets < 1 || k.Buckets > maxBuckets:
+		return invalid("Buckets", fmt.Sprintf("must be between 1 and %d", maxBuckets))
 	}
 	return nil
 }
@@ -50,17 +50,17 @@ type Provisioned struct {
 	Buckets int
 }
 
-// BucketStock returns how much of stock bucket b (0-based) of n buckets
+// bucketStock returns how much of stock bucket b (0-based) of n buckets
 // gets: stock/n, plus one for the first stock%n buckets. It is the split
 // [Store.Provision] writes. A negative stock, a bucket count outside
-// 1..[MaxBuckets] or a bucket outside 0..n-1 gives a *ValidationError
+// 1..256 or a bucket outside 0..n-1 gives a *Error
 // ([ErrInvalidArgument]), never a panic.
-func BucketStock(stock int32, n int16, b int16) (int32, error) {
+func bucketStock(stock int32, n int16, b int16) (int32, error) {
 	switch {
 	case stock < 0:
 		return 0, invalid("Stock", "must not be negative")
-	case n < 1 || n > MaxBuckets:
-		return 0, invalid("Buckets", fmt.Sprintf("must be between 1 and %d", MaxBuckets))
+	case n < 1 || n > maxBuckets:
+		return 0, invalid("Buckets", fmt.Sprintf("must be between 1 and %d", maxBuckets))
 	case b < 0 || b >= n:
 		return 0, invalid("Bucket", fmt.Sprintf("must be between 0 and %d", n-1))
 	}
@@ -112,15 +112,15 @@ SELECT false, planned_stock, bucket_count, 0
    AND NOT EXISTS (SELECT 1 FROM sku)`
 
 // Provision splits a SKU's planned stock into k.Buckets buckets (the
-// remainder spread over the first buckets, see [BucketStock]) and writes one
+// remainder spread over the first buckets, stock/n each, plus one for the first stock%n) and writes one
 // PROVISION ledger row per bucket, all in one statement: either everything
 // is written or nothing.
 //
 // It is idempotent: when the SKU already exists with the same stock and
 // bucket count it writes nothing and returns Created false ("already
 // provisioned"); with a different stock or bucket count it returns a
-// *ProvisionConflictError (matching [ErrProvisionConflict]) and writes
-// nothing. Bad input gives a *ValidationError before anything is sent.
+// *Error (matching [ErrProvisionConflict]) and writes
+// nothing. Bad input gives a *Error before anything is sent.
 //
 // db may be a pool, a connection or a transaction. In a Read Committed
 // transaction (or on a pool) a concurrent first provisioning of the same SKU
@@ -148,7 +148,7 @@ func (s *Store) Provision(ctx context.Context, db pgtx.Querier, k SKU) (_ Provis
 			return Provisioned{}, fmt.Errorf("inventory: provision activity %d sku %d: %w", k.ActivityID, k.SKUID, err)
 		}
 		if !created && (stock != k.Stock || buckets != k.Buckets) {
-			return Provisioned{}, &ProvisionConflictError{
+			return Provisioned{}, &Error{Err: ErrProvisionConflict,
 				ActivityID: k.ActivityID, SKUID: k.SKUID,
 				ExistingStock: stock, ExistingBuckets: buckets,
 				RequestedStock: k.Stock, RequestedBuckets: k.Buckets,

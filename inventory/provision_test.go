@@ -24,7 +24,7 @@ func TestProvisionSplitsRemainderOverFirstBuckets(t *testing.T) {
 		if !res.Created || res.Buckets != int(tc.buckets) {
 			t.Fatalf("stock %d/%d buckets: %+v", tc.stock, tc.buckets, res)
 		}
-		bs, err := tb.store.Buckets(tb.ctx, tb.pool, 1, sku)
+		bs, err := inventory.BucketsOf(tb.store, tb.ctx, tb.pool, 1, sku)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestProvisionSplitsRemainderOverFirstBuckets(t *testing.T) {
 			t.Fatalf("bucket totals sum to %d, want %d", sum, tc.stock)
 		}
 		tot := tb.totals(t, 1, sku)
-		if tot.PlannedStock != tc.stock || tot.Total != int64(tc.stock) || tot.BucketCount != tc.buckets || tot.Buckets != int(tc.buckets) {
+		if tot.PlannedStock != tc.stock || tot.Total != int64(tc.stock) || tot.BucketCount != tc.buckets || len(tot.Buckets) != int(tc.buckets) {
 			t.Fatalf("totals %+v", tot)
 		}
 		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE sku_id = $1 AND ledger_type = 40`, sku); n != int64(tc.buckets) {
@@ -77,7 +77,7 @@ func TestProvisionIdempotentAndConflict(t *testing.T) {
 		{ActivityID: 7, SKUID: 8, Stock: 100, Buckets: 1},
 	} {
 		_, err := tb.store.Provision(tb.ctx, tb.pool, other)
-		var ce *inventory.ProvisionConflictError
+		var ce *inventory.Error
 		if !errors.Is(err, inventory.ErrProvisionConflict) || !errors.As(err, &ce) {
 			t.Fatalf("%+v: err %v, want ProvisionConflictError", other, err)
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/racetest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
@@ -20,20 +22,17 @@ import (
 var unguarded = map[string]string{
 	"Adjustments":       "read without a lock",
 	"Audit":             "read without a lock",
-	"AuditAll":          "read without a lock",
-	"Buckets":           "read without a lock",
+	"Stock":             "read without a lock",
 	"GetBucket":         "read without a lock",
 	"GetReservation":    "read without a lock",
 	"LedgerByType":      "read without a lock",
 	"ReservationLedger": "read without a lock",
-	"SKUTotals":         "read without a lock",
 	"SaleLog":           "read without a lock",
-	"Schema":            "returns the configured schema name",
 	"Check":             "reads the catalog",
 	// A read of the bucket without a lock, by design: a SOLD_OUT rejection
 	// does not wait for the transactions queued on the hot row. It raises
 	// unless its own snapshot shows the bucket sold out.
-	"QueueSoldOutOrAbort": "reads without a lock by design; it never waits",
+	"QueueCheckSoldOut": "reads without a lock by design; it never waits",
 }
 
 // TestRaceTableCoversStore: every exported method of *inventory.Store is
@@ -143,7 +142,7 @@ func (rb raceBundle) wantRefused(t *testing.T, err error, id uuid.UUID, target i
 	if now.Status == target {
 		want = inventory.ErrAlreadyInState
 	}
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	if !errors.As(err, &te) || !errors.Is(err, want) {
 		t.Fatalf("err = %v, want a *TransitionError matching %v (row now %s)", err, want, now.Status)
 	}
@@ -156,19 +155,21 @@ func (rb raceBundle) wantRefused(t *testing.T, err error, id uuid.UUID, target i
 // transitionRaces: B asks for target from start while A moves the row to
 // each status it can reach from start; the outcome follows AllowedFrom
 // on the row as A left it. queued sends B's call through
-// QueueTransitionReservation.
-func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, queued bool) []racetest.Race {
+// QueueTransitionReservation, given on: with pgtx.Abort a refusal raises
+// its sentinel and leaves the row as A left it.
+func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, queued bool, on pgtx.OnRefusal) []racetest.Race {
 	method := "TransitionReservation"
 	if queued {
 		method = "QueueTransitionReservation"
 	}
+	abort := queued && on == pgtx.Abort
 	var races []racetest.Race
 	for _, aTo := range inventory.ReservationStatuses() {
 		if !inventory.CanTransition(start, aTo) {
 			continue
 		}
 		races = append(races, racetest.Race{
-			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s", start, aTo, target),
+			Method: method, State: fmt.Sprintf("%s_to_%s_asked_%s", start, aTo, target) + abortSuffix(abort),
 			Setup: func(t *testing.T) racetest.Round {
 				r := rb.reservation(t, 5, start)
 				return racetest.Round{
@@ -181,7 +182,7 @@ func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, 
 						}
 						var b pgx.Batch
 						var dst inventory.Reservation
-						if err := rb.tb.store.QueueTransitionReservation(&b, tr, &dst); err != nil {
+						if err := rb.tb.store.QueueTransitionReservation(&b, tr, &dst, on); err != nil {
 							return nil, err
 						}
 						err := sendBatch(ctx, tx, &b)
@@ -195,6 +196,16 @@ func (rb raceBundle) transitionRaces(start, target inventory.ReservationStatus, 
 						if left != target && inventory.CanTransition(left, target) {
 							if err != nil || got.(inventory.Reservation).Status != target {
 								t.Fatalf("from %s to %s: %+v, %v; want moved", left, target, got, err)
+							}
+							return
+						}
+						if abort {
+							want := inventory.ErrIllegalTransition
+							if left == target {
+								want = inventory.ErrAlreadyInState
+							}
+							if now := rb.get(t, r.ReservationID); !errors.Is(err, want) || now.Status != left {
+								t.Fatalf("from %s to %s: %v (row now %s), want the refusal %v raised", left, target, err, now.Status, want)
 							}
 							return
 						}
@@ -276,10 +287,11 @@ func (rb raceBundle) compensationRaces() []racetest.Race {
 func inventoryRaces(rb raceBundle) []racetest.Race {
 	tb := rb.tb
 	var races []racetest.Race
-	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusOrdered, false)...)
-	races = append(races, rb.transitionRaces(inventory.StatusOrdered, inventory.StatusReleased, false)...)
-	races = append(races, rb.transitionRaces(inventory.StatusReleasePending, inventory.StatusReleased, false)...)
-	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusRejected, true)...)
+	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusOrdered, false, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusOrdered, inventory.StatusReleased, false, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusReleasePending, inventory.StatusReleased, false, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusRejected, true, pgtx.Return)...)
+	races = append(races, rb.transitionRaces(inventory.StatusPendingDB, inventory.StatusRejected, true, pgtx.Abort)...)
 	races = append(races, rb.compensationRaces()...)
 
 	// AcquireReservation: A inserts the same reservation (B waits on the
@@ -291,7 +303,7 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 			}
 			var b pgx.Batch
 			var dst inventory.Acquired
-			if err := tb.store.QueueAcquireReservation(&b, nr, &dst); err != nil {
+			if err := tb.store.QueueAcquireReservation(&b, nr, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			return dst, sendBatch(ctx, tx, &b)
@@ -354,15 +366,12 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		})
 	}
 
-	// The OrAbort inserts: A inserts the same reservation; B waits on the
+	// The pgtx.Abort inserts: A inserts the same reservation; B waits on the
 	// primary key, then raises (A committed) or inserts (A rolled back).
 	for _, rejected := range []bool{false, true} {
-		method := "QueueInsertReservationOrAbort"
-		if rejected {
-			method = "QueueInsertRejectedReservationOrAbort"
-		}
+		method := "QueueAcquireReservation"
 		races = append(races, racetest.Race{
-			Method: method, State: "inserted_PENDING_DB",
+			Method: method, State: "inserted_PENDING_DB" + abortSuffix(true) + map[bool]string{true: "_rejected"}[rejected],
 			Setup: func(t *testing.T) racetest.Round {
 				act, sku := rb.sku(t, 5)
 				nr := tb.newReservation(act, sku, 0)
@@ -376,9 +385,11 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 						var b pgx.Batch
 						var err error
 						if rejected {
-							err = tb.store.QueueInsertRejectedReservationOrAbort(&b, nr, "SOLD_OUT")
+							rej := nr
+							rej.FailureCode = "SOLD_OUT"
+							err = tb.store.QueueAcquireReservation(&b, rej, nil, pgtx.Abort)
 						} else {
-							err = tb.store.QueueInsertReservationOrAbort(&b, nr)
+							err = tb.store.QueueAcquireReservation(&b, nr, nil, pgtx.Abort)
 						}
 						if err != nil {
 							return nil, err
@@ -416,24 +427,24 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		"QueueAllocateBucket": func(ctx context.Context, tx pgx.Tx, a inventory.Allocation) (inventory.Allocated, error) {
 			var b pgx.Batch
 			var dst inventory.Allocated
-			if err := tb.store.QueueAllocateBucket(&b, a, &dst); err != nil {
+			if err := tb.store.QueueAllocateBucket(&b, a, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			return dst, sendBatch(ctx, tx, &b)
 		},
-		"QueueAllocateBucketOrAbort": func(ctx context.Context, tx pgx.Tx, a inventory.Allocation) (inventory.Allocated, error) {
+		"QueueAllocateBucket+Abort": func(ctx context.Context, tx pgx.Tx, a inventory.Allocation) (inventory.Allocated, error) {
 			var b pgx.Batch
 			var dst inventory.Allocated
-			if err := tb.store.QueueAllocateBucketOrAbort(&b, a, &dst); err != nil {
+			if err := tb.store.QueueAllocateBucket(&b, a, &dst, pgtx.Abort); err != nil {
 				return dst, err
 			}
 			return dst, sendBatch(ctx, tx, &b)
 		},
 	}
-	for method, call := range allocs {
-		orAbort := method == "QueueAllocateBucketOrAbort"
+	for key, call := range allocs {
+		method, orAbort := strings.CutSuffix(key, "+Abort")
 		races = append(races, racetest.Race{
-			Method: method, State: "last_unit_taken",
+			Method: method, State: "last_unit_taken" + abortSuffix(orAbort),
 			Setup: func(t *testing.T) racetest.Round {
 				mine := rb.reservation(t, 1, inventory.StatusPendingDB)
 				other := tb.newReservation(mine.ActivityID, mine.SKUID, 0)
@@ -458,7 +469,7 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 								t.Fatalf("err = %v, want the allocation refused as sold out", err)
 							}
 						default:
-							var so *inventory.SoldOutError
+							var so *inventory.Error
 							if !errors.As(err, &so) || so.Available != 0 {
 								t.Fatalf("err = %v, want *SoldOutError with the available stock A left (0)", err)
 							}
@@ -469,7 +480,7 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		})
 		for _, stock := range []int32{1, 3} {
 			races = append(races, racetest.Race{
-				Method: method, State: fmt.Sprintf("same_reservation_allocated_stock_%d", stock),
+				Method: method, State: fmt.Sprintf("same_reservation_allocated_stock_%d", stock) + abortSuffix(orAbort),
 				Setup: func(t *testing.T) racetest.Round {
 					mine := rb.reservation(t, stock, inventory.StatusPendingDB)
 					return racetest.Round{
@@ -515,35 +526,35 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 	type releaseCall func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error)
 	releases := map[string]releaseCall{
 		"ReleaseStock": func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error) {
-			return tb.store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
+			return tb.store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
 		},
 		"QueueReleaseStock": func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error) {
 			var b pgx.Batch
 			var dst inventory.Allocated
-			if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: r.ReservationID}, &dst); err != nil {
+			if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}}, &dst, pgtx.Return); err != nil {
 				return dst, err
 			}
 			return dst, sendBatch(ctx, tx, &b)
 		},
-		"QueueReleaseStockOrAbort": func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error) {
+		"QueueReleaseStock+Abort": func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error) {
 			var b pgx.Batch
 			var dst inventory.Allocated
-			if err := tb.store.QueueReleaseStockOrAbort(&b, r.Allocation(r.OrderID, uuid.Nil), &dst); err != nil {
+			if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: r.Allocation(r.OrderID, uuid.Nil).Request}, &dst, pgtx.Abort); err != nil {
 				return dst, err
 			}
 			return dst, sendBatch(ctx, tx, &b)
 		},
 	}
-	for method, call := range releases {
-		orAbort := method == "QueueReleaseStockOrAbort"
+	for key, call := range releases {
+		method, orAbort := strings.CutSuffix(key, "+Abort")
 		races = append(races, racetest.Race{
-			Method: method, State: "same_reservation_released",
+			Method: method, State: "same_reservation_released" + abortSuffix(orAbort),
 			Setup: func(t *testing.T) racetest.Round {
 				r := rb.reservation(t, 3, inventory.StatusOrdered)
 				return racetest.Round{
 					Pool: tb.pool,
 					Hold: func(ctx context.Context, tx pgx.Tx) error {
-						_, err := tb.store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: r.ReservationID})
+						_, err := tb.store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
 						return err
 					},
 					Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, r) },
@@ -597,7 +608,7 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 							from, version = st.a, 2
 						}
 						if !inventory.CanChangeSale(from, st.b) {
-							var ce *inventory.SaleChangeError
+							var ce *inventory.Error
 							if !errors.As(err, &ce) || ce.From != from {
 								t.Fatalf("err = %v, want *SaleChangeError from %s", err, from)
 							}
@@ -659,7 +670,7 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 					return tb.store.AdjustStock(ctx, tx, adjust(r.ActivityID, r.SKUID, -1))
 				},
 				Check: func(t *testing.T, end racetest.End, got any, err error) {
-					var so *inventory.SoldOutError
+					var so *inventory.Error
 					if end == racetest.Commit && (!errors.As(err, &so) || so.Available != 0) {
 						t.Fatalf("err = %v, want *SoldOutError with the available stock A left (0)", err)
 					}
@@ -700,7 +711,7 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 					if rb, _ := got.(inventory.Rebalanced); err != nil || rb.Available != available || rb.Moved != moved {
 						t.Fatalf("got %+v, %v; want available %d, moved %d", got, err, available, moved)
 					}
-					bs, err := tb.store.Buckets(tb.ctx, tb.pool, act, sku)
+					bs, err := inventory.BucketsOf(tb.store, tb.ctx, tb.pool, act, sku)
 					if err != nil || len(bs) != 2 || bs[0].Available+bs[1].Available != int32(available) ||
 						bs[0].Available-bs[1].Available > 1 || bs[1].Available-bs[0].Available > 1 {
 						t.Fatalf("buckets %+v, %v; want %d available, even", bs, err, available)
@@ -774,4 +785,12 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		},
 	})
 	return races
+}
+
+// abortSuffix marks the state of a race of a queued form given pgtx.Abort.
+func abortSuffix(abort bool) string {
+	if abort {
+		return "_abort"
+	}
+	return ""
 }

@@ -10,19 +10,19 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultRebalanceReason is the ledger reason of rebalance moves when the
+// defaultRebalanceReason is the ledger reason of rebalance moves when the
 // caller gives none.
-const DefaultRebalanceReason = "REBALANCE"
+const defaultRebalanceReason = "REBALANCE"
 
 // RebalanceRequest asks [Store.Rebalance] to even out a SKU's buckets.
 type RebalanceRequest struct {
 	ActivityID int64 // > 0
 	SKUID      int64 // > 0
-	// Reason is the ledger reason, up to [MaxCodeLength] characters.
-	// Defaults to [DefaultRebalanceReason].
+	// Reason is the ledger reason, up to 64 characters.
+	// Defaults to "REBALANCE".
 	Reason string
 	// Operator is recorded on the ADJUST rows, up to 128 characters.
-	// Defaults to [DefaultRebalanceOperator] (a rebalance is usually run by
+	// Defaults to "seckill:rebalance" (a rebalance is usually run by
 	// the service itself, not by a person).
 	Operator string
 	// ApprovalRef is recorded on the ADJUST rows, up to 128 characters.
@@ -31,19 +31,9 @@ type RebalanceRequest struct {
 	ApprovalRef string
 }
 
-// DefaultRebalanceOperator is the operator of rebalance moves when the
+// defaultRebalanceOperator is the operator of rebalance moves when the
 // request names none.
-const DefaultRebalanceOperator = "seckill:rebalance"
-
-// Move is one bucket's side of a rebalance: Delta is added to both its
-// available and its total stock (negative for a donor bucket).
-type Move struct {
-	Bucket          int16 // the bucket
-	Delta           int32 // units added to its available and total stock; negative for a donor
-	BeforeAvailable int32 // its available stock before the move
-	AfterAvailable  int32 // its available stock after: BeforeAvailable + Delta
-	LedgerID        int64 // the bucket's ADJUST ledger row
-}
+const defaultRebalanceOperator = "seckill:rebalance"
 
 // Rebalanced is the result of [Store.Rebalance].
 type Rebalanced struct {
@@ -55,9 +45,11 @@ type Rebalanced struct {
 	// Moved is the number of units that changed bucket (the sum of the
 	// positive deltas).
 	Moved int64
-	// Moves lists the buckets that changed, in bucket order; empty when the
-	// buckets were already even.
-	Moves []Move
+	// Moves lists the ADJUST ledger rows written, one per bucket that
+	// changed, in bucket order: AvailableDelta (= TotalDelta) is added to
+	// the bucket's available and total stock, negative for a donor bucket.
+	// Empty when the buckets were already even.
+	Moves []LedgerEntry
 }
 
 const lockBucketsSQL = `
@@ -95,9 +87,10 @@ WITH m AS (
 	       u.delta, u.delta, 0,
 	       u.before_available, u.after_available, u.allocated_stock, u.allocated_stock, $7, $8, $9
 	  FROM upd AS u
-	RETURNING inventory_bucket, ledger_id
+	RETURNING inventory_bucket, ledger_id, idempotency_key, created_at
 )
-SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
+SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id,
+       l.idempotency_key, u.allocated_stock, l.created_at
   FROM upd AS u
   JOIN led AS l ON l.inventory_bucket = u.bucket_no
  ORDER BY u.bucket_no`
@@ -131,7 +124,7 @@ SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id
 // Rebalanced.Moves in the same transaction (e.g. through the outbox) and
 // apply them there idempotently, keyed by MoveID.
 //
-// An unknown SKU gives [ErrUnknownSKU]; bad input a *ValidationError.
+// An unknown SKU gives [ErrUnknownSKU]; bad input a *Error.
 func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) (_ Rebalanced, err error) {
 	defer s.fail.Explain(&err)
 	if tx == nil {
@@ -153,11 +146,11 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 	}
 	reason := req.Reason
 	if reason == "" {
-		reason = DefaultRebalanceReason
+		reason = defaultRebalanceReason
 	}
 	operator := req.Operator
 	if operator == "" {
-		operator = DefaultRebalanceOperator
+		operator = defaultRebalanceOperator
 	}
 	rows, err := tx.Query(ctx, s.sql.lockBuckets, req.ActivityID, req.SKUID)
 	if err != nil {
@@ -213,11 +206,14 @@ func (s *Store) Rebalance(ctx context.Context, tx pgx.Tx, req RebalanceRequest) 
 		return Rebalanced{}, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
 	}
 	for rows.Next() {
-		var m Move
-		if err := rows.Scan(&m.Bucket, &m.Delta, &m.BeforeAvailable, &m.AfterAvailable, &m.LedgerID); err != nil {
+		m := LedgerEntry{Type: "ADJUST", ActivityID: req.ActivityID, SKUID: req.SKUID, Reason: reason,
+			Operator: operator, ApprovalRef: approval}
+		if err := rows.Scan(&m.Bucket, &m.AvailableDelta, &m.BeforeAvailable, &m.AfterAvailable, &m.LedgerID,
+			&m.IdempotencyKey, &m.BeforeAllocated, &m.CreatedAt); err != nil {
 			rows.Close()
 			return Rebalanced{}, fmt.Errorf("inventory: rebalance: apply moves: %w", err)
 		}
+		m.TotalDelta, m.AfterAllocated = m.AvailableDelta, m.BeforeAllocated
 		out.Moves = append(out.Moves, m)
 	}
 	rows.Close()

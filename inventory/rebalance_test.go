@@ -79,12 +79,12 @@ func TestRebalanceFreesStrandedStock(t *testing.T) {
 	}
 	var sum int32
 	for _, m := range res.Moves {
-		sum += m.Delta
+		sum += m.AvailableDelta
 		want := int32(-6)
 		if m.Bucket == 0 {
 			want = 18
 		}
-		if m.Delta != want || m.AfterAvailable != m.BeforeAvailable+m.Delta || m.LedgerID == 0 {
+		if m.AvailableDelta != want || m.AfterAvailable != m.BeforeAvailable+m.AvailableDelta || m.LedgerID == 0 {
 			t.Errorf("move %+v", m)
 		}
 	}
@@ -98,7 +98,7 @@ func TestRebalanceFreesStrandedStock(t *testing.T) {
 	if tot.Total != 100 || tot.Available != 75 || tot.Allocated != 25 {
 		t.Fatalf("totals after rebalance %+v", tot)
 	}
-	bs, err := tb.store.Buckets(tb.ctx, tb.pool, 1, 1)
+	bs, err := inventory.BucketsOf(tb.store, tb.ctx, tb.pool, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 					res, err := tb.store.Rebalance(tb.ctx, tx, inventory.RebalanceRequest{ActivityID: 3, SKUID: 4, Reason: "TEST_RACE"})
 					var sum int32
 					for _, m := range res.Moves {
-						sum += m.Delta
+						sum += m.AvailableDelta
 					}
 					if err == nil && sum != 0 {
 						err = errors.New("rebalance deltas do not sum to zero")

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 	"github.com/seckillkit/seckill/seckilltest"
@@ -20,7 +21,7 @@ import (
 // that raises unless the bucket is still sold out; then the first order
 // times out and its unit comes back, checked against its ALLOCATE row.
 // Once it is back, the same rejection no longer passes its guard.
-func ExampleStore_QueueSoldOutOrAbort() {
+func ExampleStore_QueueCheckSoldOut() {
 	ctx := context.Background()
 	db := seckilltest.Example(inventory.Migrations)
 	store, err := inventory.New(inventory.Config{Schema: db.Schema})
@@ -33,12 +34,13 @@ func ExampleStore_QueueSoldOutOrAbort() {
 	reservation := func(userID int64) (inventory.NewReservation, inventory.Allocation) {
 		now := time.Now()
 		r := inventory.NewReservation{
-			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1,
-			ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 42, UserID: userID, Bucket: 0, Quantity: 1},
+			ReservedAt: now,
+			ExpiresAt:  now.Add(15 * time.Minute),
 		}
-		return r, inventory.Allocation{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 42, Bucket: 0, Quantity: 1,
-			UserID: userID, SourceMessageID: r.FirstMessageID}
+		return r, inventory.Allocation{
+			Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: 1, SKUID: 42, Bucket: 0, Quantity: 1, UserID: userID, MessageID: r.MessageID},
+		}
 	}
 	run := func(queue func(b *pgx.Batch) error) error {
 		var b pgx.Batch
@@ -50,12 +52,12 @@ func ExampleStore_QueueSoldOutOrAbort() {
 
 	// The first buyer takes the last unit.
 	first, firstAlloc := reservation(1)
-	first.OrderID, firstAlloc.OrderID = 101, 101
+	first.OrderID, first.Ordered, firstAlloc.OrderID = 101, true, 101
 	if err := run(func(b *pgx.Batch) error {
-		if err := store.QueueInsertReservationOrAbort(b, first); err != nil {
+		if err := store.QueueAcquireReservation(b, first, nil, pgtx.Abort); err != nil {
 			return err
 		}
-		return store.QueueAllocateBucketOrAbort(b, firstAlloc, nil)
+		return store.QueueAllocateBucket(b, firstAlloc, nil, pgtx.Abort)
 	}); err != nil {
 		panic(err)
 	}
@@ -63,10 +65,11 @@ func ExampleStore_QueueSoldOutOrAbort() {
 	// The second buyer is rejected in one batch.
 	reject := func(r inventory.NewReservation, a inventory.Allocation) error {
 		return run(func(b *pgx.Batch) error {
-			if err := store.QueueSoldOutOrAbort(b, a); err != nil {
+			if err := store.QueueCheckSoldOut(b, a, pgtx.Abort); err != nil {
 				return err
 			}
-			return store.QueueInsertRejectedReservationOrAbort(b, r, "SOLD_OUT")
+			r.FailureCode = "SOLD_OUT"
+			return store.QueueAcquireReservation(b, r, nil, pgtx.Abort)
 		})
 	}
 	second, secondAlloc := reservation(2)
@@ -82,7 +85,9 @@ func ExampleStore_QueueSoldOutOrAbort() {
 	// The first order times out: its unit comes back.
 	var back inventory.Allocated
 	firstAlloc.Reason = "PAY_TIMEOUT"
-	if err := run(func(b *pgx.Batch) error { return store.QueueReleaseStockOrAbort(b, firstAlloc, &back) }); err != nil {
+	if err := run(func(b *pgx.Batch) error {
+		return store.QueueReleaseStock(b, inventory.StockRelease{Request: (firstAlloc).Request, Reason: (firstAlloc).Reason}, &back, pgtx.Abort)
+	}); err != nil {
 		panic(err)
 	}
 	fmt.Printf("released: available %d → %d\n", back.BeforeAvailable, back.AfterAvailable)

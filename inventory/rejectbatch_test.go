@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -23,10 +24,11 @@ func TestQueueSoldOutAndRejectedOrAbort(t *testing.T) {
 		reject := func(r inventory.NewReservation, a inventory.Allocation) error {
 			t.Helper()
 			var b pgx.Batch
-			if err := tb.store.QueueSoldOutOrAbort(&b, a); err != nil {
+			if err := tb.store.QueueCheckSoldOut(&b, a, pgtx.Abort); err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.store.QueueInsertRejectedReservationOrAbort(&b, r, "SOLD_OUT"); err != nil {
+			r.FailureCode = "SOLD_OUT"
+			if err := tb.store.QueueAcquireReservation(&b, r, nil, pgtx.Abort); err != nil {
 				t.Fatal(err)
 			}
 			return pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
@@ -36,7 +38,7 @@ func TestQueueSoldOutAndRejectedOrAbort(t *testing.T) {
 		r := tb.newReservation(13, 130, 0)
 		err := reject(r, allocationOf(r, 0))
 		abortedAt(t, "stock left", err, 0)
-		abortedBy(t, "stock left", err, "QueueSoldOutOrAbort", inventory.ErrNotSoldOut, "SK008")
+		abortedBy(t, "stock left", err, "QueueCheckSoldOut", inventory.ErrNotSoldOut, "SK008")
 		// Take the unit; now the same reservation's rejection commits.
 		taken := tb.newReservation(13, 130, 0)
 		if err := tb.buyOrAbort(t, taken, 1300, allocationOf(taken, 1300), nil); err != nil {
@@ -70,7 +72,7 @@ func TestQueueSoldOutAndRejectedOrAbort(t *testing.T) {
 		// The same reservation again: its primary key raises.
 		err = reject(r, allocationOf(r, 0))
 		abortedAt(t, "rejected twice", err, 1)
-		abortedBy(t, "rejected twice", err, "QueueInsertRejectedReservationOrAbort", inventory.ErrReservationExists, "23505")
+		abortedBy(t, "rejected twice", err, "QueueAcquireReservation", inventory.ErrReservationConflict, "23505")
 		if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "inventory_reservation_pkey" {
 			t.Fatalf("rejected twice: %v", err)
 		}
@@ -81,10 +83,10 @@ func TestQueueSoldOutAndRejectedOrAbort(t *testing.T) {
 		unknown.SKUID = 131
 		err = reject(r2, unknown)
 		abortedAt(t, "unknown SKU", err, 0)
-		abortedBy(t, "unknown SKU", err, "QueueSoldOutOrAbort", inventory.ErrUnknownSKU, "SK004")
+		abortedBy(t, "unknown SKU", err, "QueueCheckSoldOut", inventory.ErrUnknownSKU, "SK004")
 		unknownBucket := allocationOf(r2, 0)
 		unknownBucket.Bucket = 7
-		abortedBy(t, "unknown bucket", reject(r2, unknownBucket), "QueueSoldOutOrAbort", inventory.ErrUnknownBucket, "SK003")
+		abortedBy(t, "unknown bucket", reject(r2, unknownBucket), "QueueCheckSoldOut", inventory.ErrUnknownBucket, "SK003")
 		if err := pgx.BeginFunc(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			_, err := tb.store.SetSaleStatus(tb.ctx, tx, inventory.SaleChange{ActivityID: 13, SKUID: 130, To: inventory.SalePaused, Operator: "test", Reason: "pause"})
 			return err
@@ -93,7 +95,7 @@ func TestQueueSoldOutAndRejectedOrAbort(t *testing.T) {
 		}
 		err = reject(r2, allocationOf(r2, 0))
 		abortedAt(t, "sale paused", err, 0)
-		abortedBy(t, "sale paused", err, "QueueSoldOutOrAbort", inventory.ErrNotOnSale, "SK002")
+		abortedBy(t, "sale paused", err, "QueueCheckSoldOut", inventory.ErrNotOnSale, "SK002")
 		if _, err := tb.store.GetReservation(tb.ctx, tb.pool, r2.ReservationID); !errors.Is(err, inventory.ErrReservationNotFound) {
 			t.Fatalf("refused rejection wrote the reservation: %v", err)
 		}
@@ -101,16 +103,22 @@ func TestQueueSoldOutAndRejectedOrAbort(t *testing.T) {
 		// Bad input queues nothing.
 		var b pgx.Batch
 		bad := tb.newReservation(13, 130, 0)
-		bad.OrderID = 7
-		if err := tb.store.QueueInsertRejectedReservationOrAbort(&b, bad, "SOLD_OUT"); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+		bad.OrderID, bad.Ordered, bad.FailureCode = 7, true, "SOLD_OUT"
+		if err := tb.store.QueueAcquireReservation(&b, bad, nil, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
 			t.Fatalf("rejected with an order id: %v, %d queued", err, b.Len())
 		}
-		if err := tb.store.QueueInsertRejectedReservationOrAbort(&b, tb.newReservation(13, 130, 0), ""); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
-			t.Fatalf("no failure code: %v, %d queued", err, b.Len())
+		long := tb.newReservation(13, 130, 0)
+		long.FailureCode = strings.Repeat("X", inventory.MaxCodeLength+1)
+		if err := tb.store.QueueAcquireReservation(&b, long, nil, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+			t.Fatalf("failure code too long: %v, %d queued", err, b.Len())
+		}
+		// A failure code is for the insert that aborts only.
+		if err := tb.store.QueueAcquireReservation(&b, long, nil, pgtx.Return); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+			t.Fatalf("failure code with pgtx.Return: %v, %d queued", err, b.Len())
 		}
 		zero := allocationOf(r2, 0)
 		zero.Quantity = 0
-		if err := tb.store.QueueSoldOutOrAbort(&b, zero); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+		if err := tb.store.QueueCheckSoldOut(&b, zero, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
 			t.Fatalf("zero quantity: %v, %d queued", err, b.Len())
 		}
 		tb.auditClean(t, 13, 130)

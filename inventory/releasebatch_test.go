@@ -16,7 +16,7 @@ import (
 func (tb testBundle) releaseOrAbort(t *testing.T, a inventory.Allocation, dst *inventory.Allocated) error {
 	t.Helper()
 	var b pgx.Batch
-	if err := tb.store.QueueReleaseStockOrAbort(&b, a, dst); err != nil {
+	if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: (a).Request, Reason: (a).Reason}, dst, pgtx.Abort); err != nil {
 		t.Fatal(err)
 	}
 	return pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
@@ -60,7 +60,7 @@ func TestQueueReleaseStockOrAbort(t *testing.T) {
 	// Twice: the RELEASE row raises (statement 0).
 	err = tb.releaseOrAbort(t, a, nil)
 	abortedAt(t, "released twice", err, 0)
-	abortedBy(t, "released twice", err, "QueueReleaseStockOrAbort", inventory.ErrAlreadyApplied, "23505")
+	abortedBy(t, "released twice", err, "QueueReleaseStock", inventory.ErrAlreadyApplied, "23505")
 	if c, ok := pgtx.UniqueViolationOf(err); !ok || c != "uq_inventory_ledger_idempotency" {
 		t.Fatalf("released twice: %v", err)
 	}
@@ -81,12 +81,12 @@ func TestQueueReleaseStockOrAbort(t *testing.T) {
 		mut(&bad)
 		err := tb.releaseOrAbort(t, bad, nil)
 		abortedAt(t, name, err, 1)
-		abortedBy(t, name, err, "QueueReleaseStockOrAbort", inventory.ErrAllocationMismatch, "SK005")
+		abortedBy(t, name, err, "QueueReleaseStock", inventory.ErrAllocationMismatch, "SK005")
 	}
 	never := tb.newReservation(11, 110, 0)
 	err = tb.releaseOrAbort(t, allocationOf(never, 902), nil)
 	abortedAt(t, "never allocated", err, 1)
-	abortedBy(t, "never allocated", err, "QueueReleaseStockOrAbort", inventory.ErrNotAllocated, "SK006")
+	abortedBy(t, "never allocated", err, "QueueReleaseStock", inventory.ErrNotAllocated, "SK006")
 	if errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrAllocationMismatch) {
 		t.Fatalf("never allocated: %v also matches another condition", err)
 	}
@@ -100,7 +100,7 @@ func TestQueueReleaseStockOrAbort(t *testing.T) {
 	var b pgx.Batch
 	bad := oa
 	bad.Quantity = 0
-	if err := tb.store.QueueReleaseStockOrAbort(&b, bad, nil); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
+	if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: (bad).Request, Reason: (bad).Reason}, nil, pgtx.Abort); !errors.Is(err, inventory.ErrInvalidArgument) || b.Len() != 0 {
 		t.Fatalf("bad release: %v, %d queued", err, b.Len())
 	}
 
@@ -147,7 +147,7 @@ func TestQueueReleaseStockOrAbortConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var b pgx.Batch
-			if err := tb.store.QueueReleaseStockOrAbort(&b, allocs[i/2], nil); err != nil {
+			if err := tb.store.QueueReleaseStock(&b, inventory.StockRelease{Request: (allocs[i/2]).Request, Reason: (allocs[i/2]).Reason}, nil, pgtx.Abort); err != nil {
 				errs[i] = err
 				return
 			}

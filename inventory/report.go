@@ -12,9 +12,9 @@ import (
 // TypeQuantity is one line of [Store.LedgerByType]: the ledger rows of one
 // activity and SKU of one type.
 type TypeQuantity struct {
-	ActivityID, SKUID int64      // the SKU
-	Type              LedgerType // the ledger type of the rows counted
-	Rows              int64      // the number of rows (never 0: types without rows are absent)
+	ActivityID, SKUID int64  // the SKU
+	Type              string // the ledger type of the rows counted: "ALLOCATE", "RELEASE", "ADJUST" or "PROVISION"
+	Rows              int64  // the number of rows (never 0: types without rows are absent)
 	// Quantity is the units the rows moved: allocated for ALLOCATE,
 	// released for RELEASE, the net total change for ADJUST and PROVISION.
 	Quantity                                   int64
@@ -54,7 +54,7 @@ func (s *Store) LedgerByType(ctx context.Context, db pgtx.Querier, activityID, s
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TypeQuantity, error) {
 		var r TypeQuantity
-		err := row.Scan(&r.ActivityID, &r.SKUID, &r.Type, &r.Rows, &r.Quantity, &r.AvailableDelta, &r.AllocatedDelta, &r.TotalDelta)
+		err := row.Scan(&r.ActivityID, &r.SKUID, ledgerTypeName{&r.Type}, &r.Rows, &r.Quantity, &r.AvailableDelta, &r.AllocatedDelta, &r.TotalDelta)
 		return r, err
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func TestAcquireReservation(t *testing.T) {
@@ -22,7 +23,7 @@ func TestAcquireReservation(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := first.Reservation
-		if !first.Created || got.ReservationID != r.ReservationID || got.RequestID != r.RequestID || got.FirstMessageID != r.FirstMessageID ||
+		if !first.Created || got.ReservationID != r.ReservationID || got.RequestID != r.RequestID || got.FirstMessageID != r.MessageID ||
 			got.ActivityID != 1 || got.SKUID != 2 || got.UserID != r.UserID || got.Bucket != 3 || got.Quantity != 1 ||
 			got.Status != inventory.StatusPendingDB || got.OrderID != 0 || got.FailureCode != "" || !got.OrderedAt.IsZero() ||
 			!got.ReservedAt.Equal(r.ReservedAt.Truncate(time.Microsecond)) || got.Version != 0 {
@@ -31,9 +32,9 @@ func TestAcquireReservation(t *testing.T) {
 
 		// Redelivery under another message id: same row, not created.
 		again := r
-		again.FirstMessageID = uuid.Must(uuid.NewV7())
+		again.MessageID = uuid.Must(uuid.NewV7())
 		second, err := tb.acquire(again)
-		if err != nil || second.Created || second.Reservation.FirstMessageID != r.FirstMessageID {
+		if err != nil || second.Created || second.Reservation.FirstMessageID != r.MessageID {
 			t.Fatalf("second acquire %+v, %v", second, err)
 		}
 
@@ -49,18 +50,18 @@ func TestAcquireReservation(t *testing.T) {
 			n := r
 			mutate(&n)
 			_, err := tb.acquire(n)
-			var ce *inventory.ReservationConflictError
-			if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != field || ce.Existing.ReservationID != r.ReservationID {
+			var ce *inventory.Error
+			if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != field || ce.Reservation.ReservationID != r.ReservationID {
 				t.Errorf("%s: %v", field, err)
 			}
 		}
 		other := tb.newReservation(1, 2, 3)
 		other.RequestID = r.RequestID
-		var ce *inventory.ReservationConflictError
+		var ce *inventory.Error
 		// The transaction stays usable after the conflict.
 		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			_, err := tb.store.AcquireReservation(tb.ctx, tx, other)
-			if !errors.As(err, &ce) || ce.Field != "request_id" || ce.Existing.ReservationID != r.ReservationID {
+			if !errors.As(err, &ce) || ce.Field != "request_id" || ce.Reservation.ReservationID != r.ReservationID {
 				t.Errorf("request id conflict: %v", err)
 			}
 			_, err = tb.store.GetReservation(tb.ctx, tx, r.ReservationID)
@@ -90,7 +91,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		}
 
 		r := tb.newReservation(1, 2, 3)
-		r.OrderID = 77
+		r.OrderID, r.Ordered = 77, true
 		got, err := tb.acquire(r)
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +116,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		if _, err := tb.acquire(p); err != nil {
 			t.Fatal(err)
 		}
-		p.OrderID = 88
+		p.OrderID, p.Ordered = 88, true
 		if again, err := tb.acquire(p); err != nil || again.Created || again.Reservation.Status != inventory.StatusPendingDB || again.Reservation.OrderID != 0 {
 			t.Fatalf("existing pending with an order id: %+v, %v", again, err)
 		}
@@ -125,12 +126,12 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		// reported first when both apply.
 		before := count()
 		q := tb.newReservation(1, 2, 3)
-		q.OrderID = 77
+		q.OrderID, q.Ordered = 77, true
 		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			_, err := tb.store.AcquireReservation(tb.ctx, tx, q)
-			var ce *inventory.ReservationConflictError
+			var ce *inventory.Error
 			if !errors.Is(err, inventory.ErrReservationConflict) || !errors.As(err, &ce) || ce.Field != "order_id" ||
-				ce.Existing.ReservationID != r.ReservationID || ce.Existing.OrderID != 77 {
+				ce.Reservation.ReservationID != r.ReservationID || ce.Reservation.OrderID != 77 {
 				t.Errorf("order id conflict: %v", err)
 			}
 			both := q
@@ -152,21 +153,21 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		// Bad input: typed, nothing sent.
 		bad := tb.newReservation(1, 2, 3)
 		bad.OrderID = -1
-		var ve *inventory.ValidationError
+		var ve *inventory.Error
 		if _, err := tb.acquire(bad); !errors.As(err, &ve) || ve.Field != "OrderID" {
 			t.Fatalf("negative order id: %v", err)
 		}
-		if err := tb.store.QueueAcquireReservation(&pgx.Batch{}, bad, &inventory.Acquired{}); !errors.As(err, &ve) {
+		if err := tb.store.QueueAcquireReservation(&pgx.Batch{}, bad, &inventory.Acquired{}, pgtx.Return); !errors.As(err, &ve) {
 			t.Fatalf("queued negative order id: %v", err)
 		}
 
 		// The batch form.
 		qb := tb.newReservation(1, 2, 3)
-		qb.OrderID = 78
+		qb.OrderID, qb.Ordered = 78, true
 		var queued inventory.Acquired
 		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 			b := &pgx.Batch{}
-			if err := tb.store.QueueAcquireReservation(b, qb, &queued); err != nil {
+			if err := tb.store.QueueAcquireReservation(b, qb, &queued, pgtx.Return); err != nil {
 				return err
 			}
 			return tx.SendBatch(tb.ctx, b).Close()
@@ -180,6 +181,7 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		// conflict.
 		first, second := tb.newReservation(1, 2, 3), tb.newReservation(1, 2, 3)
 		first.OrderID, second.OrderID = 99, 99
+		first.Ordered, second.Ordered = true, true
 		tx1, err := tb.pool.Begin(tb.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -198,8 +200,8 @@ func TestAcquireReservationAsOrdered(t *testing.T) {
 		if err := tx1.Commit(tb.ctx); err != nil {
 			t.Fatal(err)
 		}
-		var ce *inventory.ReservationConflictError
-		if err := testwait.Recv(t, done, "the blocked call to return"); !errors.As(err, &ce) || ce.Field != "order_id" || ce.Existing.ReservationID != first.ReservationID {
+		var ce *inventory.Error
+		if err := testwait.Recv(t, done, "the blocked call to return"); !errors.As(err, &ce) || ce.Field != "order_id" || ce.Reservation.ReservationID != first.ReservationID {
 			t.Fatalf("concurrent order id: %v", err)
 		}
 	})
@@ -360,7 +362,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				tr.OrderID = orderID
 			}
 			got, err := tb.store.TransitionReservation(tb.ctx, tb.pool, tr)
-			var te *inventory.TransitionError
+			var te *inventory.Error
 			switch {
 			case inventory.CanTransition(from, to):
 				if err != nil {
@@ -415,13 +417,13 @@ func TestQueueTransitionReservation(t *testing.T) {
 	)
 	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
-		if err := tb.store.QueueAcquireReservation(&b, nr, &acq); err != nil {
+		if err := tb.store.QueueAcquireReservation(&b, nr, &acq, pgtx.Return); err != nil {
 			return err
 		}
-		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &ordered); err != nil {
+		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &ordered, pgtx.Return); err != nil {
 			return err
 		}
-		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &dup); err != nil {
+		if err := tb.store.QueueTransitionReservation(&b, inventory.Transition{ReservationID: nr.ReservationID, To: inventory.StatusOrdered, OrderID: 3}, &dup, pgtx.Return); err != nil {
 			return err
 		}
 		err := tx.SendBatch(tb.ctx, &b).Close()
@@ -509,7 +511,7 @@ func TestTransitionRaceReportsCommittedStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = testwait.Recv(t, errc, "the goroutine to return")
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	if !errors.Is(err, inventory.ErrAlreadyInState) || !errors.As(err, &te) || te.Current != inventory.StatusOrdered || te.Reservation.OrderID != 11 {
 		t.Fatalf("racing transition: %v", err)
 	}

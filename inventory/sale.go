@@ -14,6 +14,13 @@ import (
 
 // SaleStatus is the sale status of a SKU (inventory_sku.sale_status). The
 // values mirror the CHECK constraint ck_inventory_sku_sale_status.
+// [Store.SetSaleStatus] allows, target <- from:
+//
+//	ON_SALE <- ON_SALE, PAUSED
+//	PAUSED  <- ON_SALE, PAUSED
+//	ENDED   <- ON_SALE, PAUSED
+//
+// ENDED is final; a change to the current status changes the window only.
 type SaleStatus int16
 
 // Sale statuses. [Store.AllocateBucket] takes stock only from an ON_SALE
@@ -27,8 +34,8 @@ const (
 	SaleEnded SaleStatus = 30
 )
 
-// SaleStatuses returns every sale status in ascending order.
-func SaleStatuses() []SaleStatus { return saleStatusSet.Values() }
+// saleStatuses returns every sale status in ascending order.
+func saleStatuses() []SaleStatus { return saleStatusSet.Values() }
 
 // String returns the status name, e.g. "ON_SALE".
 func (s SaleStatus) String() string { return saleStatusSet.Name(s) }
@@ -45,98 +52,15 @@ var saleTransitions = enum.Transitions[SaleStatus]{
 	SaleEnded:  {SaleOnSale, SalePaused},
 }
 
-// CanChangeSale reports whether a SKU may go from sale status from to to:
-//
-//	ON_SALE <- ON_SALE, PAUSED
-//	PAUSED  <- ON_SALE, PAUSED
-//	ENDED   <- ON_SALE, PAUSED
-//
-// ENDED is final.
-func CanChangeSale(from, to SaleStatus) bool { return saleTransitions.Can(from, to) }
-
-// Sale errors. Every *NotOnSaleError matches ErrNotOnSale; the window
-// errors say why more precisely.
-var (
-	// ErrNotOnSale: the SKU is not ON_SALE, or the time is outside its
-	// sale window. The concrete type is *NotOnSaleError.
-	ErrNotOnSale = errors.New("inventory: not on sale")
-	// ErrSaleNotStarted: the sale window has not opened yet.
-	ErrSaleNotStarted = errors.New("inventory: sale not started")
-	// ErrSaleEnded: the SKU is ENDED or its sale window has closed.
-	ErrSaleEnded = errors.New("inventory: sale ended")
-	// ErrIllegalSaleChange: the sale status may not change as asked (from
-	// ENDED). The concrete type is *SaleChangeError.
-	ErrIllegalSaleChange = errors.New("inventory: illegal sale status change")
-)
-
-// NotOnSaleError reports an allocation refused because the SKU was not
-// selling at the statement's time. It matches [ErrNotOnSale], and also
-// [ErrSaleNotStarted] (ON_SALE, window not open yet) or [ErrSaleEnded]
-// (ENDED, or window closed). Nothing was written.
-type NotOnSaleError struct {
-	ActivityID, SKUID int64      // the SKU
-	Status            SaleStatus // its sale status at the statement's time
-	// StartsAt and EndsAt are the sale window; zero means open.
-	StartsAt, EndsAt time.Time
-	// At is the statement's time the window was tested against.
-	At time.Time
-}
-
-// Error names the SKU and says why: its sale status, or the window
-// bound (in UTC) it is outside.
-func (e *NotOnSaleError) Error() string {
-	why := e.Status.String()
-	switch {
-	case e.notStarted():
-		why = "sale starts at " + e.StartsAt.UTC().Format(time.RFC3339)
-	case e.Status == SaleOnSale && !e.EndsAt.IsZero() && !e.At.Before(e.EndsAt):
-		why = "sale ended at " + e.EndsAt.UTC().Format(time.RFC3339)
-	}
-	return fmt.Sprintf("inventory: activity %d sku %d not on sale: %s", e.ActivityID, e.SKUID, why)
-}
-
-func (e *NotOnSaleError) notStarted() bool {
-	return e.Status == SaleOnSale && !e.StartsAt.IsZero() && e.At.Before(e.StartsAt)
-}
-
-func (e *NotOnSaleError) ended() bool {
-	return e.Status == SaleEnded || (e.Status == SaleOnSale && !e.EndsAt.IsZero() && !e.At.Before(e.EndsAt))
-}
-
-// Is matches [ErrNotOnSale], and [ErrSaleNotStarted] or [ErrSaleEnded] when
-// they apply.
-func (e *NotOnSaleError) Is(target error) bool {
-	switch target {
-	case ErrNotOnSale:
-		return true
-	case ErrSaleNotStarted:
-		return e.notStarted()
-	case ErrSaleEnded:
-		return e.ended()
-	}
-	return false
-}
-
-// SaleChangeError reports a refused sale change. It matches
-// [ErrIllegalSaleChange]; nothing was written.
-type SaleChangeError struct {
-	ActivityID, SKUID int64      // the SKU
-	From, To          SaleStatus // the current status and the one asked for
-}
-
-// Error names the SKU and the refused change (from -> to).
-func (e *SaleChangeError) Error() string {
-	return fmt.Sprintf("inventory: activity %d sku %d: illegal sale change %s -> %s", e.ActivityID, e.SKUID, e.From, e.To)
-}
-
-// Is reports whether target is [ErrIllegalSaleChange].
-func (e *SaleChangeError) Is(target error) bool { return target == ErrIllegalSaleChange }
+// canChangeSale reports whether a SKU may go from sale status from to to
+// (the table at [SaleStatus]).
+func canChangeSale(from, to SaleStatus) bool { return saleTransitions.Can(from, to) }
 
 // SaleChange asks [Store.SetSaleStatus] to set a SKU's sale status and
 // window.
 type SaleChange struct {
 	ActivityID, SKUID int64      // > 0
-	To                SaleStatus // the new status; the current one is allowed (it changes the window only), see [CanChangeSale]
+	To                SaleStatus // the new status; the current one is allowed (it changes the window only), see [SaleStatus]
 	// StartsAt and EndsAt are the new sale window; zero means open on
 	// that side. When both are set StartsAt must be before EndsAt.
 	StartsAt, EndsAt time.Time
@@ -207,12 +131,12 @@ SELECT c.sale_status, upd.sale_version, log.log_id, log.created_at
 // log row (operator, reason, time) in one statement, in the caller's
 // transaction tx: put the announcement event in the same transaction. The
 // SKU row is locked first and the transition decided on its latest status
-// (see [CanChangeSale]); the window is replaced as given (zero bounds are
+// (see [SaleStatus]); the window is replaced as given (zero bounds are
 // open). A change to the current status just replaces the window, and is
 // logged too.
 //
-// Errors: [ErrUnknownSKU] (not provisioned); *SaleChangeError
-// ([ErrIllegalSaleChange]) from ENDED, nothing written; *ValidationError
+// Errors: [ErrUnknownSKU] (not provisioned); *Error
+// ([ErrIllegalTransition]) from ENDED, nothing written; *Error
 // for bad input, nothing sent. Allocations already running keep the state
 // of their statement's snapshot; every later statement sees the change.
 func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (_ SaleChanged, err error) {
@@ -248,7 +172,7 @@ func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (_ S
 	case err != nil:
 		return SaleChanged{}, fmt.Errorf("inventory: set sale status of activity %d sku %d: %w", c.ActivityID, c.SKUID, err)
 	case version == nil:
-		return SaleChanged{}, &SaleChangeError{ActivityID: c.ActivityID, SKUID: c.SKUID, From: SaleStatus(cur), To: c.To}
+		return SaleChanged{}, &Error{Err: ErrIllegalTransition, ActivityID: c.ActivityID, SKUID: c.SKUID, From: SaleStatus(cur), To: c.To}
 	}
 	return SaleChanged{
 		ActivityID: c.ActivityID, SKUID: c.SKUID, From: SaleStatus(cur), To: c.To,

@@ -14,6 +14,7 @@ import (
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 func (tb testBundle) setSale(t *testing.T, c inventory.SaleChange) (inventory.SaleChanged, error) {
@@ -46,7 +47,7 @@ func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 				if batch {
 					var b pgx.Batch
-					if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), new(inventory.Allocated)); err != nil {
+					if err := tb.store.QueueAllocateBucket(&b, r2ToAlloc(r), new(inventory.Allocated), pgtx.Return); err != nil {
 						return err
 					}
 					allocErr = tx.SendBatch(tb.ctx, &b).Close()
@@ -87,9 +88,9 @@ func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 					}
 					continue
 				}
-				var ne *inventory.NotOnSaleError
+				var ne *inventory.Error
 				if !errors.Is(err, inventory.ErrNotOnSale) || !errors.As(err, &ne) || ne.Status != st.change.To ||
-					errors.Is(err, inventory.ErrSaleNotStarted) != st.notStarted || errors.Is(err, inventory.ErrSaleEnded) != st.ended {
+					saleNotStarted(ne) != st.notStarted || saleEnded(ne) != st.ended {
 					t.Fatalf("step %d %s (batch %v): %v", i, st.change.To, batch, err)
 				}
 			}
@@ -103,8 +104,8 @@ func TestSaleStatusAndWindowRefuseAllocation(t *testing.T) {
 
 		// ENDED is final.
 		_, err := tb.setSale(t, change(inventory.SaleOnSale, time.Time{}, time.Time{}))
-		var ce *inventory.SaleChangeError
-		if !errors.Is(err, inventory.ErrIllegalSaleChange) || !errors.As(err, &ce) || ce.From != inventory.SaleEnded {
+		var ce *inventory.Error
+		if !errors.Is(err, inventory.ErrIllegalTransition) || !errors.As(err, &ce) || ce.From != inventory.SaleEnded {
 			t.Fatalf("ENDED -> ON_SALE: %v", err)
 		}
 		// Bad input and unknown SKUs.
@@ -190,7 +191,7 @@ func TestSaleLogVersionBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := inventory.Migrate(ctx, pool, schema); err != nil {
+	if _, err := migrate.Apply(ctx, pool, schema, inventory.Migrations); err != nil {
 		t.Fatal(err)
 	}
 	for sku, want := range map[int64][]int64{1: {1, 2, 3}, 2: {1, 2}} {
@@ -206,4 +207,17 @@ func TestSaleLogVersionBackfill(t *testing.T) {
 			t.Errorf("SKU %d: log versions %v, want %v", sku, versions, want)
 		}
 	}
+}
+
+// saleNotStarted reports whether a not-on-sale refusal says the sale
+// window has not opened yet: ON_SALE, tested before StartsAt.
+func saleNotStarted(e *inventory.Error) bool {
+	return e.Status == inventory.SaleOnSale && !e.StartsAt.IsZero() && e.At.Before(e.StartsAt)
+}
+
+// saleEnded reports whether a not-on-sale refusal says the sale is over:
+// ENDED, or ON_SALE tested at or after EndsAt.
+func saleEnded(e *inventory.Error) bool {
+	return e.Status == inventory.SaleEnded ||
+		(e.Status == inventory.SaleOnSale && !e.EndsAt.IsZero() && !e.At.Before(e.EndsAt))
 }

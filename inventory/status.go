@@ -1,9 +1,25 @@
 package inventory
 
-import "github.com/seckillkit/seckill/internal/enum"
+import (
+	"fmt"
+
+	"github.com/seckillkit/seckill/internal/enum"
+)
 
 // ReservationStatus is the status of an inventory_reservation row. The
 // values mirror the CHECK constraint ck_reservation_status one to one.
+// [Store.TransitionReservation] enforces the state machine, target <-
+// the statuses it may be entered from, in its WHERE clause:
+//
+//	ORDERED          <- PENDING_DB
+//	REJECTED         <- PENDING_DB
+//	RELEASE_PENDING  <- ORDERED
+//	RELEASED         <- ORDERED, RELEASE_PENDING
+//	EXPIRED          <- PENDING_DB
+//	MANUAL_REQUIRED  <- PENDING_DB, ORDERED, RELEASE_PENDING
+//
+// PENDING_DB is only ever the initial status; REJECTED, RELEASED, EXPIRED
+// and MANUAL_REQUIRED are final.
 type ReservationStatus int16
 
 // Reservation statuses.
@@ -24,14 +40,14 @@ const (
 	StatusManualRequired ReservationStatus = 60
 )
 
-// ReservationStatuses returns every reservation status in ascending order.
-func ReservationStatuses() []ReservationStatus { return statusSet.Values() }
+// reservationStatuses returns every reservation status in ascending order.
+func reservationStatuses() []ReservationStatus { return statusSet.Values() }
 
 // String returns the name of the status, e.g. "PENDING_DB".
 func (s ReservationStatus) String() string { return statusSet.Name(s) }
 
-// Valid reports whether s is one of the defined statuses.
-func (s ReservationStatus) Valid() bool { return statusSet.Valid(s) }
+// valid reports whether s is one of the defined statuses.
+func (s ReservationStatus) valid() bool { return statusSet.Valid(s) }
 
 var statusSet = enum.New("ReservationStatus", map[ReservationStatus]string{
 	StatusPendingDB: "PENDING_DB", StatusOrdered: "ORDERED", StatusRejected: "REJECTED",
@@ -50,49 +66,45 @@ var transitions = enum.Transitions[ReservationStatus]{
 	StatusManualRequired: {StatusPendingDB, StatusOrdered, StatusReleasePending},
 }
 
-// AllowedFrom returns the statuses a reservation may enter status to from,
-// in ascending order; nil when to is not a transition target
-// (StatusPendingDB is only ever the initial status). This is the table
-// [Store.TransitionReservation] enforces in its WHERE clause:
-//
-//	ORDERED          <- PENDING_DB
-//	REJECTED         <- PENDING_DB
-//	RELEASE_PENDING  <- ORDERED
-//	RELEASED         <- ORDERED, RELEASE_PENDING
-//	EXPIRED          <- PENDING_DB
-//	MANUAL_REQUIRED  <- PENDING_DB, ORDERED, RELEASE_PENDING
-//
-// REJECTED, RELEASED, EXPIRED and MANUAL_REQUIRED are final.
-func AllowedFrom(to ReservationStatus) []ReservationStatus { return transitions.AllowedFrom(to) }
+// allowedFrom returns the statuses a reservation may enter status to from,
+// in ascending order; nil when to is not a transition target (the table
+// at [ReservationStatus]).
+func allowedFrom(to ReservationStatus) []ReservationStatus { return transitions.AllowedFrom(to) }
 
-// CanTransition reports whether the state machine allows from → to.
-func CanTransition(from, to ReservationStatus) bool { return transitions.Can(from, to) }
+// canTransition reports whether the state machine allows from → to.
+func canTransition(from, to ReservationStatus) bool { return transitions.Can(from, to) }
 
-// LedgerType is the kind of an inventory_ledger row. The values mirror the
-// CHECK constraint ck_ledger_type one to one.
-type LedgerType int16
+// ledgerType is the kind of an inventory_ledger row. The values mirror the
+// CHECK constraint ck_ledger_type one to one; LedgerEntry.Type and
+// TypeQuantity.Type carry their names.
+type ledgerType int16
 
 // Ledger types.
 const (
-	// LedgerAllocate: available → allocated for one reservation
-	// (idempotency key "ALLOCATE:<reservation_id>").
-	LedgerAllocate LedgerType = 10
-	// LedgerRelease: allocated → available for one reservation
-	// (idempotency key "RELEASE:<reservation_id>").
-	LedgerRelease LedgerType = 20
-	// LedgerAdjust: available stock moved into or out of a bucket by
-	// [Store.Rebalance]; changes the bucket's total.
-	LedgerAdjust LedgerType = 30
-	// LedgerProvision: a bucket's initial stock, written by [Store.Provision].
-	LedgerProvision LedgerType = 40
+	ledgerAllocate  ledgerType = 10 // available → allocated for one reservation ("ALLOCATE:<reservation_id>")
+	ledgerRelease   ledgerType = 20 // allocated → available for one reservation ("RELEASE:<reservation_id>")
+	ledgerAdjust    ledgerType = 30 // a manual adjustment or a rebalance move; changes the bucket's total
+	ledgerProvision ledgerType = 40 // a bucket's initial stock, written by [Store.Provision]
 )
 
-// LedgerTypes returns every ledger type in ascending order.
-func LedgerTypes() []LedgerType { return ledgerTypeSet.Values() }
-
-// String returns the name of the ledger type, e.g. "ALLOCATE".
-func (t LedgerType) String() string { return ledgerTypeSet.Name(t) }
-
-var ledgerTypeSet = enum.New("LedgerType", map[LedgerType]string{
-	LedgerAllocate: "ALLOCATE", LedgerRelease: "RELEASE", LedgerAdjust: "ADJUST", LedgerProvision: "PROVISION",
+var ledgerTypeSet = enum.New("LedgerType", map[ledgerType]string{
+	ledgerAllocate: "ALLOCATE", ledgerRelease: "RELEASE", ledgerAdjust: "ADJUST", ledgerProvision: "PROVISION",
 })
+
+// ledgerTypeName scans a ledger_type column into its name ("ALLOCATE", …).
+type ledgerTypeName struct{ s *string }
+
+// Scan implements sql.Scanner.
+func (n ledgerTypeName) Scan(src any) error {
+	switch v := src.(type) {
+	case int64:
+		*n.s = ledgerTypeSet.Name(ledgerType(v))
+	case int32:
+		*n.s = ledgerTypeSet.Name(ledgerType(v))
+	case int16:
+		*n.s = ledgerTypeSet.Name(ledgerType(v))
+	default:
+		return fmt.Errorf("inventory: cannot scan %T into a ledger type", src)
+	}
+	return nil
+}

@@ -38,7 +38,7 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 	var statuses []int
 	for _, s := range inventory.ReservationStatuses() {
 		statuses = append(statuses, int(s))
-		if !s.Valid() || strings.HasPrefix(s.String(), "ReservationStatus(") {
+		if !inventory.ValidStatus(s) || strings.HasPrefix(s.String(), "ReservationStatus(") {
 			t.Errorf("status %d: Valid/String broken", s)
 		}
 	}
@@ -46,9 +46,7 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 		t.Errorf("ck_reservation_status %v, constants %v", got, statuses)
 	}
 	var types []int
-	for _, lt := range inventory.LedgerTypes() {
-		types = append(types, int(lt))
-	}
+	types = inventory.LedgerTypeCodes()
 	if got := tb.checkValues(t, "ck_ledger_type"); !slices.Equal(got, types) {
 		t.Errorf("ck_ledger_type %v, constants %v", got, types)
 	}
@@ -62,10 +60,10 @@ func TestStatusConstantsMatchChecks(t *testing.T) {
 			t.Errorf("no status named %s", want)
 		}
 	}
-	if inventory.ReservationStatus(5).Valid() || inventory.ReservationStatus(5).String() != "ReservationStatus(5)" {
+	if inventory.ValidStatus(inventory.ReservationStatus(5)) || inventory.ReservationStatus(5).String() != "ReservationStatus(5)" {
 		t.Error("status 5 should be invalid")
 	}
-	if inventory.LedgerAdjust.String() != "ADJUST" || inventory.LedgerType(1).String() != "LedgerType(1)" {
+	if inventory.LedgerTypeName(30) != inventory.LedgerAdjust || inventory.LedgerTypeName(1) != "LedgerType(1)" {
 		t.Error("LedgerType.String broken")
 	}
 }

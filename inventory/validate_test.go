@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // noDB is a pgx.Tx that fails the test if anything is sent through it:
@@ -57,10 +59,13 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	now := time.Now()
 	long := strings.Repeat("é", inventory.MaxCodeLength+1)
 
-	goodRes := inventory.NewReservation{ReservationID: id, RequestID: id, FirstMessageID: id, ActivityID: 1, SKUID: 1, UserID: 1,
-		Bucket: 0, Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Minute)}
+	goodRes := inventory.NewReservation{
+		Request:    seckill.Request{ReservationID: id, RequestID: id, MessageID: id, ActivityID: 1, SKUID: 1, UserID: 1, Bucket: 0, Quantity: 1},
+		ReservedAt: now,
+		ExpiresAt:  now.Add(time.Minute),
+	}
 	res := func(f func(*inventory.NewReservation)) inventory.NewReservation { r := goodRes; f(&r); return r }
-	goodAlloc := inventory.Allocation{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 1, UserID: 1, SourceMessageID: id}
+	goodAlloc := inventory.Allocation{Request: seckill.Request{ReservationID: id, ActivityID: 1, SKUID: 1, Bucket: 0, Quantity: 1, UserID: 1, MessageID: id}}
 	alloc := func(f func(*inventory.Allocation)) inventory.Allocation { a := goodAlloc; f(&a); return a }
 
 	type call struct {
@@ -77,25 +82,25 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	acquire := func(name, field string, r inventory.NewReservation) call {
 		return call{name, field, func(b *pgx.Batch) (error, error) {
 			_, err := s.AcquireReservation(ctx, db, r)
-			return err, s.QueueAcquireReservation(b, r, new(inventory.Acquired))
+			return err, s.QueueAcquireReservation(b, r, new(inventory.Acquired), pgtx.Return)
 		}}
 	}
 	allocate := func(name, field string, a inventory.Allocation) call {
 		return call{name, field, func(b *pgx.Batch) (error, error) {
 			_, err := s.AllocateBucket(ctx, db, a)
-			return err, s.QueueAllocateBucket(b, a, new(inventory.Allocated))
+			return err, s.QueueAllocateBucket(b, a, new(inventory.Allocated), pgtx.Return)
 		}}
 	}
 	release := func(name, field string, r inventory.StockRelease) call {
 		return call{name, field, func(b *pgx.Batch) (error, error) {
 			_, err := s.ReleaseStock(ctx, db, r)
-			return err, s.QueueReleaseStock(b, r, new(inventory.Allocated))
+			return err, s.QueueReleaseStock(b, r, new(inventory.Allocated), pgtx.Return)
 		}}
 	}
 	transition := func(name, field string, tr inventory.Transition) call {
 		return call{name, field, func(b *pgx.Batch) (error, error) {
 			_, err := s.TransitionReservation(ctx, db, tr)
-			return err, s.QueueTransitionReservation(b, tr, new(inventory.Reservation))
+			return err, s.QueueTransitionReservation(b, tr, new(inventory.Reservation), pgtx.Return)
 		}}
 	}
 	rebalance := func(name, field string, r inventory.RebalanceRequest) call {
@@ -113,7 +118,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 
 		acquire("nil reservation id", "ReservationID", res(func(r *inventory.NewReservation) { r.ReservationID = uuid.Nil })),
 		acquire("nil request id", "RequestID", res(func(r *inventory.NewReservation) { r.RequestID = uuid.Nil })),
-		acquire("nil message id", "FirstMessageID", res(func(r *inventory.NewReservation) { r.FirstMessageID = uuid.Nil })),
+		acquire("nil message id", "MessageID", res(func(r *inventory.NewReservation) { r.MessageID = uuid.Nil })),
 		acquire("zero activity", "ActivityID", res(func(r *inventory.NewReservation) { r.ActivityID = 0 })),
 		acquire("zero sku", "SKUID", res(func(r *inventory.NewReservation) { r.SKUID = 0 })),
 		acquire("negative user", "UserID", res(func(r *inventory.NewReservation) { r.UserID = -5 })),
@@ -131,12 +136,12 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		allocate("negative quantity", "Quantity", alloc(func(a *inventory.Allocation) { a.Quantity = -1 })),
 		allocate("zero user", "UserID", alloc(func(a *inventory.Allocation) { a.UserID = 0 })),
 		allocate("negative order", "OrderID", alloc(func(a *inventory.Allocation) { a.OrderID = -1 })),
-		allocate("nil message", "SourceMessageID", alloc(func(a *inventory.Allocation) { a.SourceMessageID = uuid.Nil })),
+		allocate("nil message", "MessageID", alloc(func(a *inventory.Allocation) { a.MessageID = uuid.Nil })),
 		allocate("long reason", "Reason", alloc(func(a *inventory.Allocation) { a.Reason = long })),
 
 		release("nil reservation", "ReservationID", inventory.StockRelease{}),
-		release("negative order", "OrderID", inventory.StockRelease{ReservationID: id, OrderID: -1}),
-		release("long reason", "Reason", inventory.StockRelease{ReservationID: id, Reason: long}),
+		release("negative order", "OrderID", inventory.StockRelease{Request: seckill.Request{ReservationID: id, OrderID: -1}}),
+		release("long reason", "Reason", inventory.StockRelease{Request: seckill.Request{ReservationID: id}, Reason: long}),
 
 		transition("nil reservation", "ReservationID", inventory.Transition{To: inventory.StatusRejected}),
 		transition("to PENDING_DB", "To", inventory.Transition{ReservationID: id, To: inventory.StatusPendingDB}),
@@ -149,20 +154,30 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		rebalance("zero sku", "SKUID", inventory.RebalanceRequest{ActivityID: 1}),
 		rebalance("long reason", "Reason", inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: long}),
 
-		{"audit zero activity", "activityID", func(*pgx.Batch) (error, error) {
+		{"audit negative activity", "activityID", func(*pgx.Batch) (error, error) {
+			_, err := s.Audit(ctx, db, -1, 1)
+			return err, err
+		}},
+		{"audit negative sku", "skuID", func(*pgx.Batch) (error, error) {
+			_, err := s.Audit(ctx, db, 1, -1)
+			return err, err
+		}},
+		{"audit a sku without its activity", "skuID", func(*pgx.Batch) (error, error) {
 			_, err := s.Audit(ctx, db, 0, 1)
 			return err, err
 		}},
-		{"audit zero sku", "skuID", func(*pgx.Batch) (error, error) {
-			_, err := s.Audit(ctx, db, 1, 0)
-			return err, err
+		{"ordered without an order id", "OrderID", func(b *pgx.Batch) (error, error) {
+			r := goodRes
+			r.Ordered = true
+			_, err := s.AcquireReservation(ctx, db, r)
+			return err, s.QueueAcquireReservation(b, r, nil, pgtx.Return)
 		}},
 	}
 	for _, c := range calls {
 		var b pgx.Batch
 		direct, queued := c.run(&b)
 		for form, err := range map[string]error{"direct": direct, "queued": queued} {
-			var ve *inventory.ValidationError
+			var ve *inventory.Error
 			if !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field != c.field {
 				t.Errorf("%s (%s): %v, want ValidationError on %s", c.name, form, err, c.field)
 			}
@@ -171,19 +186,20 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 			t.Errorf("%s: %d statements queued", c.name, b.Len())
 		}
 	}
-	// A nil destination is invalid input too.
+	// A nil destination is valid in every queued form: the result is
+	// discarded (the statement is queued all the same).
 	var b pgx.Batch
 	for name, err := range map[string]error{
-		"acquire":    s.QueueAcquireReservation(&b, goodRes, nil),
-		"allocate":   s.QueueAllocateBucket(&b, goodAlloc, nil),
-		"release":    s.QueueReleaseStock(&b, inventory.StockRelease{ReservationID: id}, nil),
-		"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, nil),
+		"acquire":    s.QueueAcquireReservation(&b, goodRes, nil, pgtx.Return),
+		"allocate":   s.QueueAllocateBucket(&b, goodAlloc, nil, pgtx.Return),
+		"release":    s.QueueReleaseStock(&b, inventory.StockRelease{Request: seckill.Request{ReservationID: id}}, nil, pgtx.Return),
+		"transition": s.QueueTransitionReservation(&b, inventory.Transition{ReservationID: id, To: inventory.StatusRejected}, nil, pgtx.Return),
 	} {
-		if !errors.Is(err, inventory.ErrInvalidArgument) {
+		if err != nil {
 			t.Errorf("%s with nil dst: %v", name, err)
 		}
 	}
-	if b.Len() != 0 {
-		t.Errorf("%d statements queued with nil dst", b.Len())
+	if b.Len() != 4 {
+		t.Errorf("%d statements queued with nil dst, want 4", b.Len())
 	}
 }

@@ -68,7 +68,7 @@ func releaseResult(err error) string {
 }
 
 // AllocateEnd counts the allocation and adds an event to ctx's span.
-func (o *inventoryObserver) AllocateEnd(ctx context.Context, e inventory.AllocateEvent) {
+func (o *inventoryObserver) AllocateEnd(ctx context.Context, e inventory.StockEvent) {
 	result := AttrInventoryResult.String(allocateResult(e.Err))
 	o.allocations.Add(ctx, 1, metric.WithAttributes(result, AttrInventoryBucket.Int(int(e.Bucket))))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -79,7 +79,7 @@ func (o *inventoryObserver) AllocateEnd(ctx context.Context, e inventory.Allocat
 }
 
 // ReleaseEnd counts the release and adds an event to ctx's span.
-func (o *inventoryObserver) ReleaseEnd(ctx context.Context, e inventory.ReleaseEvent) {
+func (o *inventoryObserver) ReleaseEnd(ctx context.Context, e inventory.StockEvent) {
 	result := AttrInventoryResult.String(releaseResult(e.Err))
 	o.releases.Add(ctx, 1, metric.WithAttributes(result))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/otelseckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
@@ -36,15 +37,17 @@ func TestInventoryAllocations(t *testing.T) {
 		sctx, span := tracer.Start(ctx, "buy")
 		now := time.Now()
 		r := inventory.NewReservation{
-			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: 1, SKUID: 42, UserID: user, Bucket: 0, Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Hour),
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 42, UserID: user, Bucket: 0, Quantity: 1},
+			ReservedAt: now,
+			ExpiresAt:  now.Add(time.Hour),
 		}
 		err := pgtx.RunInTx(sctx, db.Pool, pgtx.Options{Name: "buy", Observer: b.obs.Tx}, func(tx pgx.Tx) error {
-			acq, err := store.AcquireReservation(sctx, tx, r)
-			if err != nil {
+			if _, err := store.AcquireReservation(sctx, tx, r); err != nil {
 				return err
 			}
-			_, err = store.AllocateBucket(sctx, tx, acq.Reservation.Allocation(user, uuid.Nil))
+			a := inventory.Allocation{Request: r.Request}
+			a.OrderID = user
+			_, err := store.AllocateBucket(sctx, tx, a)
 			switch {
 			case errors.Is(err, inventory.ErrSoldOut):
 				soldOut = append(soldOut, r.ReservationID)
@@ -59,7 +62,7 @@ func TestInventoryAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tot, err := store.SKUTotals(ctx, db.Pool, 1, 42)
+	tot, err := store.Stock(ctx, db.Pool, 1, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,15 +114,17 @@ func TestInventoryReleases(t *testing.T) {
 	reserve := func(user int64) uuid.UUID {
 		now := time.Now()
 		r := inventory.NewReservation{
-			ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: 1, SKUID: 7, UserID: user, Bucket: 0, Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Hour),
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: 1, SKUID: 7, UserID: user, Bucket: 0, Quantity: 1},
+			ReservedAt: now,
+			ExpiresAt:  now.Add(time.Hour),
 		}
 		if err := pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
-			acq, err := store.AcquireReservation(ctx, tx, r)
-			if err != nil {
+			if _, err := store.AcquireReservation(ctx, tx, r); err != nil {
 				return err
 			}
-			_, err = store.AllocateBucket(ctx, tx, acq.Reservation.Allocation(user, uuid.Nil))
+			a := inventory.Allocation{Request: r.Request}
+			a.OrderID = user
+			_, err := store.AllocateBucket(ctx, tx, a)
 			if errors.Is(err, inventory.ErrSoldOut) {
 				return nil
 			}
@@ -132,11 +137,11 @@ func TestInventoryReleases(t *testing.T) {
 	got, none := reserve(1), reserve(2)
 	release := func(id uuid.UUID) error {
 		return pgtx.RunInTx(ctx, db.Pool, pgtx.Options{}, func(tx pgx.Tx) error {
-			_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{ReservationID: id})
+			_, err := store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: id}})
 			return err
 		})
 	}
-	before, err := store.SKUTotals(ctx, db.Pool, 1, 7)
+	before, err := store.Stock(ctx, db.Pool, 1, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +154,7 @@ func TestInventoryReleases(t *testing.T) {
 	if err := release(none); !errors.Is(err, inventory.ErrNotAllocated) {
 		t.Fatalf("release without allocation: %v, want ErrNotAllocated", err)
 	}
-	after, err := store.SKUTotals(ctx, db.Pool, 1, 7)
+	after, err := store.Stock(ctx, db.Pool, 1, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,8 +46,9 @@ func main() {
 
 	// One order message; its ids travel with it, so a redelivery has the same.
 	msgID, resID, reqID := uuid.New(), uuid.New(), uuid.New()
-	orderID, userID := time.Now().UnixMicro(), rand.Int64N(1e9)+1
-	bucket, now := must(inventory.PickBucket(resID.String(), 4)), time.Now()
+	orderID, userID, now := time.Now().UnixMicro(), rand.Int64N(1e9)+1, time.Now()
+	req := seckill.Request{RequestID: reqID, MessageID: msgID, ReservationID: resID, OrderID: orderID, ActivityID: 1,
+		SKUID: 7, UserID: userID, Bucket: must(inventory.PickBucket(resID.String(), 4)), Quantity: 1}
 
 	// A queue delivers at least once: here twice. The inbox answers the second.
 	for range 2 {
@@ -58,15 +59,12 @@ func main() {
 				outcome = "duplicate message: answered " + claim.Record.Result.Code
 				return err
 			}
-			acq, err := stock.AcquireReservation(ctx, tx, inventory.NewReservation{ReservationID: resID,
-				RequestID: reqID, FirstMessageID: msgID, ActivityID: 1, SKUID: 7, UserID: userID,
-				Bucket: bucket, Quantity: 1, ReservedAt: now, ExpiresAt: now.Add(time.Minute), OrderID: orderID})
-			if err != nil {
+			if _, err := stock.AcquireReservation(ctx, tx, inventory.NewReservation{Request: req, Ordered: true,
+				ReservedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
 				return err
 			}
-			if _, err := orders.Create(ctx, tx, order.NewOrder{Request: seckill.Request{OrderID: orderID, RequestID: reqID,
-				ReservationID: resID, MessageID: msgID, ActivityID: 1, SKUID: 7, UserID: userID, Bucket: bucket, Quantity: 1},
-				OrderNo: fmt.Sprint("SO-", orderID), UnitPrice: 1999, Currency: "EUR", ExpireAt: now.Add(15 * time.Minute), SKUTitle: "Phone"}); err != nil {
+			if _, err := orders.Create(ctx, tx, order.NewOrder{Request: req, OrderNo: fmt.Sprint("SO-", orderID),
+				UnitPrice: 1999, Currency: "EUR", ExpireAt: now.Add(15 * time.Minute), SKUTitle: "Phone"}); err != nil {
 				return err // order.ErrUserAlreadyOrdered: one order per buyer and SKU
 			}
 			if _, err := events.Enqueue(ctx, tx, outbox.Event{Topic: "orders", Tag: "ORDER_CREATED",
@@ -78,7 +76,7 @@ func main() {
 				return err
 			}
 			// The stock last, so the hot bucket row stays locked only until COMMIT.
-			a, err := stock.AllocateBucket(ctx, tx, acq.Reservation.Allocation(orderID, msgID))
+			a, err := stock.AllocateBucket(ctx, tx, inventory.Allocation{Request: req})
 			outcome = fmt.Sprintf("order %d created: bucket %d has %d left", orderID, a.Bucket, a.AfterAvailable)
 			return err // inventory.ErrSoldOut: nothing of the order commits
 		})

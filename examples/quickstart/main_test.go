@@ -116,7 +116,7 @@ func TestQuickstart(t *testing.T) {
 		{"orders", `SELECT count(*) FROM %s.orders WHERE status = $1`, order.StatusCreated, 2},
 		{"order items", `SELECT count(*) FROM %s.order_items WHERE order_id = ANY($1)`, orderIDs, 2},
 		{"ORDERED reservations", `SELECT count(*) FROM %s.inventory_reservation WHERE status = $1`, inventory.StatusOrdered, 2},
-		{"ALLOCATE ledger rows", `SELECT count(*) FROM %s.inventory_ledger WHERE ledger_type = $1`, inventory.LedgerAllocate, 2},
+		{"ALLOCATE ledger rows", `SELECT count(*) FROM %s.inventory_ledger WHERE ledger_type = $1`, 10, 2},
 		{"units allocated", `SELECT sum(allocated_stock)::int FROM %s.sku_inventory WHERE sku_id = $1`, 7, 2},
 		{"units available", `SELECT sum(available_stock)::int FROM %s.sku_inventory WHERE sku_id = $1`, 7, 98},
 		{"processed inbox rows", `SELECT count(*) FROM %s.consumer_inbox WHERE status = $1`, inbox.StatusProcessed, 2},
@@ -132,7 +132,7 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	findings, err := stock.AuditAll(ctx, db.Pool)
+	findings, err := stock.Audit(ctx, db.Pool, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -339,12 +339,12 @@ func (o txObserver) TxEnd(_ context.Context, e pgtx.Event) {
 type stockObserver struct{ m *serviceMetrics }
 
 // AllocateEnd counts an allocation's result.
-func (o stockObserver) AllocateEnd(_ context.Context, e inventory.AllocateEvent) {
+func (o stockObserver) AllocateEnd(_ context.Context, e inventory.StockEvent) {
 	o.m.allocations.inc(1, stockResult(e.Err))
 }
 
 // ReleaseEnd counts a release's result.
-func (o stockObserver) ReleaseEnd(_ context.Context, e inventory.ReleaseEvent) {
+func (o stockObserver) ReleaseEnd(_ context.Context, e inventory.StockEvent) {
 	o.m.releases.inc(1, stockResult(e.Err))
 }
 

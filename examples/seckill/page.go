@@ -181,7 +181,8 @@ func (m *monitor) sample(ctx context.Context) {
 		Orders: s.stats.created.Load(), Paid: s.stats.paid.Load(), Cancelled: s.stats.cancelled.Load(),
 		Refunded: s.stats.paidAfterCancel.Load(), Queue: s.q.Pending(ctx)}
 	var errs []string
-	buckets, err := s.Inventory.Buckets(ctx, s.Pool, s.Item.ActivityID, s.Item.SKUID)
+	st, err := s.Inventory.Stock(ctx, s.Pool, s.Item.ActivityID, s.Item.SKUID)
+	buckets := st.Buckets
 	if err != nil {
 		errs = append(errs, err.Error())
 	}

@@ -104,27 +104,17 @@ func (r *reconciliation) add(where, class string, n int64, explained bool) {
 // service is quiet; during a sale, in-flight work shows as explained
 // differences.
 func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
-	rec := &reconciliation{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}
-	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{s.Schema}.Sanitize()) }
+	r := &reconciler{s: s, rec: &reconciliation{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}}
 
 	// The broker first, then PostgreSQL, then the front door: what moves
 	// between the reads moves forward (consumed, then decided, then applied).
-	var js streamState
 	if s.js != nil {
 		var err error
-		if js, err = s.js.state(ctx); err != nil {
+		if r.js, err = s.js.state(ctx); err != nil {
 			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
 		}
 	}
-	consumerOf := func(durable string) consumerState {
-		for _, c := range js.Consumers {
-			if c.Durable == durable {
-				return c
-			}
-		}
-		return consumerState{}
-	}
-	orderQueued := s.q.Pending(ctx)
+	r.orderQueued = s.q.Pending(ctx)
 
 	// PostgreSQL: everything it holds is read in one snapshot (one
 	// read-only Repeatable Read transaction, taken by its first query),
@@ -134,107 +124,181 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	r.tx = tx
+	for _, step := range []func(context.Context) error{
+		r.readBuckets, r.readReservations, r.readPoison, r.classifyReports, r.readCounts,
+		r.readFrontDoor, r.classifyHeld, r.classifyBuckets, r.classifyEvents, r.classifyOrderMessages,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r.rec, nil
+}
 
-	// Buckets, ledger, live orders per bucket.
-	rows, err := tx.Query(ctx, q(`SELECT b.bucket_no, b.total_stock, b.available_stock, b.allocated_stock,
+// reconciler holds one reconciliation's reads while its steps classify
+// them. Every PostgreSQL read goes through tx, the one snapshot.
+type reconciler struct {
+	s           *service
+	tx          pgx.Tx
+	rec         *reconciliation
+	js          streamState // the broker, read first
+	orderQueued int64       // order messages the queue still holds
+	front       frontState  // the front door, read last
+
+	pg             map[uuid.UUID]resvState // reservations by id
+	poisoned       map[uuid.UUID]bool      // reservations of poison order messages
+	poisonByStream map[string]int64
+	pb             map[int16]*perBucket
+}
+
+// resvState is a reservation as PostgreSQL holds it, with its order's and
+// its release event's state.
+type resvState struct {
+	bucket      int16
+	status      int16
+	live        bool
+	eventStatus *int16
+}
+
+// perBucket counts the front door's reservations that PostgreSQL
+// disagrees with, per bucket.
+type perBucket struct{ heldNotLive, liveNotHeld int64 }
+
+// q puts the service's schema into sql.
+func (r *reconciler) q(sql string) string {
+	return strings.ReplaceAll(sql, "{s}", pgx.Identifier{r.s.Schema}.Sanitize())
+}
+
+// consumerOf is the broker's state of a durable consumer (zero without it).
+func (r *reconciler) consumerOf(durable string) consumerState {
+	for _, c := range r.js.Consumers {
+		if c.Durable == durable {
+			return c
+		}
+	}
+	return consumerState{}
+}
+
+// bucket is the per-bucket tally of b.
+func (r *reconciler) bucket(b int16) *perBucket {
+	if r.pb == nil {
+		r.pb = map[int16]*perBucket{}
+	}
+	if r.pb[b] == nil {
+		r.pb[b] = &perBucket{}
+	}
+	return r.pb[b]
+}
+
+// readBuckets reads the buckets with their ledger and live orders.
+func (r *reconciler) readBuckets(ctx context.Context) error {
+	rows, err := r.tx.Query(ctx, r.q(`SELECT b.bucket_no, b.total_stock, b.available_stock, b.allocated_stock,
 			coalesce(l.allocated, 0), coalesce(o.live, 0)
 		FROM {s}.sku_inventory b
 		LEFT JOIN (SELECT inventory_bucket, sum(allocated_delta) AS allocated FROM {s}.inventory_ledger
 			WHERE activity_id = $1 AND sku_id = $2 GROUP BY 1) l ON l.inventory_bucket = b.bucket_no
 		LEFT JOIN (SELECT inventory_bucket, count(*) AS live FROM {s}.orders
 			WHERE activity_id = $1 AND sku_id = $2 AND status IN (10, 20, 30, 60) GROUP BY 1) o ON o.inventory_bucket = b.bucket_no
-		WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), s.Item.ActivityID, s.Item.SKUID)
+		WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), r.s.Item.ActivityID, r.s.Item.SKUID)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: buckets: %w", err)
+		return fmt.Errorf("reconcile: buckets: %w", err)
 	}
-	rec.Buckets, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (bucketLine, error) {
+	r.rec.Buckets, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (bucketLine, error) {
 		var b bucketLine
-		err := r.Scan(&b.Bucket, &b.Total, &b.Available, &b.Allocated, &b.LedgerAllocated, &b.LiveOrders)
+		err := row.Scan(&b.Bucket, &b.Total, &b.Available, &b.Allocated, &b.LedgerAllocated, &b.LiveOrders)
 		return b, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: buckets: %w", err)
+		return fmt.Errorf("reconcile: buckets: %w", err)
 	}
+	return nil
+}
 
-	// Reservations: their state, their order's, their release event's.
-	type resvState struct {
-		bucket      int16
-		status      int16
-		live        bool
-		eventStatus *int16
-	}
-	pg := map[uuid.UUID]resvState{}
-	rows, err = tx.Query(ctx, q(`SELECT r.reservation_id, r.inventory_bucket, r.status,
+// readReservations reads the reservations: their state, their order's,
+// their release event's.
+func (r *reconciler) readReservations(ctx context.Context) error {
+	r.pg = map[uuid.UUID]resvState{}
+	rows, err := r.tx.Query(ctx, r.q(`SELECT r.reservation_id, r.inventory_bucket, r.status,
 			coalesce(o.status IN (10, 20, 30, 60), false), e.status
 		FROM {s}.inventory_reservation r
 		LEFT JOIN {s}.orders o ON o.reservation_id = r.reservation_id
 		LEFT JOIN (SELECT DISTINCT ON (aggregate_id) aggregate_id, status FROM {s}.event_outbox
 			WHERE tag = 'FRONTDOOR_RELEASE' ORDER BY aggregate_id, status) e ON e.aggregate_id = r.reservation_id::text
-		WHERE r.activity_id = $1 AND r.sku_id = $2`), s.Item.ActivityID, s.Item.SKUID)
+		WHERE r.activity_id = $1 AND r.sku_id = $2`), r.s.Item.ActivityID, r.s.Item.SKUID)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: reservations: %w", err)
+		return fmt.Errorf("reconcile: reservations: %w", err)
 	}
 	for rows.Next() {
 		var id uuid.UUID
 		var st resvState
 		if err := rows.Scan(&id, &st.bucket, &st.status, &st.live, &st.eventStatus); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("reconcile: reservations: %w", err)
+			return fmt.Errorf("reconcile: reservations: %w", err)
 		}
-		pg[id] = st
+		r.pg[id] = st
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reconcile: reservations: %w", err)
+		return fmt.Errorf("reconcile: reservations: %w", err)
 	}
-	poisoned := map[uuid.UUID]bool{}
-	poisonByStream := map[string]int64{}
-	rows, err = tx.Query(ctx, q(`SELECT stream, body FROM {s}.poison_message`))
+	return nil
+}
+
+// readPoison reads the poison messages recorded for review.
+func (r *reconciler) readPoison(ctx context.Context) error {
+	r.poisoned, r.poisonByStream = map[uuid.UUID]bool{}, map[string]int64{}
+	rows, err := r.tx.Query(ctx, r.q(`SELECT stream, body FROM {s}.poison_message`))
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: poison messages: %w", err)
+		return fmt.Errorf("reconcile: poison messages: %w", err)
 	}
 	for rows.Next() {
 		var stream string
 		var body []byte
 		if err := rows.Scan(&stream, &body); err != nil {
 			rows.Close()
-			return nil, err
+			return err
 		}
-		poisonByStream[stream]++
+		r.poisonByStream[stream]++
 		var m flow.OrderMessage
 		if json.Unmarshal(body, &m) == nil && m.ReservationID != uuid.Nil {
-			poisoned[m.ReservationID] = true
+			r.poisoned[m.ReservationID] = true
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	return rows.Err()
+}
 
-	// The three reports, in the same snapshot.
-	reports, err := s.ReconcileTx(ctx, tx)
+// classifyReports reads the flow's three reports in the same snapshot.
+// A RELEASE_PENDING reservation is explained while a release is in
+// flight: its event waits in the outbox, or in the consumer.
+func (r *reconciler) classifyReports(ctx context.Context) error {
+	reports, err := r.s.ReconcileTx(ctx, r.tx)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: reports: %w", err)
+		return fmt.Errorf("reconcile: reports: %w", err)
 	}
-	rec.Reports = &reports
-	// A RELEASE_PENDING reservation is explained while a release is in
-	// flight: its event waits in the outbox, or in the consumer.
+	r.rec.Reports = &reports
 	var waitingReleases int64
-	if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {s}.event_outbox WHERE tag = 'FRONTDOOR_RELEASE' AND status IN (0, 10, 30)`)).
+	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.event_outbox WHERE tag = 'FRONTDOOR_RELEASE' AND status IN (0, 10, 30)`)).
 		Scan(&waitingReleases); err != nil {
-		return nil, fmt.Errorf("reconcile: outbox: %w", err)
+		return fmt.Errorf("reconcile: outbox: %w", err)
 	}
-	rc := consumerOf("frontdoor-release")
-	releasesInFlight := waitingReleases > 0 || (s.js != nil && rc.Pending+rc.AckPending > 0)
+	rc := r.consumerOf("frontdoor-release")
+	releasesInFlight := waitingReleases > 0 || (r.s.js != nil && rc.Pending+rc.AckPending > 0)
 	for _, d := range reports.Differences {
 		switch {
 		case d.Class == flow.ClassMatch:
 		case d.Class == flow.ClassReleaseInFlight && !releasesInFlight:
-			rec.add("reports: "+d.Name, "RELEASE_PENDING with no release in flight (release never recorded as applied)", d.Have-d.Expected, false)
+			r.rec.add("reports: "+d.Name, "RELEASE_PENDING with no release in flight (release never recorded as applied)", d.Have-d.Expected, false)
 		default:
-			rec.add("reports: "+d.Name, d.Class, d.Have-d.Expected, d.Class == flow.ClassReleaseInFlight)
+			r.rec.add("reports: "+d.Name, d.Class, d.Have-d.Expected, d.Class == flow.ClassReleaseInFlight)
 		}
 	}
+	return nil
+}
 
-	// Orders by status, ledger by type.
+// readCounts reads the orders by status and the ledger by type, and
+// compares them.
+func (r *reconciler) readCounts(ctx context.Context) error {
+	rec := r.rec
 	for _, x := range []struct {
 		sql string
 		dst map[string]int64
@@ -245,83 +309,104 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 			sum(abs(allocated_delta) + CASE WHEN ledger_type IN (30, 40) THEN abs(available_delta) ELSE 0 END)
 			FROM {s}.inventory_ledger GROUP BY 1`, rec.LedgerByType},
 	} {
-		rows, err := tx.Query(ctx, q(x.sql))
-		if err != nil {
-			return nil, fmt.Errorf("reconcile: %w", err)
-		}
-		for rows.Next() {
-			var k string
-			var n int64
-			if err := rows.Scan(&k, &n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			x.dst[k] = n
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
+		if err := r.readCount(ctx, x.sql, x.dst); err != nil {
+			return err
 		}
 	}
 	live := rec.OrdersByStatus["CREATED"] + rec.OrdersByStatus["PAYING"] + rec.OrdersByStatus["PAID"] + rec.OrdersByStatus["REFUND_PENDING"]
 	rec.add("orders vs ledger", "live orders ≠ units ALLOCATEd − RELEASEd", live-(rec.LedgerByType["ALLOCATE"]-rec.LedgerByType["RELEASE"]), false)
 	rec.add("orders vs ledger", "cancelled orders ≠ units RELEASEd", rec.OrdersByStatus["CANCELLED"]-rec.LedgerByType["RELEASE"], false)
+	return nil
+}
 
-	// The front door last.
-	front, err := s.front.State(ctx)
+// readCount reads sql's (name, count) rows into dst.
+func (r *reconciler) readCount(ctx context.Context, sql string, dst map[string]int64) error {
+	rows, err := r.tx.Query(ctx, r.q(sql))
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: front door: %w", err)
+		return fmt.Errorf("reconcile: %w", err)
 	}
-	type perBucket struct{ heldNotLive, liveNotHeld int64 }
-	pb := map[int16]*perBucket{}
-	at := func(b int16) *perBucket {
-		if pb[b] == nil {
-			pb[b] = &perBucket{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			rows.Close()
+			return err
 		}
-		return pb[b]
+		dst[k] = n
 	}
-	releaseConsumer := consumerOf("frontdoor-release")
-	for id, b := range front.Held {
-		st, ok := pg[id]
+	return rows.Err()
+}
+
+// readFrontDoor reads the front door, last.
+func (r *reconciler) readFrontDoor(ctx context.Context) error {
+	front, err := r.s.front.State(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: front door: %w", err)
+	}
+	r.front = front
+	return nil
+}
+
+// classifyHeld classifies every reservation the front door holds that
+// PostgreSQL has no live order for, and every live order the front door
+// does not hold.
+func (r *reconciler) classifyHeld(context.Context) error {
+	for id, b := range r.front.Held {
+		st, ok := r.pg[id]
 		if ok && st.live {
 			continue
 		}
-		at(b).heldNotLive++
-		where := fmt.Sprintf("bucket %d", b)
-		switch {
-		case !ok && poisoned[id]:
-			rec.add(where, "held for a poison message (recorded for review)", 1, true)
-		case !ok && s.isUnknownPublish(id):
-			rec.add(where, "held: the order message's publish got no definite answer", 1, true)
-		case !ok && s.inFlight.Load() > 0:
-			rec.add(where, "held: click in flight (order message being published)", 1, true)
-		case !ok && orderQueued > 0:
-			rec.add(where, "held: order message not yet consumed", 1, true)
-		case !ok:
-			rec.add(where, "held in the front door, unknown to PostgreSQL (order message lost)", 1, false)
-		case st.status == 0:
-			rec.add(where, "held: order transaction in progress", 1, true)
-		case st.status == 60:
-			rec.add(where, heldManualRequired, 1, false)
-		case st.eventStatus == nil:
-			rec.add(where, "held, but PostgreSQL gave it back without a release event", 1, false)
-		case *st.eventStatus == 40:
-			rec.add(where, "held: its release event is DEAD in the outbox", 1, false)
-		case *st.eventStatus != 20:
-			rec.add(where, "held: release event not yet published (or being tried again)", 1, true)
-		case s.js != nil && releaseConsumer.Pending+releaseConsumer.AckPending > 0:
-			rec.add(where, "held: release not yet applied (message not yet consumed)", 1, true)
-		default:
-			rec.add(where, "held: release published but never applied", 1, false)
+		r.bucket(b).heldNotLive++
+		class, explained := r.heldClass(id, ok, st)
+		r.rec.add(fmt.Sprintf("bucket %d", b), class, 1, explained)
+	}
+	for id, st := range r.pg {
+		if _, held := r.front.Held[id]; st.live && !held {
+			r.bucket(st.bucket).liveNotHeld++
+			r.rec.add(fmt.Sprintf("bucket %d", st.bucket), "live order unknown to the front door", 1, false)
 		}
 	}
-	for id, st := range pg {
-		if _, held := front.Held[id]; st.live && !held {
-			at(st.bucket).liveNotHeld++
-			rec.add(fmt.Sprintf("bucket %d", st.bucket), "live order unknown to the front door", 1, false)
-		}
+	return nil
+}
+
+// heldClass names why the front door holds reservation id without a live
+// order (known says whether PostgreSQL has the reservation, as st).
+func (r *reconciler) heldClass(id uuid.UUID, known bool, st resvState) (string, bool) {
+	s := r.s
+	switch {
+	case !known && r.poisoned[id]:
+		return "held for a poison message (recorded for review)", true
+	case !known && s.isUnknownPublish(id):
+		return "held: the order message's publish got no definite answer", true
+	case !known && s.inFlight.Load() > 0:
+		return "held: click in flight (order message being published)", true
+	case !known && r.orderQueued > 0:
+		return "held: order message not yet consumed", true
+	case !known:
+		return "held in the front door, unknown to PostgreSQL (order message lost)", false
+	case st.status == 0:
+		return "held: order transaction in progress", true
+	case st.status == 60:
+		return heldManualRequired, false
+	case st.eventStatus == nil:
+		return "held, but PostgreSQL gave it back without a release event", false
+	case *st.eventStatus == 40:
+		return "held: its release event is DEAD in the outbox", false
+	case *st.eventStatus != 20:
+		return "held: release event not yet published (or being tried again)", true
 	}
-	for i := range rec.Buckets {
-		b := &rec.Buckets[i]
+	if rc := r.consumerOf("frontdoor-release"); s.js != nil && rc.Pending+rc.AckPending > 0 {
+		return "held: release not yet applied (message not yet consumed)", true
+	}
+	return "held: release published but never applied", false
+}
+
+// classifyBuckets compares each bucket across the front door, the bucket
+// row, the ledger and the live orders.
+func (r *reconciler) classifyBuckets(context.Context) error {
+	front := r.front
+	for i := range r.rec.Buckets {
+		b := &r.rec.Buckets[i]
 		where := fmt.Sprintf("bucket %d", b.Bucket)
 		if int(b.Bucket) < len(front.Available) {
 			b.FrontAvailable = front.Available[b.Bucket]
@@ -334,93 +419,111 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 				b.FrontHeld++
 			}
 		}
-		x := at(b.Bucket)
-		rec.add(where, "front-door drift (more stock than PostgreSQL, on purpose)", b.FrontDrift, true)
+		x := r.bucket(b.Bucket)
+		r.rec.add(where, "front-door drift (more stock than PostgreSQL, on purpose)", b.FrontDrift, true)
 		residual := b.FrontAvailable - b.Available - b.FrontDrift + x.heldNotLive - x.liveNotHeld
-		rec.add(where, "front-door counter drift, unexplained", residual, false)
-		rec.add(where, "PostgreSQL allocated ≠ ledger", b.Allocated-b.LedgerAllocated, false)
-		rec.add(where, "PostgreSQL allocated ≠ live orders", b.Allocated-b.LiveOrders, false)
-		rec.add(where, "total ≠ available + allocated", b.Total-b.Available-b.Allocated, false)
+		r.rec.add(where, "front-door counter drift, unexplained", residual, false)
+		r.rec.add(where, "PostgreSQL allocated ≠ ledger", b.Allocated-b.LedgerAllocated, false)
+		r.rec.add(where, "PostgreSQL allocated ≠ live orders", b.Allocated-b.LiveOrders, false)
+		r.rec.add(where, "total ≠ available + allocated", b.Total-b.Available-b.Allocated, false)
 	}
+	return nil
+}
 
-	// Events: outbox by status, the stream, the consumers.
-	rows, err = tx.Query(ctx, q(`SELECT coalesce(tag, ''), count(*) FILTER (WHERE status IN (0, 10, 30)),
+// classifyEvents compares the outbox by status with the stream and the
+// consumers.
+func (r *reconciler) classifyEvents(ctx context.Context) error {
+	rows, err := r.tx.Query(ctx, r.q(`SELECT coalesce(tag, ''), count(*) FILTER (WHERE status IN (0, 10, 30)),
 		count(*) FILTER (WHERE status = 20), count(*) FILTER (WHERE status = 40) FROM {s}.event_outbox GROUP BY 1 ORDER BY 1`))
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: outbox: %w", err)
+		return fmt.Errorf("reconcile: outbox: %w", err)
 	}
-	rec.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (eventLine, error) {
+	r.rec.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (eventLine, error) {
 		var e eventLine
-		err := r.Scan(&e.Tag, &e.Pending, &e.Sent, &e.Dead)
+		err := row.Scan(&e.Tag, &e.Pending, &e.Sent, &e.Dead)
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: outbox: %w", err)
+		return fmt.Errorf("reconcile: outbox: %w", err)
 	}
-	groups := map[string]string{}
-	durables := map[string]string{}
-	for _, ec := range eventConsumers {
-		groups[ec.Tag], durables[ec.Tag] = ec.Group, ec.Durable
-	}
-	for i := range rec.Events {
-		e := &rec.Events[i]
-		where := "events " + e.Tag
-		rec.add(where, "event not yet published", e.Pending, true)
-		rec.add(where, "event DEAD in the outbox", e.Dead, false)
-		if s.js == nil {
-			e.Stream, e.Consumed = s.stats.publishedTag(e.Tag), -1
-			rec.add(where, "event marked SENT but never published", e.Sent-e.Stream, false)
-			continue
-		}
-		e.Stream = int64(js.EventsBySubject[e.Tag])
-		switch d := e.Stream - e.Sent; {
-		case d < 0:
-			rec.add(where, "event marked SENT but missing from the stream", -d, false)
-		case d > 0 && e.Pending > 0:
-			rec.add(where, "events in the stream not yet marked SENT (PubAck lost, republish pending)", min(d, e.Pending), true)
-			rec.add(where, "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)", max(d-e.Pending, 0), false)
-		case d > 0:
-			rec.add(where, "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)", d, false)
-		}
-		group, consumed := groups[e.Tag]
-		if !consumed {
-			e.Consumed = -1
-			continue
-		}
-		if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), group).Scan(&e.Consumed); err != nil {
-			return nil, fmt.Errorf("reconcile: inbox: %w", err)
-		}
-		c := consumerOf(durables[e.Tag])
-		e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
-		e.Poison = poisonPerTag(ctx, tx, s.Schema, e.Tag)
-		rec.add(where, "poison message (recorded for review)", e.Poison, true)
-		missing := e.Stream - e.Consumed - e.Poison
-		switch {
-		case missing > 0 && e.ConsumerPending > 0:
-			rec.add(where, "message not yet consumed", min(missing, e.ConsumerPending), true)
-			rec.add(where, "message in the stream never consumed", max(missing-e.ConsumerPending, 0), false)
-		case missing != 0:
-			rec.add(where, "stream messages ≠ messages consumed (inbox rows)", missing, false)
+	for i := range r.rec.Events {
+		if err := r.classifyEvent(ctx, &r.rec.Events[i]); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Order messages: stored by the broker = consumed (inbox rows) + poison + queued.
+// classifyEvent compares the events of one tag.
+func (r *reconciler) classifyEvent(ctx context.Context, e *eventLine) error {
+	rec, s := r.rec, r.s
+	where := "events " + e.Tag
+	rec.add(where, "event not yet published", e.Pending, true)
+	rec.add(where, "event DEAD in the outbox", e.Dead, false)
+	if s.js == nil {
+		e.Stream, e.Consumed = s.stats.publishedTag(e.Tag), -1
+		rec.add(where, "event marked SENT but never published", e.Sent-e.Stream, false)
+		return nil
+	}
+	e.Stream = int64(r.js.EventsBySubject[e.Tag])
+	const overPublished = "stream holds more events than the outbox sent (published under a new Nats-Msg-Id or past the duplicate window)"
+	switch d := e.Stream - e.Sent; {
+	case d < 0:
+		rec.add(where, "event marked SENT but missing from the stream", -d, false)
+	case d > 0 && e.Pending > 0:
+		rec.add(where, "events in the stream not yet marked SENT (PubAck lost, republish pending)", min(d, e.Pending), true)
+		rec.add(where, overPublished, max(d-e.Pending, 0), false)
+	case d > 0:
+		rec.add(where, overPublished, d, false)
+	}
+	ec := -1
+	for i := range eventConsumers {
+		if eventConsumers[i].Tag == e.Tag {
+			ec = i
+		}
+	}
+	if ec < 0 {
+		e.Consumed = -1
+		return nil
+	}
+	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), eventConsumers[ec].Group).Scan(&e.Consumed); err != nil {
+		return fmt.Errorf("reconcile: inbox: %w", err)
+	}
+	c := r.consumerOf(eventConsumers[ec].Durable)
+	e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
+	e.Poison = poisonPerTag(ctx, r.tx, s.Schema, e.Tag)
+	rec.add(where, "poison message (recorded for review)", e.Poison, true)
+	missing := e.Stream - e.Consumed - e.Poison
+	switch {
+	case missing > 0 && e.ConsumerPending > 0:
+		rec.add(where, "message not yet consumed", min(missing, e.ConsumerPending), true)
+		rec.add(where, "message in the stream never consumed", max(missing-e.ConsumerPending, 0), false)
+	case missing != 0:
+		rec.add(where, "stream messages ≠ messages consumed (inbox rows)", missing, false)
+	}
+	return nil
+}
+
+// classifyOrderMessages checks that the order messages the broker stored
+// are consumed (inbox rows), poison or queued.
+func (r *reconciler) classifyOrderMessages(ctx context.Context) error {
+	s, rec := r.s, r.rec
 	om := &rec.OrderMessages
-	if err := tx.QueryRow(ctx, q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), flow.ConsumerGroup).Scan(&om.Consumed); err != nil {
-		return nil, fmt.Errorf("reconcile: inbox: %w", err)
+	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), flow.ConsumerGroup).Scan(&om.Consumed); err != nil {
+		return fmt.Errorf("reconcile: inbox: %w", err)
 	}
-	om.Poison = poisonByStream["orders"]
+	om.Poison = r.poisonByStream["orders"]
 	if s.js != nil {
-		om.Poison += poisonByStream[s.js.orderStream]
+		om.Poison += r.poisonByStream[s.js.orderStream]
 	}
-	om.Stored, om.Queued, om.Redelivered = s.q.Figures().Published, max(orderQueued, 0), s.q.Figures().Redeliveries
+	om.Stored, om.Queued, om.Redelivered = s.q.Figures().Published, max(r.orderQueued, 0), s.q.Figures().Redeliveries
 	if s.js != nil {
-		om.Stored = int64(js.OrderLastSeq - s.js.orderBaseSeq)
+		om.Stored = int64(r.js.OrderLastSeq - s.js.orderBaseSeq)
 	}
 	rec.add("order messages", "message not yet consumed", min(om.Queued, om.Stored-om.Consumed-om.Poison), true)
 	rec.add("order messages", "poison message (recorded for review)", om.Poison, true)
 	rec.add("order messages", "stored by the broker ≠ consumed + poison + queued", om.Stored-om.Consumed-om.Poison-om.Queued, false)
-	return rec, nil
+	return nil
 }
 
 // poisonPerTag counts the poison messages recorded for events of tag.

@@ -300,10 +300,11 @@ type imageReservation struct {
 func loadFrontImage(ctx context.Context, fs *flow.Service) (frontImage, error) {
 	img := frontImage{users: map[int64]uuid.UUID{}}
 	err := pgx.BeginTxFunc(ctx, fs.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		buckets, err := fs.Inventory.Buckets(ctx, tx, fs.Item.ActivityID, fs.Item.SKUID)
+		st, err := fs.Inventory.Stock(ctx, tx, fs.Item.ActivityID, fs.Item.SKUID)
 		if err != nil {
 			return err
 		}
+		buckets := st.Buckets
 		img.available = make([]int32, len(buckets))
 		for _, b := range buckets {
 			img.available[b.BucketNo] = b.Available

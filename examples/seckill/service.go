@@ -128,10 +128,11 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	nextOrder := func() int64 { return s.ids.Next() }
 	qcfg := queueConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
 	if cfg.Stack != stackReal {
-		buckets, err := fs.Inventory.Buckets(ctx, pool, item.ActivityID, item.SKUID)
+		st, err := fs.Inventory.Stock(ctx, pool, item.ActivityID, item.SKUID)
 		if err != nil {
 			return nil, err
 		}
+		buckets := st.Buckets
 		stock := make([]int32, len(buckets))
 		for i, b := range buckets {
 			stock[i] = b.Available

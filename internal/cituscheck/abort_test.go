@@ -35,17 +35,21 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 	const act, sku = 2, 2002
 	now := time.Now()
 	newRes := func(user int64, bucket int16, orderID int64) inventory.NewReservation {
-		return inventory.NewReservation{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()),
-			FirstMessageID: uuid.Must(uuid.NewV7()), ActivityID: act, SKUID: sku, UserID: user, Bucket: bucket, Quantity: 1,
-			ReservedAt: now, ExpiresAt: now.Add(time.Hour), OrderID: orderID}
+		return inventory.NewReservation{
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: act, SKUID: sku, UserID: user, Bucket: bucket, Quantity: 1, OrderID: orderID},
+			Ordered:    orderID > 0,
+			ReservedAt: now,
+			ExpiresAt:  now.Add(time.Hour),
+		}
 	}
 	alloc := func(r inventory.NewReservation, orderID int64) inventory.Allocation {
-		return inventory.Allocation{ReservationID: r.ReservationID, ActivityID: act, SKUID: sku, Bucket: r.Bucket,
-			Quantity: 1, UserID: r.UserID, OrderID: orderID, SourceMessageID: r.FirstMessageID}
+		return inventory.Allocation{
+			Request: seckill.Request{ReservationID: r.ReservationID, ActivityID: act, SKUID: sku, Bucket: r.Bucket, Quantity: 1, UserID: r.UserID, OrderID: orderID, MessageID: r.MessageID},
+		}
 	}
 	newOrder := func(r inventory.NewReservation, orderID int64) order.NewOrder {
 		return order.NewOrder{Request: seckill.Request{OrderID: orderID, RequestID: r.RequestID,
-			ReservationID: r.ReservationID, MessageID: r.FirstMessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
+			ReservationID: r.ReservationID, MessageID: r.MessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
 			Bucket: r.Bucket, Quantity: 1}, OrderNo: fmt.Sprintf("A%d", orderID), UnitPrice: 100, ExpireAt: now.Add(time.Hour), SKUTitle: "phone"}
 	}
 	ev := func(key string) outbox.Event {
@@ -69,10 +73,10 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 	buy := func(r inventory.NewReservation, orderID int64, m inbox.Message, key string) func(b *pgx.Batch) error {
 		return func(b *pgx.Batch) error {
 			return errors.Join(k.in.QueueClaimMessage(b, withResult(m, inbox.Result{Code: "ORDER_CREATED"}), nil, pgtx.Abort),
-				k.inv.QueueInsertReservationOrAbort(b, r),
+				k.inv.QueueAcquireReservation(b, r, nil, pgtx.Abort),
 				k.ord.QueueCreate(b, newOrder(r, orderID), nil, pgtx.Abort),
 				k.out.QueueEnqueue(b, []outbox.Event{ev(key)}, nil, pgtx.Abort),
-				k.inv.QueueAllocateBucketOrAbort(b, alloc(r, orderID), nil))
+				k.inv.QueueAllocateBucket(b, alloc(r, orderID), nil, pgtx.Abort))
 		}
 	}
 	r1, r2 := newRes(1, 0, 201), newRes(2, 1, 202)
@@ -103,31 +107,37 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 	}{
 		{"order batch (inbox, reservation, order, outbox, allocation)", buy(r1, 201, msg, "a1")},
 		{"order batch, another bucket", buy(r2, 202, m2, "a2")},
-		{"inventory.QueueSoldOutOrAbort + QueueInsertRejectedReservationOrAbort", func(b *pgx.Batch) error {
-			return errors.Join(k.inv.QueueSoldOutOrAbort(b, alloc(r6, 0)), k.inv.QueueInsertRejectedReservationOrAbort(b, r6, "SOLD_OUT"))
+		{"inventory.QueueCheckSoldOut + QueueAcquireReservation (rejected)", func(b *pgx.Batch) error {
+			rejected := r6
+			rejected.FailureCode = "SOLD_OUT"
+			return errors.Join(k.inv.QueueCheckSoldOut(b, alloc(r6, 0), pgtx.Abort), k.inv.QueueAcquireReservation(b, rejected, nil, pgtx.Abort))
 		}},
-		{"inventory.QueueReleaseStockOrAbort", func(b *pgx.Batch) error {
-			return k.inv.QueueReleaseStockOrAbort(b, alloc(r2, 202), nil)
+		{"inventory.QueueReleaseStock (abort)", func(b *pgx.Batch) error {
+			return k.inv.QueueReleaseStock(b, inventory.StockRelease{Request: alloc(r2, 202).Request}, nil, pgtx.Abort)
 		}},
 	}
 	aborts := []abort{
 		{"inbox duplicate", nil, buy(newRes(9, 1, 209), 209, msg, "a9"), "inbox.Store.QueueClaimMessage(", inbox.ErrDuplicate, "23505"},
-		{"reservation exists", nil, buy(r5, 205, m5, "a5"), "inventory.Store.QueueInsertReservationOrAbort(", inventory.ErrReservationExists, "23505"},
+		{"reservation exists", nil, buy(r5, 205, m5, "a5"), "inventory.Store.QueueAcquireReservation(", inventory.ErrReservationConflict, "23505"},
 		{"buyer already ordered", nil, buy(r4, 204, m4, "a4"), "order.Store.QueueCreate(", order.ErrUserAlreadyOrdered, "23505"},
 		{"dedup key exists", nil, func(b *pgx.Batch) error { return k.out.QueueEnqueue(b, []outbox.Event{ev("a1")}, nil, pgtx.Abort) },
 			"outbox.Store.QueueEnqueue(", outbox.ErrDuplicate, "23505"},
-		{"sold out", nil, buy(r3, 203, m3, "a3"), "inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrSoldOut, "SK001"},
-		{"allocated twice", nil, func(b *pgx.Batch) error { return k.inv.QueueAllocateBucketOrAbort(b, alloc(r1, 201), nil) },
-			"inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrAlreadyApplied, "23505"},
+		{"sold out", nil, buy(r3, 203, m3, "a3"), "inventory.Store.QueueAllocateBucket(", inventory.ErrSoldOut, "SK001"},
+		{"allocated twice", nil, func(b *pgx.Batch) error { return k.inv.QueueAllocateBucket(b, alloc(r1, 201), nil, pgtx.Abort) },
+			"inventory.Store.QueueAllocateBucket(", inventory.ErrAlreadyApplied, "23505"},
 		{"allocation mismatch (the reservation REJECTED)", nil, func(b *pgx.Batch) error {
-			return k.inv.QueueAllocateBucketOrAbort(b, alloc(r6, 206), nil)
-		}, "inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrAllocationMismatch, "SK005"},
-		{"not sold out", nil, func(b *pgx.Batch) error { return k.inv.QueueSoldOutOrAbort(b, alloc(r7, 0)) },
-			"inventory.Store.QueueSoldOutOrAbort(", inventory.ErrNotSoldOut, "SK008"},
-		{"released twice", nil, func(b *pgx.Batch) error { return k.inv.QueueReleaseStockOrAbort(b, alloc(r2, 202), nil) },
-			"inventory.Store.QueueReleaseStockOrAbort(", inventory.ErrAlreadyApplied, "23505"},
-		{"nothing to release", nil, func(b *pgx.Batch) error { return k.inv.QueueReleaseStockOrAbort(b, alloc(r7, 0), nil) },
-			"inventory.Store.QueueReleaseStockOrAbort(", inventory.ErrNotAllocated, "SK006"},
+			return k.inv.QueueAllocateBucket(b, alloc(r6, 206), nil, pgtx.Abort)
+		}, "inventory.Store.QueueAllocateBucket(", inventory.ErrAllocationMismatch, "SK005"},
+		{"not sold out", nil, func(b *pgx.Batch) error { return k.inv.QueueCheckSoldOut(b, alloc(r7, 0), pgtx.Abort) },
+			"inventory.Store.QueueCheckSoldOut(", inventory.ErrNotSoldOut, "SK008"},
+		{"released twice", nil, func(b *pgx.Batch) error {
+			return k.inv.QueueReleaseStock(b, inventory.StockRelease{Request: (alloc(r2, 202)).Request, Reason: (alloc(r2, 202)).Reason}, nil, pgtx.Abort)
+		},
+			"inventory.Store.QueueReleaseStock(", inventory.ErrAlreadyApplied, "23505"},
+		{"nothing to release", nil, func(b *pgx.Batch) error {
+			return k.inv.QueueReleaseStock(b, inventory.StockRelease{Request: (alloc(r7, 0)).Request, Reason: (alloc(r7, 0)).Reason}, nil, pgtx.Abort)
+		},
+			"inventory.Store.QueueReleaseStock(", inventory.ErrNotAllocated, "SK006"},
 		{"sale not on", func() {
 			if err := pgtx.RunInTx(k.ctx, k.pool, pgtx.Options{}, func(tx pgx.Tx) error {
 				_, err := k.inv.SetSaleStatus(k.ctx, tx, inventory.SaleChange{ActivityID: act, SKUID: sku, To: inventory.SalePaused,
@@ -139,7 +149,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 		}, func(b *pgx.Batch) error {
 			r, m := fresh(8, 1, 208)
 			return buy(r, 208, m, "a8")(b)
-		}, "inventory.Store.QueueAllocateBucketOrAbort(", inventory.ErrNotOnSale, "SK002"},
+		}, "inventory.Store.QueueAllocateBucket(", inventory.ErrNotOnSale, "SK002"},
 	}
 	var report strings.Builder
 	for _, s := range steps {
@@ -183,7 +193,7 @@ func TestOneBatchAbortsOnCitus(t *testing.T) {
 // from Check and from its first call.
 func TestCheckOnCitus(t *testing.T) {
 	k := setup(t)
-	schema := k.inv.Schema()
+	schema := k.out.Schema()
 	type checker interface {
 		Check(ctx context.Context, db pgtx.Querier) error
 	}

@@ -116,13 +116,16 @@ func TestEveryHelperOnCitus(t *testing.T) {
 	const act, sku = 1, 1001
 	now := time.Now()
 	newRes := func(user int64, bucket int16, orderID int64) inventory.NewReservation {
-		return inventory.NewReservation{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()),
-			FirstMessageID: uuid.Must(uuid.NewV7()), ActivityID: act, SKUID: sku, UserID: user, Bucket: bucket, Quantity: 1,
-			ReservedAt: now, ExpiresAt: now.Add(time.Hour), OrderID: orderID}
+		return inventory.NewReservation{
+			Request:    seckill.Request{ReservationID: uuid.Must(uuid.NewV7()), RequestID: uuid.Must(uuid.NewV7()), MessageID: uuid.Must(uuid.NewV7()), ActivityID: act, SKUID: sku, UserID: user, Bucket: bucket, Quantity: 1, OrderID: orderID},
+			Ordered:    orderID > 0,
+			ReservedAt: now,
+			ExpiresAt:  now.Add(time.Hour),
+		}
 	}
 	newOrder := func(r inventory.NewReservation, orderID int64, expire time.Time) order.NewOrder {
 		return order.NewOrder{Request: seckill.Request{OrderID: orderID, RequestID: r.RequestID,
-			ReservationID: r.ReservationID, MessageID: r.FirstMessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
+			ReservationID: r.ReservationID, MessageID: r.MessageID, ActivityID: act, SKUID: sku, UserID: r.UserID,
 			Bucket: r.Bucket, Quantity: 1}, OrderNo: fmt.Sprintf("C%d", orderID), UnitPrice: 100, ExpireAt: expire, SKUTitle: "phone"}
 	}
 	msg := inbox.Message{Group: "orders", MessageID: uuid.Must(uuid.NewV7()), Topic: "orders", PayloadHash: inbox.HashPayload([]byte("m"))}
@@ -209,13 +212,15 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			return err
 		}},
 		{"inventory.AllocateBucket", true, func(tx pgx.Tx) error {
-			_, err := k.inv.AllocateBucket(k.ctx, tx, inventory.Allocation{ReservationID: r1.ReservationID, ActivityID: act,
-				SKUID: sku, Bucket: 0, Quantity: 1, UserID: 1, OrderID: 101, SourceMessageID: r1.FirstMessageID})
+			_, err := k.inv.AllocateBucket(k.ctx, tx, inventory.Allocation{
+				Request: seckill.Request{ReservationID: r1.ReservationID, ActivityID: act, SKUID: sku, Bucket: 0, Quantity: 1, UserID: 1, OrderID: 101, MessageID: r1.MessageID},
+			})
 			return err
 		}},
 		{"inventory.AllocateBucket (already applied)", true, func(tx pgx.Tx) error {
-			_, err := k.inv.AllocateBucket(k.ctx, tx, inventory.Allocation{ReservationID: r1.ReservationID, ActivityID: act,
-				SKUID: sku, Bucket: 0, Quantity: 1, UserID: 1, OrderID: 101, SourceMessageID: r1.FirstMessageID})
+			_, err := k.inv.AllocateBucket(k.ctx, tx, inventory.Allocation{
+				Request: seckill.Request{ReservationID: r1.ReservationID, ActivityID: act, SKUID: sku, Bucket: 0, Quantity: 1, UserID: 1, OrderID: 101, MessageID: r1.MessageID},
+			})
 			if errors.Is(err, inventory.ErrAlreadyApplied) {
 				return nil
 			}
@@ -223,16 +228,19 @@ func TestEveryHelperOnCitus(t *testing.T) {
 		}},
 		{"one batch: reservation, order, allocation", true, func(tx pgx.Tx) error {
 			return batch(tx, func(b *pgx.Batch) error {
-				return errors.Join(k.inv.QueueInsertReservationOrAbort(b, r2),
+				return errors.Join(k.inv.QueueAcquireReservation(b, r2, nil, pgtx.Abort),
 					k.ord.QueueCreate(b, newOrder(r2, 102, now.Add(-time.Minute)), nil, pgtx.Abort),
 					k.out.QueueEnqueue(b, []outbox.Event{ev("e5")}, nil, pgtx.Abort),
-					k.inv.QueueAllocateBucketOrAbort(b, inventory.Allocation{ReservationID: r2.ReservationID, ActivityID: act,
-						SKUID: sku, Bucket: 1, Quantity: 1, UserID: 2, OrderID: 102, SourceMessageID: r2.FirstMessageID}, nil))
+					k.inv.QueueAllocateBucket(b, inventory.Allocation{
+						Request: seckill.Request{ReservationID: r2.ReservationID, ActivityID: act, SKUID: sku, Bucket: 1, Quantity: 1, UserID: 2, OrderID: 102, MessageID: r2.MessageID},
+					}, nil, pgtx.Abort))
 			})
 		}},
 		{"one batch: rejected reservation, sold out", true, func(tx pgx.Tx) error {
 			return batch(tx, func(b *pgx.Batch) error {
-				return k.inv.QueueInsertRejectedReservationOrAbort(b, r3, "SOLD_OUT")
+				rejected := r3
+				rejected.FailureCode = "SOLD_OUT"
+				return k.inv.QueueAcquireReservation(b, rejected, nil, pgtx.Abort)
 			})
 		}},
 		{"order.RecordPayment", true, func(tx pgx.Tx) error {
@@ -251,7 +259,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			return err
 		}},
 		{"inventory.ReleaseStock", true, func(tx pgx.Tx) error {
-			_, err := k.inv.ReleaseStock(k.ctx, tx, inventory.StockRelease{ReservationID: r2.ReservationID})
+			_, err := k.inv.ReleaseStock(k.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r2.ReservationID}})
 			return err
 		}},
 		{"inventory.TransitionReservation (RELEASE_PENDING)", true, func(tx pgx.Tx) error {
@@ -318,7 +326,7 @@ func TestEveryHelperOnCitus(t *testing.T) {
 		{"outbox.PurgeSent", false, func(tx pgx.Tx) error { _, err := k.out.PurgeSent(k.ctx, tx, now.Add(time.Hour), 100); return err }},
 		{"inbox.Purge", false, func(tx pgx.Tx) error { _, err := k.in.Purge(k.ctx, tx, now.Add(time.Hour), 100); return err }},
 		{"audits (inventory, order)", false, func(tx pgx.Tx) error {
-			f, err := k.inv.AuditAll(k.ctx, tx)
+			f, err := k.inv.Audit(k.ctx, tx, 0, 0)
 			if err == nil && len(f) != 0 {
 				err = fmt.Errorf("inventory audit: %v", f)
 			}

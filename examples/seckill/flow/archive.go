@@ -135,7 +135,7 @@ INSERT INTO {dst}.inventory_ledger OVERRIDING SYSTEM VALUE SELECT * FROM moved`
 // archiveSKUsSQL moves the SKUs of activity $1 with their buckets, their
 // sale-status log and their SENT SALE_STATUS_CHANGED events: the last
 // statement of an activity's archive (its rows are few: at most
-// inventory.MaxBuckets buckets per SKU). It returns the SKUs and events
+// 256 buckets per SKU). It returns the SKUs and events
 // moved.
 const archiveSKUsSQL = `WITH batch AS (
 	SELECT activity_id, sku_id FROM {src}.inventory_sku WHERE activity_id = $1 FOR UPDATE

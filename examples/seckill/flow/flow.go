@@ -32,6 +32,10 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
+// maxBuckets is the most buckets inventory splits a SKU into (bucket
+// numbers 0..255).
+const maxBuckets = 256
+
 // Names the flow uses on the wire and in the database.
 const (
 	ConsumerGroup = "order-create-consumer" // the inbox consumer group
@@ -276,7 +280,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 		cfg.BucketConcurrency = DefaultBucketConcurrency
 	}
 	if cfg.BucketConcurrency > 0 {
-		s.gates = make([]chan struct{}, inventory.MaxBuckets)
+		s.gates = make([]chan struct{}, maxBuckets)
 		for i := range s.gates {
 			s.gates[i] = make(chan struct{}, cfg.BucketConcurrency)
 		}
@@ -415,14 +419,16 @@ func (s *Service) rejectBatch(ctx context.Context, msgID uuid.UUID, hash []byte,
 	release.Headers = s.eventHeaders(ctx)
 	var b pgx.Batch
 	if soldOut {
-		if err := s.Inventory.QueueSoldOutOrAbort(&b, s.allocation(msgID, m)); err != nil {
+		if err := s.Inventory.QueueCheckSoldOut(&b, s.allocation(msgID, m), pgtx.Abort); err != nil {
 			return nil, err
 		}
 	}
 	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
-	if err := s.Inventory.QueueInsertRejectedReservationOrAbort(&b, s.newReservation(msgID, m), out.Code); err != nil {
+	rejected := s.newReservation(msgID, m)
+	rejected.FailureCode = out.Code // inserted as REJECTED
+	if err := s.Inventory.QueueAcquireReservation(&b, rejected, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{release}, nil, pgtx.Abort); err != nil {
@@ -539,12 +545,12 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 		return nil, err
 	}
 	ordered := s.newReservation(msgID, m)
-	ordered.OrderID = m.OrderID // inserted as ORDERED: the batch commits only with the order and the stock
+	ordered.Ordered = true // inserted as ORDERED for m.OrderID: the batch commits only with the order and the stock
 	var b pgx.Batch
 	if err := s.Inbox.QueueClaimMessage(&b, withResult(s.inboxMessage(msgID, hash, m), result), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
-	if err := s.Inventory.QueueInsertReservationOrAbort(&b, ordered); err != nil {
+	if err := s.Inventory.QueueAcquireReservation(&b, ordered, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	if err := s.Orders.QueueCreate(&b, s.newOrder(msgID, m), nil, pgtx.Abort); err != nil {
@@ -553,7 +559,7 @@ func (s *Service) freshOrderBatch(ctx context.Context, msgID uuid.UUID, hash []b
 	if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{s.orderCreatedEvent(ctx, m)}, nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
-	if err := s.Inventory.QueueAllocateBucketOrAbort(&b, s.allocation(msgID, m), nil); err != nil {
+	if err := s.Inventory.QueueAllocateBucket(&b, s.allocation(msgID, m), nil, pgtx.Abort); err != nil {
 		return nil, err
 	}
 	return &b, nil
@@ -684,29 +690,27 @@ func withResult(msg inbox.Message, res inbox.Result) inbox.Message {
 	return msg
 }
 
-func (s *Service) newReservation(msgID uuid.UUID, m OrderMessage) inventory.NewReservation {
-	return inventory.NewReservation{
-		ReservationID: m.ReservationID, RequestID: m.RequestID, FirstMessageID: msgID,
+// request is the purchase the message carries, processed as message msgID.
+func (s *Service) request(msgID uuid.UUID, m OrderMessage) seckill.Request {
+	return seckill.Request{
+		RequestID: m.RequestID, MessageID: msgID, ReservationID: m.ReservationID, OrderID: m.OrderID,
 		ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
-		ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo,
 	}
+}
+
+func (s *Service) newReservation(msgID uuid.UUID, m OrderMessage) inventory.NewReservation {
+	return inventory.NewReservation{Request: s.request(msgID, m), ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo}
 }
 
 func (s *Service) newOrder(msgID uuid.UUID, m OrderMessage) order.NewOrder {
 	return order.NewOrder{
-		Request: seckill.Request{
-			OrderID: m.OrderID, RequestID: m.RequestID, ReservationID: m.ReservationID, MessageID: msgID,
-			ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
-		},
+		Request: s.request(msgID, m),
 		OrderNo: orderid.FormatNo(m.OrderID), UnitPrice: m.UnitPrice, Currency: m.Currency, ExpireAt: m.OrderExpireAt, SKUTitle: m.SKUTitle,
 	}
 }
 
 func (s *Service) allocation(msgID uuid.UUID, m OrderMessage) inventory.Allocation {
-	return inventory.Allocation{
-		ReservationID: m.ReservationID, ActivityID: m.ActivityID, SKUID: m.SKUID, Bucket: m.Bucket,
-		Quantity: 1, UserID: m.UserID, OrderID: m.OrderID, SourceMessageID: msgID,
-	}
+	return inventory.Allocation{Request: s.request(msgID, m)}
 }
 
 // finishKnownReservation answers a message whose reservation was already

@@ -89,7 +89,7 @@ func (b bundle) count(t *testing.T, table, where string, args ...any) int64 {
 
 func (b bundle) allocated(t *testing.T) int64 {
 	t.Helper()
-	tot, err := b.s.Inventory.SKUTotals(b.ctx, b.pool, b.s.Item.ActivityID, b.s.Item.SKUID)
+	tot, err := b.s.Inventory.Stock(b.ctx, b.pool, b.s.Item.ActivityID, b.s.Item.SKUID)
 	if err != nil {
 		t.Fatal(err)
 	}

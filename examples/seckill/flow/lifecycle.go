@@ -111,14 +111,13 @@ func (s *Service) CancelExpired(ctx context.Context, limit int) (int, error) {
 			o := c.Order
 			// The allocation as the order took it; the release checks it
 			// against the ALLOCATE ledger row and raises on any difference.
-			if err := s.Inventory.QueueReleaseStockOrAbort(&b, inventory.Allocation{
-				ReservationID: o.ReservationID, ActivityID: o.ActivityID, SKUID: o.SKUID, Bucket: o.Bucket,
-				Quantity: o.Quantity, UserID: o.UserID, OrderID: o.OrderID, SourceMessageID: o.MessageID,
-				Reason: o.CancelReason, // PAY_TIMEOUT
-			}, &released[i]); err != nil {
+			if err := s.Inventory.QueueReleaseStock(&b, inventory.StockRelease{
+				Request: o.Request,
+				Reason:  o.CancelReason, // PAY_TIMEOUT
+			}, &released[i], pgtx.Abort); err != nil {
 				return err
 			}
-			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i]); err != nil {
+			if err := s.Inventory.QueueTransitionReservation(&b, inventory.Transition{ReservationID: o.ReservationID, To: inventory.StatusReleasePending}, &moved[i], pgtx.Return); err != nil {
 				return err
 			}
 			if err := s.Outbox.QueueEnqueue(&b, []outbox.Event{s.FrontDoorReleaseEvent(o.ReservationID, o.CancelReason)}, nil, pgtx.Return); err != nil {
@@ -156,7 +155,7 @@ func (s *Service) ExpireReservations(ctx context.Context, limit int) (int, error
 		}
 		evs := make([]outbox.Event, len(expired))
 		for i, r := range expired {
-			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, inventory.DefaultExpireCode)
+			evs[i] = s.FrontDoorReleaseEvent(r.ReservationID, "RESERVATION_EXPIRED")
 		}
 		n = len(expired)
 		_, err = s.Outbox.Enqueue(ctx, tx, evs...)
@@ -192,7 +191,7 @@ const (
 // release concerned only the front door. Other errors are the database's.
 func (s *Service) FrontDoorReleased(ctx context.Context, tx pgx.Tx, reservationID uuid.UUID) (string, error) {
 	_, err := s.Inventory.TransitionReservation(ctx, tx, inventory.Transition{ReservationID: reservationID, To: inventory.StatusReleased})
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	switch {
 	case err == nil:
 		return ReleaseApplied, nil
@@ -218,7 +217,7 @@ func (s *Service) FrontDoorReleased(ctx context.Context, tx pgx.Tx, reservationI
 // escalated false and no error; a MANUAL_REQUIRED one returns true.
 func (s *Service) FrontDoorReleaseFailed(ctx context.Context, db pgtx.Querier, reservationID uuid.UUID, maxFailures int) (escalated bool, err error) {
 	rec, err := s.Inventory.RecordCompensationFailure(ctx, db, inventory.CompensationFailure{ReservationID: reservationID, MaxFailures: maxFailures, Code: "FRONTDOOR_RELEASE_FAILED"})
-	var te *inventory.TransitionError
+	var te *inventory.Error
 	switch {
 	case err == nil:
 		return rec.Escalated, nil

@@ -128,9 +128,9 @@ func classify(rec Reconciliation, implied map[string]int64) []Difference {
 	var allocated, released int64
 	for _, l := range rec.Ledger {
 		switch l.Type {
-		case inventory.LedgerAllocate:
+		case "ALLOCATE":
 			allocated += l.Quantity
-		case inventory.LedgerRelease:
+		case "RELEASE":
 			released += l.Quantity
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inventory"
 )
@@ -60,9 +61,9 @@ func TestExpiredReservationSweptAndLateMessageAnswered(t *testing.T) {
 	m.ReservedAt, m.ReservationTo = time.Now().Add(-time.Hour), time.Now().Add(-time.Minute)
 	err := pgx.BeginTxFunc(b.ctx, b.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		_, err := b.s.Inventory.AcquireReservation(b.ctx, tx, inventory.NewReservation{
-			ReservationID: m.ReservationID, RequestID: m.RequestID, FirstMessageID: uuid.Must(uuid.NewV7()),
-			ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1,
-			ReservedAt: m.ReservedAt, ExpiresAt: m.ReservationTo,
+			Request:    seckill.Request{ReservationID: m.ReservationID, RequestID: m.RequestID, MessageID: uuid.Must(uuid.NewV7()), ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID, Bucket: m.Bucket, Quantity: 1},
+			ReservedAt: m.ReservedAt,
+			ExpiresAt:  m.ReservationTo,
 		})
 		return err
 	})

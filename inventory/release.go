@@ -1,0 +1,429 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/seckillkit/seckill"
+	"github.com/seckillkit/seckill/internal/pgval"
+	"github.com/seckillkit/seckill/internal/twin"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// StockRelease asks [Store.ReleaseStock] to give back a reservation's
+// allocation. Of the embedded request it uses:
+//
+//   - ReservationID, required: the ledger key is RELEASE:<ReservationID>;
+//   - OrderID and MessageID, recorded in the ledger: 0 and uuid.Nil mean
+//     the allocation's;
+//   - ActivityID, SKUID, Bucket, Quantity and UserID: ignored by the
+//     direct form and by [Store.QueueReleaseStock] with [pgtx.Return],
+//     which read them from the ALLOCATE row; required with [pgtx.Abort],
+//     which releases exactly this allocation (it must match the ALLOCATE
+//     row) and then also requires MessageID.
+//
+// RequestID is not used.
+type StockRelease struct {
+	seckill.Request
+	// Reason is the ledger reason, up to 64 characters.
+	// Defaults to "ORDER_CANCELLED".
+	Reason string
+}
+
+func (r StockRelease) validate() error {
+	switch {
+	case r.ReservationID == uuid.Nil:
+		return invalid("ReservationID", "required")
+	case r.OrderID < 0:
+		return invalid("OrderID", "must not be negative")
+	}
+	return checkCode("Reason", r.Reason)
+}
+
+// releaseSQL is the mirror of allocateSQL: it takes bucket,
+// quantity and buyer from the reservation's ALLOCATE ledger row, so a
+// release gives back exactly what was allocated, to the same bucket, and
+// there is no RELEASE without its ALLOCATE. Guards: allocated_stock >=
+// quantity and no RELEASE row yet; the unique index is the final guard
+// against a concurrent duplicate, and the zero-row branch re-reads the
+// RELEASE key with a fresh snapshot, as for allocateSQL.
+const releaseSQL = `
+WITH a AS (
+	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id,
+	       source_message_id, allocated_delta AS qty
+	  FROM {schema}.inventory_ledger
+	 WHERE idempotency_key = $1
+), upd AS (
+	UPDATE {schema}.sku_inventory AS s
+	   SET available_stock = s.available_stock + a.qty,
+	       allocated_stock = s.allocated_stock - a.qty,
+	       version = s.version + 1,
+	       updated_at = statement_timestamp()
+	  FROM a
+	 WHERE s.activity_id = a.activity_id AND s.sku_id = a.sku_id AND s.bucket_no = a.inventory_bucket
+	   AND s.allocated_stock >= a.qty
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $2)
+	RETURNING a.reservation_id, a.activity_id, a.sku_id, a.inventory_bucket, a.user_id, a.order_id,
+	          a.source_message_id, a.qty,
+	          s.available_stock - a.qty AS before_available, s.available_stock AS after_available,
+	          s.allocated_stock + a.qty AS before_allocated, s.allocated_stock AS after_allocated, s.version
+), led AS (
+	INSERT INTO {schema}.inventory_ledger (
+		idempotency_key, reservation_id, order_id, source_message_id,
+		activity_id, sku_id, user_id, inventory_bucket, ledger_type,
+		total_delta, available_delta, allocated_delta,
+		before_available, after_available, before_allocated, after_allocated, reason)
+	SELECT $2, u.reservation_id, coalesce($3, u.order_id), coalesce($4, u.source_message_id),
+	       u.activity_id, u.sku_id, u.user_id, u.inventory_bucket, 20,
+	       0, u.qty, -u.qty,
+	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $5
+	  FROM upd AS u
+	RETURNING ledger_id, created_at
+)
+SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a.qty::smallint,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($2) END
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN a ON true
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true`
+
+// ReleaseStock gives back the stock a reservation's allocation took: it moves
+// the ALLOCATE row's quantity from allocated back to available on the same
+// bucket and writes the RELEASE ledger row (idempotency key
+// RELEASE:<reservation_id>), in one statement, in the caller's transaction
+// tx (with the order cancellation and the compensation event).
+//
+// Outcomes: nil error (released; counters in the result); *Error
+// ([ErrAlreadyApplied]) when the RELEASE row exists (nothing changed; with
+// TxAborted for a concurrent duplicate, as for [Store.AllocateBucket]);
+// [ErrNotAllocated] when the reservation has no ALLOCATE row;
+// [ErrInconsistent] when the bucket's allocated stock is below the
+// allocation (an invariant is broken; nothing written; a concurrent
+// duplicate that emptied the bucket's allocated stock before this one got
+// its lock is already applied, never inconsistent);
+// *Error for bad input (nothing sent).
+//
+// With Config.Citus it takes two round trips of statements Citus routes
+// whole: the ALLOCATE row is read, then the RELEASE row is inserted with
+// placeholder counters and the increment writes the counters into it (or,
+// refused, deletes it), as [Store.AllocateBucket] does; a concurrent
+// duplicate then never aborts tx. [Store.QueueReleaseStock] always queues
+// the one statement.
+func (s *Store) ReleaseStock(ctx context.Context, tx pgx.Tx, r StockRelease) (_ Allocated, err error) {
+	defer s.fail.Explain(&err)
+	if tx == nil {
+		return Allocated{}, nilHandle("tx")
+	}
+	if err := r.validate(); err != nil {
+		return Allocated{}, err
+	}
+	if s.citus {
+		return s.releaseRouted(ctx, tx, r)
+	}
+	return s.releaseRow(r).Run(ctx, tx)
+}
+
+// QueueReleaseStock queues the release r into b. The returned error is
+// only for invalid input, in which case nothing is queued; dst, when not
+// nil, receives the result when the batch results are read.
+//
+// With [pgtx.Return] it queues [Store.ReleaseStock]'s statement: the
+// callback's error (returned by BatchResults.Close) is classified as
+// described there and the transaction stays usable.
+//
+// With [pgtx.Abort] it queues the release for a transaction sent as one
+// batch ([pgtx.RunBatch], or several releases in one batch, as a timeout
+// sweep sends them) that commits only when the stock was given back. r
+// must then be the allocation as it was made (see [StockRelease]). It is
+// ReleaseStock in two statements — the RELEASE ledger row, then the
+// increment of the bucket, which writes the counters around it into that
+// row — whose every refusal raises instead of returning a
+// classification:
+//
+//   - the RELEASE row already there (a committed or concurrent duplicate):
+//     the ledger insert raises unique_violation on
+//     uq_inventory_ledger_idempotency;
+//   - no ALLOCATE row with exactly r's activity, SKU, bucket, quantity and
+//     buyer, or a bucket whose allocated stock is below r.Quantity (an
+//     invariant broken): the increment raises the condition, [ErrNotAllocated]
+//     (SQLSTATE SK006), [ErrAllocationMismatch] (SK005) or [ErrInconsistent]
+//     (SK007).
+//
+// Either aborts the whole transaction; nothing is written. ReleaseStock
+// in a new transaction classifies the refusal. Unlike ReleaseStock's one
+// statement (a chain of data-modifying CTEs ending in an INSERT … SELECT),
+// both statements are routed whole to one node on Citus (schema-based
+// sharding), so the transaction commits there with one phase. A non-nil
+// dst receives the RELEASE row's id, time and counters, the bucket's new
+// version, and the allocation's activity, SKU, bucket and quantity. The
+// [Observer] hears of it: Err nil, one matching [ErrAlreadyApplied] for the
+// duplicate, or the refusal. The error [pgtx.RunBatch] returns names this
+// call and matches the condition's sentinel with errors.Is.
+func (s *Store) QueueReleaseStock(b *pgx.Batch, r StockRelease, dst *Allocated, on pgtx.OnRefusal) error {
+	if on == pgtx.Abort {
+		return s.queueReleaseOrAbort(b, r, dst)
+	}
+	defer s.fail.Mark(b, "inventory.Store.QueueReleaseStock")()
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	if dst == nil {
+		dst = new(Allocated)
+	}
+	s.releaseRow(r).Queue(b, dst)
+	return nil
+}
+
+// releaseRow is the release statement of a validated r, shared by
+// [Store.ReleaseStock] and its Queue twin.
+func (s *Store) releaseRow(r StockRelease) twin.Row[Allocated] {
+	return twin.Row[Allocated]{SQL: s.sql.release, Args: releaseArgs(r),
+		Scan: func(ctx context.Context, batch bool, row pgx.Row, dst *Allocated) error {
+			return s.scanRelease(ctx, batch, row, r, dst)
+		}}
+}
+
+func releaseArgs(r StockRelease) []any {
+	var order *int64
+	if r.OrderID != 0 {
+		order = &r.OrderID
+	}
+	var msg pgtype.UUID // NULL: the ALLOCATE row's message
+	if r.MessageID != uuid.Nil {
+		msg = pgval.UUID(r.MessageID)
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = defaultReleaseReason
+	}
+	return []any{allocateKey(r.ReservationID), releaseKey(r.ReservationID), order, msg, reason}
+}
+
+// scanRelease classifies a release's result and reports it (batch: the
+// Queue form, whose callback has no context).
+func (s *Store) scanRelease(ctx context.Context, batch bool, row pgx.Row, r StockRelease, dst *Allocated) error {
+	return s.reportRelease(ctx, batch, r, dst, classifyRelease(row, r, dst))
+}
+
+// reportRelease reports a release's classified result err to the
+// observer, if any, and returns err.
+func (s *Store) reportRelease(ctx context.Context, batch bool, r StockRelease, dst *Allocated, err error) error {
+	var driverErr *driverError
+	if s.observer != nil && !errors.As(err, &driverErr) {
+		e := StockEvent{ReservationID: r.ReservationID, ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket,
+			Quantity: dst.Quantity, Batch: batch, Err: err}
+		if err != nil {
+			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
+		}
+		s.observer.ReleaseEnd(ctx, e)
+	}
+	return err
+}
+
+func classifyRelease(row pgx.Row, r StockRelease, dst *Allocated) error {
+	var (
+		ledgerID, version, appliedID, activity, sku     *int64
+		createdAt                                       *time.Time
+		bucket, qty                                     *int16
+		beforeAvail, afterAvail, beforeAlloc, afterAllo *int32
+	)
+	key := releaseKey(r.ReservationID)
+	err := row.Scan(&ledgerID, &createdAt, &activity, &sku, &bucket, &qty,
+		&beforeAvail, &afterAvail, &beforeAlloc, &afterAllo, &version, &appliedID)
+	switch {
+	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):
+		return &Error{Err: ErrAlreadyApplied, Key: key, TxAborted: true, Cause: err}
+	case err != nil:
+		return &driverError{fmt.Errorf("inventory: release %s: %w", key, err)}
+	case ledgerID != nil:
+		*dst = Allocated{
+			LedgerID: *ledgerID, ActivityID: *activity, SKUID: *sku, Bucket: *bucket, Quantity: *qty,
+			BeforeAvailable: *beforeAvail, AfterAvailable: *afterAvail,
+			BeforeAllocated: *beforeAlloc, AfterAllocated: *afterAllo,
+			Version: *version, CreatedAt: *createdAt,
+		}
+		return nil
+	case appliedID != nil:
+		return &Error{Err: ErrAlreadyApplied, Key: key, LedgerID: *appliedID}
+	case activity == nil:
+		return fmt.Errorf("inventory: release %s: %w", key, ErrNotAllocated)
+	default:
+		return fmt.Errorf("inventory: release %s: bucket %d of activity %d sku %d has less allocated stock than the allocation of %d: %w",
+			key, *bucket, *activity, *sku, *qty, ErrInconsistent)
+	}
+}
+
+// releaseLedgerSQL inserts the RELEASE ledger row of
+// [Store.QueueReleaseStock] with [pgtx.Abort] before the bucket is touched, as a plain
+// INSERT … VALUES (see allocationLedgerSQL for why), with placeholder
+// counters that satisfy the table's checks (before_available = 0,
+// after_available = quantity, before_allocated = quantity,
+// after_allocated = 0); releaseOrAbortSQL overwrites them in the same
+// transaction. A RELEASE row with the same key raises unique_violation.
+// Parameters as allocateSQL, with $5 the RELEASE key.
+const releaseLedgerSQL = `
+` + insertLedgerRow + `
+VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
+        0, $4::int, -$4::int,
+        0, $4::int, $4::int, 0, $10)`
+
+// releaseOrAbortSQL gives the quantity back to the bucket only when the
+// reservation's ALLOCATE row is there with exactly this activity, SKU,
+// bucket, quantity and buyer and the bucket's allocated stock covers it,
+// then writes the counters around the increment into the RELEASE row the
+// previous statement inserted. When the UPDATE takes nothing, the SELECT
+// calls inventory_refuse with the condition releaseRefusalSQL finds (see
+// countersSelect). UPDATEs in CTEs read by a SELECT: routed whole to one
+// node on Citus.
+//
+// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
+// key, $6 the RELEASE key, $7 user.
+const releaseOrAbortSQL = `
+WITH upd AS (
+	` + incrementSQL + `
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger AS l
+	                WHERE l.idempotency_key = $5 AND l.activity_id = $1 AND l.sku_id = $2
+	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
+	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+)` + countersLedCTE + `$6` + countersSelect + `$5::text` + countersEnd + releaseRefusalSQL
+
+// releaseRefusalSQL, joined after releaseOrAbortSQL's increment u, finds
+// why it took nothing (only then): no ALLOCATE row $5 (SK006), one that is
+// not this allocation (SK005), or else the bucket's allocated stock below
+// the quantity, an invariant broken (SK007). The ALLOCATE row is read with
+// the statement's snapshot, as the increment's guard read it; the bucket's
+// stock is what the increment re-checked on its row after any wait.
+// Parameters as releaseOrAbortSQL.
+const releaseRefusalSQL = `
+  LEFT JOIN LATERAL (
+	SELECT CASE
+	         WHEN l.ledger_id IS NULL THEN 'SK006'
+	         WHEN NOT (l.activity_id = $1 AND l.sku_id = $2 AND l.inventory_bucket = $3
+	                   AND l.allocated_delta = $4::int AND l.user_id = $7) THEN 'SK005'
+	         ELSE 'SK007'
+	       END AS code
+	  FROM (SELECT 1) AS o
+	  LEFT JOIN {schema}.inventory_ledger AS l ON l.idempotency_key = $5
+	 WHERE u.version IS NULL) AS w ON true`
+
+// queueReleaseOrAbort is [Store.QueueReleaseStock] with [pgtx.Abort].
+func (s *Store) queueReleaseOrAbort(b *pgx.Batch, r StockRelease, dst *Allocated) error {
+	a := Allocation{Request: r.Request, Reason: r.Reason}
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if b == nil {
+		return invalid("batch", "must not be nil")
+	}
+	if a.Reason == "" {
+		a.Reason = defaultReleaseReason
+	}
+	key := releaseKey(a.ReservationID)
+	args := allocateArgs(a)
+	args[4] = key
+	from := b.Len()
+	defer s.nameAbort(b, from, "inventory.Store.QueueReleaseStock("+key+")")
+	s.queueLedgerThenCounters(b, ledgerThenCounters{
+		ledger: s.sql.releaseLedger, ledgerReturning: s.sql.releaseLedgerReturning, ledgerArgs: args,
+		counters: s.sql.releaseOrAbort, counterArgs: []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
+			allocateKey(a.ReservationID), key, a.UserID},
+		report: func(err error) {
+			e := StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
+				Quantity: a.Quantity, Batch: true, Err: err}
+			if err != nil {
+				e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
+			}
+			s.observer.ReleaseEnd(context.Background(), e)
+		},
+	}, a, dst)
+	return nil
+}
+
+// allocationOfSQL reads the ALLOCATE row ($1 its key) that ReleaseStock
+// with Config.Citus gives back.
+const allocationOfSQL = `
+SELECT activity_id, sku_id, inventory_bucket, allocated_delta::smallint, user_id, order_id, source_message_id
+  FROM {schema}.inventory_ledger
+ WHERE idempotency_key = $1`
+
+// releasePlaceholderSQL is releaseLedgerSQL (the RELEASE row with
+// placeholder counters) with ON CONFLICT DO NOTHING; its reason is the
+// call's marker, as in allocationPlaceholderSQL.
+const releasePlaceholderSQL = releaseLedgerSQL + `
+ON CONFLICT DO NOTHING`
+
+// releaseRoutedSQL follows releasePlaceholderSQL in the same batch: the
+// increment of releaseSQL, guarded by the placeholder, the counters and
+// the real reason written into it (led), or the placeholder deleted when
+// the increment took nothing (del). It returns releaseSQL's columns.
+//
+// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity (the ALLOCATE
+// row's), $5 the RELEASE key, $6 reservation, $7 the placeholder's marker,
+// $8 reason (placeholderFilled's numbering).
+const releaseRoutedSQL = `
+WITH upd AS (
+	` + incrementSQL + `
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger
+	                WHERE idempotency_key = $5 AND reason = $7 AND reservation_id = $6)
+	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
+	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+)` + placeholderFilled + `, $1::int8, $2::int8, $3::int2, $4::int2,
+       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
+       CASE WHEN l.ledger_id IS NULL THEN
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
+           WHERE x.idempotency_key = $5 AND x.reason <> $7) END
+  FROM (SELECT 1) AS one
+  LEFT JOIN upd AS u ON true
+  LEFT JOIN led AS l ON true`
+
+// releaseRouted is ReleaseStock for Config.Citus: the ALLOCATE row read,
+// then releasePlaceholderSQL and releaseRoutedSQL in one batch, classified
+// as releaseSQL's row.
+func (s *Store) releaseRouted(ctx context.Context, tx pgx.Tx, r StockRelease) (Allocated, error) {
+	var (
+		out             Allocated
+		act, sku, user  int64
+		bucket, qty     int16
+		orderID         *int64
+		sourceMessageID uuid.UUID
+	)
+	err := tx.QueryRow(ctx, s.sql.allocationOf, allocateKey(r.ReservationID)).Scan(&act, &sku, &bucket, &qty, &user, &orderID, &sourceMessageID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, s.reportRelease(ctx, false, r, &out, fmt.Errorf("inventory: release %s: %w", releaseKey(r.ReservationID), ErrNotAllocated))
+	}
+	if err != nil {
+		return out, fmt.Errorf("inventory: release %s: %w", releaseKey(r.ReservationID), err)
+	}
+	args := releaseArgs(r) // allocate key, release key, order, message, reason
+	if r.OrderID != 0 {
+		orderID = &r.OrderID
+	}
+	if r.MessageID != uuid.Nil {
+		sourceMessageID = r.MessageID
+	}
+	marker := placeholderReason()
+	var b pgx.Batch
+	b.Queue(s.sql.releasePlaceholder, act, sku, bucket, int32(qty), args[1], pgval.UUID(r.ReservationID), orderID,
+		pgval.UUID(sourceMessageID), user, marker).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return &driverError{fmt.Errorf("inventory: release %s: ledger: %w", releaseKey(r.ReservationID), err)}
+		}
+		return nil
+	}
+	b.Queue(s.sql.releaseRouted, act, sku, bucket, int32(qty), args[1], pgval.UUID(r.ReservationID), marker, args[4]).QueryRow(func(row pgx.Row) error {
+		return s.scanRelease(ctx, false, row, r, &out)
+	})
+	err = tx.SendBatch(ctx, &b).Close()
+	return out, err
+}
