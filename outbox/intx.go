@@ -94,20 +94,7 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 		_ = tx.Rollback(rctx) // no-op after COMMIT
 	}()
 
-	r.cursor.fromHead(start)
-	var claim Claim
-	b := &pgx.Batch{}
-	var q *pgx.QueuedQuery
-	if r.cursor.set {
-		q = b.Queue(r.store.lockAfterSQL, r.cfg.BatchSize, r.cursor.availableAt, r.cursor.createdAt, pgval.UUID(r.cursor.eventID))
-	} else {
-		q = b.Queue(r.store.lockSQL, r.cfg.BatchSize)
-	}
-	r.store.queueClaim(b, r.cfg.Owner, &r.cursor, q, &claim)
-	sctx, cancel = stmt()
-	err = tx.SendBatch(sctx, b).Close()
-	cancel()
-	r.claimed(len(claim.Messages), start, err)
+	claim, err := r.lockBatch(tx, stmt, start)
 	if err != nil {
 		return 0, err
 	}
@@ -121,58 +108,9 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 	end := RelayEvent{Owner: r.cfg.Owner, Claimed: n}
 
 	errs, stopping := r.publishUnlessStopping(ctx, start, claim.Messages)
-	var sent []uuid.UUID
-	var fids []string
-	var msgs []string
-	var backoffs []int64
-	for i, m := range claim.Messages {
-		switch {
-		case errs[i] == nil:
-			sent = append(sent, m.EventID)
-		case stopping:
-			end.Released++ // left as it was: the COMMIT drops the lock
-		default:
-			fids = append(fids, m.EventID.String())
-			msgs = append(msgs, truncateError(errs[i].Error()))
-			backoffs = append(backoffs, r.cfg.Backoff(m.Attempt).Microseconds())
-		}
-	}
-	var published, failed, dead int
-	mb := &pgx.Batch{}
-	if len(sent) > 0 {
-		mb.Queue(r.store.sentTxSQL, uuidTexts(sent)).Exec(func(ct pgconn.CommandTag) error {
-			published = int(ct.RowsAffected())
-			return nil
-		})
-	}
-	if len(fids) > 0 {
-		mb.Queue(r.store.failTxSQL, fids, msgs, backoffs).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var st int16
-				if err := rows.Scan(&st); err != nil {
-					return err
-				}
-				failed++
-				if Status(st) == StatusDead {
-					dead++
-				}
-			}
-			return rows.Err()
-		})
-	}
-	if mb.Len() > 0 {
-		sctx, cancel = stmt()
-		err = tx.SendBatch(sctx, mb).Close()
-		cancel()
-		if err == nil && (published != len(sent) || failed != len(fids)) {
-			err = fmt.Errorf("%w: %d of %d sent, %d of %d failed", errMarkInTx, published, len(sent), failed, len(fids))
-		}
-	}
-	if err == nil {
-		sctx, cancel = stmt()
-		err = tx.Commit(sctx)
-		cancel()
-	}
+	marks := r.txMarksOf(claim.Messages, errs, stopping)
+	end.Released = marks.released
+	published, failed, dead, err := r.markAndCommit(tx, stmt, marks)
 	if err != nil {
 		// Nothing was marked: the events are ready again once the
 		// rollback (or the server, for a lost connection) drops the
@@ -189,4 +127,94 @@ func (r *Relay) runBatchInTx(ctx context.Context) (int, error) {
 	end.Err, end.Elapsed = err, time.Since(start)
 	r.obs.batchEnd(octx, end)
 	return n, err
+}
+
+// lockBatch locks the relay's next batch in tx (from its cursor, or the
+// head), as lockSQL's claim. stmt gives each statement its context.
+func (r *Relay) lockBatch(tx pgx.Tx, stmt func() (context.Context, context.CancelFunc), start time.Time) (Claim, error) {
+	r.cursor.fromHead(start)
+	var claim Claim
+	b := &pgx.Batch{}
+	var q *pgx.QueuedQuery
+	if r.cursor.set {
+		q = b.Queue(r.store.lockAfterSQL, r.cfg.BatchSize, r.cursor.availableAt, r.cursor.createdAt, pgval.UUID(r.cursor.eventID))
+	} else {
+		q = b.Queue(r.store.lockSQL, r.cfg.BatchSize)
+	}
+	r.store.queueClaim(b, r.cfg.Owner, &r.cursor, q, &claim)
+	sctx, cancel := stmt()
+	err := tx.SendBatch(sctx, b).Close()
+	cancel()
+	r.claimed(len(claim.Messages), start, err)
+	return claim, err
+}
+
+// txMarks are the marks of a batch published in InTx mode: the events
+// sent, and the failed ones with their errors and backoffs (µs).
+type txMarks struct {
+	sent     []uuid.UUID
+	fids     []string
+	msgs     []string
+	backoffs []int64
+	released int // neither: left as they were (the relay is stopping)
+}
+
+// txMarksOf sorts msgs by their publish errors. When stopping, a failed
+// event is released: left as it was, the COMMIT drops its lock.
+func (r *Relay) txMarksOf(msgs []Message, errs []error, stopping bool) txMarks {
+	var m txMarks
+	for i, msg := range msgs {
+		switch {
+		case errs[i] == nil:
+			m.sent = append(m.sent, msg.EventID)
+		case stopping:
+			m.released++ // left as it was: the COMMIT drops the lock
+		default:
+			m.fids = append(m.fids, msg.EventID.String())
+			m.msgs = append(m.msgs, truncateError(errs[i].Error()))
+			m.backoffs = append(m.backoffs, r.cfg.Backoff(msg.Attempt).Microseconds())
+		}
+	}
+	return m
+}
+
+// markAndCommit writes marks in tx and commits it. It returns the events
+// marked SENT, failed, and dead of those failed.
+func (r *Relay) markAndCommit(tx pgx.Tx, stmt func() (context.Context, context.CancelFunc), m txMarks) (published, failed, dead int, err error) {
+	mb := &pgx.Batch{}
+	if len(m.sent) > 0 {
+		mb.Queue(r.store.sentTxSQL, uuidTexts(m.sent)).Exec(func(ct pgconn.CommandTag) error {
+			published = int(ct.RowsAffected())
+			return nil
+		})
+	}
+	if len(m.fids) > 0 {
+		mb.Queue(r.store.failTxSQL, m.fids, m.msgs, m.backoffs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var st int16
+				if err := rows.Scan(&st); err != nil {
+					return err
+				}
+				failed++
+				if Status(st) == StatusDead {
+					dead++
+				}
+			}
+			return rows.Err()
+		})
+	}
+	if mb.Len() > 0 {
+		sctx, cancel := stmt()
+		err = tx.SendBatch(sctx, mb).Close()
+		cancel()
+		if err == nil && (published != len(m.sent) || failed != len(m.fids)) {
+			err = fmt.Errorf("%w: %d of %d sent, %d of %d failed", errMarkInTx, published, len(m.sent), failed, len(m.fids))
+		}
+	}
+	if err == nil {
+		sctx, cancel := stmt()
+		err = tx.Commit(sctx)
+		cancel()
+	}
+	return published, failed, dead, err
 }

@@ -67,42 +67,95 @@ SET status = 20, sent_at = statement_timestamp(), locked_by = NULL, locked_at = 
 WHERE event_id = ANY($1) AND status = 10 AND locked_by = $2`
 )
 
+// tputSchema is the schema of the throughput runs and of the drain at
+// scale.
+const tputSchema = "bench_outbox"
+
 func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult, error) {
 	var res outboxResult
-	setup := func(schema string) (*outbox.Store, error) {
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			return nil, err
-		}
-		if _, err := migrate.Apply(ctx, pool, schema, outbox.Migrations); err != nil {
-			return nil, err
-		}
-		return outbox.New(outbox.Config{Schema: schema})
-	}
-	fills := 0
-	fill := func(schema string, n int, sent bool) error {
-		fills++
-		_, err := pool.Exec(ctx, sqlFor(schema, fillSQL), uuid.NewString(), n, sent, fills)
-		return err
-	}
+	ob := &outboxBench{pool: pool, o: o}
 
 	// Throughput: relay vs hand-written loop, interleaved, each on a table
 	// emptied first.
-	const tput = "bench_outbox"
-	st, err := setup(tput)
+	st, err := ob.setup(ctx, tputSchema)
 	if err != nil {
 		return res, err
 	}
 	if err := riverSetup(ctx, pool); err != nil {
 		return res, fmt.Errorf("river: %w", err)
 	}
+	if err := ob.throughput(ctx, st, &res); err != nil {
+		return res, err
+	}
+	if _, err := pool.Exec(ctx, "DROP SCHEMA "+riverSchema+" CASCADE"); err != nil {
+		return res, err
+	}
+	if err := ob.drainAtScale(ctx, st, &res); err != nil {
+		return res, err
+	}
+	if err := ob.claimLatency(ctx, &res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// outboxBench runs the outbox measures on one pool.
+type outboxBench struct {
+	pool  *pgxpool.Pool
+	o     options
+	fills int // fills so far: numbers the event ids of the next one
+}
+
+// setup creates schema afresh with the outbox's migrations and returns
+// its store.
+func (ob *outboxBench) setup(ctx context.Context, schema string) (*outbox.Store, error) {
+	if _, err := ob.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return nil, err
+	}
+	if _, err := migrate.Apply(ctx, ob.pool, schema, outbox.Migrations); err != nil {
+		return nil, err
+	}
+	return outbox.New(outbox.Config{Schema: schema})
+}
+
+// fill inserts n events into schema's outbox: SENT when sent, else
+// PENDING.
+func (ob *outboxBench) fill(ctx context.Context, schema string, n int, sent bool) error {
+	ob.fills++
+	_, err := ob.pool.Exec(ctx, sqlFor(schema, fillSQL), uuid.NewString(), n, sent, ob.fills)
+	return err
+}
+
+// refill empties schema's outbox, fills it with n PENDING events (250,000
+// per statement) and analyses it.
+func (ob *outboxBench) refill(ctx context.Context, schema string, n int) error {
+	if _, err := ob.pool.Exec(ctx, sqlFor(schema, "TRUNCATE {s}.event_outbox")); err != nil {
+		return err
+	}
+	for left := n; left > 0; left -= 250_000 {
+		if err := ob.fill(ctx, schema, min(left, 250_000), false); err != nil {
+			return err
+		}
+	}
+	_, err := ob.pool.Exec(ctx, sqlFor(schema, "VACUUM ANALYZE {s}.event_outbox"))
+	return err
+}
+
+// throughputKinds name the three drains throughput interleaves.
+var throughputKinds = []string{"relay", "relay InTx", "raw loop"}
+
+// throughput measures River, the relay in lease mode, the relay in InTx
+// mode and the raw loop, o.rounds times each, into res.
+func (ob *outboxBench) throughput(ctx context.Context, st *outbox.Store, res *outboxResult) error {
+	o := ob.o
 	riverN, riverT := map[int]int64{}, map[int]time.Duration{}
-	var relayN, relayTxN, rawN int64
-	var relayT, relayTxT, rawT time.Duration
+	var n [3]int64 // per kind of throughputKinds
+	var t [3]time.Duration
 	for r := range o.rounds {
 		for _, w := range riverWorkers {
-			d, err := drainRiver(ctx, pool, o.events, w)
+			d, err := drainRiver(ctx, ob.pool, o.events, w)
 			if err != nil {
-				return res, fmt.Errorf("river: %w", err)
+				return fmt.Errorf("river: %w", err)
 			}
 			riverN[w], riverT[w] = riverN[w]+int64(o.events), riverT[w]+d
 			fmt.Fprintf(stderr, "bench: outbox round %d/%d  river %d workers %7.0f jobs/s\n", r+1, o.rounds, w, float64(o.events)/d.Seconds())
@@ -111,128 +164,145 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 		// loop, in an order that rotates with the round.
 		for i := range 3 {
 			kind := (r + i) % 3
-			if _, err := pool.Exec(ctx, sqlFor(tput, "TRUNCATE {s}.event_outbox")); err != nil {
-				return res, err
-			}
-			if err := fill(tput, o.events, false); err != nil {
-				return res, err
-			}
-			if _, err := pool.Exec(ctx, sqlFor(tput, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
-				return res, err
-			}
-			var d time.Duration
-			switch kind {
-			case 0:
-				d, err = drainWithRelays(ctx, pool, st, o, o.events, false)
-				relayN, relayT = relayN+int64(o.events), relayT+d
-			case 1:
-				d, err = drainWithRelays(ctx, pool, st, o, o.events, true)
-				relayTxN, relayTxT = relayTxN+int64(o.events), relayTxT+d
-			default:
-				d, err = drainWithLoop(ctx, pool, tput, o)
-				rawN, rawT = rawN+int64(o.events), rawT+d
-			}
+			d, err := ob.drainOnce(ctx, st, kind)
 			if err != nil {
-				return res, err
+				return err
 			}
-			name := []string{"relay", "relay InTx", "raw loop"}[kind]
-			fmt.Fprintf(stderr, "bench: outbox round %d/%d  %-10s %7.0f events/s\n", r+1, o.rounds, name, float64(o.events)/d.Seconds())
+			n[kind], t[kind] = n[kind]+int64(o.events), t[kind]+d
+			fmt.Fprintf(stderr, "bench: outbox round %d/%d  %-10s %7.0f events/s\n", r+1, o.rounds, throughputKinds[kind], float64(o.events)/d.Seconds())
 		}
 	}
-	res.relayRate = float64(relayN) / relayT.Seconds()
-	res.relayTxRate = float64(relayTxN) / relayTxT.Seconds()
-	res.rawRate = float64(rawN) / rawT.Seconds()
+	res.relayRate = float64(n[0]) / t[0].Seconds()
+	res.relayTxRate = float64(n[1]) / t[1].Seconds()
+	res.rawRate = float64(n[2]) / t[2].Seconds()
 	res.riverRates = map[int]float64{}
 	for _, w := range riverWorkers {
 		res.riverRates[w] = float64(riverN[w]) / riverT[w].Seconds()
 		res.riverRate = max(res.riverRate, res.riverRates[w])
 	}
-	if _, err := pool.Exec(ctx, "DROP SCHEMA "+riverSchema+" CASCADE"); err != nil {
-		return res, err
-	}
+	return nil
+}
 
-	// Drain at scale: the relay on a backlog of o.backlog pending events
-	// against smallBacklog, each on a freshly filled and analysed table.
-	drain := func(n int) (float64, error) {
-		if _, err := pool.Exec(ctx, sqlFor(tput, "TRUNCATE {s}.event_outbox")); err != nil {
-			return 0, err
-		}
-		for left := n; left > 0; left -= 250_000 {
-			if err := fill(tput, min(left, 250_000), false); err != nil {
-				return 0, err
-			}
-		}
-		if _, err := pool.Exec(ctx, sqlFor(tput, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
-			return 0, err
-		}
-		d, err := drainWithRelays(ctx, pool, st, o, n, false)
-		return float64(n) / d.Seconds(), err
+// drainOnce fills the throughput table with o.events PENDING events and
+// drains it with the kind of throughputKinds.
+func (ob *outboxBench) drainOnce(ctx context.Context, st *outbox.Store, kind int) (time.Duration, error) {
+	o := ob.o
+	if _, err := ob.pool.Exec(ctx, sqlFor(tputSchema, "TRUNCATE {s}.event_outbox")); err != nil {
+		return 0, err
 	}
+	if err := ob.fill(ctx, tputSchema, o.events, false); err != nil {
+		return 0, err
+	}
+	if _, err := ob.pool.Exec(ctx, sqlFor(tputSchema, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
+		return 0, err
+	}
+	switch kind {
+	case 0:
+		return drainWithRelays(ctx, ob.pool, st, o, o.events, false)
+	case 1:
+		return drainWithRelays(ctx, ob.pool, st, o, o.events, true)
+	default:
+		return drainWithLoop(ctx, ob.pool, tputSchema, o)
+	}
+}
+
+// drainAtScale measures the relay on a backlog of o.backlog pending events
+// against smallBacklog (the median of 3), each on a freshly filled and
+// analysed table.
+func (ob *outboxBench) drainAtScale(ctx context.Context, st *outbox.Store, res *outboxResult) error {
 	var small []float64
 	for range 3 {
-		r, err := drain(smallBacklog)
+		r, err := ob.drainBacklog(ctx, st, smallBacklog)
 		if err != nil {
-			return res, err
+			return err
 		}
 		small = append(small, r)
 	}
 	slices.Sort(small)
 	res.drainSmall = small[1]
-	fmt.Fprintf(stderr, "bench: draining %d pending events\n", o.backlog)
-	if res.drainLarge, err = drain(o.backlog); err != nil {
-		return res, err
+	fmt.Fprintf(stderr, "bench: draining %d pending events\n", ob.o.backlog)
+	var err error
+	if res.drainLarge, err = ob.drainBacklog(ctx, st, ob.o.backlog); err != nil {
+		return err
 	}
-	fmt.Fprintf(stderr, "bench: drain %7.0f events/s from %d pending, %7.0f from %d (median of 3)\n", res.drainLarge, o.backlog, res.drainSmall, smallBacklog)
+	fmt.Fprintf(stderr, "bench: drain %7.0f events/s from %d pending, %7.0f from %d (median of 3)\n", res.drainLarge, ob.o.backlog, res.drainSmall, smallBacklog)
+	return nil
+}
 
-	// Claim latency with and without SENT history.
-	none, err := setup("bench_outbox_none")
-	if err != nil {
-		return res, err
+// drainBacklog fills the throughput table with n PENDING events and
+// returns the relay's events/s draining them.
+func (ob *outboxBench) drainBacklog(ctx context.Context, st *outbox.Store, n int) (float64, error) {
+	if err := ob.refill(ctx, tputSchema, n); err != nil {
+		return 0, err
 	}
-	hist, err := setup("bench_outbox_history")
+	d, err := drainWithRelays(ctx, ob.pool, st, ob.o, n, false)
+	return float64(n) / d.Seconds(), err
+}
+
+// claimLatency measures the claim's p50 with and without SENT history
+// into res.
+func (ob *outboxBench) claimLatency(ctx context.Context, res *outboxResult) error {
+	o := ob.o
+	none, err := ob.setup(ctx, "bench_outbox_none")
 	if err != nil {
-		return res, err
+		return err
+	}
+	hist, err := ob.setup(ctx, "bench_outbox_history")
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stderr, "bench: inserting %d SENT events of history\n", o.history)
 	for left := o.history; left > 0; left -= 250_000 {
-		if err := fill("bench_outbox_history", min(left, 250_000), true); err != nil {
-			return res, err
+		if err := ob.fill(ctx, "bench_outbox_history", min(left, 250_000), true); err != nil {
+			return err
 		}
 	}
 	// Statistics as a running outbox has them (autovacuum analyses the
 	// table): taken with one batch in it, so that neither table's plans are
 	// built for an empty table.
 	for _, s := range []string{"bench_outbox_none", "bench_outbox_history"} {
-		if err := fill(s, o.batch, false); err != nil {
-			return res, err
+		if err := ob.fill(ctx, s, o.batch, false); err != nil {
+			return err
 		}
-		if _, err := pool.Exec(ctx, sqlFor(s, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
-			return res, err
+		if _, err := ob.pool.Exec(ctx, sqlFor(s, "VACUUM ANALYZE {s}.event_outbox")); err != nil {
+			return err
 		}
-		if _, err := pool.Exec(ctx, sqlFor(s, "UPDATE {s}.event_outbox SET status = 20, sent_at = statement_timestamp() WHERE status = 0")); err != nil {
-			return res, err
+		if _, err := ob.pool.Exec(ctx, sqlFor(s, "UPDATE {s}.event_outbox SET status = 20, sent_at = statement_timestamp() WHERE status = 0")); err != nil {
+			return err
 		}
 	}
-	var latNone, latHist []time.Duration
+	latNone, latHist, err := ob.probeClaims(ctx, none, hist)
+	if err != nil {
+		return err
+	}
+	res.claimNone, res.claimHist = median(latNone), median(latHist)
+	fmt.Fprintf(stderr, "bench: claim p50 %.2f ms without history, %.2f ms with %d SENT rows\n", ms(res.claimNone), ms(res.claimHist), o.history)
+	return nil
+}
+
+// probeClaims times o.claimProbes claims of a fresh batch on each of none
+// and hist, alternating which goes first.
+func (ob *outboxBench) probeClaims(ctx context.Context, none, hist *outbox.Store) (latNone, latHist []time.Duration, err error) {
+	o := ob.o
 	for i := range o.claimProbes {
 		for j, s := range []*outbox.Store{none, hist} {
 			if (i+j)%2 == 1 { // alternate which goes first
 				s = []*outbox.Store{hist, none}[j]
 			}
-			if err := fill(s.Schema(), o.batch, false); err != nil {
-				return res, err
+			if err := ob.fill(ctx, s.Schema(), o.batch, false); err != nil {
+				return nil, nil, err
 			}
 			t0 := time.Now()
-			c, err := s.ClaimOutboxBatch(ctx, pool, "bench-probe", o.batch)
+			c, err := s.ClaimOutboxBatch(ctx, ob.pool, "bench-probe", o.batch)
 			d := time.Since(t0)
 			if err != nil {
-				return res, err
+				return nil, nil, err
 			}
 			if len(c.Messages) != o.batch {
-				return res, fmt.Errorf("claim probe got %d events, want %d", len(c.Messages), o.batch)
+				return nil, nil, fmt.Errorf("claim probe got %d events, want %d", len(c.Messages), o.batch)
 			}
-			if _, err := s.Mark(ctx, pool, outbox.Outcome{Lease: c.Lease, Sent: ids(c.Messages)}); err != nil {
-				return res, err
+			if _, err := s.Mark(ctx, ob.pool, outbox.Outcome{Lease: c.Lease, Sent: ids(c.Messages)}); err != nil {
+				return nil, nil, err
 			}
 			if s == none {
 				latNone = append(latNone, d)
@@ -241,9 +311,7 @@ func runOutbox(ctx context.Context, pool *pgxpool.Pool, o options) (outboxResult
 			}
 		}
 	}
-	res.claimNone, res.claimHist = median(latNone), median(latHist)
-	fmt.Fprintf(stderr, "bench: claim p50 %.2f ms without history, %.2f ms with %d SENT rows\n", ms(res.claimNone), ms(res.claimHist), o.history)
-	return res, nil
+	return latNone, latHist, nil
 }
 
 func ids(ms []outbox.Message) []uuid.UUID {

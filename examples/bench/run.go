@@ -74,11 +74,7 @@ func (a *agg) rtPerOrder() float64 {
 
 func run(ctx context.Context, o options) error {
 	began := time.Now()
-	var popts pgharness.Options
-	if o.statements {
-		popts.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
-	}
-	srv, err := pgharness.Start(ctx, popts)
+	srv, err := pgharness.Start(ctx, serverOptions(o))
 	if err != nil {
 		return err
 	}
@@ -105,85 +101,22 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
+		stop, err := startCPUProfile(o.cpuprofile)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
-	var vs []variant
-	for _, name := range strings.Split(o.variants, ",") {
-		found := false
-		for _, v := range allVariants() {
-			if v.name == strings.TrimSpace(name) {
-				vs, found = append(vs, v), true
-			}
-		}
-		if !found {
-			return fmt.Errorf("unknown variant %q", name)
-		}
+	vs, err := pickVariants(o.variants)
+	if err != nil {
+		return err
 	}
-	bucketSet := o.bucketSet
-	consumerSet := o.consumerSet
-	results := map[cellKey]*agg{}
-	audits := map[string][]string{} // variant → failures
-	auditRuns := map[string]int{}
-	var ids orderid.Generator
-	var users atomic.Int64
-	// One untimed run of every variant first: a fresh server pays once for
-	// what every later run finds ready (WAL segments created and
-	// zero-filled, caches filled), and whichever variant ran first used to
-	// pay for all of it.
-	wo := o
-	wo.duration, wo.statements = 2*o.warmup, false
-	for _, v := range vs {
-		fmt.Fprintf(stderr, "bench: warm-up %-4s (untimed)\n", v.name)
-		schema := "bench_warmup_" + strings.ReplaceAll(v.name, "-", "_")
-		if _, _, err := runVariant(ctx, pool, schema, v, bucketSet[len(bucketSet)-1], consumerSet[len(consumerSet)-1],
-			wo, &ids, &users, &rt, sampler); err != nil {
-			return err
-		}
+	rs := newOrderRuns(pool, o, vs, &rt, sampler)
+	if err := rs.warmUp(ctx); err != nil {
+		return err
 	}
-	cell := 0
-	for r := range o.rounds {
-		inRound := 0
-		for _, b := range bucketSet {
-			for _, c := range consumerSet {
-				cell++
-				// Rotate the order of the variants with the round and the
-				// cell: every variant goes first as often as any other.
-				off := (r + inRound) % len(vs)
-				inRound++
-				for i := range vs {
-					v := vs[(i+off)%len(vs)]
-					schema := fmt.Sprintf("bench_%s_%d", strings.ReplaceAll(v.name, "-", "_"), cell)
-					fmt.Fprintf(stderr, "bench: round %d/%d  %-4s  buckets=%-2d consumers=%-2d ", r+1, o.rounds, v.name, b, c)
-					res, fails, err := runVariant(ctx, pool, schema, v, b, c, o, &ids, &users, &rt, sampler)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(stderr, "%7.0f orders/s  audit %s\n", float64(res.orders)/res.elapsed.Seconds(), verdict(fails))
-					audits[v.name] = append(audits[v.name], fails...)
-					auditRuns[v.name]++
-					k := cellKey{v.name, b, c}
-					a := results[k]
-					if a == nil {
-						a = &agg{}
-						results[k] = a
-					}
-					a.orders += res.orders
-					a.errors += res.errors
-					a.elapsed += res.elapsed
-					a.lat = append(a.lat, res.lat...)
-					a.rt += res.rt
-					a.cpu += res.cpu
-					a.waits.add(res.lockWaits)
-				}
-			}
-		}
+	if err := rs.runRounds(ctx); err != nil {
+		return err
 	}
 
 	ob, err := runOutbox(ctx, pool, o)
@@ -193,14 +126,161 @@ func run(ctx context.Context, o options) error {
 
 	// Report.
 	out := os.Stdout
+	if err := rs.report(out); err != nil {
+		return err
+	}
+	reportOutbox(out, o, ob)
+	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
+	rs.printResult(out, ob)
+	return rs.auditErr()
+}
+
+// serverOptions are the options of the server the bench runs on:
+// pg_stat_statements loaded with -statements.
+func serverOptions(o options) pgharness.Options {
+	var popts pgharness.Options
+	if o.statements {
+		popts.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+	}
+	return popts
+}
+
+// startCPUProfile starts a Go CPU profile into path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, err
+	}
+	return pprof.StopCPUProfile, nil
+}
+
+// pickVariants returns the variants the comma-separated names name, in
+// their order.
+func pickVariants(names string) ([]variant, error) {
+	var vs []variant
+	for _, name := range strings.Split(names, ",") {
+		found := false
+		for _, v := range allVariants() {
+			if v.name == strings.TrimSpace(name) {
+				vs, found = append(vs, v), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown variant %q", name)
+		}
+	}
+	return vs, nil
+}
+
+// orderRuns are the order transaction runs: what every run shares, and
+// what the runs gather for the report.
+type orderRuns struct {
+	pool    *pgxpool.Pool
+	o       options
+	vs      []variant
+	rt      *roundtrip.Counter
+	sampler *waitSampler
+	ids     orderid.Generator
+	users   atomic.Int64
+
+	results   map[cellKey]*agg
+	audits    map[string][]string // variant → failures
+	auditRuns map[string]int
+}
+
+func newOrderRuns(pool *pgxpool.Pool, o options, vs []variant, rt *roundtrip.Counter, sampler *waitSampler) *orderRuns {
+	return &orderRuns{pool: pool, o: o, vs: vs, rt: rt, sampler: sampler,
+		results: map[cellKey]*agg{}, audits: map[string][]string{}, auditRuns: map[string]int{}}
+}
+
+// warmUp runs every variant once, untimed, first: a fresh server pays
+// once for what every later run finds ready (WAL segments created and
+// zero-filled, caches filled), and whichever variant ran first used to
+// pay for all of it.
+func (rs *orderRuns) warmUp(ctx context.Context) error {
+	o := rs.o
+	wo := o
+	wo.duration, wo.statements = 2*o.warmup, false
+	for _, v := range rs.vs {
+		fmt.Fprintf(stderr, "bench: warm-up %-4s (untimed)\n", v.name)
+		schema := "bench_warmup_" + strings.ReplaceAll(v.name, "-", "_")
+		if _, _, err := runVariant(ctx, rs.pool, schema, v, o.bucketSet[len(o.bucketSet)-1], o.consumerSet[len(o.consumerSet)-1],
+			wo, &rs.ids, &rs.users, rs.rt, rs.sampler); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runRounds runs o.rounds rounds of every cell (buckets × consumers), each
+// cell running every variant.
+func (rs *orderRuns) runRounds(ctx context.Context) error {
+	o, vs := rs.o, rs.vs
+	cell := 0
+	for r := range o.rounds {
+		inRound := 0
+		for _, b := range o.bucketSet {
+			for _, c := range o.consumerSet {
+				cell++
+				// Rotate the order of the variants with the round and the
+				// cell: every variant goes first as often as any other.
+				off := (r + inRound) % len(vs)
+				inRound++
+				for i := range vs {
+					if err := rs.runOne(ctx, r, cell, vs[(i+off)%len(vs)], b, c); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// runOne runs variant v in cell number cell of round r and adds its
+// result to the cell's.
+func (rs *orderRuns) runOne(ctx context.Context, r, cell int, v variant, b, c int) error {
+	o := rs.o
+	schema := fmt.Sprintf("bench_%s_%d", strings.ReplaceAll(v.name, "-", "_"), cell)
+	fmt.Fprintf(stderr, "bench: round %d/%d  %-4s  buckets=%-2d consumers=%-2d ", r+1, o.rounds, v.name, b, c)
+	res, fails, err := runVariant(ctx, rs.pool, schema, v, b, c, o, &rs.ids, &rs.users, rs.rt, rs.sampler)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%7.0f orders/s  audit %s\n", float64(res.orders)/res.elapsed.Seconds(), verdict(fails))
+	rs.audits[v.name] = append(rs.audits[v.name], fails...)
+	rs.auditRuns[v.name]++
+	k := cellKey{v.name, b, c}
+	a := rs.results[k]
+	if a == nil {
+		a = &agg{}
+		rs.results[k] = a
+	}
+	a.orders += res.orders
+	a.errors += res.errors
+	a.elapsed += res.elapsed
+	a.lat = append(a.lat, res.lat...)
+	a.rt += res.rt
+	a.cpu += res.cpu
+	a.waits.add(res.lockWaits)
+	return nil
+}
+
+// report prints the order table (and writes its chart with -svg), the
+// audits and, with -waits, the wait events.
+func (rs *orderRuns) report(out io.Writer) error {
+	o, vs := rs.o, rs.vs
 	fmt.Fprintf(out, "\n## Order transaction (%d rounds × %s per cell, interleaved, one pool of %d)\n\n", o.rounds, o.duration, o.poolSize)
 	fmt.Fprintln(out, "| variant | buckets | consumers | orders/s | p50 ms | p99 ms | round trips/order | client CPU µs/order | lock waiters (mean) | errors |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var plotRows []orderRow
-	for _, b := range bucketSet {
-		for _, c := range consumerSet {
+	for _, b := range o.bucketSet {
+		for _, c := range o.consumerSet {
 			for _, v := range vs {
-				a := results[cellKey{v.name, b, c}]
+				a := rs.results[cellKey{v.name, b, c}]
 				fmt.Fprintf(out, "| %s | %d | %d | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %d |\n", v.name, b, c, a.ordersPerSec(),
 					ms(a.pct(0.50)), ms(a.pct(0.99)), a.rtPerOrder(), a.cpuPerOrder(), a.waits.meanLockWaiters(), a.errors)
 				plotRows = append(plotRows, orderRow{v.name, b, c, a.ordersPerSec()})
@@ -216,18 +296,23 @@ func run(ctx context.Context, o options) error {
 		if v.name == "raw" || strings.HasPrefix(v.name, "limit-") {
 			what = "one order per user, bucket conservation, allocated = orders"
 		}
-		fmt.Fprintf(out, "- audit %s after each of its %d runs (%s): %s %s\n", v.name, auditRuns[v.name], what, verdict(audits[v.name]), strings.Join(audits[v.name], "; "))
+		fmt.Fprintf(out, "- audit %s after each of its %d runs (%s): %s %s\n", v.name, rs.auditRuns[v.name], what, verdict(rs.audits[v.name]), strings.Join(rs.audits[v.name], "; "))
 	}
 	if o.waits {
 		fmt.Fprintln(out, "\n### Wait events sampled (share of active backend samples)")
-		for _, b := range bucketSet {
+		for _, b := range o.bucketSet {
 			for _, v := range vs {
-				c := consumerSet[len(consumerSet)-1]
-				a := results[cellKey{v.name, b, c}]
+				c := o.consumerSet[len(o.consumerSet)-1]
+				a := rs.results[cellKey{v.name, b, c}]
 				fmt.Fprintf(out, "- %s, %d buckets, %d consumers: %s\n", v.name, b, c, topWaits(a.waits, 6))
 			}
 		}
 	}
+	return nil
+}
+
+// reportOutbox prints the outbox table.
+func reportOutbox(out io.Writer, o options, ob outboxResult) {
 	fmt.Fprintf(out, "\n## Outbox (%d relays / loops, batch %d)\n\n", o.relays, o.batch)
 	fmt.Fprintln(out, "| measure | value |")
 	fmt.Fprintln(out, "|---|---:|")
@@ -241,23 +326,31 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(out, "| relay draining %d pending, events/s | %.0f |\n", o.backlog, ob.drainLarge)
 	fmt.Fprintf(out, "| claim of %d, p50 with no history, ms | %.2f |\n", o.batch, ms(ob.claimNone))
 	fmt.Fprintf(out, "| claim of %d, p50 with %d SENT rows, ms | %.2f |\n", o.batch, o.history, ms(ob.claimHist))
-	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
+}
 
-	ratio := func(num, den float64) float64 {
-		if den == 0 {
-			return 0
-		}
-		return num / den
-	}
-	rate := func(v string, b, c int) float64 {
-		if a := results[cellKey{v, b, c}]; a != nil {
-			return a.ordersPerSec()
-		}
+// ratio is num/den, or 0 when den is 0.
+func ratio(num, den float64) float64 {
+	if den == 0 {
 		return 0
 	}
+	return num / den
+}
+
+// rate is the orders/s of variant v in the cell of b buckets and c
+// consumers, 0 when the cell was not measured.
+func (rs *orderRuns) rate(v string, b, c int) float64 {
+	if a := rs.results[cellKey{v, b, c}]; a != nil {
+		return a.ordersPerSec()
+	}
+	return 0
+}
+
+// printResult prints the RESULT line.
+func (rs *orderRuns) printResult(out io.Writer, ob outboxResult) {
+	rate := rs.rate
 	// Round trips of a fresh kit order, over every cell.
 	var krt, kn int64
-	for k, a := range results {
+	for k, a := range rs.results {
 		if k.variant == "kit" {
 			krt += a.rt
 			kn += a.orders + a.errors
@@ -265,8 +358,8 @@ func run(ctx context.Context, o options) error {
 	}
 	// The kit over the textbook sequence (variant "seed") in its worst cell.
 	flowVsSeedMin := 0.0
-	for _, b := range bucketSet {
-		for _, c := range consumerSet {
+	for _, b := range rs.o.bucketSet {
+		for _, c := range rs.o.consumerSet {
 			r := ratio(rate("kit", b, c), rate("seed", b, c))
 			if flowVsSeedMin == 0 || r < flowVsSeedMin {
 				flowVsSeedMin = r
@@ -274,7 +367,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	cpuKit := 0.0
-	if a := results[cellKey{"kit", 64, 32}]; a != nil {
+	if a := rs.results[cellKey{"kit", 64, 32}]; a != nil {
 		cpuKit = a.cpuPerOrder()
 	}
 	fmt.Fprintf(out, "RESULT flow_vs_seed_min=%.2f flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_limit_b1=%.2f flow_vs_limit_b64=%.2f limit_full_vs_min_b1=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f cpu_us_per_order=%.0f outbox_events_per_s=%.0f outbox_vs_raw=%.2f outbox_vs_river=%s outbox_intx_events_per_s=%.0f outbox_intx_vs_river=%s drain_backlog_ratio=%s claim_history_ratio=%.2f\n",
@@ -285,8 +378,12 @@ func run(ctx context.Context, o options) error {
 		ob.relayRate, ratio(ob.relayRate, ob.rawRate), optRatio(ob.relayRate, ob.riverRate),
 		ob.relayTxRate, optRatio(ob.relayTxRate, ob.riverRate),
 		optRatio(ob.drainLarge, ob.drainSmall), ratio(float64(ob.claimHist), float64(ob.claimNone)))
-	for _, v := range vs {
-		if len(audits[v.name]) > 0 {
+}
+
+// auditErr is the error of the first variant whose audit failed.
+func (rs *orderRuns) auditErr() error {
+	for _, v := range rs.vs {
+		if len(rs.audits[v.name]) > 0 {
 			return errors.New("audit failed for " + v.name)
 		}
 	}

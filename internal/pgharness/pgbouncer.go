@@ -154,37 +154,19 @@ func StartPgBouncer(ctx context.Context, target *Server, opts PgBouncerOptions) 
 	if target == nil {
 		return nil, errors.New("pgharness: StartPgBouncer: target is nil")
 	}
-	mode := opts.PoolMode
-	if mode == "" {
-		mode = PoolTransaction
-	}
-	if mode != PoolTransaction && mode != PoolSession {
-		return nil, fmt.Errorf("pgharness: StartPgBouncer: pool mode %q is not %q or %q", mode, PoolTransaction, PoolSession)
-	}
-	maxClient, poolSize := opts.MaxClientConn, opts.DefaultPoolSize
-	if maxClient == 0 {
-		maxClient = 500
-	}
-	if poolSize == 0 {
-		poolSize = 20
-	}
-	if maxClient < 0 || poolSize < 0 {
-		return nil, fmt.Errorf("pgharness: StartPgBouncer: MaxClientConn %d and DefaultPoolSize %d must not be negative", opts.MaxClientConn, opts.DefaultPoolSize)
-	}
-	tc, err := pgconn.ParseConfig(target.URL)
+	conf, err := opts.resolve()
 	if err != nil {
-		return nil, fmt.Errorf("pgharness: StartPgBouncer: parse target URL: %w", err)
+		return nil, err
 	}
-	for what, v := range map[string]string{"host": tc.Host, "user": tc.User, "database": tc.Database} {
-		if v == "" || strings.ContainsAny(v, " \t\r\n'\"\\=;#") {
-			return nil, fmt.Errorf("pgharness: StartPgBouncer: target %s %q is empty or has characters this harness does not quote", what, v)
-		}
+	tc, err := parseTarget(target.URL)
+	if err != nil {
+		return nil, err
 	}
 	bin, err := FindPgBouncer()
 	if err != nil {
 		return nil, err
 	}
-	b := &PgBouncer{bin: bin, mode: mode}
+	b := &PgBouncer{bin: bin, mode: conf.mode}
 	if os.Geteuid() == 0 {
 		if b.cred, err = unprivileged(); err != nil {
 			return nil, err
@@ -208,6 +190,59 @@ func StartPgBouncer(ctx context.Context, target *Server, opts PgBouncerOptions) 
 	if err := b.writeFile("userlist.txt", quote(tc.User)+" "+quote(tc.Password)+"\n"); err != nil {
 		return nil, err
 	}
+	if err := b.startOnFreePort(ctx, tc, conf); err != nil {
+		return nil, err
+	}
+	ok = true
+	return b, nil
+}
+
+// pgBouncerConf is PgBouncerOptions with its defaults filled in.
+type pgBouncerConf struct {
+	mode                PoolMode
+	maxClient, poolSize int
+	settings            []string
+}
+
+// resolve checks o and fills in its defaults.
+func (o PgBouncerOptions) resolve() (pgBouncerConf, error) {
+	c := pgBouncerConf{mode: o.PoolMode, maxClient: o.MaxClientConn, poolSize: o.DefaultPoolSize, settings: o.Settings}
+	if c.mode == "" {
+		c.mode = PoolTransaction
+	}
+	if c.mode != PoolTransaction && c.mode != PoolSession {
+		return c, fmt.Errorf("pgharness: StartPgBouncer: pool mode %q is not %q or %q", c.mode, PoolTransaction, PoolSession)
+	}
+	if c.maxClient == 0 {
+		c.maxClient = 500
+	}
+	if c.poolSize == 0 {
+		c.poolSize = 20
+	}
+	if c.maxClient < 0 || c.poolSize < 0 {
+		return c, fmt.Errorf("pgharness: StartPgBouncer: MaxClientConn %d and DefaultPoolSize %d must not be negative", o.MaxClientConn, o.DefaultPoolSize)
+	}
+	return c, nil
+}
+
+// parseTarget parses the target's URL and refuses a host, user or
+// database that pgbouncer.ini would need quoted.
+func parseTarget(targetURL string) (*pgconn.Config, error) {
+	tc, err := pgconn.ParseConfig(targetURL)
+	if err != nil {
+		return nil, fmt.Errorf("pgharness: StartPgBouncer: parse target URL: %w", err)
+	}
+	for what, v := range map[string]string{"host": tc.Host, "user": tc.User, "database": tc.Database} {
+		if v == "" || strings.ContainsAny(v, " \t\r\n'\"\\=;#") {
+			return nil, fmt.Errorf("pgharness: StartPgBouncer: target %s %q is empty or has characters this harness does not quote", what, v)
+		}
+	}
+	return tc, nil
+}
+
+// serverTLSMode is the server_tls_sslmode that matches the target's
+// sslmode.
+func serverTLSMode(tc *pgconn.Config) string {
 	serverTLS := "disable"
 	if tc.TLSConfig != nil {
 		// PgBouncer does not verify the server certificate in these
@@ -219,38 +254,20 @@ func StartPgBouncer(ctx context.Context, target *Server, opts PgBouncerOptions) 
 			}
 		}
 	}
+	return serverTLS
+}
+
+// startOnFreePort writes pgbouncer.ini for a free port and launches
+// PgBouncer on it. A port taken between freePort and PgBouncer's bind
+// makes it exit at once: it tries again on another port, 3 times in all.
+func (b *PgBouncer) startOnFreePort(ctx context.Context, tc *pgconn.Config, conf pgBouncerConf) (err error) {
 	q := url.Values{"sslmode": {"disable"}, "default_query_exec_mode": {QueryExecMode}}
-	// A port taken between freePort and PgBouncer's bind makes it exit at
-	// once: try again on another port.
 	for attempt := 1; ; attempt++ {
 		if b.port, err = freePort(); err != nil {
-			return nil, err
+			return err
 		}
-		ini := strings.Join(append([]string{
-			"[databases]",
-			fmt.Sprintf("* = host=%s port=%d", tc.Host, tc.Port),
-			"",
-			"[pgbouncer]",
-			"listen_addr = 127.0.0.1",
-			"listen_port = " + strconv.Itoa(b.port),
-			"unix_socket_dir =",
-			"auth_type = trust",
-			"auth_file = " + filepath.Join(b.dir, "userlist.txt"),
-			"pool_mode = " + string(mode),
-			"max_client_conn = " + strconv.Itoa(maxClient),
-			"default_pool_size = " + strconv.Itoa(poolSize),
-			"min_pool_size = 0",
-			"reserve_pool_size = 0",
-			"server_reset_query = DISCARD ALL",
-			"server_tls_sslmode = " + serverTLS,
-			"ignore_startup_parameters = extra_float_digits",
-			"log_connections = 0",
-			"log_disconnections = 0",
-			"log_pooler_errors = 1",
-			"syslog = 0",
-		}, opts.Settings...), "\n") + "\n"
-		if err := b.writeFile("pgbouncer.ini", ini); err != nil {
-			return nil, err
+		if err := b.writeFile("pgbouncer.ini", b.ini(tc, conf)); err != nil {
+			return err
 		}
 		b.URL = (&url.URL{
 			Scheme:   "postgres",
@@ -261,13 +278,39 @@ func StartPgBouncer(ctx context.Context, target *Server, opts PgBouncerOptions) 
 		}).String()
 		err = b.launch(ctx)
 		if err == nil {
-			ok = true
-			return b, nil
+			return nil
 		}
 		if !errors.Is(err, errExitedEarly) || attempt == 3 || !strings.Contains(b.proc.logTail(), "in use") {
-			return nil, err
+			return err
 		}
 	}
+}
+
+// ini is pgbouncer.ini for the target tc on b.port.
+func (b *PgBouncer) ini(tc *pgconn.Config, conf pgBouncerConf) string {
+	return strings.Join(append([]string{
+		"[databases]",
+		fmt.Sprintf("* = host=%s port=%d", tc.Host, tc.Port),
+		"",
+		"[pgbouncer]",
+		"listen_addr = 127.0.0.1",
+		"listen_port = " + strconv.Itoa(b.port),
+		"unix_socket_dir =",
+		"auth_type = trust",
+		"auth_file = " + filepath.Join(b.dir, "userlist.txt"),
+		"pool_mode = " + string(conf.mode),
+		"max_client_conn = " + strconv.Itoa(conf.maxClient),
+		"default_pool_size = " + strconv.Itoa(conf.poolSize),
+		"min_pool_size = 0",
+		"reserve_pool_size = 0",
+		"server_reset_query = DISCARD ALL",
+		"server_tls_sslmode = " + serverTLSMode(tc),
+		"ignore_startup_parameters = extra_float_digits",
+		"log_connections = 0",
+		"log_disconnections = 0",
+		"log_pooler_errors = 1",
+		"syslog = 0",
+	}, conf.settings...), "\n") + "\n"
 }
 
 func (b *PgBouncer) writeFile(name, content string) error {

@@ -108,47 +108,13 @@ func (c *Cluster) URL() string {
 // the leader, one its synchronous standby, and every other streams from
 // the leader. On error everything started is stopped.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
-	if opts.Nodes == 0 {
-		opts.Nodes = 2
-	}
-	if opts.Nodes < 2 || opts.Nodes > 3 {
-		return nil, fmt.Errorf("patroniharness: Nodes = %d: use 2 or 3", opts.Nodes)
-	}
-	opts.TTL = cmpOr(opts.TTL, 10)
-	opts.LoopWait = cmpOr(opts.LoopWait, 1)
-	opts.RetryTimeout = cmpOr(opts.RetryTimeout, 4)
-	opts.MaxConnections = cmpOr(opts.MaxConnections, 100)
-	if opts.LoopWait+2*opts.RetryTimeout > opts.TTL {
-		return nil, fmt.Errorf("patroniharness: LoopWait + 2*RetryTimeout (%d) must not exceed TTL (%d)", opts.LoopWait+2*opts.RetryTimeout, opts.TTL)
+	if opts, err = opts.withDefaults(); err != nil {
+		return nil, err
 	}
 	c = &Cluster{Scope: "seckill", opts: opts}
-	if c.patroni, err = findProgram("patroni", "patroni"); err != nil {
-		return nil, err
-	}
-	if c.patronictl, err = findProgram("patronictl", "patroni"); err != nil {
-		return nil, err
-	}
-	etcdBin, err := findProgram("etcd", "etcd-server")
+	etcdBin, err := c.findPrograms()
 	if err != nil {
 		return nil, err
-	}
-	if opts.Backup {
-		if _, err := findProgram("pgbackrest", "pgbackrest"); err != nil {
-			return nil, err
-		}
-	}
-	if c.binDir, err = pgharness.FindBinDir(); err != nil {
-		return nil, err
-	}
-	// PATH may hold links to a few of the programs only (initdb,
-	// postgres): Patroni needs the installation's directory.
-	if real, err := filepath.EvalSymlinks(filepath.Join(c.binDir, "postgres")); err == nil {
-		c.binDir = filepath.Dir(real)
-	}
-	for _, tool := range []string{"pg_rewind", "pg_basebackup"} {
-		if _, err := os.Stat(filepath.Join(c.binDir, tool)); err != nil {
-			return nil, fmt.Errorf("%w: %s not found in %s: install the PostgreSQL server (Debian/Ubuntu: apt-get install postgresql)", ErrMissingProgram, tool, c.binDir)
-		}
 	}
 	if os.Geteuid() == 0 {
 		if c.cred, err = unprivileged(); err != nil {
@@ -169,13 +135,89 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 
 	// etcd: one member, as the calling user.
+	if err := c.newEtcd(etcdBin); err != nil {
+		return nil, err
+	}
+	if err := c.StartEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Backup {
+		if c.backup, err = newBackup(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.addNodes(); err != nil {
+		return nil, err
+	}
+	if err := c.startNodes(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// withDefaults checks o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Nodes == 0 {
+		o.Nodes = 2
+	}
+	if o.Nodes < 2 || o.Nodes > 3 {
+		return o, fmt.Errorf("patroniharness: Nodes = %d: use 2 or 3", o.Nodes)
+	}
+	o.TTL = cmpOr(o.TTL, 10)
+	o.LoopWait = cmpOr(o.LoopWait, 1)
+	o.RetryTimeout = cmpOr(o.RetryTimeout, 4)
+	o.MaxConnections = cmpOr(o.MaxConnections, 100)
+	if o.LoopWait+2*o.RetryTimeout > o.TTL {
+		return o, fmt.Errorf("patroniharness: LoopWait + 2*RetryTimeout (%d) must not exceed TTL (%d)", o.LoopWait+2*o.RetryTimeout, o.TTL)
+	}
+	return o, nil
+}
+
+// findPrograms finds patroni, patronictl, etcd (whose path it returns),
+// pgBackRest with Options.Backup, and the PostgreSQL installation's
+// directory with the tools Patroni runs.
+func (c *Cluster) findPrograms() (etcdBin string, err error) {
+	if c.patroni, err = findProgram("patroni", "patroni"); err != nil {
+		return "", err
+	}
+	if c.patronictl, err = findProgram("patronictl", "patroni"); err != nil {
+		return "", err
+	}
+	etcdBin, err = findProgram("etcd", "etcd-server")
+	if err != nil {
+		return "", err
+	}
+	if c.opts.Backup {
+		if _, err := findProgram("pgbackrest", "pgbackrest"); err != nil {
+			return "", err
+		}
+	}
+	if c.binDir, err = pgharness.FindBinDir(); err != nil {
+		return "", err
+	}
+	// PATH may hold links to a few of the programs only (initdb,
+	// postgres): Patroni needs the installation's directory.
+	if real, err := filepath.EvalSymlinks(filepath.Join(c.binDir, "postgres")); err == nil {
+		c.binDir = filepath.Dir(real)
+	}
+	for _, tool := range []string{"pg_rewind", "pg_basebackup"} {
+		if _, err := os.Stat(filepath.Join(c.binDir, tool)); err != nil {
+			return "", fmt.Errorf("%w: %s not found in %s: install the PostgreSQL server (Debian/Ubuntu: apt-get install postgresql)", ErrMissingProgram, tool, c.binDir)
+		}
+	}
+	return etcdBin, nil
+}
+
+// newEtcd sets up (without starting it) the cluster's etcd: one member on
+// free ports, as the calling user.
+func (c *Cluster) newEtcd(etcdBin string) error {
 	clientPort, err := freePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	peerPort, err := freePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.etcdAddr = "127.0.0.1:" + strconv.Itoa(clientPort)
 	etcdDir := filepath.Join(c.dir, "etcd")
@@ -189,48 +231,50 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			"--initial-cluster", "e1=" + peer, "--initial-cluster-state", "new",
 			"--log-level", "warn", "--logger", "zap"},
 	}
-	if err := c.StartEtcd(ctx); err != nil {
-		return nil, err
-	}
-	if opts.Backup {
-		if c.backup, err = newBackup(c); err != nil {
-			return nil, err
-		}
-	}
-	for i := range opts.Nodes {
+	return nil
+}
+
+// addNodes sets up Options.Nodes nodes: their ports, directories and
+// gates to etcd.
+func (c *Cluster) addNodes() (err error) {
+	for i := range c.opts.Nodes {
 		n := &Node{Name: "node" + strconv.Itoa(i+1), c: c, dir: filepath.Join(c.dir, "node"+strconv.Itoa(i+1))}
 		if n.Port, err = freePort(); err != nil {
-			return nil, err
+			return err
 		}
 		if n.RESTPort, err = freePort(); err != nil {
-			return nil, err
+			return err
 		}
 		if err := c.mkdir(n.dir); err != nil {
-			return nil, err
+			return err
 		}
 		if n.gate, err = startGate(c.etcdAddr); err != nil {
-			return nil, err
+			return err
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
+	return nil
+}
+
+// startNodes writes every node's configuration and starts its Patroni:
+// the first bootstraps alone, the others clone it. It returns once the
+// cluster is healthy.
+func (c *Cluster) startNodes(ctx context.Context) error {
 	for i, n := range c.Nodes {
 		if err := n.writeConfig(); err != nil {
-			return nil, err
+			return err
 		}
 		if err := n.Start(); err != nil {
-			return nil, err
+			return err
 		}
 		if i == 0 {
 			// The first node bootstraps alone; the others clone it.
 			if _, err := c.WaitLeader(ctx, "", 90*time.Second); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if err := c.WaitHealthy(ctx, 120*time.Second); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c.WaitHealthy(ctx, 120*time.Second)
 }
 
 func cmpOr(v, def int) int {
@@ -304,27 +348,26 @@ func unprivileged() (*syscall.Credential, error) {
 // YAML).
 func (n *Node) writeConfig() error {
 	c := n.c
+	b, err := json.MarshalIndent(n.patroniConfig(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("patroniharness: %w", err)
+	}
+	n.config = filepath.Join(n.dir, "patroni.yml")
+	if err := os.WriteFile(n.config, b, 0o600); err != nil {
+		return fmt.Errorf("patroniharness: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(n.config, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("patroniharness: %w", err)
+		}
+	}
+	return nil
+}
+
+// patroniConfig is the node's Patroni configuration.
+func (n *Node) patroniConfig() map[string]any {
+	c := n.c
 	o := c.opts
-	params := map[string]any{
-		"max_connections":           o.MaxConnections,
-		"wal_level":                 "replica",
-		"hot_standby":               "on",
-		"wal_log_hints":             "on", // pg_rewind needs it (or data checksums)
-		"max_wal_senders":           10,
-		"max_replication_slots":     10,
-		"wal_keep_size":             "256MB",
-		"synchronous_commit":        "on",
-		"fsync":                     "on",
-		"full_page_writes":          "on",
-		"shared_buffers":            "64MB",
-		"max_locks_per_transaction": 256,
-		"logging_collector":         "on",
-		"log_directory":             "log",
-		"log_min_messages":          "warning",
-	}
-	for k, v := range o.Parameters {
-		params[k] = v
-	}
 	local := map[string]any{
 		"unix_socket_directories": n.dir,
 	}
@@ -332,7 +375,7 @@ func (n *Node) writeConfig() error {
 		local["archive_mode"] = "on"
 		local["archive_command"] = c.backup.archiveCommand(n)
 	}
-	cfg := map[string]any{
+	return map[string]any{
 		"scope":     c.Scope,
 		"namespace": "/seckill/",
 		"name":      n.Name,
@@ -350,7 +393,7 @@ func (n *Node) writeConfig() error {
 				"postgresql": map[string]any{
 					"use_pg_rewind": true,
 					"use_slots":     true,
-					"parameters":    params,
+					"parameters":    o.clusterParameters(),
 				},
 			},
 			"initdb": []any{map[string]string{"encoding": "UTF8"}, map[string]string{"locale": "C"}},
@@ -375,20 +418,32 @@ func (n *Node) writeConfig() error {
 		},
 		"tags": map[string]any{"nofailover": false, "noloadbalance": false, "clonefrom": false, "nosync": false},
 	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return fmt.Errorf("patroniharness: %w", err)
+}
+
+// clusterParameters are the PostgreSQL settings of every node (Patroni's
+// dynamic configuration): the harness's, then o.Parameters.
+func (o Options) clusterParameters() map[string]any {
+	params := map[string]any{
+		"max_connections":           o.MaxConnections,
+		"wal_level":                 "replica",
+		"hot_standby":               "on",
+		"wal_log_hints":             "on", // pg_rewind needs it (or data checksums)
+		"max_wal_senders":           10,
+		"max_replication_slots":     10,
+		"wal_keep_size":             "256MB",
+		"synchronous_commit":        "on",
+		"fsync":                     "on",
+		"full_page_writes":          "on",
+		"shared_buffers":            "64MB",
+		"max_locks_per_transaction": 256,
+		"logging_collector":         "on",
+		"log_directory":             "log",
+		"log_min_messages":          "warning",
 	}
-	n.config = filepath.Join(n.dir, "patroni.yml")
-	if err := os.WriteFile(n.config, b, 0o600); err != nil {
-		return fmt.Errorf("patroniharness: %w", err)
+	for k, v := range o.Parameters {
+		params[k] = v
 	}
-	if c.cred != nil {
-		if err := os.Chown(n.config, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return fmt.Errorf("patroniharness: %w", err)
-		}
-	}
-	return nil
+	return params
 }
 
 // Start starts the node's Patroni (again, after [Node.Kill] or

@@ -164,6 +164,53 @@ func newFlow(ctx context.Context, cfg Config) (*flow.Service, error) {
 func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids *orderid.Generator) (Sample, error) {
 	s := Sample{Round: round, Flow: svc}
 	// The relay runs through the round and stops before the measurements.
+	stopRelay, err := startRelay(ctx, cfg, svc, round)
+	if err != nil {
+		return s, err
+	}
+	defer stopRelay()
+
+	jobs, err := roundJobs(cfg, svc, round, ids)
+	if err != nil {
+		return s, err
+	}
+	created, err := placeOrders(ctx, cfg, svc, jobs, &s)
+	if err != nil {
+		return s, err
+	}
+	if err := payEveryOther(ctx, svc, created); err != nil {
+		return s, err
+	}
+	for {
+		n, err := svc.CancelExpired(ctx, 200)
+		if err != nil {
+			return s, fmt.Errorf("cancel sweep: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	// Drain the outbox, then stop the relay.
+	if err := waitOutboxDrained(ctx, cfg, svc); err != nil {
+		return s, err
+	}
+	stopRelay()
+
+	// Retention: everything processed or sent before now goes.
+	cut := time.Now().Add(time.Millisecond)
+	if err := retain(ctx, cfg, svc, cut, &s); err != nil {
+		return s, err
+	}
+	if err := measure(ctx, cfg, svc, &s); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// startRelay starts the round's outbox relay (a publisher that accepts
+// everything); stop ends it and waits until it returned. stop may be
+// called more than once.
+func startRelay(ctx context.Context, cfg Config, svc *flow.Service, round int) (stop func(), err error) {
 	rctx, stopRelay := context.WithCancel(ctx)
 	relay, err := outbox.NewRelay(cfg.Pool, outbox.RelayConfig{
 		Store: svc.Outbox, Owner: fmt.Sprintf("soak-relay-%d", round), BatchSize: 100,
@@ -172,19 +219,23 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 	})
 	if err != nil {
 		stopRelay()
-		return s, err
+		return nil, err
 	}
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = relay.Run(rctx) }()
-	defer func() { stopRelay(); <-relayDone }()
+	return func() { stopRelay(); <-relayDone }, nil
+}
 
-	// The orders: every buyer once, every 10th twice; every 5th order
-	// already expired (the canceller takes it), every 2nd paid.
-	type job struct {
-		id   uuid.UUID
-		body []byte
-		m    flow.OrderMessage
-	}
+// job is one delivery of an order message.
+type job struct {
+	id   uuid.UUID
+	body []byte
+	m    flow.OrderMessage
+}
+
+// roundJobs are the round's orders, shuffled: every buyer once, every
+// 10th twice; every 5th order already expired (the canceller takes it).
+func roundJobs(cfg Config, svc *flow.Service, round int, ids *orderid.Generator) ([]job, error) {
 	now := time.Now()
 	var jobs []job
 	for u := range cfg.Users {
@@ -200,46 +251,37 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 			}
 			body, err := json.Marshal(m)
 			if err != nil {
-				return s, err
+				return nil, err
 			}
 			jobs = append(jobs, job{id: uuid.Must(uuid.NewV7()), body: body, m: m})
 		}
 	}
 	rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	return jobs, nil
+}
+
+// placer is what cfg.Workers consumers placing orders gather.
+type placer struct {
+	mu          sync.Mutex
+	lat         []time.Duration
+	created     []int64
+	redelivered atomic.Int64
+	firstErr    error
+}
+
+// placeOrders places every job with cfg.Workers consumers, and sets s's
+// order latencies and redeliveries. It returns the ids of the orders
+// created.
+func placeOrders(ctx context.Context, cfg Config, svc *flow.Service, jobs []job, s *Sample) ([]int64, error) {
 	ch := make(chan job)
-	var mu sync.Mutex
-	var lat []time.Duration
-	var created []int64
-	var redelivered atomic.Int64
-	var firstErr error
+	var p placer
 	var wg sync.WaitGroup
 	for range cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range ch {
-				for attempt := 1; ; attempt++ {
-					t0 := time.Now()
-					out, err := svc.PlaceOrder(ctx, j.id, j.body)
-					d := time.Since(t0)
-					if err == nil {
-						mu.Lock()
-						lat = append(lat, d)
-						if out.Code == flow.CodeOrderCreated && !out.Duplicate {
-							created = append(created, out.OrderID)
-						}
-						mu.Unlock()
-						break
-					}
-					if ctx.Err() != nil || errors.Is(err, flow.ErrPoison) || attempt == 20 {
-						mu.Lock()
-						firstErr = cmpErr(firstErr, fmt.Errorf("place order %d: %w", j.m.OrderID, err))
-						mu.Unlock()
-						break
-					}
-					redelivered.Add(1) // at least once: the message comes again
-					time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
-				}
+				p.place(ctx, svc, j)
 			}
 		}()
 	}
@@ -251,14 +293,47 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 	}
 	close(ch)
 	wg.Wait()
-	if firstErr != nil {
-		return s, firstErr
+	if p.firstErr != nil {
+		return nil, p.firstErr
 	}
-	s.Redelivered = redelivered.Load()
+	s.Redelivered = p.redelivered.Load()
+	lat := p.lat
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) > 0 {
 		s.PlaceP50, s.PlaceP99 = lat[len(lat)/2], lat[len(lat)*99/100]
 	}
+	return p.created, nil
+}
+
+// place delivers j until it is placed, at least once: a failed delivery
+// comes again, up to 20 times.
+func (p *placer) place(ctx context.Context, svc *flow.Service, j job) {
+	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
+		out, err := svc.PlaceOrder(ctx, j.id, j.body)
+		d := time.Since(t0)
+		if err == nil {
+			p.mu.Lock()
+			p.lat = append(p.lat, d)
+			if out.Code == flow.CodeOrderCreated && !out.Duplicate {
+				p.created = append(p.created, out.OrderID)
+			}
+			p.mu.Unlock()
+			return
+		}
+		if ctx.Err() != nil || errors.Is(err, flow.ErrPoison) || attempt == 20 {
+			p.mu.Lock()
+			p.firstErr = cmpErr(p.firstErr, fmt.Errorf("place order %d: %w", j.m.OrderID, err))
+			p.mu.Unlock()
+			return
+		}
+		p.redelivered.Add(1) // at least once: the message comes again
+		time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
+	}
+}
+
+// payEveryOther pays every 2nd order created.
+func payEveryOther(ctx context.Context, svc *flow.Service, created []int64) error {
 	for i, id := range created {
 		if i%2 == 1 {
 			continue
@@ -266,45 +341,29 @@ func runRound(ctx context.Context, cfg Config, svc *flow.Service, round int, ids
 		_, err := svc.Pay(ctx, flow.Payment{OrderID: id, ProviderTradeNo: fmt.Sprintf("T%d", id), CallbackID: fmt.Sprintf("CB%d", id),
 			Amount: svc.Item.UnitPrice, Currency: svc.Item.Currency})
 		if err != nil {
-			return s, fmt.Errorf("pay %d: %w", id, err)
+			return fmt.Errorf("pay %d: %w", id, err)
 		}
 	}
-	for {
-		n, err := svc.CancelExpired(ctx, 200)
-		if err != nil {
-			return s, fmt.Errorf("cancel sweep: %w", err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-	// Drain the outbox, then stop the relay.
+	return nil
+}
+
+// waitOutboxDrained waits until the outbox has nothing pending, sending
+// or to retry.
+func waitOutboxDrained(ctx context.Context, cfg Config, svc *flow.Service) error {
 	for {
 		st, err := svc.Outbox.Stats(ctx, cfg.Pool)
 		if err != nil {
-			return s, err
+			return err
 		}
 		if st.Pending+st.Sending+st.Retry == 0 {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return s, ctx.Err()
+			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	stopRelay()
-	<-relayDone
-
-	// Retention: everything processed or sent before now goes.
-	cut := time.Now().Add(time.Millisecond)
-	if err := retain(ctx, cfg, svc, cut, &s); err != nil {
-		return s, err
-	}
-	if err := measure(ctx, cfg, svc, &s); err != nil {
-		return s, err
-	}
-	return s, nil
 }
 
 func boolInt(b bool) int {

@@ -56,14 +56,11 @@ func StartThrowawayRedisCluster(ctx context.Context, n int) (*RedisCluster, erro
 		if err := os.MkdirAll(ndir, 0o700); err != nil {
 			return nil, fmt.Errorf("stackharness: %w", err)
 		}
-		p := &process{
-			name: "redis-server (cluster node)", bin: bin, dir: ndir, logPath: filepath.Join(ndir, "redis.log"),
-			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", ndir, "--save", "", "--appendonly", "no",
+		p := newProcess("redis-server (cluster node)", bin, ndir, "redis.log", port,
+			[]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", ndir, "--save", "", "--appendonly", "no",
 				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
 				"--daemonize", "no", "--loglevel", "warning"},
-			ready: redisPing,
-		}
+			redisPing)
 		if err := p.launch(ctx); err != nil {
 			return nil, err
 		}

@@ -3,12 +3,8 @@ package stackharness
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // EnvNATSURL names the environment variable that points tests and the
@@ -27,89 +23,49 @@ type NATS struct {
 	// URL is a nats:// URL.
 	URL string
 
-	proc *process // nil when given by URL
+	server // no process when given by URL
 }
 
 // Owned reports whether this process started the server (and so may kill
 // and restart it).
-func (n *NATS) Owned() bool { return n.proc != nil }
+func (n *NATS) Owned() bool { return n.owned() }
 
 // StartNATS returns the server at url when url is not empty, else the one
 // SECKILL_NATS_URL names, else a new throwaway nats-server -js.
 func StartNATS(ctx context.Context, url string) (*NATS, error) {
-	if url == "" {
-		url = os.Getenv(EnvNATSURL)
-	}
-	if url != "" {
+	if url = urlOrEnv(url, EnvNATSURL); url != "" {
 		return &NATS{URL: url}, nil
 	}
 	return StartThrowawayNATS(ctx)
 }
 
+// throwawayNATS is a nats-server -js with its store in its directory.
+var throwawayNATS = throwaway{
+	bin: "nats-server", missing: ErrNoNATS, dirPrefix: "seckill-nats-", logName: "nats.log",
+	args: func(dir string, port int) []string {
+		return []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", filepath.Join(dir, "store"),
+			"-n", "seckill-" + strconv.Itoa(port)}
+	},
+	ready: natsReady,
+}
+
 // StartThrowawayNATS starts nats-server -js on a random port with its
 // JetStream store in a temporary directory, whatever SECKILL_NATS_URL says.
 func StartThrowawayNATS(ctx context.Context) (*NATS, error) {
-	bin, err := findBinary("nats-server", ErrNoNATS)
+	p, err := throwawayNATS.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "seckill-nats-")
-	if err != nil {
-		return nil, fmt.Errorf("stackharness: %w", err)
-	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	p := &process{
-		name: "nats-server", bin: bin, dir: dir, logPath: filepath.Join(dir, "nats.log"),
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		args: []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", filepath.Join(dir, "store"),
-			"-n", "seckill-" + strconv.Itoa(port)},
-		ready: func(c net.Conn) error {
-			line, err := readLine(c)
-			if err != nil {
-				return err
-			}
-			if !strings.HasPrefix(line, "INFO ") {
-				return fmt.Errorf("greeting %q", line)
-			}
-			return nil
-		},
-	}
-	if err := p.launch(ctx); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return &NATS{URL: "nats://" + p.addr, proc: p}, nil
+	return &NATS{URL: "nats://" + p.addr, server: server{p}}, nil
 }
 
 // Kill ends the throwaway server with SIGKILL. Its store directory stays:
 // Restart recovers every stream and consumer from it.
-func (n *NATS) Kill() error {
-	if n.proc == nil {
-		return errNotOwned
-	}
-	n.proc.kill()
-	return nil
-}
+func (n *NATS) Kill() error { return n.kill() }
 
 // Restart starts the throwaway server again on the same port and store.
-func (n *NATS) Restart(ctx context.Context) error {
-	if n.proc == nil {
-		return errNotOwned
-	}
-	n.proc.kill()
-	return n.proc.launch(ctx)
-}
+func (n *NATS) Restart(ctx context.Context) error { return n.restart(ctx) }
 
 // Stop ends a throwaway server and removes its directory; it does nothing
 // for a server given by URL. Safe to call more than once.
-func (n *NATS) Stop() {
-	if n.proc == nil {
-		return
-	}
-	n.proc.stop()
-	os.RemoveAll(n.proc.dir)
-}
+func (n *NATS) Stop() { n.stop() }

@@ -3,7 +3,6 @@ package stackharness
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,22 +64,10 @@ func StartThrowawayNATSCluster(ctx context.Context, n int) (*NATSCluster, error)
 		}
 		name := fmt.Sprintf("nats-%d", i+1)
 		c.Names = append(c.Names, name)
-		p := &process{
-			name: "nats-server " + name, bin: bin, dir: ndir, logPath: filepath.Join(ndir, "nats.log"),
-			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])),
-			args: []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(ports[i]), "-sd", filepath.Join(ndir, "store"),
+		p := newProcess("nats-server "+name, bin, ndir, "nats.log", ports[i],
+			[]string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(ports[i]), "-sd", filepath.Join(ndir, "store"),
 				"-n", name, "--cluster_name", "seckill", "--cluster", routes[i], "--routes", strings.Join(routes, ",")},
-			ready: func(c net.Conn) error {
-				line, err := readLine(c)
-				if err != nil {
-					return err
-				}
-				if !strings.HasPrefix(line, "INFO ") {
-					return fmt.Errorf("greeting %q", line)
-				}
-				return nil
-			},
-		}
+			natsReady)
 		c.nodes = append(c.nodes, p)
 	}
 	// Start them all before waiting: a node greets clients at once, but

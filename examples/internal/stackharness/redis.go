@@ -3,10 +3,6 @@ package stackharness
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -25,81 +21,50 @@ type Redis struct {
 	// URL is a redis:// URL for go-redis's ParseURL.
 	URL string
 
-	proc *process // nil when given by URL
+	server // no process when given by URL
 }
 
 // Owned reports whether this process started the server (and so may kill
 // and restart it).
-func (r *Redis) Owned() bool { return r.proc != nil }
+func (r *Redis) Owned() bool { return r.owned() }
 
 // StartRedis returns the server at url when url is not empty, else the one
 // SECKILL_REDIS_URL names, else a new throwaway redis-server.
 func StartRedis(ctx context.Context, url string) (*Redis, error) {
-	if url == "" {
-		url = os.Getenv(EnvRedisURL)
-	}
-	if url != "" {
+	if url = urlOrEnv(url, EnvRedisURL); url != "" {
 		return &Redis{URL: url}, nil
 	}
 	return StartThrowawayRedis(ctx)
 }
 
+// throwawayRedis is a redis-server without persistence.
+var throwawayRedis = throwaway{
+	bin: "redis-server", missing: ErrNoRedis, dirPrefix: "seckill-redis-", logName: "redis.log",
+	args: func(dir string, port int) []string {
+		return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+			"--maxclients", "1000", "--loglevel", "warning"}
+	},
+	ready: redisPing,
+}
+
 // StartThrowawayRedis starts a redis-server without persistence on a random
 // port, whatever SECKILL_REDIS_URL says.
 func StartThrowawayRedis(ctx context.Context) (*Redis, error) {
-	bin, err := findBinary("redis-server", ErrNoRedis)
+	p, err := throwawayRedis.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "seckill-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("stackharness: %w", err)
-	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	p := &process{
-		name: "redis-server", bin: bin, dir: dir, logPath: filepath.Join(dir, "redis.log"),
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
-			"--maxclients", "1000", "--loglevel", "warning"},
-		ready: redisPing,
-	}
-	if err := p.launch(ctx); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return &Redis{URL: "redis://" + p.addr + "/0", proc: p}, nil
+	return &Redis{URL: "redis://" + p.addr + "/0", server: server{p}}, nil
 }
 
 // Kill ends the throwaway server with SIGKILL: every connection drops and,
 // with no persistence, all data is gone.
-func (r *Redis) Kill() error {
-	if r.proc == nil {
-		return errNotOwned
-	}
-	r.proc.kill()
-	return nil
-}
+func (r *Redis) Kill() error { return r.kill() }
 
 // Restart starts the throwaway server again on the same port, empty.
-func (r *Redis) Restart(ctx context.Context) error {
-	if r.proc == nil {
-		return errNotOwned
-	}
-	r.proc.kill() // no-op when already dead
-	return r.proc.launch(ctx)
-}
+func (r *Redis) Restart(ctx context.Context) error { return r.restart(ctx) }
 
 // Stop ends a throwaway server and removes its directory; it does nothing
 // for a server given by URL. Safe to call more than once.
-func (r *Redis) Stop() {
-	if r.proc == nil {
-		return
-	}
-	r.proc.stop()
-	os.RemoveAll(r.proc.dir)
-}
+func (r *Redis) Stop() { r.stop() }
