@@ -13,9 +13,13 @@ import (
 
 // txOutcomes counts what pgtx reports per attempt and per call.
 type txOutcomes struct {
-	pgtx.NopObserver
 	attempts, retries, committed int
 	retryErr                     error
+}
+
+// observer is the pgtx.Observer of o's hooks.
+func (o *txOutcomes) observer() pgtx.Observer {
+	return pgtx.Observer{AttemptEnd: o.AttemptEnd, TxEnd: o.TxEnd}
 }
 
 func (o *txOutcomes) AttemptEnd(_ context.Context, e pgtx.Event) {
@@ -46,7 +50,7 @@ func observedMode(t *testing.T, citus bool, activity, sku int64, stock int32, bu
 	tb := setupMode(t, citus)
 	rec := &recorder{}
 	var err error
-	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec, Citus: citus}); err != nil {
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec.observer(), Citus: citus}); err != nil {
 		t.Fatal(err)
 	}
 	tb.provision(t, activity, sku, stock, buckets)
@@ -69,7 +73,7 @@ func TestObserverPerAttempt(t *testing.T) {
 	r := tb.newReservation(7, 8, 0)
 	txo := &txOutcomes{}
 	runs := 0
-	err := pgtx.RunInTx(tb.ctx, tb.pool, pgtx.Options{Name: "buy", IsoLevel: pgx.RepeatableRead, Observer: txo}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(tb.ctx, tb.pool, pgtx.Options{Name: "buy", IsoLevel: pgx.RepeatableRead, Observer: txo.observer()}, func(tx pgx.Tx) error {
 		runs++
 		acq, err := tb.store.AcquireReservation(tb.ctx, tx, r)
 		if err != nil {

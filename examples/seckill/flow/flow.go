@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -142,9 +143,9 @@ type Config struct {
 	// is set.
 	TxOptions pgtx.Options
 	// TxObserver observes every transaction the flow runs (the order
-	// transaction, named by TxOptions.Name, unless TxOptions.Observer is
-	// set; "payment", "cancel_expired", "expire_reservations"). Defaults to
-	// none.
+	// transaction, named by TxOptions.Name, unless TxOptions.Observer has
+	// a hook set; "payment", "cancel_expired", "expire_reservations").
+	// Defaults to none.
 	TxObserver pgtx.Observer
 	// InventoryObserver observes the inventory store's allocations and
 	// releases (inventory.Config.Observer). Defaults to none.
@@ -271,7 +272,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if !cfg.EagerBegin {
 		cfg.TxOptions.DeferBegin = true
 	}
-	if cfg.TxOptions.Observer == nil {
+	if reflect.ValueOf(cfg.TxOptions.Observer).IsZero() { // no hook set (a struct of funcs has no ==)
 		cfg.TxOptions.Observer = cfg.TxObserver
 	}
 	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger, horizon: new(atomic.Int64),
