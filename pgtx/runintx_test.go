@@ -898,3 +898,46 @@ func TestUniqueViolationOfCitusShard(t *testing.T) {
 		t.Error("a foreign key violation reported as unique")
 	}
 }
+
+// TestObserverNilHooks: a nil hook does nothing; with the start hooks nil
+// the end hooks get the caller's ctx, and each set hook keeps its rhythm
+// (AttemptEnd per attempt, TxEnd once per call).
+func TestObserverNilHooks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.WithValue(b.ctx, hookKey("caller"), "yes")
+	var attempts, retries, ends int
+	var wrong []string
+	obs := pgtx.Observer{
+		AttemptEnd: func(hctx context.Context, e pgtx.Event) {
+			if hctx.Value(hookKey("caller")) != "yes" {
+				wrong = append(wrong, "attempt_end without the caller's ctx")
+			}
+			attempts++
+			if e.Retry {
+				retries++
+			}
+		},
+		TxEnd: func(hctx context.Context, e pgtx.Event) {
+			if hctx.Value(hookKey("caller")) != "yes" || e.Attempt != 2 || e.Err != nil {
+				wrong = append(wrong, fmt.Sprintf("tx_end %+v", e))
+			}
+			ends++
+		},
+	}
+	runs := 0
+	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
+		runs++
+		if runs < 2 {
+			return raise(ctx, tx, "40001")
+		}
+		return nil
+	})
+	if err != nil || attempts != 2 || retries != 1 || ends != 1 || len(wrong) > 0 {
+		t.Fatalf("RunInTx = %v; attempts %d, retries %d, ends %d (%v); want nil, 2, 1, 1", err, attempts, retries, ends, wrong)
+	}
+	// The zero Observer observes nothing and changes nothing.
+	if err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{Observer: pgtx.Observer{}}, func(pgx.Tx) error { return nil }); err != nil {
+		t.Fatalf("RunInTx with the zero Observer = %v", err)
+	}
+}
