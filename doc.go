@@ -104,12 +104,14 @@
 // # Observing
 //
 // No package depends on a metrics or tracing library. pgtx, inventory and
-// outbox each take an Observer of one shape (see pgtx.Observer): the
-// context first, one event struct per hook, start hooks that return the
-// context their end hooks get, a NopObserver to embed (outbox's Observer is
-// a struct of hook functions instead: a nil hook does nothing), and a stated rhythm
-// per hook — per attempt (inside an open transaction, reported again on a
-// retry) or per commit. Count business outcomes from the per-commit hooks.
+// outbox each take an Observer of one shape (see pgtx.Observer): a struct
+// of hook functions, the context first, one event struct per package,
+// start hooks that return the context their end hooks get, a nil hook
+// that does nothing (set only the hooks you need; the zero Observer
+// observes nothing, and a hook added later breaks no one), and a stated
+// rhythm per hook — per attempt (inside an open transaction, reported
+// again on a retry) or per commit. Count business outcomes from the
+// per-commit hooks.
 // The example service (examples/seckill) builds its Prometheus metrics on
 // them and carries a W3C trace id from the HTTP request to its consumers'
 // logs through the order message and the outbox event headers.

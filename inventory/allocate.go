@@ -396,8 +396,8 @@ func (s *Store) scanAllocate(ctx context.Context, batch bool, row pgx.Row, a All
 // (not a driver error) and returns err.
 func (s *Store) observeAllocate(ctx context.Context, batch bool, a Allocation, err error) error {
 	var driverErr *driverError
-	if s.observer != nil && !errors.As(err, &driverErr) {
-		s.observer.AllocateEnd(ctx, StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
+	if s.observer.AllocateEnd != nil && !errors.As(err, &driverErr) {
+		s.observer.allocateEnd(ctx, StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
 			SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: batch, Err: err})
 	}
 	return err
@@ -672,7 +672,7 @@ func (s *Store) queueAllocateOrAbort(b *pgx.Batch, a Allocation, dst *Allocated)
 	s.queueLedgerThenCounters(b, ledgerThenCounters{
 		ledger: s.sql.allocationLedger, ledgerReturning: s.sql.allocationLedgerReturning, ledgerArgs: allocateArgs(a),
 		counters: s.sql.decrementOrAbort, counterArgs: append(decrementArgs, key),
-		report: func(err error) { s.reportOrAbort(a, err) },
+		report: s.reportOrAbortHook(a),
 	}, a, dst)
 	return nil
 }
@@ -688,7 +688,7 @@ func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementAr
 	}
 	d := b.Queue(s.sql.decrementThenRaise, decrementArgs...)
 	l := b.Queue(ledger, allocateArgs(a)...)
-	if dst == nil && s.observer == nil {
+	if dst == nil && s.observer.AllocateEnd == nil {
 		return // nothing to read back: the batch's own error handling suffices
 	}
 	got := Allocated{ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity}
@@ -734,11 +734,11 @@ type ledgerThenCounters struct {
 	ledgerArgs              []any
 	counters                string
 	counterArgs             []any
-	report                  func(error) // to the observer; called only when it is set
+	report                  func(error) // to the observer's hook; nil when that hook is not set
 }
 
-// queueLedgerThenCounters queues q into b. When dst is non-nil or the
-// Store has an observer, the results are read back: dst receives a's
+// queueLedgerThenCounters queues q into b. When dst is non-nil or
+// q.report is set, the results are read back: dst receives a's
 // activity, SKU, bucket and quantity with the ledger row's id and time and
 // the counters, and q.report hears of a success, of the duplicate the
 // ledger insert met (matching [ErrAlreadyApplied]) or of the refusal, as
@@ -750,11 +750,11 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 	}
 	l := b.Queue(ledger, q.ledgerArgs...)
 	c := b.Queue(q.counters, q.counterArgs...)
-	if dst == nil && s.observer == nil {
+	if dst == nil && q.report == nil {
 		return // nothing to read back: the batch's own error handling suffices
 	}
 	report := func(err error) {
-		if s.observer != nil {
+		if q.report != nil {
 			q.report(err)
 		}
 	}
@@ -798,13 +798,20 @@ func (s *Store) queueLedgerThenCounters(b *pgx.Batch, q ledgerThenCounters, a Al
 	})
 }
 
-// reportOrAbort reports a classified result of
-// [Store.QueueAllocateBucket] with [pgtx.Abort] to the observer, if any.
-func (s *Store) reportOrAbort(a Allocation, err error) {
-	if s.observer == nil {
-		return
+// reportOrAbortHook returns reportOrAbort for a, or nil when the
+// observer has no AllocateEnd hook.
+func (s *Store) reportOrAbortHook(a Allocation) func(error) {
+	if s.observer.AllocateEnd == nil {
+		return nil
 	}
-	s.observer.AllocateEnd(context.Background(), StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
+	return func(err error) { s.reportOrAbort(a, err) }
+}
+
+// reportOrAbort reports a classified result of
+// [Store.QueueAllocateBucket] with [pgtx.Abort] to the observer's
+// AllocateEnd, if set.
+func (s *Store) reportOrAbort(a Allocation, err error) {
+	s.observer.allocateEnd(context.Background(), StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID,
 		SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: true, Err: err})
 }
 

@@ -481,6 +481,8 @@ type stockEvent struct {
 	Err               error
 }
 
+// recorder keeps the events of the inventory.Observer its observer
+// method returns.
 type recorder struct {
 	mu     sync.Mutex
 	events []stockEvent
@@ -496,6 +498,11 @@ func (r *recorder) ReleaseEnd(ctx context.Context, e inventory.StockEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, stockEvent{"release", e.ActivityID, e.SKUID, e.Bucket, e.Quantity, e.Batch, e.Err})
+}
+
+// observer is the inventory.Observer of r's hooks.
+func (r *recorder) observer() inventory.Observer {
+	return inventory.Observer{AllocateEnd: r.AllocateEnd, ReleaseEnd: r.ReleaseEnd}
 }
 
 func (r *recorder) count(op string, ok bool) int {

@@ -177,9 +177,11 @@
 //
 // # Observing
 //
-// [Config].Observer receives the classified result of every allocation
-// and release, once per execution of the statement: inside the caller's
-// open transaction, so per attempt, not per commit (see [Observer]).
+// [Config].Observer, a struct of hook functions (AllocateEnd, ReleaseEnd;
+// a nil hook does nothing), receives the classified result of every
+// allocation and release, once per execution of the statement: inside the
+// caller's open transaction, so per attempt, not per commit (see
+// [Observer]).
 //
 // # Example
 //

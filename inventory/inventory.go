@@ -30,7 +30,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer receives the classified result of every allocation and
 	// release, once per execution (per attempt, inside the open
-	// transaction: see [Observer]). Defaults to none.
+	// transaction: see [Observer]). Defaults to none (the zero Observer;
+	// a nil hook does nothing).
 	Observer Observer
 	// Citus makes [Store.AcquireReservation] and [Store.AllocateBucket]
 	// (and their Queue forms) send statements that Citus (schema-based

@@ -9,8 +9,11 @@ import (
 // Observer receives the classified result of every allocation and
 // release, for metrics such as the per-bucket success rate and the
 // partial sell-out rate (a bucket sold out while others hold stock). It
-// follows the shape of every observer of this module (see pgtx.Observer):
-// the context first, then the event ([StockEvent] for both hooks).
+// has the shape of every observer of this module (see pgtx.Observer): a
+// struct of hook functions, the context first, then the event
+// ([StockEvent] for both hooks). A nil hook does nothing, so an observer
+// sets only the hooks it needs and keeps compiling when hooks are added;
+// the zero Observer observes nothing.
 //
 // Both hooks fire once per execution of the statement — per attempt, not
 // per commit. They run on the caller's goroutine while the caller's
@@ -30,13 +33,25 @@ import (
 // connection or the server (no classified result) are not reported.
 //
 // The hooks must be fast and safe for concurrent use.
-type Observer interface {
+type Observer struct {
 	// AllocateEnd reports one classified [Store.AllocateBucket] or
 	// [Store.QueueAllocateBucket] result. Per attempt.
-	AllocateEnd(ctx context.Context, e StockEvent)
+	AllocateEnd func(ctx context.Context, e StockEvent)
 	// ReleaseEnd reports one classified [Store.ReleaseStock] or
 	// [Store.QueueReleaseStock] result. Per attempt.
-	ReleaseEnd(ctx context.Context, e StockEvent)
+	ReleaseEnd func(ctx context.Context, e StockEvent)
+}
+
+func (o Observer) allocateEnd(ctx context.Context, e StockEvent) {
+	if o.AllocateEnd != nil {
+		o.AllocateEnd(ctx, e)
+	}
+}
+
+func (o Observer) releaseEnd(ctx context.Context, e StockEvent) {
+	if o.ReleaseEnd != nil {
+		o.ReleaseEnd(ctx, e)
+	}
 }
 
 // StockEvent describes one classified allocation (AllocateEnd) or release

@@ -2,20 +2,26 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
 // txOutcomes counts what pgtx reports per attempt and per call.
 type txOutcomes struct {
-	pgtx.NopObserver
 	attempts, retries, committed int
 	retryErr                     error
+}
+
+// observer is the pgtx.Observer of o's hooks.
+func (o *txOutcomes) observer() pgtx.Observer {
+	return pgtx.Observer{AttemptEnd: o.AttemptEnd, TxEnd: o.TxEnd}
 }
 
 func (o *txOutcomes) AttemptEnd(_ context.Context, e pgtx.Event) {
@@ -46,7 +52,7 @@ func observedMode(t *testing.T, citus bool, activity, sku int64, stock int32, bu
 	tb := setupMode(t, citus)
 	rec := &recorder{}
 	var err error
-	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec, Citus: citus}); err != nil {
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec.observer(), Citus: citus}); err != nil {
 		t.Fatal(err)
 	}
 	tb.provision(t, activity, sku, stock, buckets)
@@ -69,7 +75,7 @@ func TestObserverPerAttempt(t *testing.T) {
 	r := tb.newReservation(7, 8, 0)
 	txo := &txOutcomes{}
 	runs := 0
-	err := pgtx.RunInTx(tb.ctx, tb.pool, pgtx.Options{Name: "buy", IsoLevel: pgx.RepeatableRead, Observer: txo}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(tb.ctx, tb.pool, pgtx.Options{Name: "buy", IsoLevel: pgx.RepeatableRead, Observer: txo.observer()}, func(tx pgx.Tx) error {
 		runs++
 		acq, err := tb.store.AcquireReservation(tb.ctx, tx, r)
 		if err != nil {
@@ -111,4 +117,77 @@ func TestObserverPerAttempt(t *testing.T) {
 			t.Errorf("event %+v", e)
 		}
 	}
+}
+
+// TestObserverSomeHooks: a nil hook does nothing. A store whose Observer
+// sets only one of the two hooks hears, from the direct and the one-batch
+// forms (with [pgtx.Abort]), of what that hook reports and of nothing
+// else; the calls run as they do unobserved.
+func TestObserverSomeHooks(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		for _, only := range []string{"allocate", "release"} {
+			t.Run(fmt.Sprintf("citus=%v/%s", citus, only), func(t *testing.T) {
+				t.Parallel()
+				observeSomeHooks(t, citus, only)
+			})
+		}
+	}
+}
+
+func observeSomeHooks(t *testing.T, citus bool, only string) {
+	tb := setupMode(t, citus)
+	rec := &recorder{}
+	obs := inventory.Observer{AllocateEnd: rec.AllocateEnd}
+	if only == "release" {
+		obs = inventory.Observer{ReleaseEnd: rec.ReleaseEnd}
+	}
+	var err error
+	if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: obs, Citus: citus}); err != nil {
+		t.Fatal(err)
+	}
+	tb.provision(t, 12, 120, 4, 1)
+
+	// One batch: allocate, then release.
+	r := tb.newReservation(12, 120, 0)
+	a := allocationOf(r, 920)
+	if err := tb.buyOrAbort(t, r, 920, a, nil); err != nil {
+		t.Fatalf("one-batch allocation: %v", err)
+	}
+	if err := tb.releaseOrAbort(t, a, nil); err != nil {
+		t.Fatalf("one-batch release: %v", err)
+	}
+	// Direct forms.
+	r2 := tb.newReservation(12, 120, 0)
+	if err := tb.buy(tb.ctx, r2); err != nil {
+		t.Fatalf("allocation: %v", err)
+	}
+	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r2.ReservationID}})
+		return err
+	}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+
+	wantAlloc, wantRel := 2, 0
+	if only == "release" {
+		wantAlloc, wantRel = 0, 2
+	}
+	if got, rel := rec.count("allocate", true), rec.count("release", true); got != wantAlloc || rel != wantRel {
+		t.Fatalf("observed %d allocations, %d releases; want %d, %d (%+v)", got, rel, wantAlloc, wantRel, rec.events)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != wantAlloc+wantRel {
+		t.Fatalf("observed %+v, want %d events", rec.events, wantAlloc+wantRel)
+	}
+	for i, e := range rec.events {
+		if e.Op != only || e.ActivityID != 12 || e.SKUID != 120 || e.Quantity != 1 || e.Bucket != 0 || e.Batch != (i == 0) {
+			t.Errorf("event %d: %+v", i, e)
+		}
+	}
+	if tot := tb.totals(t, 12, 120); tot.Allocated != 0 {
+		t.Errorf("allocated %d after both releases, want 0", tot.Allocated)
+	}
+	tb.auditClean(t, 12, 120)
 }

@@ -219,13 +219,13 @@ func (s *Store) scanRelease(ctx context.Context, batch bool, row pgx.Row, r Stoc
 // observer, if any, and returns err.
 func (s *Store) reportRelease(ctx context.Context, batch bool, r StockRelease, dst *Allocated, err error) error {
 	var driverErr *driverError
-	if s.observer != nil && !errors.As(err, &driverErr) {
+	if s.observer.ReleaseEnd != nil && !errors.As(err, &driverErr) {
 		e := StockEvent{ReservationID: r.ReservationID, ActivityID: dst.ActivityID, SKUID: dst.SKUID, Bucket: dst.Bucket,
 			Quantity: dst.Quantity, Batch: batch, Err: err}
 		if err != nil {
 			e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
 		}
-		s.observer.ReleaseEnd(ctx, e)
+		s.observer.releaseEnd(ctx, e)
 	}
 	return err
 }
@@ -334,19 +334,22 @@ func (s *Store) queueReleaseOrAbort(b *pgx.Batch, r StockRelease, dst *Allocated
 	args[4] = key
 	from := b.Len()
 	defer s.nameAbort(b, from, "inventory.Store.QueueReleaseStock("+key+")")
-	s.queueLedgerThenCounters(b, ledgerThenCounters{
+	q := ledgerThenCounters{
 		ledger: s.sql.releaseLedger, ledgerReturning: s.sql.releaseLedgerReturning, ledgerArgs: args,
 		counters: s.sql.releaseOrAbort, counterArgs: []any{a.ActivityID, a.SKUID, a.Bucket, int32(a.Quantity),
 			allocateKey(a.ReservationID), key, a.UserID},
-		report: func(err error) {
+	}
+	if s.observer.ReleaseEnd != nil {
+		q.report = func(err error) {
 			e := StockEvent{ReservationID: a.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket,
 				Quantity: a.Quantity, Batch: true, Err: err}
 			if err != nil {
 				e.ActivityID, e.SKUID, e.Bucket, e.Quantity = 0, 0, -1, 0
 			}
 			s.observer.ReleaseEnd(context.Background(), e)
-		},
-	}, a, dst)
+		}
+	}
+	s.queueLedgerThenCounters(b, q, a, dst)
 	return nil
 }
 

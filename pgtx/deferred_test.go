@@ -434,7 +434,7 @@ func TestDeferBeginFirstStatementErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var obs counter
-	opts := pgtx.Options{DeferBegin: true, Observer: &obs, BaseBackoff: time.Millisecond}
+	opts := pgtx.Options{DeferBegin: true, Observer: obs.observer(), BaseBackoff: time.Millisecond}
 	runs := 0
 	err := pgtx.RunInTx(b.ctx, b.pool, opts, func(tx pgx.Tx) error {
 		runs++

@@ -99,11 +99,13 @@
 //
 // # Observing
 //
-// An [Observer] in [Options.Observer] is told of each call (TxStart,
-// TxEnd: once, with what the call returns) and of each attempt (AttemptStart,
-// AttemptEnd: once per attempt, with its error, whether it is retried and
-// whether its COMMIT's answer was lost) — enough to count retries per
-// attempt and commits per commit, or to open a span per call and per
-// attempt, without wrapping fn. The other packages of this module report
-// through the same shape; see [Observer] for the convention.
+// [Options.Observer] is a struct of hook functions, each nil unless set
+// (a nil hook does nothing; the zero Observer observes nothing). It is
+// told of each call (TxStart, TxEnd: once, with what the call returns)
+// and of each attempt (AttemptStart, AttemptEnd: once per attempt, with
+// its error, whether it is retried and whether its COMMIT's answer was
+// lost) — enough to count retries per attempt and commits per commit, or
+// to open a span per call and per attempt, without wrapping fn. The other
+// packages of this module report through the same shape; see [Observer]
+// for the convention.
 package pgtx

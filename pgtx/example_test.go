@@ -43,31 +43,25 @@ func ExampleRunInTx() {
 	// second buyer: sold out | not committed: true
 }
 
-// retryCounter counts retried attempts (per attempt) and committed
-// transactions (per outcome). NopObserver gives it the hooks it does not
-// need.
-type retryCounter struct {
-	pgtx.NopObserver
-	retries, commits int
-}
-
-func (c *retryCounter) AttemptEnd(_ context.Context, e pgtx.Event) {
-	if e.Retry {
-		c.retries++
-	}
-}
-
-func (c *retryCounter) TxEnd(_ context.Context, e pgtx.Event) {
-	if pgtx.Classify(e.Err).Committed {
-		c.commits++
-	}
-}
-
 func ExampleObserver() {
 	ctx := context.Background()
 	pool := seckilltest.Example().Pool
 
-	obs := &retryCounter{}
+	// Count retried attempts (per attempt) and committed transactions (per
+	// outcome); the hooks left nil do nothing.
+	var retries, commits int
+	obs := pgtx.Observer{
+		AttemptEnd: func(_ context.Context, e pgtx.Event) {
+			if e.Retry {
+				retries++
+			}
+		},
+		TxEnd: func(_ context.Context, e pgtx.Event) {
+			if pgtx.Classify(e.Err).Committed {
+				commits++
+			}
+		},
+	}
 	attempt := 0
 	err := pgtx.RunInTx(ctx, pool, pgtx.Options{Name: "checkout", Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
 		attempt++
@@ -77,7 +71,7 @@ func ExampleObserver() {
 		}
 		return nil
 	})
-	fmt.Println("err:", err, "| attempts:", attempt, "| retries:", obs.retries, "| commits:", obs.commits)
+	fmt.Println("err:", err, "| attempts:", attempt, "| retries:", retries, "| commits:", commits)
 	// Output:
 	// err: <nil> | attempts: 3 | retries: 2 | commits: 1
 }

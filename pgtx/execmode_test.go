@@ -36,7 +36,7 @@ func execModeRun(t *testing.T, mode pgx.QueryExecMode, deferBegin bool) {
 	obs := &counter{}
 	opts := pgtx.Options{IsoLevel: pgx.Serializable, LockTimeout: 75 * time.Millisecond,
 		StatementTimeout: 1500 * time.Millisecond, ResolveCommit: true, BaseBackoff: time.Millisecond,
-		Observer: obs, Name: "exec-mode", DeferBegin: deferBegin}
+		Observer: obs.observer(), Name: "exec-mode", DeferBegin: deferBegin}
 	runs := 0
 	err := pgtx.RunInTx(b.ctx, pool, opts, func(tx pgx.Tx) error {
 		runs++

@@ -68,16 +68,8 @@ func TestNoSQLInjection(t *testing.T) {
 	}
 	const name = `'; DROP TABLE victim; -- "x" $1`
 	var got string
-	obs := &nameHook{got: &got}
+	obs := pgtx.Observer{TxEnd: func(_ context.Context, e pgtx.Event) { got = e.Name }}
 	if err := pgtx.RunInTx(ctx, pool, pgtx.Options{Name: name, Observer: obs, LockTimeout: time.Second}, func(pgx.Tx) error { return nil }); err != nil || got != name {
 		t.Errorf("Name: %q, %v", got, err)
 	}
 }
-
-// nameHook records the Name of the TxEnd it sees.
-type nameHook struct {
-	pgtx.NopObserver
-	got *string
-}
-
-func (h *nameHook) TxEnd(_ context.Context, e pgtx.Event) { *h.got = e.Name }

@@ -13,18 +13,19 @@ import (
 // library.
 //
 // Every package of this module that reports anything does it the same
-// way: an Observer interface in its config, one method per hook, the
-// context first, an event struct (structs can gain fields without
-// breaking anyone), and a Nop type to embed so that an observer
-// implementing only some hooks keeps compiling when hooks are added.
-// A hook that opens something that later ends (a call, an attempt)
-// returns a context: it is handed to the matching end hook and to the
-// hooks in between, so a span or a start time can ride on it, as with
-// pgx's QueryTracer (TraceQueryStart returns the context TraceQueryEnd
-// gets). Each hook's documentation says whether it fires once per attempt
-// (a retried transaction reports again; what it reports may be rolled
-// back) or once per outcome (after COMMIT, or after the outcome is final):
-// count business outcomes only from the latter.
+// way: an Observer struct of hook functions in its config, the context
+// first, one event struct per package (structs can gain fields without
+// breaking anyone). A nil hook does nothing, so an observer sets only the
+// hooks it needs, keeps compiling when hooks are added, and the zero
+// Observer observes nothing. A hook that opens something that later ends
+// (a call, an attempt) returns a context: it is handed to the matching end
+// hook and to the hooks in between, so a span or a start time can ride on
+// it, as with pgx's QueryTracer (TraceQueryStart returns the context
+// TraceQueryEnd gets); when the start hook is nil, the end hook gets the
+// context it would have been given. Each hook's documentation says whether
+// it fires once per attempt (a retried transaction reports again; what it
+// reports may be rolled back) or once per outcome (after COMMIT, or after
+// the outcome is final): count business outcomes only from the latter.
 //
 // Hooks, not middleware: Watermill's router middleware and River's
 // middleware wrap the next step (func(next) …) and can change or stop it;
@@ -51,44 +52,60 @@ import (
 // more. [Classify] applied to an end hook's Event.Err tells the outcome:
 // committed (Err nil, or RunBatch's *[ResultError]), not committed, or
 // unknown ([ErrCommitOutcomeUnknown]).
-type Observer interface {
+type Observer struct {
 	// TxStart fires once per call, before the first attempt. The context
 	// it returns is passed to every later hook of the call.
-	TxStart(ctx context.Context, e Event) context.Context
+	TxStart func(ctx context.Context, e Event) context.Context
 	// AttemptStart fires once per attempt, before its BEGIN, with
 	// e.Attempt set. The context it returns is passed to the attempt's
 	// AttemptEnd.
-	AttemptStart(ctx context.Context, e Event) context.Context
+	AttemptStart func(ctx context.Context, e Event) context.Context
 	// AttemptEnd fires once per attempt, when it is over: committed,
 	// rolled back (to be retried or not), or COMMIT sent and its answer
 	// lost (after the resolution, when ResolveCommit is set). Per
 	// attempt: a transaction that was retried reports several. e has
 	// Attempt, Err, Retry, Backoff, CommitLost and Elapsed set.
-	AttemptEnd(ctx context.Context, e Event)
+	AttemptEnd func(ctx context.Context, e Event)
 	// TxEnd fires once per call, just before RunInTx or RunBatch returns:
 	// after the COMMIT that committed (or the resolution that found it
 	// committed), or once the call gave up. Per outcome: count committed
 	// transactions here. e has Attempt (the attempts made), Err and
 	// Elapsed set.
-	TxEnd(ctx context.Context, e Event)
+	TxEnd func(ctx context.Context, e Event)
 }
 
-// NopObserver implements [Observer] and does nothing. Embed it in an
-// observer that implements only some hooks: hooks added to Observer later
-// are added to NopObserver too.
-type NopObserver struct{}
+// observesCall reports whether o has a hook of the call (TxStart, TxEnd).
+func (o Observer) observesCall() bool { return o.TxStart != nil || o.TxEnd != nil }
 
-// TxStart returns ctx.
-func (NopObserver) TxStart(ctx context.Context, _ Event) context.Context { return ctx }
+// observesAttempt reports whether o has a hook of the attempts
+// (AttemptStart, AttemptEnd).
+func (o Observer) observesAttempt() bool { return o.AttemptStart != nil || o.AttemptEnd != nil }
 
-// AttemptStart returns ctx.
-func (NopObserver) AttemptStart(ctx context.Context, _ Event) context.Context { return ctx }
+func (o Observer) txStart(ctx context.Context, e Event) context.Context {
+	if o.TxStart == nil {
+		return ctx
+	}
+	return o.TxStart(ctx, e)
+}
 
-// AttemptEnd does nothing.
-func (NopObserver) AttemptEnd(context.Context, Event) {}
+func (o Observer) attemptStart(ctx context.Context, e Event) context.Context {
+	if o.AttemptStart == nil {
+		return ctx
+	}
+	return o.AttemptStart(ctx, e)
+}
 
-// TxEnd does nothing.
-func (NopObserver) TxEnd(context.Context, Event) {}
+func (o Observer) attemptEnd(ctx context.Context, e Event) {
+	if o.AttemptEnd != nil {
+		o.AttemptEnd(ctx, e)
+	}
+}
+
+func (o Observer) txEnd(ctx context.Context, e Event) {
+	if o.TxEnd != nil {
+		o.TxEnd(ctx, e)
+	}
+}
 
 // Event describes a [RunInTx] or [RunBatch] call to the [Observer]'s
 // hooks. The call's fields are set for every hook; each hook's

@@ -49,7 +49,7 @@ func TestRunBatchCommitsInOneRoundTrip(t *testing.T) {
 	var rt roundtrip.Counter
 	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 1; c.ConnConfig.Tracer = &rt })
 	var obs counter
-	opts := pgtx.Options{Observer: &obs, LockTimeout: time.Second, IsoLevel: pgx.RepeatableRead}
+	opts := pgtx.Options{Observer: obs.observer(), LockTimeout: time.Second, IsoLevel: pgx.RepeatableRead}
 	run := func(id int) (v int, iso, lockTimeout string) {
 		batch := insertBatch(b.table, 7, id)
 		batch.Queue(`SELECT v FROM `+b.table+` WHERE id = $1`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&v) })
@@ -91,7 +91,7 @@ func TestRunBatchAbortsAtEveryPosition(t *testing.T) {
 		}
 		onConn(t, b.ctx, b.pool, func(c *pgx.Conn) {
 			var obs counter
-			err := pgtx.RunBatch(b.ctx, c, pgtx.Options{Observer: &obs}, insertBatch(b.table, 1, ids...))
+			err := pgtx.RunBatch(b.ctx, c, pgtx.Options{Observer: obs.observer()}, insertBatch(b.table, 1, ids...))
 			var se *pgtx.StatementError
 			if !errors.As(err, &se) || se.Index != p {
 				t.Fatalf("position %d: err = %v, want a *StatementError at %d", p, err, p)
@@ -156,7 +156,7 @@ func TestRunBatchRetriesSerializationFailure(t *testing.T) {
 	var obs counter
 	batch := insertBatch(b.table, 1, 1)
 	batch.Queue(`SELECT ` + fn + `()`)
-	if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{Observer: &obs, BaseBackoff: time.Millisecond}, batch); err != nil {
+	if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{Observer: obs.observer(), BaseBackoff: time.Millisecond}, batch); err != nil {
 		t.Fatal(err)
 	}
 	if obs.n(evRetry) != 2 || obs.n(evCommitted) != 1 || b.count(t, "id = 1") != 1 {
@@ -340,7 +340,7 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 
 	// The whole batch reaches the server, the answer never comes back.
 	var obs counter
-	opts := pgtx.Options{Observer: &obs}
+	opts := pgtx.Options{Observer: obs.observer()}
 	conn := warm(opts)
 	px.SetRule(armedSync(&armed, faultproxy.CutAfter, nil))
 	armed.Store(true)
@@ -371,7 +371,7 @@ func TestRunBatchCutAfterSendIsUnknownThenResolved(t *testing.T) {
 		}
 	}
 	var obs2 counter
-	opts = pgtx.Options{Observer: &obs2, ResolveCommit: true, ResolveDB: b.pool}
+	opts = pgtx.Options{Observer: obs2.observer(), ResolveCommit: true, ResolveDB: b.pool}
 	conn = warm(opts)
 	px.SetRule(armedSync(&armed, faultproxy.CutBefore, committed))
 	armed.Store(true)

@@ -141,7 +141,7 @@ func TestPgBouncerLockTimeoutApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	var obs counter
-	err = pgtx.RunInTx(b.ctx, pool, pgtx.Options{LockTimeout: 50 * time.Millisecond, Observer: &obs}, func(tx pgx.Tx) error {
+	err = pgtx.RunInTx(b.ctx, pool, pgtx.Options{LockTimeout: 50 * time.Millisecond, Observer: obs.observer()}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
 		return err
 	})
@@ -297,7 +297,7 @@ func TestPgBouncerResolveCommit(t *testing.T) {
 	// never heard so.
 	px.SetRule(cutCommitOnce(faultproxy.CutAfter))
 	var obs counter
-	if err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true, Observer: &obs}, func(tx pgx.Tx) error {
+	if err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true, Observer: obs.observer()}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
 		return err
 	}); err != nil {

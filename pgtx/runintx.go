@@ -104,9 +104,9 @@ type Options struct {
 
 	// Name labels the transaction in the Observer's events.
 	Name string
-	// Observer, when set, is told of the call, each attempt (with its
-	// outcome, retry and lost COMMIT) and the call's outcome (see
-	// [Observer]). Defaults to none.
+	// Observer's hooks, those set, are told of the call, each attempt
+	// (with its outcome, retry and lost COMMIT) and the call's outcome
+	// (see [Observer]). Defaults to none (the zero Observer).
 	Observer Observer
 }
 
@@ -288,17 +288,17 @@ func (r *runner) retry(ctx context.Context, once func(attempt int) error) (err e
 	o := r.o
 	obs := o.Observer
 	octx, attempts := ctx, 0
-	if obs != nil {
-		octx = obs.TxStart(ctx, r.event())
+	if obs.observesCall() {
+		octx = obs.txStart(ctx, r.event())
 		defer func() {
 			e := r.event()
 			e.Attempt, e.Err, e.Elapsed = attempts, err, time.Since(r.start)
 			if p := recover(); p != nil {
 				e.Err = fmt.Errorf("pgtx: fn panicked: %v", p)
-				obs.TxEnd(octx, e)
+				obs.txEnd(octx, e)
 				panic(p)
 			}
-			obs.TxEnd(octx, e)
+			obs.txEnd(octx, e)
 		}()
 	}
 	for attempt := 1; ; attempt++ {
@@ -322,19 +322,19 @@ func (r *runner) retry(ctx context.Context, once func(attempt int) error) (err e
 func (r *runner) attempt(octx context.Context, once func(attempt int) error, attempt int) (retry bool, wait time.Duration, err error) {
 	o := r.o
 	r.commitLost = false
-	if obs := o.Observer; obs != nil {
+	if obs := o.Observer; obs.observesAttempt() {
 		e := r.event()
 		e.Attempt = attempt
-		actx := obs.AttemptStart(octx, e)
+		actx := obs.attemptStart(octx, e)
 		start := time.Now()
 		defer func() {
 			e.Err, e.Retry, e.Backoff, e.CommitLost, e.Elapsed = err, retry, wait, r.commitLost, time.Since(start)
 			if p := recover(); p != nil {
 				e.Err = fmt.Errorf("pgtx: fn panicked: %v", p)
-				obs.AttemptEnd(actx, e)
+				obs.attemptEnd(actx, e)
 				panic(p)
 			}
-			obs.AttemptEnd(actx, e)
+			obs.attemptEnd(actx, e)
 		}()
 	}
 	err = once(attempt)

@@ -37,8 +37,8 @@ const (
 	evFailed                        // TxEnd, not committed
 )
 
-// counter is an Observer that counts the hooks by kind and keeps the
-// events.
+// counter counts an Observer's hooks (see observer) by kind and keeps
+// the events.
 type counter struct {
 	mu      sync.Mutex
 	counts  map[kind]int
@@ -100,6 +100,11 @@ func (c *counter) TxEnd(_ context.Context, e pgtx.Event) {
 		c.add("tx_end")
 	}
 	c.tx = append(c.tx, e)
+}
+
+// observer is the pgtx.Observer of c's hooks.
+func (c *counter) observer() pgtx.Observer {
+	return pgtx.Observer{TxStart: c.TxStart, AttemptStart: c.AttemptStart, AttemptEnd: c.AttemptEnd, TxEnd: c.TxEnd}
 }
 
 func (c *counter) n(k kind) int {
@@ -164,7 +169,7 @@ func writeSkewIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.
 	var obs counter
 	var barrier sync.WaitGroup
 	barrier.Add(2)
-	opts.IsoLevel, opts.Observer, opts.MaxAttempts = pgx.Serializable, &obs, 5
+	opts.IsoLevel, opts.Observer, opts.MaxAttempts = pgx.Serializable, obs.observer(), 5
 	run := func(id int) error {
 		first := true
 		return pgtx.RunInTx(b.ctx, pool, opts,
@@ -232,7 +237,7 @@ func deadlockIsRetried(t *testing.T, b bundle, pool pgtx.TxBeginner, opts pgtx.O
 	var obs counter
 	var barrier sync.WaitGroup
 	barrier.Add(2)
-	opts.Observer = &obs
+	opts.Observer = obs.observer()
 	run := func(firstID, secondID int) error {
 		first := true
 		return pgtx.RunInTx(b.ctx, pool, opts, func(tx pgx.Tx) error {
@@ -286,7 +291,7 @@ func TestAttemptsExhausted(t *testing.T) {
 	b := setup(t)
 	var obs counter
 	runs := 0
-	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{MaxAttempts: 3, BaseBackoff: time.Millisecond, Observer: &obs},
+	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{MaxAttempts: 3, BaseBackoff: time.Millisecond, Observer: obs.observer()},
 		func(tx pgx.Tx) error {
 			runs++
 			if _, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES ($1, 0)`, runs); err != nil {
@@ -318,7 +323,11 @@ func TestContextCancelledDuringBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	runs := 0
-	obs := &retryHook{onRetry: cancel} // the caller gives up while RunInTx waits
+	obs := pgtx.Observer{AttemptEnd: func(_ context.Context, e pgtx.Event) {
+		if e.Retry {
+			cancel() // the caller gives up while RunInTx waits
+		}
+	}}
 	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour, Observer: obs},
 		func(tx pgx.Tx) error {
 			runs++
@@ -342,7 +351,7 @@ func TestNonRetryableErrorsReturnedAsIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var obs counter
-	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: obs.observer()}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
 		return fmt.Errorf("insert: %w", err)
 	})
@@ -520,7 +529,7 @@ func TestLockAndStatementTimeoutsClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	var obs counter
-	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{LockTimeout: 20 * time.Millisecond, Observer: &obs}, func(tx pgx.Tx) error {
+	err = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{LockTimeout: 20 * time.Millisecond, Observer: obs.observer()}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `UPDATE `+b.table+` SET v = 2 WHERE id = 1`)
 		return err
 	})
@@ -618,7 +627,7 @@ func TestCommitOutcomeUnknownWhenCutAfterCommit(t *testing.T) {
 	px.SetRule(cutCommitOnce(faultproxy.CutAfter))
 	var obs counter
 	runs := 0
-	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{Observer: &obs}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{Observer: obs.observer()}, func(tx pgx.Tx) error {
 		runs++
 		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
 		return err
@@ -649,7 +658,7 @@ func TestResolveCommitFindsCommitted(t *testing.T) {
 	pool, px := proxied(t)
 	px.SetRule(cutCommitOnce(faultproxy.CutAfter))
 	var obs counter
-	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true, Observer: &obs}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{ResolveCommit: true, Observer: obs.observer()}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(b.ctx, `INSERT INTO `+b.table+` VALUES (1, 0)`)
 		return err
 	})
@@ -760,18 +769,6 @@ func TestResolveCommitWithoutTransactionID(t *testing.T) {
 	}
 }
 
-// retryHook calls onRetry at every retried attempt.
-type retryHook struct {
-	pgtx.NopObserver
-	onRetry func()
-}
-
-func (h *retryHook) AttemptEnd(_ context.Context, e pgtx.Event) {
-	if e.Retry {
-		h.onRetry()
-	}
-}
-
 // hookKey marks the contexts the start hooks return.
 type hookKey string
 
@@ -780,6 +777,11 @@ type hookKey string
 type spanHook struct {
 	counter
 	wrong []string
+}
+
+// observer is the pgtx.Observer of h's hooks (not of its counter's).
+func (h *spanHook) observer() pgtx.Observer {
+	return pgtx.Observer{TxStart: h.TxStart, AttemptStart: h.AttemptStart, AttemptEnd: h.AttemptEnd, TxEnd: h.TxEnd}
 }
 
 func (h *spanHook) TxStart(ctx context.Context, e pgtx.Event) context.Context {
@@ -818,7 +820,7 @@ func TestObserverHooks(t *testing.T) {
 	b := setup(t)
 	obs := &spanHook{}
 	runs := 0
-	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Name: "buy", Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
+	err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Name: "buy", Observer: obs.observer(), BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
 		runs++
 		if runs < 3 {
 			return raise(b.ctx, tx, "40001")
@@ -856,7 +858,7 @@ func TestObserverHooks(t *testing.T) {
 				t.Errorf("recovered %v, want the panic", r)
 			}
 		}()
-		_ = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: p}, func(tx pgx.Tx) error { panic("boom") })
+		_ = pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: p.observer()}, func(tx pgx.Tx) error { panic("boom") })
 	}()
 	if !slices.Equal(p.hooks, []string{"tx_start", "attempt_start", "attempt_end", "tx_end"}) ||
 		!pgtx.Classify(p.attempt[0].Err).NotCommitted || !pgtx.Classify(p.tx[0].Err).NotCommitted || p.tx[0].Err == nil {
@@ -894,5 +896,48 @@ func TestUniqueViolationOfCitusShard(t *testing.T) {
 	}
 	if _, ok := pgtx.UniqueViolationOf(&pgconn.PgError{Code: "23503", ConstraintName: "fk_1"}); ok {
 		t.Error("a foreign key violation reported as unique")
+	}
+}
+
+// TestObserverNilHooks: a nil hook does nothing; with the start hooks nil
+// the end hooks get the caller's ctx, and each set hook keeps its rhythm
+// (AttemptEnd per attempt, TxEnd once per call).
+func TestObserverNilHooks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.WithValue(b.ctx, hookKey("caller"), "yes")
+	var attempts, retries, ends int
+	var wrong []string
+	obs := pgtx.Observer{
+		AttemptEnd: func(hctx context.Context, e pgtx.Event) {
+			if hctx.Value(hookKey("caller")) != "yes" {
+				wrong = append(wrong, "attempt_end without the caller's ctx")
+			}
+			attempts++
+			if e.Retry {
+				retries++
+			}
+		},
+		TxEnd: func(hctx context.Context, e pgtx.Event) {
+			if hctx.Value(hookKey("caller")) != "yes" || e.Attempt != 2 || e.Err != nil {
+				wrong = append(wrong, fmt.Sprintf("tx_end %+v", e))
+			}
+			ends++
+		},
+	}
+	runs := 0
+	err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{Observer: obs, BaseBackoff: time.Millisecond}, func(tx pgx.Tx) error {
+		runs++
+		if runs < 2 {
+			return raise(ctx, tx, "40001")
+		}
+		return nil
+	})
+	if err != nil || attempts != 2 || retries != 1 || ends != 1 || len(wrong) > 0 {
+		t.Fatalf("RunInTx = %v; attempts %d, retries %d, ends %d (%v); want nil, 2, 1, 1", err, attempts, retries, ends, wrong)
+	}
+	// The zero Observer observes nothing and changes nothing.
+	if err := pgtx.RunInTx(ctx, b.pool, pgtx.Options{Observer: pgtx.Observer{}}, func(pgx.Tx) error { return nil }); err != nil {
+		t.Fatalf("RunInTx with the zero Observer = %v", err)
 	}
 }

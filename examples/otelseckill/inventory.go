@@ -12,14 +12,17 @@ import (
 	"github.com/seckillkit/seckill/inventory"
 )
 
-// inventoryObserver implements inventory.Observer: counters by result and
-// an event on the caller's span.
+// inventoryObserver is the hooks of an inventory.Observer (see observer):
+// counters by result and an event on the caller's span.
 type inventoryObserver struct {
 	allocations metric.Int64Counter
 	releases    metric.Int64Counter
 }
 
-var _ inventory.Observer = (*inventoryObserver)(nil)
+// observer is the inventory.Observer of o's hooks.
+func (o *inventoryObserver) observer() inventory.Observer {
+	return inventory.Observer{AllocateEnd: o.AllocateEnd, ReleaseEnd: o.ReleaseEnd}
+}
 
 func newInventoryObserver(meter metric.Meter) (*inventoryObserver, error) {
 	o := &inventoryObserver{}

@@ -185,7 +185,7 @@ func New(cfg Config) (*Observers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otelseckill: %w", err)
 	}
-	return &Observers{Tx: tx, Inventory: inv, Outbox: ob.observer(), prop: cfg.Propagator, inboxClaims: claims}, nil
+	return &Observers{Tx: tx.observer(), Inventory: inv.observer(), Outbox: ob.observer(), prop: cfg.Propagator, inboxClaims: claims}, nil
 }
 
 // Inject writes the trace context of ctx into headers with the

@@ -15,8 +15,9 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// txObserver implements pgtx.Observer: a span per call, a child span per
-// attempt, the call's duration per outcome and the attempts.
+// txObserver is the hooks of a pgtx.Observer (see observer): a span per
+// call, a child span per attempt, the call's duration per outcome and the
+// attempts.
 type txObserver struct {
 	tracer     trace.Tracer
 	duration   metric.Float64Histogram
@@ -24,7 +25,10 @@ type txObserver struct {
 	commitLost metric.Int64Counter
 }
 
-var _ pgtx.Observer = (*txObserver)(nil)
+// observer is the pgtx.Observer of o's hooks.
+func (o *txObserver) observer() pgtx.Observer {
+	return pgtx.Observer{TxStart: o.TxStart, AttemptStart: o.AttemptStart, AttemptEnd: o.AttemptEnd, TxEnd: o.TxEnd}
+}
 
 func newTxObserver(meter metric.Meter, tracer trace.Tracer) (*txObserver, error) {
 	o := &txObserver{tracer: tracer}

@@ -307,9 +307,13 @@ func stockResult(err error) string {
 // txObserver feeds the pgtx families (and the report's retry and unknown
 // commit counts, for the order transaction).
 type txObserver struct {
-	pgtx.NopObserver
 	m     *serviceMetrics
 	stats *counters
+}
+
+// observer is the pgtx.Observer of o's hooks.
+func (o txObserver) observer() pgtx.Observer {
+	return pgtx.Observer{AttemptEnd: o.AttemptEnd, TxEnd: o.TxEnd}
 }
 
 // AttemptEnd counts per attempt.
@@ -337,6 +341,11 @@ func (o txObserver) TxEnd(_ context.Context, e pgtx.Event) {
 
 // stockObserver feeds the inventory families (per attempt).
 type stockObserver struct{ m *serviceMetrics }
+
+// observer is the inventory.Observer of o's hooks.
+func (o stockObserver) observer() inventory.Observer {
+	return inventory.Observer{AllocateEnd: o.AllocateEnd, ReleaseEnd: o.ReleaseEnd}
+}
 
 // AllocateEnd counts an allocation's result.
 func (o stockObserver) AllocateEnd(_ context.Context, e inventory.StockEvent) {

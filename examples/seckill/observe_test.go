@@ -214,7 +214,7 @@ func TestMetricsRetriesPerAttempt(t *testing.T) {
 	stats := &counters{}
 	runs := 0
 	err := pgtx.RunInTx(ctx, pool, pgtx.Options{Name: orderTxName, IsoLevel: pgx.RepeatableRead, BaseBackoff: time.Millisecond,
-		Observer: txObserver{m: m, stats: stats}}, func(tx pgx.Tx) error {
+		Observer: txObserver{m: m, stats: stats}.observer()}, func(tx pgx.Tx) error {
 		runs++
 		var v int
 		if err := tx.QueryRow(ctx, `SELECT v FROM `+probe+` WHERE id = 1`).Scan(&v); err != nil { // the snapshot

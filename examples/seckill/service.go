@@ -112,10 +112,10 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	s.metrics = newServiceMetrics()
 	s.serviceFigures(s.metrics)
 	s.vacuumFigures(s.metrics)
-	s.txObs = txObserver{m: s.metrics, stats: &s.stats}
+	s.txObs = txObserver{m: s.metrics, stats: &s.stats}.observer()
 	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, Citus: cfg.Citus,
 		TxOptions:  pgtx.Options{Name: orderTxName},
-		TxObserver: s.txObs, InventoryObserver: stockObserver{m: s.metrics},
+		TxObserver: s.txObs, InventoryObserver: stockObserver{m: s.metrics}.observer(),
 		EventHeaders: eventHeaders, // the trace continues in the events' headers
 	})
 	if err != nil {

@@ -43,7 +43,7 @@ func TestFaultDeadlocksAndLockTimeouts(t *testing.T) {
 	go func() {
 		defer close(rebalanceDone)
 		for rctx.Err() == nil {
-			err := pgtx.RunInTx(rctx, r.svc.Pool, pgtx.Options{Name: "rebalance", Observer: rebalance, LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
+			err := pgtx.RunInTx(rctx, r.svc.Pool, pgtx.Options{Name: "rebalance", Observer: rebalance.observer(), LockTimeout: 2 * time.Second}, func(tx pgx.Tx) error {
 				_, err := r.svc.Inventory.Rebalance(rctx, tx, inventory.RebalanceRequest{ActivityID: r.svc.Item.ActivityID, SKUID: r.svc.Item.SKUID})
 				return err
 			})
@@ -94,7 +94,7 @@ func TestFaultDeadlocksAndLockTimeouts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dl, err := r.deadlockEpisode(v, pgtx.Options{Name: "victim", LockTimeout: 20 * time.Second, Observer: victimTx})
+			dl, err := r.deadlockEpisode(v, pgtx.Options{Name: "victim", LockTimeout: 20 * time.Second, Observer: victimTx.observer()})
 			if err != nil {
 				t.Errorf("deadlock episode on bucket %d: %v", v.M.Bucket, err)
 				return

@@ -54,7 +54,7 @@ func TestFaultPoolExhaustion(t *testing.T) {
 	r := newRig(t, rigConfig{Pool: pool, Stock: 250, Buckets: 4})
 	msgs := r.messages(plan{Users: 250, DoubleClick: 10})
 	stopRelays := r.startRelays(pgtest.NewPool(t, func(c *pgxpool.Config) { c.MaxConns = 4 }), 2, outbox.RelayConfig{})
-	opts := pgtx.Options{Name: "place_order", LockTimeout: 2 * time.Second, Observer: r.tx}
+	opts := pgtx.Options{Name: "place_order", LockTimeout: 2 * time.Second, Observer: r.tx.observer()}
 	q := r.consume(msgs, deliverConfig{Workers: 16, Handle: func(ctx context.Context, m *msg) (flow.Outcome, error) {
 		// The consumer waits at most acquireTimeout for a connection; the
 		// transaction itself runs on the delivery's ctx.

@@ -35,8 +35,8 @@ var orderIDs orderid.Generator
 // ---------------------------------------------------------------------------
 // pgtx events
 
-// txEvents counts the pgtx events of the transactions it observes, by kind
-// and by a few error classes.
+// txEvents counts the pgtx events of the transactions it observes (see
+// observer), by kind and by a few error classes.
 type txEvents struct {
 	mu sync.Mutex
 	n  map[string]int64
@@ -44,7 +44,10 @@ type txEvents struct {
 
 func newTxEvents() *txEvents { return &txEvents{n: map[string]int64{}} }
 
-func (c *txEvents) TxStart(ctx context.Context, _ pgtx.Event) context.Context { return ctx }
+// observer is the pgtx.Observer of c's hooks.
+func (c *txEvents) observer() pgtx.Observer {
+	return pgtx.Observer{AttemptStart: c.AttemptStart, AttemptEnd: c.AttemptEnd, TxEnd: c.TxEnd}
+}
 
 func (c *txEvents) AttemptStart(ctx context.Context, _ pgtx.Event) context.Context {
 	c.mu.Lock()
@@ -175,7 +178,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	if opts.Name == "" {
 		opts.Name = "place_order"
 	}
-	opts.Observer = r.tx
+	opts.Observer = r.tx.observer()
 	svc, err := flow.New(ctx, cfg.Pool, flow.Config{Schema: cfg.Schema, TxOptions: opts, Item: flow.SKU{
 		ActivityID: 7, SKUID: 70, Title: "drill phone", UnitPrice: 1999, Currency: "CNY", Stock: cfg.Stock, Buckets: cfg.Buckets,
 	}})

@@ -6,12 +6,12 @@
 //
 // It is example code, written to be read and copied: a service of your own
 // would put its own names, events and front door around the same calls.
-// Read it in this order: placeorder.go has Service.PlaceOrderTx, the
-// reference consumer transaction, one helper call per step (the one to
-// copy); onebatch.go the one-batch fast path for a fresh message;
-// deliver.go how one delivery picks between them; flow.go the service's
-// wiring (configuration, migration, provisioning); lifecycle.go payments,
-// the timeout canceller and releases; audit.go and reconcile.go the checks.
+// Read it in this order: Service.PlaceOrderTx, the reference consumer
+// transaction with one helper call per step (the one to copy); then
+// Service.PlaceOrder, which sends a fresh message's order as one batch and
+// falls back to PlaceOrderTx for everything else; then New, the service's
+// wiring; then the payments, the timeout canceller, the audit and the
+// reconciliation.
 package flow
 
 import (
@@ -145,9 +145,9 @@ type Config struct {
 	// is set.
 	TxOptions pgtx.Options
 	// TxObserver observes every transaction the flow runs (the order
-	// transaction, named by TxOptions.Name, unless TxOptions.Observer is
-	// set; "payment", "cancel_expired", "expire_reservations"). Defaults to
-	// none.
+	// transaction, named by TxOptions.Name, unless TxOptions.Observer has
+	// a hook set; "payment", "cancel_expired", "expire_reservations").
+	// Defaults to none.
 	TxObserver pgtx.Observer
 	// InventoryObserver observes the inventory store's allocations and
 	// releases (inventory.Config.Observer). Defaults to none.
@@ -274,7 +274,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if !cfg.EagerBegin {
 		cfg.TxOptions.DeferBegin = true
 	}
-	if cfg.TxOptions.Observer == nil {
+	if o := cfg.TxOptions.Observer; o.TxStart == nil && o.AttemptStart == nil && o.AttemptEnd == nil && o.TxEnd == nil {
 		cfg.TxOptions.Observer = cfg.TxObserver
 	}
 	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger, horizon: new(atomic.Int64),
