@@ -12,6 +12,7 @@
 -- $3 = after_group (text): the keyset cursor's consumer group ('' to start)
 -- $4 = after_message_id (uuid): the keyset cursor's message id
 -- index: pk_consumer_inbox
+-- explain with: now() - interval '29 days', 1000, '', '00000000-0000-0000-0000-000000000000'
 WITH doomed AS (
 	SELECT consumer_group, message_id
 	FROM {schema}.consumer_inbox

@@ -7,6 +7,7 @@
 -- $1 = processed_before (timestamptz)
 -- $2 = batch_size (int4)
 -- index: idx_inbox_processed_brin, pk_consumer_inbox
+-- explain with: now() - interval '29 days', 1000
 WITH doomed AS (
 	SELECT consumer_group, message_id
 	FROM {schema}.consumer_inbox

@@ -14,9 +14,11 @@
 // The header is the run of "--" lines after "-- name: <name>": "$n = …"
 // lines list the parameters (every $n the text uses, numbered from 1, and
 // no other), one "index:" line names the indexes the statement is meant
-// to use ("index: none (why)" for a statement that reads no table through
-// an index), an optional "full scan: <table>, … (why)" line names the
-// tables it reads whole by design, and the other lines describe it. The
+// to use (all of them; "a | b" when either serves; "index: none (why)"
+// for a statement that reads no table through an index), an optional "full scan: <table>, … (why)" line names the
+// tables it reads whole by design, an optional "explain with: <value>, …"
+// line gives typical parameter values for the plan test (see
+// Statement.ExplainWith), and the other lines describe it. The
 // text runs to the next "-- name:" line or the end of the file. Text
 // before a file's first statement is a comment about the file.
 //
@@ -57,14 +59,21 @@ type Statement struct {
 	Doc  []string // the description lines of its header
 	// Params are the documented parameters, in order $1, $2, ….
 	Params []Param
-	// Indexes are the indexes it is meant to use; IndexNote explains an
-	// "index: none" header.
+	// Indexes are the indexes it is meant to use, each used by the plan;
+	// an entry "a|b" (written "a | b") is satisfied by either index.
+	// IndexNote explains an "index: none" header.
 	Indexes   []string
 	IndexNote string
 	// FullScans are the tables it reads whole by design; FullScanNote
 	// says why.
 	FullScans    []string
 	FullScanNote string
+	// ExplainWith are the parameter values (SQL expressions, in order)
+	// the plan test explains the statement with, from an "explain with:"
+	// line: for a statement whose plan depends on its values (a LIMIT, a
+	// range), the custom plan PostgreSQL uses for typical values instead
+	// of the generic one. Empty: the generic plan.
+	ExplainWith string
 	// Header is the header as written, "--" lines included.
 	Header string
 	// Text is the statement, {schema} not yet replaced.
@@ -75,6 +84,13 @@ type Statement struct {
 type Set struct {
 	list   []*Statement
 	byName map[string]*Statement
+	files  []File
+}
+
+// File is one .sql file of a Set.
+type File struct {
+	Path string   // its path inside the embedded file system
+	Doc  []string // the comment before its first statement, without "-- "
 }
 
 var (
@@ -107,6 +123,16 @@ func Parse(fsys fs.FS, dir string) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
+		f := File{Path: p}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "-- name:") {
+				break
+			}
+			if strings.HasPrefix(l, "--") {
+				f.Doc = append(f.Doc, strings.TrimSpace(strings.TrimPrefix(l, "--")))
+			}
+		}
+		set.files = append(set.files, f)
 		for _, st := range stmts {
 			if prev, ok := set.byName[st.Name]; ok {
 				return nil, fmt.Errorf("sqlfile: %s:%d: duplicate statement name %q (first at %s:%d)", st.File, st.Line, st.Name, prev.File, prev.Line)
@@ -189,12 +215,18 @@ func parseFile(file, src string) ([]*Statement, error) {
 					continue
 				}
 				for _, ix := range strings.Split(v, ",") {
-					ix = strings.TrimSpace(ix)
-					if !identifier.MatchString(ix) {
-						return nil, errorf(n, "index %q is not a lower-case index name", ix)
+					var alts []string
+					for _, a := range strings.Split(ix, "|") {
+						a = strings.TrimSpace(a)
+						if !identifier.MatchString(a) {
+							return nil, errorf(n, "index %q is not a lower-case index name", a)
+						}
+						alts = append(alts, a)
 					}
-					cur.Indexes = append(cur.Indexes, ix)
+					cur.Indexes = append(cur.Indexes, strings.Join(alts, "|"))
 				}
+			case strings.HasPrefix(l, "-- explain with: "):
+				cur.ExplainWith = strings.TrimPrefix(l, "-- explain with: ")
 			case strings.HasPrefix(l, "-- full scan:"):
 				m := fullLine.FindStringSubmatch(l)
 				if m == nil || m[2] == "" {
@@ -260,6 +292,9 @@ func check(st *Statement) error {
 // Statements returns the statements in file order (files sorted by name),
 // each file's in the order written.
 func (s *Set) Statements() []*Statement { return append([]*Statement(nil), s.list...) }
+
+// Files returns the files in name order.
+func (s *Set) Files() []File { return append([]File(nil), s.files...) }
 
 // Names returns the statement names, sorted.
 func (s *Set) Names() []string {

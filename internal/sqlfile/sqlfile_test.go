@@ -16,6 +16,7 @@ SELECT * FROM {schema}.t WHERE id = $1
 
 -- name: count_all
 -- index: none (a report)
+-- explain with: 1000
 -- full scan: t (counts every row)
 SELECT count(*) FROM {schema}.t
 `
@@ -43,7 +44,7 @@ func TestParse(t *testing.T) {
 		t.Fatalf("parsed %+v", st)
 	}
 	c, _ := set.Lookup("count_all")
-	if c.IndexNote != "(a report)" || strings.Join(c.FullScans, ",") != "t" || c.FullScanNote != "counts every row" {
+	if c.IndexNote != "(a report)" || c.ExplainWith != "1000" || strings.Join(c.FullScans, ",") != "t" || c.FullScanNote != "counts every row" {
 		t.Fatalf("parsed %+v", c)
 	}
 	if got := set.Bind(`"my ""s"""`).Get("get"); got != `SELECT * FROM "my ""s""".t WHERE id = $1` {
@@ -74,11 +75,19 @@ func TestParseRejects(t *testing.T) {
 		{"text before", map[string]string{"a.sql": "SELECT 1\n-- name: x\n-- index: none (x)\nSELECT 1\n"}, "text before the first"},
 		{"comment inside", map[string]string{"a.sql": "-- name: x\n-- index: none (x)\nSELECT 1\n-- later\nFROM t\n"}, "comment line inside"},
 		{"no statement", map[string]string{"a.sql": "-- nothing\n"}, "no -- name: header"},
+		{"bad index", map[string]string{"a.sql": "-- name: x\n-- index: a | B-c\nSELECT 1\n"}, "not a lower-case index name"},
 	} {
 		_, err := Parse(fsOf(c.files), "sql")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+	alt, err := Parse(fsOf(map[string]string{"a.sql": "-- name: x\n-- index: a_pkey, b_idx | c_idx\nSELECT 1\n"}), "sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := alt.Lookup("x"); strings.Join(st.Indexes, ",") != "a_pkey,b_idx|c_idx" {
+		t.Errorf("alternatives parsed as %q", st.Indexes)
 	}
 	if _, err := Parse(fsOf(nil), "sql"); err == nil {
 		t.Error("an empty directory was accepted")

@@ -21,7 +21,7 @@
 -- $12 = currency (text): ISO 4217 code
 -- $13 = expire_at (timestamptz): when an unpaid order expires
 -- $14 = sku_title (text): the item line's title
--- index: orders_pkey, uq_orders_order_no, uq_orders_request, uq_orders_reservation, uq_orders_source_message, uq_orders_user_sku
+-- index: none (ON CONFLICT DO NOTHING without a target: every unique index of orders arbitrates, unseen by EXPLAIN)
 WITH ins AS (
 	INSERT INTO {schema}.orders (
 		order_id, order_no, request_id, reservation_id, source_message_id,
@@ -118,7 +118,7 @@ VALUES ($1, 1, $2, $3, $4, $5, $6, $6::bigint * $5::smallint)
 -- $11 = unit_price (int8): minor units
 -- $12 = currency (text): ISO 4217 code
 -- $13 = expire_at (timestamptz): when an unpaid order expires
--- index: orders_pkey, uq_orders_order_no, uq_orders_request, uq_orders_reservation, uq_orders_source_message, uq_orders_user_sku
+-- index: none (ON CONFLICT DO NOTHING without a target: every unique index of orders arbitrates, unseen by EXPLAIN)
 INSERT INTO {schema}.orders (
 	order_id, order_no, request_id, reservation_id, source_message_id,
 	activity_id, sku_id, user_id, inventory_bucket, quantity,

@@ -16,7 +16,7 @@
 -- $7 = amount (int8): minor units
 -- $8 = currency (text)
 -- $9 = raw_payload (text): JSON, cast to jsonb
--- index: orders_pkey, payment_record_pkey, uq_payment_request, uq_payment_provider_trade, uq_payment_callback
+-- index: orders_pkey
 WITH cur AS (
 	SELECT order_id, order_no, request_id, reservation_id, source_message_id, activity_id, sku_id, user_id, inventory_bucket, quantity, unit_price, total_amount, currency, status, expire_at, paid_at, cancelled_at, cancel_reason, version, created_at, updated_at, total_amount = $7 AS amount_ok, currency = $8 AS currency_ok
 	FROM {schema}.orders
@@ -63,7 +63,7 @@ WHERE NOT EXISTS (SELECT FROM upd)
 -- $7 = amount (int8): minor units
 -- $8 = currency (text)
 -- $9 = raw_payload (text): JSON, cast to jsonb
--- index: orders_pkey, payment_record_pkey, uq_payment_request, uq_payment_provider_trade, uq_payment_callback
+-- index: orders_pkey
 WITH cur AS (
 	SELECT order_id, order_no, request_id, reservation_id, source_message_id, activity_id, sku_id, user_id, inventory_bucket, quantity, unit_price, total_amount, currency, status, expire_at, paid_at, cancelled_at, cancel_reason, version, created_at, updated_at, total_amount = $7 AS amount_ok, currency = $8 AS currency_ok
 	FROM {schema}.orders
@@ -142,7 +142,7 @@ SELECT order_id, order_no, request_id, reservation_id, source_message_id, activi
 -- $8 = currency (text)
 -- $9 = raw_payload (text): JSON, cast to jsonb
 -- $10 = status (int2): the payment status decided from the locked order
--- index: payment_record_pkey, uq_payment_request, uq_payment_provider_trade, uq_payment_callback
+-- index: none (ON CONFLICT DO NOTHING without a target: every unique index of payment_record arbitrates, unseen by EXPLAIN)
 INSERT INTO {schema}.payment_record (
 		payment_id, payment_request_id, order_id, provider, provider_trade_no, callback_id,
 		amount, currency, status, raw_payload, paid_at)
@@ -155,9 +155,11 @@ INSERT INTO {schema}.payment_record (
 -- SUCCEEDED payment $2 this transaction just inserted (a SUCCEEDED payment
 -- is only ever inserted for a CREATED or PAYING order, together with this
 -- update, so an older one never finds its order still unpaid).
+-- The payment is found by its id or among its order's payments (both
+-- are index probes of a row or two).
 -- $1 = order_id (int8)
 -- $2 = payment_id (uuid)
--- index: orders_pkey, payment_record_pkey
+-- index: orders_pkey, payment_record_pkey | idx_payment_order_created
 UPDATE {schema}.orders AS o
 	SET status = 30,
 		paid_at = statement_timestamp(),

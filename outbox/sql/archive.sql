@@ -10,6 +10,7 @@
 -- $2 = sent_before (timestamptz)
 -- $3 = batch_size (int4)
 -- index: event_outbox_pkey
+-- explain with: '00000000-0000-0000-0000-000000000000', now() - interval '1 day', 1000
 WITH victims AS (
 	SELECT event_id
 	FROM {schema}.event_outbox

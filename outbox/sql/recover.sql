@@ -6,7 +6,7 @@
 -- status, owner, claim time and expiry on the latest row version.
 -- $1 = lease (int8): the lease duration, microseconds
 -- $2 = limit (int4): the most leases to recover
--- index: idx_outbox_stale_sending, event_outbox_pkey
+-- index: idx_outbox_stale_sending
 WITH stale AS (
 	SELECT event_id, locked_by, locked_at
 	FROM {schema}.event_outbox
@@ -39,7 +39,7 @@ RETURNING o.event_id, s.locked_by, o.status
 -- $2 = limit (int4): the most leases to recover
 -- $3 = owner (text): the claim's owner
 -- $4 = locked_at (timestamptz): the claim's time
--- index: idx_outbox_stale_sending, event_outbox_pkey
+-- index: idx_outbox_stale_sending
 WITH stale AS (
 	SELECT event_id, locked_by, locked_at
 	FROM {schema}.event_outbox
