@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -96,8 +97,14 @@ func Explain(ctx context.Context, conn *pgx.Conn, schema, text, with string) (Pl
 		return Plan{}, fmt.Errorf("explain: %w", err)
 	}
 	p.Text = strings.ReplaceAll(strings.Join(lines, "\n"), schema+".", "{schema}.")
+	// The values of "explain with" are evaluated when explained: keep
+	// the time out of the text, so that regenerating changes nothing.
+	p.Text = timestampLiteral.ReplaceAllString(p.Text, "'<time>'::timestamp with time zone")
 	return p, nil
 }
+
+// timestampLiteral is a timestamptz constant in a plan's text.
+var timestampLiteral = regexp.MustCompile(`'[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+[+-][0-9:]+'::timestamp with time zone`)
 
 // node is one node of EXPLAIN (FORMAT JSON).
 type node struct {

@@ -12,7 +12,6 @@ WITH stale AS (
 	FROM {schema}.event_outbox
 	WHERE status = 10
 	  AND locked_at < statement_timestamp() - $1::int8 * interval '1 microsecond'
-
 	ORDER BY locked_at, event_id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
