@@ -194,50 +194,8 @@ func parseFile(file, src string) ([]*Statement, error) {
 		}
 		if inHeader && strings.HasPrefix(l, "--") {
 			cur.Header += "\n" + l
-			switch {
-			case paramLine.MatchString(l):
-				m := paramLine.FindStringSubmatch(l)
-				k, _ := strconv.Atoi(m[1])
-				if k != len(cur.Params)+1 {
-					return nil, errorf(n, "parameter $%d listed after $%d: list them in order, from $1", k, len(cur.Params))
-				}
-				cur.Params = append(cur.Params, Param{N: k, Doc: m[2], Comment: strings.TrimPrefix(l, "-- ")})
-			case indexLine.MatchString(l):
-				if cur.Indexes != nil || cur.IndexNote != "" {
-					return nil, errorf(n, "a second index: line")
-				}
-				v := indexLine.FindStringSubmatch(l)[1]
-				if strings.HasPrefix(v, "none") {
-					cur.IndexNote = strings.TrimSpace(strings.TrimPrefix(v, "none"))
-					if cur.IndexNote == "" {
-						return nil, errorf(n, "index: none without a reason, e.g. index: none (reads no table)")
-					}
-					continue
-				}
-				for _, ix := range strings.Split(v, ",") {
-					var alts []string
-					for _, a := range strings.Split(ix, "|") {
-						a = strings.TrimSpace(a)
-						if !identifier.MatchString(a) {
-							return nil, errorf(n, "index %q is not a lower-case index name", a)
-						}
-						alts = append(alts, a)
-					}
-					cur.Indexes = append(cur.Indexes, strings.Join(alts, "|"))
-				}
-			case strings.HasPrefix(l, "-- explain with: "):
-				cur.ExplainWith = strings.TrimPrefix(l, "-- explain with: ")
-			case strings.HasPrefix(l, "-- full scan:"):
-				m := fullLine.FindStringSubmatch(l)
-				if m == nil || m[2] == "" {
-					return nil, errorf(n, "malformed full scan line (want -- full scan: table, … (why))")
-				}
-				for _, t := range strings.Split(m[1], ",") {
-					cur.FullScans = append(cur.FullScans, strings.TrimSpace(t))
-				}
-				cur.FullScanNote = m[2]
-			default:
-				cur.Doc = append(cur.Doc, strings.TrimSpace(strings.TrimPrefix(l, "--")))
+			if msg := cur.headerLine(l); msg != "" {
+				return nil, errorf(n, "%s", msg)
 			}
 			continue
 		}
@@ -251,6 +209,57 @@ func parseFile(file, src string) ([]*Statement, error) {
 		return nil, fmt.Errorf("sqlfile: %s: no -- name: header", file)
 	}
 	return out, nil
+}
+
+// headerLine reads one "--" line of st's header; it returns what is wrong
+// with it, or "".
+func (st *Statement) headerLine(l string) string {
+	switch {
+	case paramLine.MatchString(l):
+		m := paramLine.FindStringSubmatch(l)
+		k, _ := strconv.Atoi(m[1])
+		if k != len(st.Params)+1 {
+			return fmt.Sprintf("parameter $%d listed after $%d: list them in order, from $1", k, len(st.Params))
+		}
+		st.Params = append(st.Params, Param{N: k, Doc: m[2], Comment: strings.TrimPrefix(l, "-- ")})
+	case indexLine.MatchString(l):
+		if st.Indexes != nil || st.IndexNote != "" {
+			return "a second index: line"
+		}
+		v := indexLine.FindStringSubmatch(l)[1]
+		if strings.HasPrefix(v, "none") {
+			st.IndexNote = strings.TrimSpace(strings.TrimPrefix(v, "none"))
+			if st.IndexNote == "" {
+				return "index: none without a reason, e.g. index: none (reads no table)"
+			}
+			return ""
+		}
+		for _, ix := range strings.Split(v, ",") {
+			var alts []string
+			for _, a := range strings.Split(ix, "|") {
+				a = strings.TrimSpace(a)
+				if !identifier.MatchString(a) {
+					return fmt.Sprintf("index %q is not a lower-case index name", a)
+				}
+				alts = append(alts, a)
+			}
+			st.Indexes = append(st.Indexes, strings.Join(alts, "|"))
+		}
+	case strings.HasPrefix(l, "-- explain with: "):
+		st.ExplainWith = strings.TrimPrefix(l, "-- explain with: ")
+	case strings.HasPrefix(l, "-- full scan:"):
+		m := fullLine.FindStringSubmatch(l)
+		if m == nil || m[2] == "" {
+			return "malformed full scan line (want -- full scan: table, … (why))"
+		}
+		for _, t := range strings.Split(m[1], ",") {
+			st.FullScans = append(st.FullScans, strings.TrimSpace(t))
+		}
+		st.FullScanNote = m[2]
+	default:
+		st.Doc = append(st.Doc, strings.TrimSpace(strings.TrimPrefix(l, "--")))
+	}
+	return ""
 }
 
 // check validates one parsed statement.

@@ -221,42 +221,47 @@ them.
 				if st.File != f.Path {
 					continue
 				}
-				fmt.Fprintf(&b, "\n#### %s.%s\n\n", pkg.Name, st.Name)
-				if doc := paragraph(st.Doc); doc != "" {
-					b.WriteString(doc + "\n\n")
-				}
-				if len(st.Params) > 0 {
-					b.WriteString("| Parameter | Name, type, meaning |\n|---|---|\n")
-					for _, p := range st.Params {
-						fmt.Fprintf(&b, "| `$%d` | %s |\n", p.N, strings.ReplaceAll(p.Doc, "|", `\|`))
-					}
-					b.WriteString("\n")
-				} else {
-					b.WriteString("No parameters.\n\n")
-				}
-				if len(st.Indexes) > 0 {
-					fmt.Fprintf(&b, "Intended index: `%s`.\n", strings.ReplaceAll(strings.Join(st.Indexes, "`, `"), "|", "` or `"))
-				} else {
-					fmt.Fprintf(&b, "Intended index: none %s.\n", st.IndexNote)
-				}
-				if len(st.FullScans) > 0 {
-					fmt.Fprintf(&b, "Full scan by design: `%s` (%s).\n", strings.Join(st.FullScans, "`, `"), st.FullScanNote)
-				}
-				fmt.Fprintf(&b, "\n```sql\n%s\n```\n\n", st.Text)
-				if st.ExplainWith != "" {
-					fmt.Fprintf(&b, "The custom plan for the values `%s`:\n\n%s\n\n", st.ExplainWith, PlanBegin)
-				} else {
-					fmt.Fprintf(&b, "The generic plan:\n\n%s\n\n", PlanBegin)
-				}
-				plan, ok := plans[pkg.Name+"."+st.Name]
-				if !ok {
-					plan = "(not explained)"
-				}
-				fmt.Fprintf(&b, "```text\n%s\n```\n\n%s\n", plan, PlanEnd)
+				writeStatement(&b, pkg.Name, st, plans)
 			}
 		}
 	}
 	return b.String()
+}
+
+// writeStatement renders one statement of docs/sql.md.
+func writeStatement(b *strings.Builder, pkgName string, st *sqlfile.Statement, plans map[string]string) {
+	fmt.Fprintf(b, "\n#### %s.%s\n\n", pkgName, st.Name)
+	if doc := paragraph(st.Doc); doc != "" {
+		b.WriteString(doc + "\n\n")
+	}
+	if len(st.Params) > 0 {
+		b.WriteString("| Parameter | Name, type, meaning |\n|---|---|\n")
+		for _, p := range st.Params {
+			fmt.Fprintf(b, "| `$%d` | %s |\n", p.N, strings.ReplaceAll(p.Doc, "|", `\|`))
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("No parameters.\n\n")
+	}
+	if len(st.Indexes) > 0 {
+		fmt.Fprintf(b, "Intended index: `%s`.\n", strings.ReplaceAll(strings.Join(st.Indexes, "`, `"), "|", "` or `"))
+	} else {
+		fmt.Fprintf(b, "Intended index: none %s.\n", st.IndexNote)
+	}
+	if len(st.FullScans) > 0 {
+		fmt.Fprintf(b, "Full scan by design: `%s` (%s).\n", strings.Join(st.FullScans, "`, `"), st.FullScanNote)
+	}
+	fmt.Fprintf(b, "\n```sql\n%s\n```\n\n", st.Text)
+	if st.ExplainWith != "" {
+		fmt.Fprintf(b, "The custom plan for the values `%s`:\n\n%s\n\n", st.ExplainWith, PlanBegin)
+	} else {
+		fmt.Fprintf(b, "The generic plan:\n\n%s\n\n", PlanBegin)
+	}
+	plan, ok := plans[pkgName+"."+st.Name]
+	if !ok {
+		plan = "(not explained)"
+	}
+	fmt.Fprintf(b, "```text\n%s\n```\n\n%s\n", plan, PlanEnd)
 }
 
 // paragraph joins comment lines into one paragraph.
