@@ -13,55 +13,6 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// claimSQL claims a message in ONE statement on the fresh path and on the
-// common duplicate path (first processing committed before this statement
-// began):
-//
-//   - ins tries the insert. ON CONFLICT DO NOTHING writes nothing for a
-//     duplicate: no new row version, no row lock, no WAL, so duplicates
-//     never block each other and never bloat the table (a DO UPDATE "touch"
-//     would do all three).
-//   - the second branch returns the stored row when ins inserted nothing.
-//
-// The race it cannot settle alone: another transaction has inserted the
-// same key but not committed yet. The insert then waits for it; if it rolls
-// back, the insert proceeds and this transaction owns the message (fresh).
-// If it commits, the insert sees the conflict and does nothing, but the
-// second branch reads with the statement's snapshot, taken before the wait,
-// in which the other row is invisible: the statement returns NO row.
-// ClaimMessage detects that and runs lookupSQL as a new statement, whose
-// new snapshot (READ COMMITTED) sees the committed row. So the extra round
-// trip is paid only by deliveries that raced an in-flight first processing.
-// Under REPEATABLE READ or SERIALIZABLE, PostgreSQL itself refuses that case
-// with SQLSTATE 40001 (the conflicting row is invisible to the transaction
-// snapshot), which pgtx.RunInTx retries.
-const claimSQL = `
-WITH ins AS (
-	INSERT INTO {schema}.consumer_inbox
-		(consumer_group, message_id, topic, tag, message_key, ref, payload_hash, status, result_code, result_payload)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-	ON CONFLICT (consumer_group, message_id) DO NOTHING
-	RETURNING status, result_code, result_payload, payload_hash, created_at, processed_at
-)
-SELECT true, status, result_code, result_payload, payload_hash, created_at, processed_at
-FROM ins
-UNION ALL
-SELECT false, status, result_code, result_payload, payload_hash, created_at, processed_at
-FROM {schema}.consumer_inbox
-WHERE consumer_group = $1 AND message_id = $2 AND NOT EXISTS (SELECT FROM ins)`
-
-// claimInsertSQL is the claim of Config.Citus: claimSQL's insert alone,
-// returning the new row, or nothing for a duplicate. lookupSQL, sent after
-// it in the same batch, reads the stored row: a new statement, whose
-// snapshot (Read Committed) also sees a concurrent first processing that
-// committed while the insert waited for it.
-const claimInsertSQL = `
-INSERT INTO {schema}.consumer_inbox
-	(consumer_group, message_id, topic, tag, message_key, ref, payload_hash, status, result_code, result_payload)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (consumer_group, message_id) DO NOTHING
-RETURNING true, status, result_code, result_payload, payload_hash, created_at, processed_at`
-
 // maxClaimAttempts bounds ClaimMessage's loop in the (practically
 // impossible) case that the row it raced with is purged between the claim
 // and the look-up, every time.
@@ -122,7 +73,7 @@ func (in *Store) claim(ctx context.Context, tx pgx.Tx, msg Message, res *Result)
 			return Claim{}, fmt.Errorf("inbox: claim message %s in group %q: %w", msg.MessageID, msg.Group, err)
 		}
 		// The claim waited for a concurrent transaction that committed the
-		// same key; see claimSQL. A new statement sees its row.
+		// same key; see sql/claim.sql. A new statement sees its row.
 		rec, err := in.Lookup(ctx, tx, msg.Key())
 		if err == nil {
 			c := Claim{Record: rec}
@@ -150,7 +101,7 @@ func claimArgs(msg Message, res *Result) []any {
 		nullable(msg.Ref), hash, int16(status), code, payload}
 }
 
-// scanClaim reads one row of claimSQL or lookupSQL.
+// scanClaim reads one row of the claim or lookup statement.
 func scanClaim(row pgx.Row, k Key) (Claim, error) {
 	var (
 		c       Claim
@@ -252,7 +203,7 @@ func (in *Store) queueClaim(b *pgx.Batch, msg Message, res *Result, dst *Claim) 
 	return nil
 }
 
-// claimRouted is the claim of Config.Citus: claimInsertSQL and lookupSQL
+// claimRouted is the claim of Config.Citus: the claim_insert and lookup statements
 // in one batch, sent again (at most maxClaimAttempts times in all) in the
 // practically impossible case that the row the insert conflicted with was
 // purged before the look-up.
@@ -270,7 +221,7 @@ func (in *Store) claimRouted(ctx context.Context, tx pgx.Tx, msg Message, res *R
 	}
 }
 
-// queueClaimRouted queues claimInsertSQL and lookupSQL into b. The
+// queueClaimRouted queues the claim_insert and lookup statements into b. The
 // look-up's row answers only when the insert inserted nothing; when it
 // finds no row either (the conflicting row was purged in between), the
 // callback returns ErrConcurrentClaim: nothing was written, claim again.
@@ -304,16 +255,6 @@ func (in *Store) queueClaimRouted(b *pgx.Batch, msg Message, res *Result, dst *C
 		return checkHash(msg, c)
 	})
 }
-
-// claimOrAbortSQL is the claim of a message expected to be new, for a
-// transaction sent as one batch: a plain INSERT, without the ON CONFLICT of
-// claimSQL, so that a duplicate raises unique_violation and aborts the
-// transaction instead of returning the stored row.
-const claimOrAbortSQL = `
-INSERT INTO {schema}.consumer_inbox
-	(consumer_group, message_id, topic, tag, message_key, ref, payload_hash, status, result_code, result_payload)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-RETURNING true, status, result_code, result_payload, payload_hash, created_at, processed_at`
 
 // constraintClaimed is the unique constraint a duplicate claim of
 // [Store.QueueClaimMessage] with [pgtx.Abort] violates (the inbox key). On Citus the

@@ -9,52 +9,6 @@ import (
 	"github.com/seckillkit/seckill/internal/pgval"
 )
 
-// completeSQL records the result in one statement and tells why nothing
-// was updated: cur is the row as the statement's snapshot sees it, upd the
-// guarded update. processed_at never goes below created_at, even if the
-// clock steps back between claim and completion.
-//
-// The claimer check: only the transaction that claimed the row may record
-// its result. A CLAIMED row this statement can see was inserted either by a
-// committed transaction or by this one (any of its subtransactions): an
-// open transaction's insert is invisible to everyone else. So the row is
-// ours exactly when its xmin is still in progress. xmin is a 32-bit xid;
-// its 64-bit form (what pg_xact_status takes) is rebuilt from this
-// transaction's own xid8 and the signed 32-bit distance between the two.
-// A frozen xmin (below 3) is not ours. An xid at or past the snapshot's
-// xmax (one past the latest completed transaction) belongs to no completed
-// transaction, so it is ours, and pg_xact_status (which refuses xids that
-// are not yet assigned) is asked only about older ones. (A CLAIMED row left
-// without result for more than two billion transactions would be read as
-// ours; purge such rows long before.)
-//
-// The transaction's own xid and snapshot are read in a LATERAL subquery of
-// the row's query, not in a CTE of their own: on Citus (schema-based
-// sharding) the statement is then routed whole to the node that holds the
-// row, and the functions run there, in the transaction that inserted it.
-// (A table-less CTE is run on the coordinator, with the coordinator's xid,
-// and its result shipped to every worker.)
-const completeSQL = `
-WITH cur AS (
-	SELECT i.status,
-	       CASE WHEN i.xmin::text::int8 < 3 THEN false ELSE (
-	         SELECT x.full >= me.nxt OR pg_xact_status(x.full::text::xid8) = 'in progress'
-	           FROM (SELECT me.top + (((i.xmin::text::int8 - me.top % 4294967296) % 4294967296
-	                                   + 6442450944) % 4294967296 - 2147483648) AS full) AS x) END AS mine
-	FROM {schema}.consumer_inbox AS i,
-	     LATERAL (SELECT pg_current_xact_id()::text::int8 AS top,
-	                     pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS nxt) AS me
-	WHERE i.consumer_group = $1 AND i.message_id = $2
-), upd AS (
-	UPDATE {schema}.consumer_inbox
-	SET status = 20, result_code = $3, result_payload = $4,
-		processed_at = greatest(created_at, statement_timestamp())
-	WHERE consumer_group = $1 AND message_id = $2 AND status = 10
-	  AND (SELECT mine FROM cur)
-	RETURNING 1
-)
-SELECT (SELECT status FROM cur), coalesce((SELECT mine FROM cur), false), EXISTS (SELECT FROM upd)`
-
 // Complete records res as the result of the message key, claimed earlier
 // in the same transaction tx (status CLAIMED → PROCESSED), so that
 // duplicates receive it. It is one statement and must run in the claiming

@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,7 +58,7 @@ type Store struct {
 	schema       string
 	citus        bool
 	minRetention time.Duration
-	sql          statements
+	sql          stmts
 	fail         *failure.Classifier
 }
 
@@ -210,23 +209,23 @@ type Claim struct {
 	Record Record
 }
 
-// statements holds the SQL of one schema, built once by New.
-type statements struct {
+// stmts holds the SQL of one schema, bound once by New.
+type stmts struct {
 	claim, lookup, complete, purge string
 	claimOrAbort, claimInsert      string
 	archive                        string
 }
 
-func buildStatements(quoted string) statements {
-	r := strings.NewReplacer("{schema}", quoted)
-	return statements{
-		claim:    r.Replace(claimSQL),
-		lookup:   r.Replace(lookupSQL),
-		complete: r.Replace(completeSQL),
-		purge:    r.Replace(purgeSQL),
-		archive:  r.Replace(archiveSQL),
+func buildStatements(quoted string) stmts {
+	q := statements.Bind(quoted)
+	return stmts{
+		claim:    q.Get("claim"),
+		lookup:   q.Get("lookup"),
+		complete: q.Get("complete"),
+		purge:    q.Get("purge"),
+		archive:  q.Get("archive"),
 
-		claimOrAbort: r.Replace(claimOrAbortSQL),
-		claimInsert:  r.Replace(claimInsertSQL),
+		claimOrAbort: q.Get("claim_abort"),
+		claimInsert:  q.Get("claim_insert"),
 	}
 }

@@ -10,11 +10,6 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-const lookupSQL = `
-SELECT false, status, result_code, result_payload, payload_hash, created_at, processed_at
-FROM {schema}.consumer_inbox
-WHERE consumer_group = $1 AND message_id = $2`
-
 // Lookup returns the inbox row of key as db sees it: a committed row, or
 // one claimed earlier in the transaction db is. No row returns an error
 // matching [ErrNotFound]. It writes nothing.

@@ -17,21 +17,6 @@ const (
 	maxPurgeBatchSize = 10000
 )
 
-// purgeSQL deletes at most $2 rows processed before $1. The BRIN index on
-// processed_at finds them; SKIP LOCKED steps over rows another purger holds
-// instead of waiting for it.
-const purgeSQL = `
-WITH doomed AS (
-	SELECT consumer_group, message_id
-	FROM {schema}.consumer_inbox
-	WHERE processed_at < $1
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)
-DELETE FROM {schema}.consumer_inbox i
-USING doomed d
-WHERE i.consumer_group = d.consumer_group AND i.message_id = d.message_id`
-
 // Purge deletes inbox rows whose processed_at is before olderThan, in
 // DELETE statements of at most batchSize rows (0 means
 // 1000, at most 10000), until a batch

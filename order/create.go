@@ -90,42 +90,6 @@ func createArgs(in NewOrder) []any {
 	}
 }
 
-// createSQL inserts the order and, only when it was inserted, its item line,
-// in one statement. ON CONFLICT DO
-// NOTHING without a target covers every unique constraint of orders: the
-// indexes decide; classifyCreateSQL only explains the decision afterwards.
-const createSQL = `WITH ins AS (
-	INSERT INTO {schema}.orders (
-		order_id, order_no, request_id, reservation_id, source_message_id,
-		activity_id, sku_id, user_id, inventory_bucket, quantity,
-		unit_price, total_amount, currency, status, expire_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $11::bigint * $10::smallint, $12, 10, $13)
-	ON CONFLICT DO NOTHING
-	RETURNING {cols}
-), item AS (
-	INSERT INTO {schema}.order_items (
-		order_id, line_no, activity_id, sku_id, sku_title, quantity, unit_price, line_amount)
-	SELECT order_id, 1, activity_id, sku_id, $14, quantity, unit_price, total_amount
-	FROM ins
-)
-SELECT {cols} FROM ins`
-
-// classifyCreateSQL finds the rows that made createSQL insert nothing. It
-// runs as a separate statement on purpose: under Read Committed it takes a
-// new snapshot, which contains the conflicting row (ON CONFLICT waited for
-// its inserter to commit), whereas a read inside the INSERT statement would
-// use the INSERT's older snapshot and could miss it.
-const classifyCreateSQL = `SELECT {cols},
-	(request_id = $3 OR reservation_id = $4 OR source_message_id = $5) AS same_request,
-	(activity_id = $6 AND sku_id = $7 AND user_id = $8) AS same_user_sku,
-	order_id = $1 AS same_id,
-	order_no = $2 AS same_no
-FROM {schema}.orders
-WHERE order_id = $1 OR order_no = $2
-	OR request_id = $3 OR reservation_id = $4 OR source_message_id = $5
-	OR (activity_id = $6 AND sku_id = $7 AND user_id = $8)`
-
 // Create inserts the order and its item line in the caller's transaction,
 // with one statement when the order is new (with Config.Citus: two, in two
 // round trips), and returns it with Changed set.
@@ -292,30 +256,12 @@ func (s *Store) classifyCreate(ctx context.Context, q pgtx.Querier, in NewOrder)
 	return Result{}, modelError("Create", in.OrderID, "insert conflicted but no conflicting order is visible")
 }
 
-// The statements of [Store.QueueCreate] with pgtx.Abort: createSQL's two inserts as
+// The statements of [Store.QueueCreate] with pgtx.Abort: the create statement's two inserts as
 // two plain statements, without ON CONFLICT, so that any unique constraint
 // of orders raises unique_violation and aborts the transaction. The item
 // line needs no guard: it runs only when the order insert did not raise.
 // (Two plain statements rather than one chain of data-modifying CTEs,
 // which Citus splits into subplans.)
-const (
-	insertOrderSQL = `
-INSERT INTO {schema}.orders (
-	order_id, order_no, request_id, reservation_id, source_message_id,
-	activity_id, sku_id, user_id, inventory_bucket, quantity,
-	unit_price, total_amount, currency, status, expire_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-	$11, $11::bigint * $10::smallint, $12, 10, $13)`
-
-	// insertOrderOrAbortSQL returns the new row.
-	insertOrderOrAbortSQL = insertOrderSQL + `
-RETURNING {cols}`
-
-	insertItemOrAbortSQL = `
-INSERT INTO {schema}.order_items (
-	order_id, line_no, activity_id, sku_id, sku_title, quantity, unit_price, line_amount)
-VALUES ($1, 1, $2, $3, $4, $5, $6, $6::bigint * $5::smallint)`
-)
 
 // queueCreateOrAbort queues QueueCreate's pgtx.Abort form of a normalised
 // in: the order insert (returning the new row into dst) and its item
@@ -330,18 +276,6 @@ func (s *Store) queueCreateOrAbort(b *pgx.Batch, in NewOrder, dst *Result) {
 	b.Queue(s.sql.insertItemOrAbort, in.OrderID, in.ActivityID, in.SKUID, in.SKUTitle, in.Quantity, in.UnitPrice)
 	pgtx.NameCall(b, from, fmt.Sprintf("order.Store.QueueCreate(order %d)", in.OrderID), s.fail.Classify)
 }
-
-// insertOrderRoutedSQL is the order insert of Create with Config.Citus:
-// createSQL's first insert as a plain statement, returning the new order or
-// nothing. The item line follows (insertItemOrAbortSQL) in a second round
-// trip, only when the order was inserted; a conflict is classified by
-// classifyCreateSQL instead, as on the default path. (createSQL feeds the
-// item from the order insert's RETURNING in a CTE, which Citus splits; an
-// INSERT … SELECT of the item from orders meets the Citus bug described
-// above.)
-const insertOrderRoutedSQL = insertOrderSQL + `
-ON CONFLICT DO NOTHING
-RETURNING {cols}`
 
 // createRouted is Create for Config.Citus (in normalized): two round trips
 // for a new order (the order, then its item) and for a conflict (the

@@ -10,43 +10,6 @@ import (
 // maxExpiryBatch bounds the limit of dueForExpiry and CancelExpired.
 const maxExpiryBatch = 10000
 
-// dueForExpirySQL reads the partial index idx_orders_expirable only: its
-// WHERE repeats the index predicate literally (status IN (10, 20)) so the
-// planner can prove the index applies, and its ORDER BY is the index order.
-// SKIP LOCKED makes concurrent sweepers take disjoint batches.
-const dueForExpirySQL = `SELECT {cols}
-FROM {schema}.orders
-WHERE status IN (10, 20)
-	AND expire_at <= statement_timestamp()
-ORDER BY expire_at, order_id
-LIMIT $1
-FOR NO KEY UPDATE SKIP LOCKED`
-
-// cancelExpiredSQL is dueForExpirySQL plus the timeout cancel in
-// one statement. The CTE locks the rows, and a locking read returns only
-// latest versions that still match its guard (status and expiry), so every
-// row it returns is cancelled by this statement; the UPDATE joins back by
-// primary key only, so the planner reads the 'due' rows by primary key
-// instead of scanning the whole partial index a second time.
-const cancelExpiredSQL = `WITH due AS (
-	SELECT order_id, status AS prev_status
-	FROM {schema}.orders
-	WHERE status IN (10, 20)
-		AND expire_at <= statement_timestamp()
-	ORDER BY expire_at, order_id
-	LIMIT $1
-	FOR NO KEY UPDATE SKIP LOCKED
-)
-UPDATE {schema}.orders AS o
-SET status = 40,
-	cancelled_at = statement_timestamp(),
-	cancel_reason = 'PAY_TIMEOUT',
-	version = o.version + 1,
-	updated_at = statement_timestamp()
-FROM due
-WHERE o.order_id = due.order_id
-RETURNING {o.cols}, due.prev_status`
-
 func checkLimit(limit int) error {
 	if limit <= 0 || limit > maxExpiryBatch {
 		return invalid("limit", fmt.Sprintf("must be 1..%d", maxExpiryBatch))

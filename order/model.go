@@ -1,7 +1,6 @@
 package order
 
 import (
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,19 +69,6 @@ var orderColumns = []string{
 	"activity_id", "sku_id", "user_id", "inventory_bucket", "quantity",
 	"unit_price", "total_amount", "currency", "status", "expire_at",
 	"paid_at", "cancelled_at", "cancel_reason", "version", "created_at", "updated_at",
-}
-
-// cols returns the column list with each name prefixed (e.g. "o.").
-func cols(prefix string) string {
-	var b strings.Builder
-	for i, c := range orderColumns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(prefix)
-		b.WriteString(c)
-	}
-	return b.String()
 }
 
 // orderDest returns scan destinations for the columns of orderColumns.

@@ -152,77 +152,6 @@ func paymentArgs(p Payment) []any {
 		p.CallbackID, p.Amount, p.Currency, string(p.RawPayload)}
 }
 
-// paymentSQL is RecordPayment's statement, one round trip:
-// lock the order (as in transitionSQL, so the decision uses the latest
-// version), check amount and currency, insert the payment — SUCCEEDED when
-// the order is payable, REFUND_PENDING otherwise — with ON CONFLICT DO
-// NOTHING deduplicating on every unique key, then move a payable order to
-// PAID only if the payment row was inserted.
-const paymentSQL = paymentCTEs + paymentSelect
-
-// paymentCTEs and paymentSelect are the two parts of paymentSQL.
-const paymentCTEs = `WITH cur AS (
-	SELECT {cols}, total_amount = $7 AS amount_ok, currency = $8 AS currency_ok
-	FROM {schema}.orders
-	WHERE order_id = $3
-	FOR NO KEY UPDATE
-), pay AS (
-	INSERT INTO {schema}.payment_record (
-		payment_id, payment_request_id, order_id, provider, provider_trade_no, callback_id,
-		amount, currency, status, raw_payload, paid_at)
-	SELECT $1, $2, c.order_id, $4, $5, NULLIF($6::text, ''), $7, $8,
-		CASE WHEN c.status IN (10, 20) THEN 20 ELSE 40 END, $9::jsonb, statement_timestamp()
-	FROM cur AS c
-	WHERE c.amount_ok AND c.currency_ok
-	ON CONFLICT DO NOTHING
-	RETURNING payment_id, status
-), upd AS (
-	UPDATE {schema}.orders AS o
-	SET status = 30,
-		paid_at = statement_timestamp(),
-		version = o.version + 1,
-		updated_at = statement_timestamp()
-	FROM cur AS c, pay AS p
-	WHERE o.order_id = c.order_id AND p.status = 20 AND c.status IN (10, 20)
-	RETURNING {o.cols}
-)
-`
-
-const paymentSelect = `SELECT {u.cols}, true AS changed, c.status AS prev, c.amount_ok AS amount_ok, c.currency_ok AS currency_ok,
-	p.payment_id AS payment_id, p.status AS payment_status
-FROM upd AS u, cur AS c, pay AS p
-UNION ALL
-SELECT {c.cols}, false, c.status, c.amount_ok, c.currency_ok, p.payment_id, p.status
-FROM cur AS c LEFT JOIN pay AS p ON true
-WHERE NOT EXISTS (SELECT FROM upd)`
-
-// paymentOrAbortSQL is paymentSQL for QueueRecordPayment with pgtx.Abort:
-// the same statement, whose refusals raise (order_refuse, migration 003)
-// instead of returning the row: SK101 no such order, SK104 amount and
-// SK105 currency mismatch, SK106 the payment inserted nothing (recorded
-// before, or a key of another payment). The outer join keeps one row when
-// the order does not exist.
-const paymentOrAbortSQL = paymentCTEs + `, res AS (
-` + paymentSelect + `
-)
-SELECT r.*, CASE
-	WHEN r.order_id IS NULL THEN {schema}.order_refuse('SK101', $3, r.prev, NULL)
-	WHEN NOT r.amount_ok THEN {schema}.order_refuse('SK104', $3, r.prev, ($7::bigint)::text)
-	WHEN NOT r.currency_ok THEN {schema}.order_refuse('SK105', $3, r.prev, $8::text)
-	WHEN r.payment_id IS NULL THEN {schema}.order_refuse('SK106', $3, r.prev, ($1::uuid)::text)
-END
-FROM (SELECT 1) AS one LEFT JOIN res AS r ON true`
-
-// classifyPaymentSQL finds the payment rows that made paymentSQL insert
-// nothing, in a new statement (new snapshot: see classifyCreateSQL).
-const classifyPaymentSQL = `SELECT p.payment_id, p.order_id, p.status,
-	p.payment_id = $1 AS same_id,
-	p.payment_request_id = $2 AS same_request,
-	(p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, ''))) AS same_provider_ref
-FROM {schema}.payment_record AS p
-WHERE p.payment_id = $1 OR p.payment_request_id = $2
-	OR (p.provider = $3 AND (p.provider_trade_no = $4 OR p.callback_id = NULLIF($5::text, '')))`
-
 // RecordPayment records a successful payment for an order in the caller's
 // transaction and applies it. Outcomes that are not errors are
 // told by PaymentResult.Kind:
@@ -436,39 +365,13 @@ func (s *Store) classifyPayment(ctx context.Context, q pgtx.Querier, p Payment, 
 // The statements of RecordPayment with Config.Citus: the order read and
 // locked, then in a second round trip a plain INSERT … VALUES of the
 // payment and an UPDATE … FROM of the order. Each is a shape Citus routes
-// whole to the one node that holds the schema. paymentSQL, one statement
+// whole to the one node that holds the schema. The payment statement, one statement
 // whose data-modifying CTEs feed one another, is split by Citus into
 // subplans whose results it ships between nodes, and the transaction then
 // commits with two phases. (An INSERT … SELECT from orders, which would
 // keep one round trip, is planned by Citus 13.2 for a schema's tables
 // ("single-shard" tables) into an invalid statement: the worker reports a
 // syntax error at "( IS NOT NULL)".)
-const (
-	lockForPaymentSQL = `SELECT {cols} FROM {schema}.orders WHERE order_id = $1 FOR NO KEY UPDATE`
-
-	// Parameters: paymentArgs, then $10 the payment status decided from
-	// the locked order.
-	insertPaymentSQL = `INSERT INTO {schema}.payment_record (
-		payment_id, payment_request_id, order_id, provider, provider_trade_no, callback_id,
-		amount, currency, status, raw_payload, paid_at)
-	VALUES ($1, $2, $3, $4, $5, NULLIF($6::text, ''), $7, $8, $10, $9::jsonb, statement_timestamp())
-	ON CONFLICT DO NOTHING
-	RETURNING payment_id, status`
-
-	// The order becomes PAID only through the SUCCEEDED payment $2 that
-	// this transaction just inserted: a SUCCEEDED payment is only ever
-	// inserted for a CREATED or PAYING order, together with this update,
-	// so an older one never finds its order still unpaid.
-	paidByPaymentSQL = `UPDATE {schema}.orders AS o
-	SET status = 30,
-		paid_at = statement_timestamp(),
-		version = o.version + 1,
-		updated_at = statement_timestamp()
-	FROM {schema}.payment_record AS p
-	WHERE o.order_id = $1 AND p.payment_id = $2 AND p.order_id = o.order_id
-	  AND p.status = 20 AND o.status IN (10, 20)
-	RETURNING {o.cols}`
-)
 
 // recordPaymentRouted is RecordPayment for Config.Citus: two round trips
 // (the order locked and read, then the payment insert and the PAID

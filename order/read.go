@@ -12,17 +12,6 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-const (
-	getByIDSQL      = `SELECT {cols} FROM {schema}.orders WHERE order_id = $1`
-	getByRequestSQL = `SELECT {cols} FROM {schema}.orders WHERE request_id = $1`
-	getByBuyerSQL   = `SELECT {cols} FROM {schema}.orders WHERE activity_id = $1 AND sku_id = $2 AND user_id = $3`
-	itemsSQL        = `SELECT order_id, line_no, activity_id, sku_id, sku_title, quantity, unit_price, line_amount, created_at
-FROM {schema}.order_items WHERE order_id = $1 ORDER BY line_no`
-	paymentsSQL = `SELECT payment_id, payment_request_id, order_id, provider, coalesce(provider_trade_no, ''),
-	coalesce(callback_id, ''), amount, currency, status, paid_at, created_at
-FROM {schema}.payment_record WHERE order_id = $1 ORDER BY created_at, payment_id`
-)
-
 // Get returns the order that key names, or an error matching
 // [ErrNotFound]. It reads without locking. The key is the first of, in
 // this order:

@@ -19,13 +19,6 @@ type StatusQuantity struct {
 	Amount            int64  // sum of their total amounts (minor units)
 }
 
-const quantitiesByStatusSQL = `
-SELECT activity_id, sku_id, status, count(*), coalesce(sum(quantity), 0), coalesce(sum(total_amount), 0)
-  FROM {schema}.orders
- WHERE activity_id = $1 AND ($2::bigint IS NULL OR sku_id = $2)
- GROUP BY activity_id, sku_id, status
- ORDER BY sku_id, status`
-
 // QuantitiesByStatus is the order side of a reconciliation (with
 // inventory's LedgerByType and outbox's EventsByStatus):
 // the order count, quantity and amount per status, for one activity and

@@ -73,21 +73,6 @@ type PaymentReview struct {
 	ResolvedAt, CreatedAt time.Time
 }
 
-const reviewCols = `review_id, provider, provider_trade_no, coalesce(callback_id, ''), order_id, amount, currency, reason,
-	raw_payload, status = 10, coalesce(resolution, ''), coalesce(resolved_by, ''), resolved_at, created_at`
-
-const recordReviewSQL = `
-WITH ins AS (
-	INSERT INTO {schema}.payment_review (provider, provider_trade_no, callback_id, order_id, amount, currency, reason, raw_payload)
-	VALUES ($1, $2, nullif($3, ''), $4, $5, $6, $7, $8)
-	ON CONFLICT (provider, provider_trade_no, reason) DO NOTHING
-	RETURNING ` + reviewCols + `
-)
-SELECT true, * FROM ins
-UNION ALL
-SELECT false, ` + reviewCols + ` FROM {schema}.payment_review
- WHERE provider = $1 AND provider_trade_no = $2 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM ins)`
-
 func scanReview(row pgx.Row, r *PaymentReview, extra ...any) error {
 	var resolvedAt *time.Time
 	err := row.Scan(append(extra, &r.ReviewID, &r.Provider, &r.ProviderTradeNo, &r.CallbackID, &r.OrderID, &r.Amount, &r.Currency,
@@ -155,9 +140,6 @@ func (s *Store) RecordPaymentReview(ctx context.Context, q pgtx.Querier, p Payme
 	return out, created, nil
 }
 
-const openReviewsSQL = `SELECT ` + reviewCols + ` FROM {schema}.payment_review WHERE status = 0
- ORDER BY created_at, review_id LIMIT $1`
-
 // OpenPaymentReviews lists up to limit (1..10,000) unresolved reviews,
 // oldest first.
 func (s *Store) OpenPaymentReviews(ctx context.Context, q pgtx.Querier, limit int) (_ []PaymentReview, err error) {
@@ -182,26 +164,6 @@ func (s *Store) OpenPaymentReviews(ctx context.Context, q pgtx.Querier, limit in
 	}
 	return out, nil
 }
-
-// resolveReviewSQL resolves an OPEN review; when nothing was updated, cur
-// reads the review with a locking read, which waits for a concurrent
-// resolver and returns the row it committed (the statement's snapshot
-// would still show the review OPEN).
-const resolveReviewSQL = `
-WITH upd AS (
-	UPDATE {schema}.payment_review
-	   SET status = 10, resolution = $2, resolved_by = $3, resolved_at = statement_timestamp()
-	 WHERE review_id = $1 AND status = 0
-	RETURNING ` + reviewCols + `
-), cur AS (
-	SELECT ` + reviewCols + `
-	  FROM {schema}.payment_review
-	 WHERE review_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)
-	   FOR UPDATE
-)
-SELECT true, * FROM upd
-UNION ALL
-SELECT false, * FROM cur`
 
 // ResolvePaymentReview closes a review with what was done (resolution, up
 // to 256 characters, e.g. "refunded manually, ticket 7") and who did it

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"strings"
 
 	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
@@ -51,7 +50,7 @@ type Store struct {
 	schema   string
 	currency string
 	citus    bool
-	sql      statements
+	sql      stmts
 	fail     *failure.Classifier
 }
 
@@ -124,8 +123,8 @@ func validCurrency(c string) bool {
 	return true
 }
 
-// statements holds every SQL text of a Store, with the schema substituted.
-type statements struct {
+// stmts holds every SQL text of a Store, with the schema substituted.
+type stmts struct {
 	create, classifyCreate        string
 	transition, transitionOrAbort string
 	payment, paymentOrAbort       string
@@ -145,40 +144,39 @@ type statements struct {
 	insertOrderRouted                            string
 }
 
-func buildStatements(quoted string) statements {
-	r := strings.NewReplacer("{schema}", quoted,
-		"{cols}", cols(""), "{c.cols}", cols("c."), "{o.cols}", cols("o."), "{u.cols}", cols("u."))
-	return statements{
-		create:         r.Replace(createSQL),
-		classifyCreate: r.Replace(classifyCreateSQL),
-		transition:     r.Replace(transitionSQL),
-		payment:        r.Replace(paymentSQL),
+func buildStatements(quoted string) stmts {
+	q := statements.Bind(quoted)
+	return stmts{
+		create:         q.Get("create"),
+		classifyCreate: q.Get("create_classify"),
+		transition:     q.Get("transition"),
+		payment:        q.Get("payment"),
 
-		transitionOrAbort: r.Replace(transitionOrAbortSQL),
-		paymentOrAbort:    r.Replace(paymentOrAbortSQL),
+		transitionOrAbort: q.Get("transition_abort"),
+		paymentOrAbort:    q.Get("payment_abort"),
 
-		classifyPayment: r.Replace(classifyPaymentSQL),
-		dueForExpiry:    r.Replace(dueForExpirySQL),
-		cancelExpired:   r.Replace(cancelExpiredSQL),
-		getByID:         r.Replace(getByIDSQL),
-		getByRequest:    r.Replace(getByRequestSQL),
-		getByBuyer:      r.Replace(getByBuyerSQL),
-		items:           r.Replace(itemsSQL),
-		payments:        r.Replace(paymentsSQL),
-		audit:           r.Replace(auditSQL),
+		classifyPayment: q.Get("payment_classify"),
+		dueForExpiry:    q.Get("due_for_expiry"),
+		cancelExpired:   q.Get("cancel_expired"),
+		getByID:         q.Get("get_by_id"),
+		getByRequest:    q.Get("get_by_request"),
+		getByBuyer:      q.Get("get_by_buyer"),
+		items:           q.Get("items"),
+		payments:        q.Get("payments"),
+		audit:           q.Get("audit"),
 
-		quantitiesByStatus: r.Replace(quantitiesByStatusSQL),
-		recordReview:       r.Replace(recordReviewSQL),
-		openReviews:        r.Replace(openReviewsSQL),
-		resolveReview:      r.Replace(resolveReviewSQL),
+		quantitiesByStatus: q.Get("quantities_by_status"),
+		recordReview:       q.Get("record_review"),
+		openReviews:        q.Get("open_reviews"),
+		resolveReview:      q.Get("resolve_review"),
 
-		insertOrderOrAbort: r.Replace(insertOrderOrAbortSQL),
-		insertItemOrAbort:  r.Replace(insertItemOrAbortSQL),
+		insertOrderOrAbort: q.Get("create_order_abort"),
+		insertItemOrAbort:  q.Get("create_item"),
 
-		lockForPayment: r.Replace(lockForPaymentSQL),
-		insertPayment:  r.Replace(insertPaymentSQL),
-		paidByPayment:  r.Replace(paidByPaymentSQL),
+		lockForPayment: q.Get("payment_lock_order"),
+		insertPayment:  q.Get("payment_insert"),
+		paidByPayment:  q.Get("payment_mark_paid"),
 
-		insertOrderRouted: r.Replace(insertOrderRoutedSQL),
+		insertOrderRouted: q.Get("create_order_routed"),
 	}
 }

@@ -69,67 +69,6 @@ func transitionArgs(t Transition) []any {
 	return []any{t.OrderID, int16(t.To), from, reason, t.OnlyIfExpired}
 }
 
-// transitionSQL is the one conditional UPDATE behind every transition.
-//
-// cur locks the order row (FOR NO KEY UPDATE: enough to serialise status
-// changes, while FK checks of payment_record inserts, FOR KEY SHARE, do not
-// wait) and, being a locking read under Read Committed, returns the row's
-// latest committed version even if it changed after the statement's
-// snapshot. The UPDATE's guard is evaluated on cur's values, and since the
-// row stays locked until the transaction ends, the row we classify is the
-// row the guard saw: a 0-row outcome is explained by the very version that
-// caused it (race-free, one statement, one round trip — so it pipelines).
-// The UPDATE itself may scan an older version; PostgreSQL then re-applies it
-// to the latest (locked) version (EvalPlanQual). The guard deliberately
-// tests c.* rather than o.*: o's values come from the statement's snapshot,
-// which may predate the lock (a guard on them could skip a row that the
-// latest version allows), while c's come from the locked latest version.
-// Without the lock in cur, concurrent callers would each pass the guard on
-// stale values — TestTransitionConcurrentCancelsClassifiedOnce catches that.
-const transitionSQL = transitionCTEs + transitionSelect
-
-// transitionCTEs and transitionSelect are the two parts of transitionSQL.
-const transitionCTEs = `WITH cur AS (
-	SELECT {cols}, expire_at <= statement_timestamp() AS expired
-	FROM {schema}.orders
-	WHERE order_id = $1
-	FOR NO KEY UPDATE
-), upd AS (
-	UPDATE {schema}.orders AS o
-	SET status = $2::smallint,
-		paid_at = CASE WHEN $2::smallint = 30 THEN statement_timestamp() ELSE o.paid_at END,
-		cancelled_at = CASE WHEN $2::smallint = 40 THEN statement_timestamp() ELSE o.cancelled_at END,
-		cancel_reason = CASE WHEN $2::smallint = 40 THEN $4::text ELSE o.cancel_reason END,
-		version = o.version + 1,
-		updated_at = statement_timestamp()
-	FROM cur AS c
-	WHERE o.order_id = c.order_id
-		AND c.status = ANY ($3::smallint[])
-		AND (NOT $5::boolean OR c.expired)
-	RETURNING {o.cols}
-)
-`
-
-const transitionSelect = `SELECT {u.cols}, true AS changed, c.status AS prev, c.expired AS expired FROM upd AS u, cur AS c
-UNION ALL
-SELECT {c.cols}, false, c.status, c.expired FROM cur AS c WHERE NOT EXISTS (SELECT FROM upd)`
-
-// transitionOrAbortSQL is transitionSQL for QueueTransitionOrder with
-// pgtx.Abort: the same statement, whose refusals raise (order_refuse,
-// migration 003) instead of returning the row: SK101 no such order, SK103
-// allowed but not yet expired, SK102 any other status but the target. The
-// outer join keeps one row when the order does not exist.
-const transitionOrAbortSQL = transitionCTEs + `, res AS (
-` + transitionSelect + `
-)
-SELECT r.*, CASE
-	WHEN r.order_id IS NULL THEN {schema}.order_refuse('SK101', $1, r.prev, NULL)
-	WHEN r.changed OR r.prev = $2::smallint THEN NULL
-	WHEN r.prev = ANY ($3::smallint[]) THEN {schema}.order_refuse('SK103', $1, r.prev, NULL)
-	ELSE {schema}.order_refuse('SK102', $1, r.prev, ($2::smallint)::text)
-END
-FROM (SELECT 1) AS one LEFT JOIN res AS r ON true`
-
 // TransitionOrder moves one order to t.To if the transition table allows
 // it from the order's current status (and, for a timeout cancel, the order
 // has expired): one conditional UPDATE that sets the status, the status

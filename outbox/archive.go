@@ -20,54 +20,6 @@ const (
 	maxArchiveBatchSize = 10000
 )
 
-// archiveSentSQL moves up to $3 SENT events sent before $2 whose id is
-// greater than $1 from event_outbox to event_outbox_history, in one
-// statement: the rows are locked (SKIP LOCKED: a row another transaction
-// holds — a relay marking it, a purge — is left for a later run), deleted
-// with their status re-checked, and inserted into the history from what the
-// DELETE returned. One statement is one atomic step: interrupted (cancel,
-// cut connection, crash), nothing of the batch happened; completed, every
-// row of the batch is in exactly one of the two tables. A row already in
-// the history with the same event_id (never, unless someone copied it
-// there) fails the statement and moves nothing.
-//
-// It returns the rows moved, the rows examined and the last id examined
-// (the keyset cursor of the next batch).
-const archiveSentSQL = `WITH victims AS (
-	SELECT event_id
-	FROM {schema}.event_outbox
-	WHERE event_id > $1
-	  AND status = 20
-	  AND sent_at < $2
-	ORDER BY event_id
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), moved AS (
-	DELETE FROM {schema}.event_outbox AS o
-	USING victims AS v
-	WHERE o.event_id = v.event_id
-	  AND o.status = 20
-	RETURNING o.event_id, o.seq, o.dedup_key, o.aggregate_type, o.aggregate_id, o.topic, o.tag,
-	          o.message_key, o.ordering_key, o.schema_version, o.payload, o.headers, o.status,
-	          o.available_at, o.retry_count, o.max_retry, o.locked_by, o.locked_at, o.sent_at,
-	          o.last_error, o.created_at, o.updated_at
-), kept AS (
-	INSERT INTO {schema}.event_outbox_history (
-		event_id, seq, dedup_key, aggregate_type, aggregate_id, topic, tag,
-		message_key, ordering_key, schema_version, payload, headers, status,
-		available_at, retry_count, max_retry, locked_by, locked_at, sent_at,
-		last_error, created_at, updated_at)
-	SELECT event_id, seq, dedup_key, aggregate_type, aggregate_id, topic, tag,
-	       message_key, ordering_key, schema_version, payload, headers, status,
-	       available_at, retry_count, max_retry, locked_by, locked_at, sent_at,
-	       last_error, created_at, updated_at
-	FROM moved
-	RETURNING event_id
-)
-SELECT (SELECT count(*) FROM kept),
-       (SELECT count(*) FROM victims),
-       (SELECT event_id FROM victims ORDER BY event_id DESC LIMIT 1)`
-
 // ArchiveSent moves SENT events whose sent_at is before olderThan from
 // event_outbox to event_outbox_history (same columns, plus archived_at),
 // in statements of at most batchSize rows (0 means

@@ -211,13 +211,13 @@ func (s *Store) enqueueArgs(a *enqueueArgs) []any {
 	return args
 }
 
-// insertOneArgs are the parameters of insertOneSQL for event i of a.
+// insertOneArgs are the parameters of the single-event statements (sql/enqueue.sql: enqueue_insert, enqueue_abort) for event i of a.
 func insertOneArgs(a *enqueueArgs, i int) []any {
 	return []any{pgval.UUID(a.ids[i]), a.dedup[i], a.aggType[i], a.aggID[i], a.topic[i], a.tag[i], a.msgKey[i],
 		a.version[i], a.payload[i], a.headers[i], a.delayUS[i], a.maxRetry[i], a.ordKey[i]}
 }
 
-// enqueueOneArgs are the parameters of enqueueOneSQL for the single event
+// enqueueOneArgs are the parameters of enqueue_one (sql/enqueue.sql) for the single event
 // in a.
 func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
 	args := insertOneArgs(a, 0)
@@ -344,7 +344,7 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 }
 
 // queueEnqueueRouted queues the enqueue of Config.Citus (see
-// enqueueLocksSQL) but for the holders' read; read receives each insert's
+// enqueue_locks) but for the holders' read; read receives each insert's
 // row.
 func (s *Store) queueEnqueueRouted(b *pgx.Batch, a *enqueueArgs, read func(pgx.Rows) error) {
 	for _, k := range a.ordKey {
@@ -387,19 +387,8 @@ func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, evs ...Event) (_ []Enque
 	return out, nil
 }
 
-// enqueueOrAbortSQL is enqueueOneSQL's insert as a plain statement without
-// ON CONFLICT: an event whose dedup key exists raises unique_violation on
-// uq_outbox_dedup. Parameters as enqueueOneSQL, without the channel.
-//
-// A plain INSERT … VALUES … RETURNING is also the shape Citus routes to
-// one worker as one task; for enqueueOneSQL's data-modifying CTE under a
-// SELECT, Citus runs the CTE first and copies its result back to the
-// worker as an intermediate result for the outer SELECT.
-const enqueueOrAbortSQL = insertOneSQL + `
-RETURNING o.event_id`
-
 // queueEnqueueAbort is [Store.QueueEnqueue] with [pgtx.Abort]: one
-// enqueueOrAbortSQL per event, each named after its dedup key, then the
+// enqueue_abort statement per event, each named after its dedup key, then the
 // NOTIFY of a Store with Config.Notify.
 func (s *Store) queueEnqueueAbort(b *pgx.Batch, evs []Event, dst *[]Enqueued) error {
 	if b == nil {

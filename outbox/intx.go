@@ -14,7 +14,7 @@ import (
 )
 
 // A relay in InTx mode (RelayConfig.InTx) publishes each batch inside the
-// transaction that claims it. The claim locks the candidates of claimSQL
+// transaction that claims it. The claim locks the candidates of the claim statement
 // (FOR UPDATE SKIP LOCKED, the same order and the same ordering rule) and
 // writes nothing; the marks update the locked rows; COMMIT makes them SENT
 // (or RETRY/DEAD) and drops the locks. Each event is written once, not
@@ -26,42 +26,6 @@ import (
 // that another relay holds locked is still PENDING or RETRY, which blocks
 // it, and a locked row that another relay marked and committed meanwhile is
 // re-checked against the claim's conditions before it is taken.
-
-// lockSQL is claimSQL's candidate query returning claimSQL's columns:
-// locked_at is the statement's time (no lease is written).
-const lockSQL = `SELECT o.event_id, o.seq, o.topic, coalesce(o.tag, ''), o.message_key, o.aggregate_type,
-       o.aggregate_id, coalesce(o.ordering_key, ''), o.schema_version, o.payload, o.headers,
-       o.retry_count, o.max_retry, o.created_at, statement_timestamp(), o.available_at
-` + readySQL
-
-// lockAfterCond is claimAfterCond with the lock query's parameters.
-const lockAfterCond = `
-	  AND (o.available_at, o.created_at, o.event_id) > ($2::timestamptz, $3::timestamptz, $4::uuid)`
-
-// sentTxSQL marks SENT the events ($1) that the transaction holds locked.
-const sentTxSQL = `UPDATE {schema}.event_outbox
-SET ` + setSent + `
-WHERE event_id = ANY((SELECT $1::text[]::uuid[])::uuid[])
-  AND status IN (0, 30)`
-
-// failTxSQL records failed publishes of events the transaction holds
-// locked, as failSQL does under a lease: $1 ids, $2 errors, $3 backoffs
-// (µs). Returns the new status of each.
-const failTxSQL = `WITH f AS (
-	SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::int8[]) AS f(id, err, backoff_us)
-)
-UPDATE {schema}.event_outbox AS o
-SET status = CASE WHEN o.retry_count + 1 >= o.max_retry THEN 40 ELSE 30 END,
-    retry_count = o.retry_count + 1,
-    available_at = ` + retryAt + `,
-    locked_by = NULL,
-    locked_at = NULL,
-    last_error = f.err,
-    updated_at = statement_timestamp()
-FROM f
-WHERE o.event_id = f.id
-  AND o.status IN (0, 30)
-RETURNING o.status`
 
 // errMarkInTx reports locked events that a mark did not find ready: it
 // cannot happen while the transaction holds their locks.

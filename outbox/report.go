@@ -16,15 +16,6 @@ type TagStatusCount struct {
 	Events     int64  // the number of events with this topic, tag and status (never 0)
 }
 
-const eventsByStatusSQL = `
-SELECT topic, coalesce(tag, ''), status, count(*)
-  FROM (SELECT topic, tag, status FROM {schema}.event_outbox
-        UNION ALL
-        SELECT topic, tag, status FROM {schema}.event_outbox_history) AS e
- WHERE ($1::text IS NULL OR topic = $1)
- GROUP BY topic, coalesce(tag, ''), status
- ORDER BY 1, 2, 3`
-
 // EventsByStatus is the outbox side of a reconciliation (with order's
 // QuantitiesByStatus and inventory's LedgerByType): the
 // outbox events per topic, tag and status (topic "" for every topic).

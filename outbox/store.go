@@ -6,7 +6,6 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
-	"strings"
 
 	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
@@ -151,35 +150,41 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, schema: cfg.Schema, channel: channelName(cfg.Schema),
 		fail: &failure.Classifier{Schema: cfg.Schema, Component: "outbox", Objects: []string{"event_outbox", "event_outbox_history"},
 			Constraints: map[string]error{"uq_outbox_dedup": ErrDuplicate}}}
-	r := strings.NewReplacer("{schema}", quoted)
-	s.enqueueSQL = r.Replace(enqueueSQL(cfg.notify()))
-	s.enqueueOne = r.Replace(enqueueOneSQL(cfg.notify()))
-	s.enqueueInsert = r.Replace(enqueueInsertSQL)
-	s.enqueueLocks = enqueueLocksSQL
-	s.enqueueNotify = enqueueNotifySQL
-	s.enqueueHolders = r.Replace(enqueueHoldersSQL)
-	s.enqueueOrAbort = r.Replace(enqueueOrAbortSQL)
-	blocking := "0, 10, 30"
-	if cfg.DeadBlocksKey {
-		blocking = "0, 10, 30, 40"
+	q := statements.Bind(quoted)
+	if cfg.notify() {
+		s.enqueueSQL = q.Get("enqueue_notify")
+		s.enqueueOne = q.Get("enqueue_one_notify")
+	} else {
+		s.enqueueSQL = q.Get("enqueue")
+		s.enqueueOne = q.Get("enqueue_one")
 	}
-	claim := strings.ReplaceAll(r.Replace(claimSQL), "{blocking}", blocking)
-	s.claimSQL = strings.ReplaceAll(claim, "{after}", "")
-	s.claimAfterSQL = strings.ReplaceAll(claim, "{after}", claimAfterCond)
-	lock := strings.ReplaceAll(r.Replace(lockSQL), "{blocking}", blocking)
-	s.lockSQL = strings.ReplaceAll(lock, "{after}", "")
-	s.lockAfterSQL = strings.ReplaceAll(lock, "{after}", lockAfterCond)
-	s.sentTxSQL = r.Replace(sentTxSQL)
-	s.failTxSQL = r.Replace(failTxSQL)
-	s.sentSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setSent))
-	s.releaseSQL = r.Replace(strings.ReplaceAll(leaseUpdateSQL, "{set}", setRelease))
-	s.failSQL = r.Replace(failSQL)
-	s.recoverSQL = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", ""))
-	s.recoverSpec = r.Replace(strings.ReplaceAll(recoverSQL, "{owner}", "AND locked_by = $3 AND locked_at = $4"))
-	s.statsSQL = r.Replace(statsSQL)
-	s.purgeSQL = r.Replace(purgeSQL)
-	s.archiveSentSQL = r.Replace(archiveSentSQL)
-	s.eventsByStatusSQL = r.Replace(eventsByStatusSQL)
+	s.enqueueInsert = q.Get("enqueue_insert")
+	s.enqueueLocks = q.Get("enqueue_locks")
+	s.enqueueNotify = q.Get("enqueue_send_notify")
+	s.enqueueHolders = q.Get("enqueue_holders")
+	s.enqueueOrAbort = q.Get("enqueue_abort")
+	if cfg.DeadBlocksKey {
+		s.claimSQL = q.Get("claim_dead_blocks_key")
+		s.claimAfterSQL = q.Get("claim_after_dead_blocks_key")
+		s.lockSQL = q.Get("lock_dead_blocks_key")
+		s.lockAfterSQL = q.Get("lock_after_dead_blocks_key")
+	} else {
+		s.claimSQL = q.Get("claim")
+		s.claimAfterSQL = q.Get("claim_after")
+		s.lockSQL = q.Get("lock")
+		s.lockAfterSQL = q.Get("lock_after")
+	}
+	s.sentTxSQL = q.Get("mark_sent_locked")
+	s.failTxSQL = q.Get("mark_failed_locked")
+	s.sentSQL = q.Get("mark_sent")
+	s.releaseSQL = q.Get("release")
+	s.failSQL = q.Get("mark_failed")
+	s.recoverSQL = q.Get("recover")
+	s.recoverSpec = q.Get("recover_lease")
+	s.statsSQL = q.Get("stats")
+	s.purgeSQL = q.Get("purge")
+	s.archiveSentSQL = q.Get("archive_sent")
+	s.eventsByStatusSQL = q.Get("events_by_status")
 	return s, nil
 }
 
