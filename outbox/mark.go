@@ -112,117 +112,149 @@ func (s *Store) QueueMark(b *pgx.Batch, o Outcome, dst *MarkResult) error {
 	if b == nil {
 		return invalid("batch", "nil")
 	}
-	if err := checkLease(o.Lease); err != nil {
-		return err
-	}
-	if len(o.Sent)+len(o.Failed)+len(o.Released) == 0 {
-		return invalid("outcome", "empty: no Sent, Failed or Released events")
-	}
-	seen := make(map[uuid.UUID]string, len(o.Sent)+len(o.Failed)+len(o.Released))
-	sent, err := checkIDs("Sent", o.Sent, seen)
+	in, err := checkOutcome(o)
 	if err != nil {
 		return err
 	}
-	ids := make([]uuid.UUID, 0, len(o.Failed))
-	msgs := make([]string, 0, len(o.Failed))
-	backoffs := make([]int64, 0, len(o.Failed))
+	m := &markBatch{b: b, lease: o.Lease, dst: dst}
+	if len(in.sent) > 0 {
+		m.queueUpdate(s.sentSQL, "mark sent", in.sent)
+	}
+	if len(in.failed) > 0 {
+		m.queueFailed(s.failSQL, in)
+	}
+	if len(in.released) > 0 {
+		m.queueUpdate(s.releaseSQL, "release", in.released)
+	}
+	return nil
+}
+
+// markInput is a checked Outcome as the statements take it.
+type markInput struct {
+	sent, released []uuid.UUID
+	failed         []uuid.UUID
+	msgs           []string // per failed event: its error, truncated
+	backoffs       []int64  // per failed event: microseconds
+}
+
+// checkOutcome validates o: a valid lease, at least one event, every id
+// set and in one list only, no negative backoff.
+func checkOutcome(o Outcome) (markInput, error) {
+	var in markInput
+	if err := checkLease(o.Lease); err != nil {
+		return in, err
+	}
+	if len(o.Sent)+len(o.Failed)+len(o.Released) == 0 {
+		return in, invalid("outcome", "empty: no Sent, Failed or Released events")
+	}
+	seen := make(map[uuid.UUID]string, len(o.Sent)+len(o.Failed)+len(o.Released))
+	var err error
+	if in.sent, err = checkIDs("Sent", o.Sent, seen); err != nil {
+		return in, err
+	}
 	for i, f := range o.Failed {
 		field := fmt.Sprintf("Failed[%d]", i)
 		switch {
 		case f.EventID == uuid.Nil:
-			return invalid(field+".EventID", "nil UUID")
+			return in, invalid(field+".EventID", "nil UUID")
 		case f.Backoff < 0:
-			return invalid(field+".Backoff", "negative (%v)", f.Backoff)
+			return in, invalid(field+".Backoff", "negative (%v)", f.Backoff)
 		case seen[f.EventID] == "Failed":
-			return invalid(field+".EventID", "duplicate %s", f.EventID)
+			return in, invalid(field+".EventID", "duplicate %s", f.EventID)
 		case seen[f.EventID] != "":
-			return invalid(field+".EventID", "%s is also in %s", f.EventID, seen[f.EventID])
+			return in, invalid(field+".EventID", "%s is also in %s", f.EventID, seen[f.EventID])
 		}
 		seen[f.EventID] = "Failed"
 		msg := "unknown error"
 		if f.Err != nil {
 			msg = f.Err.Error()
 		}
-		ids = append(ids, f.EventID)
-		msgs = append(msgs, truncateError(msg))
-		backoffs = append(backoffs, f.Backoff.Microseconds())
+		in.failed = append(in.failed, f.EventID)
+		in.msgs = append(in.msgs, truncateError(msg))
+		in.backoffs = append(in.backoffs, f.Backoff.Microseconds())
 	}
-	released, err := checkIDs("Released", o.Released, seen)
-	if err != nil {
-		return err
+	if in.released, err = checkIDs("Released", o.Released, seen); err != nil {
+		return in, err
 	}
-	lease := o.Lease
-	var r MarkResult
-	pending := 0
-	// done ends each statement's callback: the last one reports the whole
-	// outcome.
-	done := func() error {
-		if pending--; pending > 0 {
-			return nil
-		}
-		if dst != nil {
-			*dst = r
-		}
-		if len(r.Lost) > 0 {
-			return &Error{Err: ErrLeaseLost, Lease: lease, Lost: r.Lost}
-		}
+	return in, nil
+}
+
+// markBatch gathers the results of QueueMark's statements; the last
+// statement's callback reports the whole outcome.
+type markBatch struct {
+	b       *pgx.Batch
+	lease   Lease
+	dst     *MarkResult
+	r       MarkResult
+	pending int
+}
+
+// done ends one statement's callback.
+func (m *markBatch) done() error {
+	if m.pending--; m.pending > 0 {
 		return nil
 	}
-	update := func(sql, op string, ids []uuid.UUID) {
-		pending++
-		b.Queue(sql, uuidTexts(ids), lease.Owner, lease.LockedAt).Query(func(rows pgx.Rows) error {
-			lost := 0
-			for rows.Next() {
-				var l LostEvent
-				var st int16
-				if err := rows.Scan(&l.EventID, &l.Exists, &st, &l.LockedBy); err != nil {
-					return fmt.Errorf("outbox: %s: %w", op, err)
-				}
-				l.Status = Status(st)
-				r.Lost = append(r.Lost, l)
-				lost++
-			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("outbox: %s: %w", op, err)
-			}
-			r.Marked += len(ids) - lost
-			return done()
-		})
+	if m.dst != nil {
+		*m.dst = m.r
 	}
-	if len(sent) > 0 {
-		update(s.sentSQL, "mark sent", sent)
-	}
-	if len(ids) > 0 {
-		pending++
-		b.Queue(s.failSQL, uuidTexts(ids), msgs, backoffs, lease.Owner, lease.LockedAt).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var l LostEvent
-				var marked bool
-				var st int16
-				if err := rows.Scan(&l.EventID, &marked, &st, &l.Exists, &l.LockedBy); err != nil {
-					return fmt.Errorf("outbox: mark failed: %w", err)
-				}
-				l.Status = Status(st)
-				switch {
-				case marked:
-					r.Marked++
-					if l.Status == StatusDead {
-						r.Dead++
-					}
-				default:
-					r.Lost = append(r.Lost, l)
-				}
-			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("outbox: mark failed: %w", err)
-			}
-			return done()
-		})
-	}
-	if len(released) > 0 {
-		update(s.releaseSQL, "release", released)
+	if len(m.r.Lost) > 0 {
+		return &Error{Err: ErrLeaseLost, Lease: m.lease, Lost: m.r.Lost}
 	}
 	return nil
+}
+
+// queueUpdate queues a mark-sent or release statement for ids; the rows
+// it returns are the events whose lease was lost.
+func (m *markBatch) queueUpdate(sql, op string, ids []uuid.UUID) {
+	m.pending++
+	m.b.Queue(sql, uuidTexts(ids), m.lease.Owner, m.lease.LockedAt).Query(func(rows pgx.Rows) error {
+		lost := 0
+		for rows.Next() {
+			var l LostEvent
+			var st int16
+			if err := rows.Scan(&l.EventID, &l.Exists, &st, &l.LockedBy); err != nil {
+				return fmt.Errorf("outbox: %s: %w", op, err)
+			}
+			l.Status = Status(st)
+			m.r.Lost = append(m.r.Lost, l)
+			lost++
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("outbox: %s: %w", op, err)
+		}
+		m.r.Marked += len(ids) - lost
+		return m.done()
+	})
+}
+
+// queueFailed queues the mark-failed statement; it returns a row per
+// event, marked (RETRY or DEAD) or lost.
+func (m *markBatch) queueFailed(sql string, in markInput) {
+	m.pending++
+	m.b.Queue(sql, uuidTexts(in.failed), in.msgs, in.backoffs, m.lease.Owner, m.lease.LockedAt).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var l LostEvent
+			var marked bool
+			var st int16
+			if err := rows.Scan(&l.EventID, &marked, &st, &l.Exists, &l.LockedBy); err != nil {
+				return fmt.Errorf("outbox: mark failed: %w", err)
+			}
+			l.Status = Status(st)
+			switch {
+			case marked:
+				m.r.Marked++
+				if l.Status == StatusDead {
+					m.r.Dead++
+				}
+			default:
+				m.r.Lost = append(m.r.Lost, l)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("outbox: mark failed: %w", err)
+		}
+		return m.done()
+	})
 }
 
 // Failure is one failed publish for [Store.Mark] (Outcome.Failed).
