@@ -153,12 +153,12 @@ func Refusals(t *testing.T, ctx context.Context, db *pgxpool.Pool, entries []Ent
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	for _, e := range entries {
 		for _, c := range e.Invalid {
-			if err := invalid(c.Do(ctx, tx, &batch)); err != nil {
+			if err := invalid(noPanic(func() error { return c.Do(ctx, tx, &batch) })); err != nil {
 				t.Errorf("%s(%s): %v", e.Method, c.Name, err)
 			}
 		}
 		if e.Queue != nil {
-			if err := invalid(e.Queue(nil)); err != nil {
+			if err := invalid(noPanic(func() error { return e.Queue(nil) })); err != nil {
 				t.Errorf("%s(nil batch): %v", e.Method, err)
 			}
 		}
@@ -177,10 +177,20 @@ func Refusals(t *testing.T, ctx context.Context, db *pgxpool.Pool, entries []Ent
 			continue
 		}
 		var b pgx.Batch
-		if err := e.Queue(&b); err != nil || b.Len() == 0 {
+		if err := noPanic(func() error { return e.Queue(&b) }); err != nil || b.Len() == 0 {
 			t.Errorf("%s(valid input, nil dst) = %v, queued %d statements; want it accepted and queued", e.Method, err, b.Len())
 		}
 	}
+}
+
+// noPanic returns call's error, or its panic as an error.
+func noPanic(call func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return call()
 }
 
 // Rejected is the property of a fuzz target's validation: when err is
