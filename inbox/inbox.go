@@ -97,6 +97,9 @@ func (in *Store) Schema() string { return in.schema }
 // without the option its transactions commit with two phases. It reads
 // the catalog (two queries) and writes nothing.
 func (in *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	if db == nil {
+		return nilHandle("db")
+	}
 	return in.fail.Check(ctx, db, "consumer_inbox", in.citus)
 }
 

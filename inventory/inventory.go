@@ -90,6 +90,9 @@ func New(cfg Config) (*Store, error) {
 // without the option its transactions commit with two phases. It reads
 // the catalog (two queries) and writes nothing.
 func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	if db == nil {
+		return nilHandle("db")
+	}
 	return s.fail.Check(ctx, db, "inventory_ledger", s.citus)
 }
 

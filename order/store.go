@@ -108,6 +108,9 @@ var refusals = map[string]error{
 // without the option its transactions commit with two phases. It reads
 // the catalog (two queries) and writes nothing.
 func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	if db == nil {
+		return nilHandle("db")
+	}
 	return s.fail.Check(ctx, db, "orders", s.citus)
 }
 

@@ -204,6 +204,9 @@ func (s *Store) Schema() string { return s.schema }
 // without the option its transactions commit with two phases. It reads
 // the catalog (two queries) and writes nothing.
 func (s *Store) Check(ctx context.Context, db pgtx.Querier) error {
+	if db == nil {
+		return nilHandle("db")
+	}
 	return s.fail.Check(ctx, db, "event_outbox", s.cfg.Citus)
 }
 
