@@ -120,7 +120,7 @@ func (e *Error) Error() string {
 		}
 		return fmt.Sprintf("order: payment %s %s does not match order %d (%s)", e.Field, e.Value, e.OrderID, want)
 	case ErrConflict:
-		return fmt.Sprintf("order: %s for order %d conflicted; classify it", e.Op, e.OrderID)
+		return fmt.Sprintf("order: %s for order %d conflicted with an existing row; the direct form (Create, RecordPayment) in the same transaction classifies it", e.Op, e.OrderID)
 	}
 	return fmt.Sprintf("order: %s: %v", e.Op, e.Err)
 }
