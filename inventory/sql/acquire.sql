@@ -21,7 +21,7 @@
 -- $8 = quantity (int2)
 -- $9 = reserved_at (timestamptz)
 -- $10 = expires_at (timestamptz)
--- $11 = order_id (int8): NULL when not known yet
+-- $11 = order_id (int8): the order of a reservation recorded ORDERED, else 0
 -- index: inventory_reservation_pkey, uq_reservation_request, uq_reservation_order
 WITH ins AS (
 	INSERT INTO {schema}.inventory_reservation (
@@ -66,7 +66,7 @@ SELECT kind, reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, ord
 -- Parameters: $1 reservation, $2 request, $3 order id (0: none).
 -- $1 = reservation_id (uuid)
 -- $2 = request_id (uuid)
--- $3 = order_id (int8): NULL when not known yet
+-- $3 = order_id (int8): the order of a reservation recorded ORDERED, else 0
 -- index: inventory_reservation_pkey, uq_reservation_request, uq_reservation_order
 WITH cur AS (
 	SELECT reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
@@ -104,7 +104,7 @@ SELECT kind, reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, ord
 -- $8 = quantity (int2)
 -- $9 = reserved_at (timestamptz)
 -- $10 = expires_at (timestamptz)
--- $11 = order_id (int8): NULL when not known yet
+-- $11 = order_id (int8): the order of a reservation recorded ORDERED, else 0
 -- index: none (one INSERT … VALUES: it reads no table; the unique indexes check it as it inserts)
 INSERT INTO {schema}.inventory_reservation (
 		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
@@ -177,7 +177,7 @@ RETURNING reservation_id, request_id, first_message_id, activity_id, sku_id, use
 -- $8 = quantity (int2)
 -- $9 = reserved_at (timestamptz)
 -- $10 = expires_at (timestamptz)
--- $11 = order_id (int8): NULL when not known yet
+-- $11 = order_id (int8): the order of a reservation recorded ORDERED, else 0
 -- index: none (one INSERT … VALUES: it reads no table; the unique indexes check it as it inserts)
 INSERT INTO {schema}.inventory_reservation (
 		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
@@ -199,7 +199,7 @@ INSERT INTO {schema}.inventory_reservation (
 -- $8 = quantity (int2)
 -- $9 = reserved_at (timestamptz)
 -- $10 = expires_at (timestamptz)
--- $11 = order_id (int8): NULL when not known yet
+-- $11 = order_id (int8): the order of a reservation recorded ORDERED, else 0
 -- index: none (one INSERT … VALUES: it reads no table; the unique indexes check it as it inserts)
 INSERT INTO {schema}.inventory_reservation (
 		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,

@@ -10,8 +10,8 @@
 -- version of the statement's snapshot (a waiter behind an escalation must
 -- see MANUAL_REQUIRED, not RELEASE_PENDING).
 -- $1 = reservation_id (uuid)
--- $2 = max_failures (int4): the failures after which the reservation is released
--- $3 = code (text): the failure code
+-- $2 = max_failures (int4): the failures after which the reservation needs a human (MANUAL_REQUIRED)
+-- $3 = code (text): the failure code recorded then
 -- index: inventory_reservation_pkey
 WITH lk AS (
 	SELECT status

@@ -11,7 +11,7 @@
 -- $3 = bucket_nos (int2[]): the buckets changed
 -- $4 = deltas (int4[]): the change of each
 -- $5 = expect (int4[]): the available stock each must still hold
--- $6 = move_id (text): the move's id
+-- $6 = move_id (text): the move's id, in the ledger keys ADJUST:<move_id>:<bucket>
 -- $7 = reason (text)
 -- $8 = operator (text)
 -- $9 = approval_ref (text)

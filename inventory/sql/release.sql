@@ -25,8 +25,8 @@ SELECT activity_id, sku_id, inventory_bucket, allocated_delta::smallint, user_id
 -- RELEASE key with a fresh snapshot, as for allocate.
 -- $1 = allocate_key (text): ALLOCATE:<reservation_id>
 -- $2 = release_key (text): RELEASE:<reservation_id>
--- $3 = order_id (int8): NULL: the ALLOCATE row's
--- $4 = message_id (uuid): NULL: the ALLOCATE row's
+-- $3 = order_id (int8): NULL to keep the ALLOCATE row's
+-- $4 = message_id (uuid): NULL to keep the ALLOCATE row's
 -- $5 = reason (text): the ledger reason
 -- index: uq_inventory_ledger_idempotency, pk_sku_inventory
 WITH a AS (

@@ -17,7 +17,7 @@
 -- so the reported status is the one that made the update fail.
 -- $1 = reservation_id (uuid)
 -- $2 = to (int2): the target status
--- $3 = order_id (int8): 0 keeps the recorded one
+-- $3 = order_id (int8): the order, recorded when the target is ORDERED (10)
 -- $4 = failure_code (text): NULL for none
 -- $5 = from (int2[]): the statuses the transition may leave
 -- index: inventory_reservation_pkey
@@ -60,7 +60,7 @@ SELECT false, * FROM cur
 -- it and aborts the transaction. Parameters as transition.
 -- $1 = reservation_id (uuid)
 -- $2 = to (int2): the target status
--- $3 = order_id (int8): 0 keeps the recorded one
+-- $3 = order_id (int8): the order, recorded when the target is ORDERED (10)
 -- $4 = failure_code (text): NULL for none
 -- $5 = from (int2[]): the statuses the transition may leave
 -- index: inventory_reservation_pkey
