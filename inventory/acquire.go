@@ -15,20 +15,9 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// insertReservationOrAbortSQL is acquireSQL's insert without its ON
-// CONFLICT: an existing reservation, request id or order id raises
-// unique_violation. Parameters as acquireSQL.
-const insertReservationOrAbortSQL = `
-` + insertReservationSQL
-
-// returningReservation ends an insert of a reservation that returns the
-// row.
-const returningReservation = `
-RETURNING ` + reservationCols
-
 // queueInsertOrAbort is [Store.QueueAcquireReservation] with
-// [pgtx.Abort]: the plain insert (insertReservationOrAbortSQL, or
-// insertRejectedOrAbortSQL with r.FailureCode), returning the row when dst
+// [pgtx.Abort]: the plain insert (statement insert_reservation_abort, or
+// insert_rejected_abort with r.FailureCode), returning the row when dst
 // is not nil.
 func (s *Store) queueInsertOrAbort(b *pgx.Batch, r NewReservation, dst *Acquired) error {
 	if err := r.validate(); err != nil {
@@ -57,16 +46,6 @@ func (s *Store) queueInsertOrAbort(b *pgx.Batch, r NewReservation, dst *Acquired
 	s.nameAbort(b, from, "inventory.Store.QueueAcquireReservation(reservation "+r.ReservationID.String()+")")
 	return nil
 }
-
-// insertRejectedOrAbortSQL is insertReservationOrAbortSQL for a
-// reservation decided at once as REJECTED with failure code $11: the row a
-// PENDING_DB insert followed by the transition to REJECTED leaves. An
-// existing reservation, request id raises unique_violation.
-const insertRejectedOrAbortSQL = `
-INSERT INTO {schema}.inventory_reservation (
-	reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-	inventory_bucket, quantity, status, redis_reserved_at, expires_at, failure_code)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 20, $9, $10, $11)`
 
 // NewReservation is what the front door recorded for one purchase: the
 // input of [Store.AcquireReservation]. Of the embedded request it uses
@@ -142,48 +121,6 @@ func (r NewReservation) orderID() int64 {
 	}
 	return 0
 }
-
-// insertReservationSQL inserts reservation $1 (request $2, first message
-// $3, activity $4, SKU $5, buyer $6, bucket $7, quantity $8, reserved at
-// $9, expiring at $10) as PENDING_DB, or as ORDERED for order $11 when $11
-// > 0. acquireSQL, insertReservationOrAbortSQL and acquireInsertSQL add
-// their conflict handling to it.
-const insertReservationSQL = `INSERT INTO {schema}.inventory_reservation (
-		reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-		inventory_bucket, quantity, status, redis_reserved_at, expires_at, order_id, ordered_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $11::int8 > 0 THEN 10 ELSE 0 END, $9, $10,
-	        nullif($11::int8, 0), CASE WHEN $11::int8 > 0 THEN statement_timestamp() END)`
-
-// acquireSQL is one statement: insert PENDING_DB (or ORDERED
-// for order $11 when $11 > 0) unless the reservation, its request id or the
-// order id exists; otherwise lock the existing row FOR UPDATE (or report
-// the reservation holding the request id or the order id).
-const acquireSQL = `
-WITH ins AS (
-	` + insertReservationSQL + `
-	ON CONFLICT DO NOTHING
-	RETURNING ` + reservationCols + `
-), cur AS (
-	SELECT ` + reservationCols + `
-	  FROM {schema}.inventory_reservation
-	 WHERE reservation_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
-	   FOR UPDATE
-), other AS (
-	SELECT CASE WHEN request_id = $2 THEN 'request_conflict' ELSE 'order_conflict' END AS kind,
-	       reservation_id, request_id, order_id
-	  FROM {schema}.inventory_reservation
-	 WHERE (request_id = $2 OR (order_id = $11::int8 AND $11::int8 > 0)) AND reservation_id <> $1
-	   AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM cur)
-	 ORDER BY 1 DESC
-	 LIMIT 1
-)
-SELECT 'new', * FROM ins
-UNION ALL
-SELECT 'existing', * FROM cur
-UNION ALL
-SELECT kind, reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, order_id,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM other`
 
 // Acquired is the result of [Store.AcquireReservation].
 type Acquired struct {
@@ -379,43 +316,9 @@ func reservationDiff(r NewReservation, got Reservation) string {
 	return ""
 }
 
-// acquireInsertSQL is acquireSQL's insert alone: the new row, or nothing
-// when the reservation, its request id or the order id exists.
-// Parameters as acquireSQL.
-const acquireInsertSQL = insertReservationSQL + `
-ON CONFLICT DO NOTHING
-RETURNING 'new', ` + reservationCols
-
-// acquireExistingSQL follows acquireInsertSQL in the same batch: the
-// reservation locked FOR UPDATE, or the reservation holding the request id
-// or the order id. A new statement: under Read Committed its snapshot sees
-// a concurrent insert that committed while the insert waited for it.
-// After a successful insert it locks (again) the row just inserted.
-// Parameters: $1 reservation, $2 request, $3 order id (0: none).
-const acquireExistingSQL = `
-WITH cur AS (
-	SELECT ` + reservationCols + `
-	  FROM {schema}.inventory_reservation
-	 WHERE reservation_id = $1
-	   FOR UPDATE
-), other AS (
-	SELECT CASE WHEN request_id = $2 THEN 'request_conflict' ELSE 'order_conflict' END AS kind,
-	       reservation_id, request_id, order_id
-	  FROM {schema}.inventory_reservation
-	 WHERE (request_id = $2 OR (order_id = $3::int8 AND $3::int8 > 0)) AND reservation_id <> $1
-	   AND NOT EXISTS (SELECT 1 FROM cur)
-	 ORDER BY 1 DESC
-	 LIMIT 1
-)
-SELECT 'existing', * FROM cur
-UNION ALL
-SELECT kind, reservation_id, request_id, NULL, NULL, NULL, NULL, NULL, NULL, order_id,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM other`
-
 // acquireRouted is AcquireReservation's statement pair for Config.Citus.
 // The insert's row answers when there is one; otherwise the second
-// statement's, classified as acquireSQL's.
+// statement's, classified as the acquire statement's.
 func (s *Store) acquireRouted(r NewReservation) twin.Batch[Acquired] {
 	return twin.Batch[Acquired]{Add: func(_ context.Context, _ bool, b *pgx.Batch, dst *Acquired) {
 		created := false

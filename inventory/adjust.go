@@ -67,46 +67,6 @@ func adjustKey(approvalRef string, bucket int16) string {
 	return fmt.Sprintf("ADJUST:MANUAL:%s:%d", approvalRef, bucket)
 }
 
-// adjustSQL changes the bucket (available and total; never below zero),
-// the SKU's planned stock (so the buckets still add up to it) and writes
-// the ADJUST row with its evidence, in one statement. No ledger row with
-// the key may exist yet; the unique index is the final guard.
-const adjustSQL = `
-WITH upd AS (
-	UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock + $4,
-	       total_stock = total_stock + $4,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND available_stock + $4 >= 0
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
-	RETURNING available_stock - $4 AS before_available, available_stock AS after_available, allocated_stock
-), sku AS (
-	UPDATE {schema}.inventory_sku AS k
-	   SET planned_stock = k.planned_stock + $4
-	  FROM upd
-	 WHERE k.activity_id = $1 AND k.sku_id = $2
-	RETURNING k.planned_stock
-), led AS (
-	INSERT INTO {schema}.inventory_ledger (
-		idempotency_key, activity_id, sku_id, inventory_bucket, ledger_type,
-		total_delta, available_delta, allocated_delta,
-		before_available, after_available, before_allocated, after_allocated, reason, operator, approval_ref)
-	SELECT $5, $1, $2, $3, 30, $4, $4, 0,
-	       u.before_available, u.after_available, u.allocated_stock, u.allocated_stock, $6, $7, $8
-	  FROM upd AS u
-	RETURNING ledger_id, created_at
-)
-SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.planned_stock, u.allocated_stock,
-       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
-       CASE WHEN l.ledger_id IS NULL THEN
-         {schema}.inventory_available_now($1, $2, $3::smallint) END
-  FROM (VALUES (1)) AS one (x)
-  LEFT JOIN upd AS u ON true
-  LEFT JOIN sku AS s ON true
-  LEFT JOIN led AS l ON true`
-
 // AdjustStock applies a manual stock adjustment in the caller's
 // transaction tx, in one statement: the bucket's available and total stock
 // and the SKU's planned stock change by a.Delta, and an ADJUST ledger row
@@ -160,14 +120,6 @@ func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (_ Led
 	}
 	return LedgerEntry{}, &Error{Err: ErrSoldOut, ActivityID: a.ActivityID, SKUID: a.SKUID, Bucket: a.Bucket, Requested: int16(q), Available: *curAvail}
 }
-
-const adjustmentsSQL = `
-SELECT ledger_id, idempotency_key, activity_id, sku_id, inventory_bucket, total_delta, available_delta,
-       allocated_delta, before_available, after_available, before_allocated, after_allocated,
-       coalesce(operator, ''), coalesce(approval_ref, ''), reason, created_at
-  FROM {schema}.inventory_ledger
- WHERE ledger_type = 30 AND activity_id = $1 AND sku_id = $2
- ORDER BY ledger_id`
 
 // Adjustments lists a SKU's ADJUST rows (manual adjustments and rebalance
 // moves) with who made them (Operator), under which approval (ApprovalRef)

@@ -108,131 +108,6 @@ type Allocated struct {
 	CreatedAt time.Time
 }
 
-// decrementSQL is the conditional decrement of one bucket that
-// allocateSQL and decrementOrAbortSQL share: $1 activity, $2 SKU, $3
-// bucket, $4 quantity taken. Each adds its guards on the reservation, the
-// sale and the ALLOCATE ledger row.
-const decrementSQL = `UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock - $4::int,
-	       allocated_stock = allocated_stock + $4::int,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND available_stock >= $4::int`
-
-// allocationReadsSQL starts allocateSQL and allocateRoutedSQL: r, the
-// reservation $6's columns that bind the allocation, and sk, the sale's
-// state ($1 activity, $2 SKU) at the statement's time.
-const allocationReadsSQL = `WITH r AS (
-	SELECT activity_id, sku_id, inventory_bucket, quantity, user_id, status
-	  FROM {schema}.inventory_reservation
-	 WHERE reservation_id = $6
-), sk AS (
-	SELECT sale_status, sale_starts_at, sale_ends_at,
-	       sale_status = 10
-	       AND (sale_starts_at IS NULL OR sale_starts_at <= statement_timestamp())
-	       AND (sale_ends_at IS NULL OR statement_timestamp() < sale_ends_at) AS selling,
-	       statement_timestamp() AS at
-	  FROM {schema}.inventory_sku
-	 WHERE activity_id = $1 AND sku_id = $2
-)`
-
-// incrementSQL is the guarded increment of one bucket that the one-batch
-// release (releaseOrAbortSQL) and the release of Config.Citus
-// (releaseRoutedSQL) share, the mirror of decrementSQL: $1 activity, $2
-// SKU, $3 bucket, $4 quantity given back. Each adds its guard on the
-// ledger.
-const incrementSQL = `UPDATE {schema}.sku_inventory
-	   SET available_stock = available_stock + $4::int,
-	       allocated_stock = allocated_stock - $4::int,
-	       version = version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
-	   AND allocated_stock >= $4::int`
-
-// allocationBound ends the decrement of allocateSQL and allocateRoutedSQL
-// (after their guard on the ledger): the reservation r bound to the
-// allocation ($1 activity, $2 SKU, $3 bucket, $4 quantity, $9 buyer) and
-// still PENDING_DB or ORDERED, the sale on; it returns the counters around
-// the decrement and the bucket's version.
-const allocationBound = `
-	   AND EXISTS (SELECT 1 FROM r
-	                WHERE r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
-	                  AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10))
-	   AND (SELECT selling FROM sk)
-	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
-	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version`
-
-// allocationOutcome is the end of allocateSQL's result row after the
-// applied ledger id: for a refused allocation, the bucket's available
-// stock, read with a snapshot of its own (migration 007: after a wait for
-// the bucket's lock, the statement's snapshot still holds the units the
-// transaction it waited for took); then allocationExplained.
-const allocationOutcome = `       CASE WHEN l.ledger_id IS NULL THEN
-         {schema}.inventory_available_now($1, $2, $3::smallint) END,
-` + allocationExplained
-
-// allocationExplained ends allocateSQL's and allocateRoutedSQL's result
-// row: what explains a refusal, the reservation r and the sale sk.
-const allocationExplained = `       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
-       sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at`
-
-// allocateSQL is the bucket decrement and its ledger row in one
-// statement. The UPDATE decrements
-// only when the bucket has the stock AND no ALLOCATE row exists for the
-// reservation; the ledger INSERT runs only for the updated row. When nothing
-// was updated the final SELECT classifies why: an existing ledger row, read
-// by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
-// missing bucket, otherwise sold out.
-//
-// Binding to the reservation: the UPDATE decrements only when the
-// reservation row ($6) exists with exactly the caller's activity, SKU,
-// bucket, quantity and user, in PENDING_DB or ORDERED, so a caller cannot
-// take stock for a reservation from another bucket, in another quantity,
-// for another buyer, or for a reservation already rejected, expired or
-// released. Those columns never change after the insert; the status is
-// the caller's business to hold still (the reservation row lock).
-//
-// Idempotency under concurrency: the NOT EXISTS guard sees the statement's
-// snapshot. A duplicate that commits before the statement starts is seen and
-// nothing is decremented. A duplicate that is still running is invisible to
-// the guard, so this statement may decrement too, but its ledger INSERT then
-// hits the unique index uq_inventory_ledger_idempotency, which waits for the
-// other transaction and raises unique_violation if it commits: the whole
-// statement, decrement included, fails, and the caller's transaction aborts.
-// The unique index is the final guard; the bucket is never decremented twice
-// for one reservation. A duplicate that waited for the bucket's row lock
-// while the other transaction took the last units finds, after that commit,
-// a bucket whose own condition fails; its snapshot still misses the other
-// ledger row, which is why the zero-row branch probes the ledger with a
-// snapshot of its own: every concurrent duplicate is classified as already
-// applied, whatever the bucket's stock.
-const allocateSQL = `
-` + allocationReadsSQL + `, upd AS (
-	` + decrementSQL + `
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)` + allocationBound + `
-), led AS (
-	INSERT INTO {schema}.inventory_ledger (
-		idempotency_key, reservation_id, order_id, source_message_id,
-		activity_id, sku_id, user_id, inventory_bucket, ledger_type,
-		total_delta, available_delta, allocated_delta,
-		before_available, after_available, before_allocated, after_allocated, reason)
-	SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
-	       0, -$4::int, $4::int,
-	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $10
-	  FROM upd AS u
-	RETURNING ledger_id, created_at
-)
-SELECT l.ledger_id, l.created_at,
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
-` + allocationOutcome + `
-  FROM (VALUES (1)) AS one (x)
-  LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true
-  LEFT JOIN r ON true
-  LEFT JOIN sk ON true`
-
 // AllocateBucket takes a.Quantity from the available stock of bucket
 // a.Bucket for the reservation a.ReservationID, which must be recorded
 // with exactly a's activity, SKU, bucket, quantity and buyer and be
@@ -490,169 +365,6 @@ func (e *driverError) Error() string { return e.err.Error() }
 // Unwrap returns the wrapped error.
 func (e *driverError) Unwrap() error { return e.err }
 
-// insertLedgerRow starts the one-batch ledger inserts
-// (allocationLedgerSQL, releaseLedgerSQL): the columns that VALUES lists as
-// $5 key, $6 reservation, $7 order, $8 source message, $1 activity, $2
-// SKU, $9 user, $3 bucket, then the type, the deltas, the placeholder
-// counters and $10 the reason.
-const insertLedgerRow = `INSERT INTO {schema}.inventory_ledger (
-	idempotency_key, reservation_id, order_id, source_message_id,
-	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
-	total_delta, available_delta, allocated_delta,
-	before_available, after_available, before_allocated, after_allocated, reason)`
-
-// allocationLedgerSQL inserts the ALLOCATE ledger row of
-// [Store.QueueAllocateBucket] with [pgtx.Abort] before the bucket is touched, as a
-// plain INSERT … VALUES: a ledger row with the same key (a duplicate that
-// committed, or a concurrent one that commits while this insert waits for
-// it) raises unique_violation on uq_inventory_ledger_idempotency. The
-// counters it writes are placeholders that satisfy the table's checks
-// (before_available = quantity, after_available = 0, before_allocated = 0,
-// after_allocated = quantity); decrementOrAbortSQL, the next statement,
-// overwrites them with the bucket's counters around the decrement in the
-// same transaction, so no other transaction ever sees them.
-//
-// Why not INSERT … SELECT from the bucket row after the decrement: on Citus
-// an INSERT … SELECT into a table with an identity column (ledger_id) is
-// not pushed down to the worker ("pull to coordinator": nextval is
-// volatile); the row travels back as a COPY, and a transaction that wrote
-// through such a COPY commits with two phases. INSERT … VALUES is routed
-// to the one node as it is, here and on plain PostgreSQL.
-//
-// Parameters as allocateSQL. With dst, the statement returns ledger_id and
-// created_at.
-const allocationLedgerSQL = `
-` + insertLedgerRow + `
-VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
-        0, -$4::int, $4::int,
-        $4::int, 0, 0, $4::int, $10)`
-
-// decrementOrAbortSQL is the decrement of allocateSQL with the same guards
-// on the reservation and the sale (status and window), after
-// allocationLedgerSQL inserted the ledger row: the uniqueness of that row
-// stands for allocateSQL's NOT EXISTS guard on the ledger. The second CTE
-// writes the counters around the decrement into that ledger row (only
-// when the decrement took the stock). When the UPDATE takes nothing, the
-// outer SELECT calls inventory_refuse with the condition
-// allocationRefusalSQL finds, which raises it and aborts the transaction.
-// It returns the bucket's new version and the counters.
-//
-// Both CTEs are UPDATEs of tables in the same schema, read by a SELECT: one
-// statement that Citus routes to one node whole.
-//
-// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5
-// reservation, $6 user, $7 ledger key.
-const decrementOrAbortSQL = `
-WITH upd AS (
-	` + decrementSQL + allocationGuards + `
-	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
-	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-)` + countersLedCTE + `$7` + countersSelect + `$5::text` + countersEnd + allocationRefusalSQL
-
-// allocationGuards are the conditions the one-batch decrements add to
-// decrementSQL: the reservation $5 recorded with exactly the allocation's
-// activity, SKU, bucket, quantity and buyer ($6), in PENDING_DB or
-// ORDERED, and the sale on (status and window).
-const allocationGuards = `
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
-	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
-	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
-	                  AND r.status IN (0, 10))
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
-	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
-	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
-	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))`
-
-// allocationRefusalSQL, joined after a one-batch decrement whose result
-// row is u (an outer join that keeps one row when the decrement took
-// nothing), finds why it took nothing, only then (u.version IS NULL): the
-// SQLSTATE of the condition, for inventory_refuse. It reads the SKU's sale
-// and the reservation with the statement's snapshot, as the decrement's
-// guards did; when they hold, the refusal is the stock condition the
-// decrement re-checked on the bucket row after any wait for its lock:
-// sold out (or the bucket was never provisioned). Parameters as
-// decrementOrAbortSQL.
-const allocationRefusalSQL = `
-  LEFT JOIN LATERAL (
-	SELECT CASE
-	         WHEN k.sku_id IS NULL THEN 'SK004'
-	         WHEN NOT (k.sale_status = 10
-	                   AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
-	                   AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at)) THEN 'SK002'
-	         WHEN r.reservation_id IS NULL THEN 'SK009'
-	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
-	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
-	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
-	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
-	         ELSE 'SK001'
-	       END AS code
-	  FROM (SELECT 1) AS o
-	  LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
-	  LEFT JOIN {schema}.inventory_reservation AS r ON r.reservation_id = $5
-	 WHERE u.version IS NULL) AS w ON true`
-
-// decrementThenLedger is queueAllocateOrAbort's pair on plain
-// PostgreSQL (without Config.Citus): the guarded decrement first, which
-// raises the refusal's condition when it takes nothing and otherwise returns the
-// bucket's new version, then the ALLOCATE ledger row as an INSERT … SELECT
-// of the bucket's counters, which a new statement of the same transaction
-// reads after the decrement. The ledger row is written once, with its
-// counters; the ledger-first pair of Config.Citus writes it twice (a
-// placeholder, then the counters), which costs a row version and its
-// WAL: 12% more time per allocation on 1 bucket and 22% more on 64 in
-// BenchmarkOneBatchAllocation, which runs both side by side. Citus cannot
-// route this INSERT … SELECT.
-// Without a guard on the ledger, a duplicate (committed, or concurrent
-// and committing first) decrements and then raises unique_violation on
-// the ledger key, which aborts the decrement with the rest.
-//
-// decrementThenRaiseSQL's parameters are decrementOrAbortSQL's first six;
-// allocationLedgerFromBucketSQL's are allocateSQL's.
-const (
-	decrementThenRaiseSQL = `
-WITH upd AS (
-	` + decrementSQL + allocationGuards + `
-	RETURNING version
-)
-SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text))
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true` + allocationRefusalSQL
-
-	allocationLedgerFromBucketSQL = `
-` + insertLedgerRow + `
-SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
-       0, -$4::int, $4::int,
-       b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
-  FROM {schema}.sku_inventory AS b
- WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3`
-)
-
-// countersLedCTE, countersSelect and countersEnd end a one-batch stock
-// change whose CTE upd updated the bucket and returned the counters around
-// the change and the new version: the CTE led writes those counters into
-// the ledger row with the key parameter written between countersLedCTE
-// and countersSelect (the row the batch's previous statement inserted
-// with placeholders), and the SELECT returns the version and the counters,
-// or, when upd took nothing, calls inventory_refuse with the reference
-// written between countersSelect and countersEnd and the condition the
-// lateral join written after countersEnd finds (allocationRefusalSQL,
-// releaseRefusalSQL), which raises it. (The call's first argument comes
-// from that join's row, so neither the planner nor a Citus coordinator
-// evaluates it in advance: it runs only when upd took nothing.)
-const (
-	countersLedCTE = `, led AS (
-	UPDATE {schema}.inventory_ledger AS l
-	   SET before_available = u.before_available, after_available = u.after_available,
-	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
-	  FROM upd AS u
-	 WHERE l.idempotency_key = `
-	countersSelect = `
-)
-SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, `
-	countersEnd = `)),
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true`
-)
-
 // queueAllocateOrAbort is [Store.QueueAllocateBucket] with [pgtx.Abort].
 func (s *Store) queueAllocateOrAbort(b *pgx.Batch, a Allocation, dst *Allocated) error {
 	if err := a.validate(); err != nil {
@@ -728,7 +440,7 @@ func (s *Store) queueDecrementThenLedger(b *pgx.Batch, a Allocation, decrementAr
 // ledgerThenCounters is a one-batch stock change: a ledger row inserted
 // with placeholder counters, then the guarded UPDATE of the bucket that
 // writes the real counters into it and returns the bucket's version and
-// the counters (decrementOrAbortSQL, releaseOrAbortSQL).
+// the counters (statements decrement_abort, release_abort).
 type ledgerThenCounters struct {
 	ledger, ledgerReturning string // the insert, without and with RETURNING ledger_id, created_at
 	ledgerArgs              []any
@@ -815,80 +527,14 @@ func (s *Store) reportOrAbort(a Allocation, err error) {
 		SKUID: a.SKUID, Bucket: a.Bucket, Quantity: a.Quantity, Batch: true, Err: err})
 }
 
-// allocationPlaceholderSQL inserts the ALLOCATE ledger row of
-// AllocateBucket with Config.Citus before the bucket is touched, as
-// allocationLedgerSQL does for the one-batch path, but with ON CONFLICT
-// DO NOTHING: a row with the same key (a duplicate that committed, or a
-// concurrent one that commits while this insert waits for it) leaves the
-// transaction usable, and allocateRoutedSQL classifies it. Its reason
-// ($10) is a marker unique to the call (placeholderReason), by which the
-// next statement knows the row as the one this call inserted.
-const allocationPlaceholderSQL = allocationLedgerSQL + `
-ON CONFLICT DO NOTHING`
-
-// allocateRoutedSQL follows allocationPlaceholderSQL in the same batch.
-// upd is allocateSQL's conditional decrement, guarded by the placeholder
-// row instead of the absence of a ledger row; led writes the counters
-// around the decrement and the real reason into the placeholder; del
-// deletes the placeholder when upd took nothing, so a refused allocation
-// writes nothing. The outer SELECT returns allocateSQL's columns: the
-// zero-row branch reads the ledger row of another call directly (this is
-// a new statement, whose snapshot already sees a duplicate that
-// committed while the placeholder insert waited). Its bucket read tells a
-// missing bucket from one without the stock; the available stock a refusal
-// reports comes from availableNowSQL, the batch's next statement (the
-// function allocateSQL reads it with cannot run on a Citus worker: it
-// would query a distributed table from a shard's query).
-//
-// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
-// $6 reservation, $7 the placeholder's marker, $8 reason, $9 user.
-const allocateRoutedSQL = `
-` + allocationReadsSQL + `, upd AS (
-	` + decrementSQL + `
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)` + allocationBound + `
-)` + placeholderFilled + `,
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
-           WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
-           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
-` + allocationExplained + `
-  FROM (SELECT 1) AS one
-  LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true
-  LEFT JOIN r ON true
-  LEFT JOIN sk ON true`
-
-// placeholderFilled follows the CTE upd of allocateRoutedSQL and
-// releaseRoutedSQL, which changed the bucket (or nothing) and returned the
-// counters around the change: led writes them and the real reason ($8)
-// into the placeholder row (key $5, marker $7), del deletes the
-// placeholder when upd took nothing, and the outer SELECT starts with the
-// ledger row's id and time.
-const placeholderFilled = `, led AS (
-	UPDATE {schema}.inventory_ledger AS l
-	   SET before_available = u.before_available, after_available = u.after_available,
-	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
-	       reason = $8
-	  FROM upd AS u
-	 WHERE l.idempotency_key = $5 AND l.reason = $7
-	RETURNING l.ledger_id, l.created_at
-), del AS (
-	DELETE FROM {schema}.inventory_ledger
-	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM upd)
-)
-SELECT l.ledger_id, l.created_at`
-
 // placeholderReason returns a ledger reason no other call writes: the
-// marker of allocationPlaceholderSQL's row (56 characters, within
+// marker of the allocation_placeholder statement's row (56 characters, within
 // maxCodeLength).
 func placeholderReason() string { return "SECKILL_PLACEHOLDER " + uuid.NewString() }
 
 // allocateRouted is AllocateBucket's statements for Config.Citus (the
 // placeholder, the allocation, the stock a refusal reports), classified as
-// allocateSQL's row.
+// the allocate statement's row.
 func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 	return twin.Batch[Allocated]{Add: func(ctx context.Context, batch bool, b *pgx.Batch, dst *Allocated) {
 		marker := placeholderReason()
@@ -926,12 +572,3 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 		})
 	}}
 }
-
-// availableNowSQL follows allocateRoutedSQL in its batch: the bucket's
-// available stock ($1 activity, $2 SKU, $3 bucket), read by a statement of
-// its own. Its snapshot is taken after allocateRoutedSQL ended, so it sees
-// what a transaction that statement waited for left (one row, NULL for a
-// missing bucket).
-const availableNowSQL = `
-SELECT (SELECT available_stock FROM {schema}.sku_inventory
-         WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3)`

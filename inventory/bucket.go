@@ -49,11 +49,6 @@ type Bucket struct {
 	UpdatedAt time.Time
 }
 
-const bucketCols = `activity_id, sku_id, bucket_no, total_stock, available_stock, allocated_stock, version, updated_at`
-
-const bucketSQL = `SELECT ` + bucketCols + ` FROM {schema}.sku_inventory
-WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3`
-
 func scanBucket(row pgx.Row, b *Bucket) error {
 	return row.Scan(&b.ActivityID, &b.SKUID, &b.BucketNo, &b.Total, &b.Available, &b.Allocated, &b.Version, &b.UpdatedAt)
 }
@@ -88,14 +83,6 @@ type Stock struct {
 	Allocated         int64    // sum of the buckets' allocated stock: units held by live allocations
 	SoldOutBuckets    int      // buckets with no available stock
 }
-
-const stockSQL = `
-SELECT k.planned_stock, k.bucket_count, i.activity_id, i.sku_id, i.bucket_no, i.total_stock, i.available_stock,
-       i.allocated_stock, i.version, i.updated_at
-  FROM {schema}.inventory_sku AS k
-  LEFT JOIN {schema}.sku_inventory AS i ON i.activity_id = k.activity_id AND i.sku_id = k.sku_id
- WHERE k.activity_id = $1 AND k.sku_id = $2
- ORDER BY i.bucket_no`
 
 // Stock reads a SKU's planned stock, its buckets and the sums over them,
 // in one statement, hence one snapshot. An unknown SKU gives

@@ -8,32 +8,6 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// soldOutOrAbortSQL raises unless the sale of $1/$2 is on (status and
-// window) and bucket $3 holds fewer than $4 available units: exactly when
-// AllocateBucket would answer ErrSoldOut for this bucket now. It calls
-// inventory_refuse with the condition that holds instead: the SKU unknown
-// (SK004), the sale not on (SK002), the bucket unknown (SK003) or the
-// bucket not sold out (SK008). It reads the bucket without locking it. Parameters: $1 activity, $2 SKU, $3 bucket,
-// $4 quantity.
-const soldOutOrAbortSQL = `
-SELECT CASE WHEN w.code IS NULL THEN 1
-            ELSE {schema}.inventory_refuse(w.code, $1, $2, $3, $4::int, NULL) END
-  FROM (` + soldOutCodeSQL + `) AS w`
-
-// soldOutCodeSQL is soldOutOrAbortSQL's condition: NULL when the bucket is
-// sold out, else the SQLSTATE of the condition that holds instead.
-const soldOutCodeSQL = `SELECT CASE
-	               WHEN k.sku_id IS NULL THEN 'SK004'
-	               WHEN NOT (k.sale_status = 10
-	                         AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
-	                         AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at)) THEN 'SK002'
-	               WHEN b.bucket_no IS NULL THEN 'SK003'
-	               WHEN b.available_stock >= $4::int THEN 'SK008'
-	             END AS code
-	        FROM (SELECT 1) AS o
-	        LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
-	        LEFT JOIN {schema}.sku_inventory AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3`
-
 // QueueCheckSoldOut queues into b a read that checks that the allocation
 // a would now be refused as sold out: the sale is on and a's bucket holds
 // fewer than a.Quantity available units. Otherwise the condition that

@@ -34,39 +34,6 @@ type CompensationRecorded struct {
 	Escalated bool
 }
 
-// recordCompensationSQL locks the reservation in lk (a locking read in
-// Read Committed waits for a concurrent writer and returns the row's
-// latest committed version), counts the failure when that version is
-// RELEASE_PENDING, and otherwise reads the row in cur with a locking read
-// too: the refusal reports the row as the writer left it, never the
-// version of the statement's snapshot (a waiter behind an escalation must
-// see MANUAL_REQUIRED, not RELEASE_PENDING).
-const recordCompensationSQL = `
-WITH lk AS (
-	SELECT status
-	  FROM {schema}.inventory_reservation
-	 WHERE reservation_id = $1
-	   FOR UPDATE
-), upd AS (
-	UPDATE {schema}.inventory_reservation AS r
-	   SET compensation_failures = r.compensation_failures + 1,
-	       status = CASE WHEN r.compensation_failures + 1 >= $2 THEN 60 ELSE r.status END,
-	       failure_code = CASE WHEN r.compensation_failures + 1 >= $2 THEN $3 ELSE r.failure_code END,
-	       version = r.version + 1,
-	       updated_at = statement_timestamp()
-	 WHERE r.reservation_id = $1
-	   AND (SELECT status FROM lk) = 30
-	RETURNING ` + qualifiedReservationCols + `, r.compensation_failures
-), cur AS (
-	SELECT ` + qualifiedReservationCols + `, r.compensation_failures
-	  FROM {schema}.inventory_reservation AS r
-	 WHERE r.reservation_id = $1 AND NOT EXISTS (SELECT 1 FROM upd)
-	   FOR UPDATE
-)
-SELECT true, * FROM upd
-UNION ALL
-SELECT false, * FROM cur`
-
 // RecordCompensationFailure counts one failed front-door release of a
 // RELEASE_PENDING reservation and, when the count reaches f.MaxFailures,
 // moves it to MANUAL_REQUIRED (failure code f.Code): automatic handling

@@ -10,31 +10,6 @@ import (
 // defaultExpireCode is the failure code [Store.ExpireReservations] records.
 const defaultExpireCode = "RESERVATION_EXPIRED"
 
-// expireSQL is the reservation sweeper: up to $1 PENDING_DB reservations
-// past expires_at, oldest first, through idx_reservation_pending_expire,
-// locked FOR UPDATE SKIP LOCKED (a reservation whose order message is being
-// processed right now is locked by that transaction and left alone), then
-// moved to EXPIRED with the guard re-checked on the locked row.
-const expireSQL = `
-WITH due AS (
-	SELECT reservation_id
-	  FROM {schema}.inventory_reservation
-	 WHERE status = 0 AND expires_at <= statement_timestamp()
-	 ORDER BY expires_at, reservation_id
-	 LIMIT $1
-	   FOR UPDATE SKIP LOCKED
-)
-UPDATE {schema}.inventory_reservation AS r
-   SET status = 50,
-       failure_code = coalesce(r.failure_code, $2),
-       version = r.version + 1,
-       updated_at = statement_timestamp()
-  FROM due
- WHERE r.reservation_id = due.reservation_id
-   AND r.status = 0
-   AND r.expires_at <= statement_timestamp()
-RETURNING ` + qualifiedReservationCols
-
 // ExpireReservations moves up to limit PENDING_DB reservations whose
 // expires_at has passed to EXPIRED (failure code "RESERVATION_EXPIRED" unless
 // one is set), oldest first, and returns them. It runs in the caller's

@@ -5,7 +5,6 @@ import (
 	"context"
 	"embed"
 	"log/slog"
-	"strings"
 
 	"github.com/seckillkit/seckill/internal/failure"
 	"github.com/seckillkit/seckill/migrate"
@@ -137,54 +136,50 @@ type statements struct {
 }
 
 func buildStatements(quotedSchema string) statements {
-	r := strings.NewReplacer("{schema}", quotedSchema)
+	q := sqlFiles.Bind(quotedSchema)
 	return statements{
-		provision:           r.Replace(provisionSQL),
-		allocate:            r.Replace(allocateSQL),
-		release:             r.Replace(releaseSQL),
-		acquire:             r.Replace(acquireSQL),
-		transition:          r.Replace(transitionSQL),
-		getReservation:      r.Replace(getReservationSQL),
-		lockBuckets:         r.Replace(lockBucketsSQL),
-		applyMoves:          r.Replace(applyMovesSQL),
-		bucket:              r.Replace(bucketSQL),
-		stock:               r.Replace(stockSQL),
-		ledgerByReservation: r.Replace(ledgerByReservationSQL),
-		audit:               r.Replace(auditSQL),
-		setSale:             r.Replace(setSaleSQL),
-		saleLog:             r.Replace(saleLogSQL),
-		expire:              r.Replace(expireSQL),
-		recordCompensation:  r.Replace(recordCompensationSQL),
-		adjust:              r.Replace(adjustSQL),
-		adjustments:         r.Replace(adjustmentsSQL),
-		ledgerByType:        r.Replace(ledgerByTypeSQL),
-
-		insertReservationOrAbort:  r.Replace(insertReservationOrAbortSQL),
-		decrementOrAbort:          r.Replace(decrementOrAbortSQL),
-		allocationLedger:          r.Replace(allocationLedgerSQL),
-		allocationLedgerReturning: r.Replace(allocationLedgerSQL + "\nRETURNING ledger_id, created_at"),
-		insertRejectedOrAbort:     r.Replace(insertRejectedOrAbortSQL),
-
-		insertReservationOrAbortReturning: r.Replace(insertReservationOrAbortSQL + returningReservation),
-		insertRejectedOrAbortReturning:    r.Replace(insertRejectedOrAbortSQL + returningReservation),
-		transitionOrAbort:                 r.Replace(transitionOrAbortSQL),
-		soldOutOrAbort:                    r.Replace(soldOutOrAbortSQL),
-		soldOutCode:                       r.Replace(soldOutCodeSQL),
-		releaseLedger:                     r.Replace(releaseLedgerSQL),
-		releaseLedgerReturning:            r.Replace(releaseLedgerSQL + "\nRETURNING ledger_id, created_at"),
-		releaseOrAbort:                    r.Replace(releaseOrAbortSQL),
-
-		acquireInsert:         r.Replace(acquireInsertSQL),
-		acquireExisting:       r.Replace(acquireExistingSQL),
-		allocationPlaceholder: r.Replace(allocationPlaceholderSQL),
-		allocateRouted:        r.Replace(allocateRoutedSQL),
-		availableNow:          r.Replace(availableNowSQL),
-		allocationOf:          r.Replace(allocationOfSQL),
-		releasePlaceholder:    r.Replace(releasePlaceholderSQL),
-		releaseRouted:         r.Replace(releaseRoutedSQL),
-
-		decrementThenRaise:                  r.Replace(decrementThenRaiseSQL),
-		allocationLedgerFromBucket:          r.Replace(allocationLedgerFromBucketSQL),
-		allocationLedgerFromBucketReturning: r.Replace(allocationLedgerFromBucketSQL + "\nRETURNING ledger_id, created_at, before_available, after_available, before_allocated, after_allocated"),
+		provision:                           q.Get("provision"),
+		allocate:                            q.Get("allocate"),
+		release:                             q.Get("release"),
+		acquire:                             q.Get("acquire"),
+		transition:                          q.Get("transition"),
+		getReservation:                      q.Get("get_reservation"),
+		lockBuckets:                         q.Get("lock_buckets"),
+		applyMoves:                          q.Get("apply_moves"),
+		bucket:                              q.Get("bucket"),
+		stock:                               q.Get("stock"),
+		ledgerByReservation:                 q.Get("ledger_by_reservation"),
+		audit:                               q.Get("audit"),
+		setSale:                             q.Get("set_sale"),
+		saleLog:                             q.Get("sale_log"),
+		expire:                              q.Get("expire"),
+		recordCompensation:                  q.Get("record_compensation"),
+		adjust:                              q.Get("adjust"),
+		adjustments:                         q.Get("adjustments"),
+		ledgerByType:                        q.Get("ledger_by_type"),
+		insertReservationOrAbort:            q.Get("insert_reservation_abort"),
+		decrementOrAbort:                    q.Get("decrement_abort"),
+		allocationLedger:                    q.Get("allocation_ledger"),
+		allocationLedgerReturning:           q.Get("allocation_ledger_returning"),
+		insertRejectedOrAbort:               q.Get("insert_rejected_abort"),
+		insertReservationOrAbortReturning:   q.Get("insert_reservation_abort_returning"),
+		insertRejectedOrAbortReturning:      q.Get("insert_rejected_abort_returning"),
+		transitionOrAbort:                   q.Get("transition_abort"),
+		soldOutOrAbort:                      q.Get("sold_out_abort"),
+		soldOutCode:                         q.Get("sold_out_code"),
+		releaseLedger:                       q.Get("release_ledger"),
+		releaseLedgerReturning:              q.Get("release_ledger_returning"),
+		releaseOrAbort:                      q.Get("release_abort"),
+		acquireInsert:                       q.Get("acquire_insert"),
+		acquireExisting:                     q.Get("acquire_existing"),
+		allocationPlaceholder:               q.Get("allocation_placeholder"),
+		allocateRouted:                      q.Get("allocate_routed"),
+		availableNow:                        q.Get("available_now"),
+		allocationOf:                        q.Get("allocation_of"),
+		releasePlaceholder:                  q.Get("release_placeholder"),
+		releaseRouted:                       q.Get("release_routed"),
+		decrementThenRaise:                  q.Get("decrement_then_raise"),
+		allocationLedgerFromBucket:          q.Get("allocation_ledger_from_bucket"),
+		allocationLedgerFromBucketReturning: q.Get("allocation_ledger_from_bucket_returning"),
 	}
 }

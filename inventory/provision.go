@@ -71,46 +71,6 @@ func bucketStock(stock int32, n int16, b int16) (int32, error) {
 	return q, nil
 }
 
-// provisionSQL inserts the SKU, its buckets and one PROVISION ledger row per
-// bucket in one statement, or, when the SKU exists, returns the existing
-// split. The remainder goes to the first buckets.
-const provisionSQL = `
-WITH sku AS (
-	INSERT INTO {schema}.inventory_sku (activity_id, sku_id, planned_stock, bucket_count)
-	VALUES ($1, $2, $3, $4)
-	ON CONFLICT DO NOTHING
-	RETURNING activity_id, sku_id, planned_stock, bucket_count
-), split AS (
-	SELECT s.activity_id, s.sku_id, g.n::smallint AS bucket_no,
-	       s.planned_stock / s.bucket_count
-	         + CASE WHEN g.n < s.planned_stock % s.bucket_count THEN 1 ELSE 0 END AS stock
-	  FROM sku AS s
-	 CROSS JOIN LATERAL generate_series(0, s.bucket_count - 1) AS g(n)
-), buckets AS (
-	INSERT INTO {schema}.sku_inventory (activity_id, sku_id, bucket_no, total_stock, available_stock, allocated_stock)
-	SELECT activity_id, sku_id, bucket_no, stock, stock, 0 FROM split
-	RETURNING bucket_no
-), ledger AS (
-	INSERT INTO {schema}.inventory_ledger (
-		idempotency_key, activity_id, sku_id, inventory_bucket, ledger_type,
-		total_delta, available_delta, allocated_delta,
-		before_available, after_available, before_allocated, after_allocated, reason)
-	SELECT 'PROVISION:' || activity_id || ':' || sku_id || ':' || bucket_no,
-	       activity_id, sku_id, bucket_no, 40,
-	       stock, stock, 0,
-	       0, stock, 0, 0, 'PROVISION'
-	  FROM split
-	RETURNING ledger_id
-)
-SELECT true, planned_stock, bucket_count,
-       (SELECT count(*) FROM buckets)::int + 0 * (SELECT count(*) FROM ledger)::int
-  FROM sku
-UNION ALL
-SELECT false, planned_stock, bucket_count, 0
-  FROM {schema}.inventory_sku
- WHERE activity_id = $1 AND sku_id = $2
-   AND NOT EXISTS (SELECT 1 FROM sku)`
-
 // Provision splits a SKU's planned stock into k.Buckets buckets (the
 // remainder spread over the first buckets, stock/n each, plus one for the first stock%n) and writes one
 // PROVISION ledger row per bucket, all in one statement: either everything

@@ -52,49 +52,6 @@ type Rebalanced struct {
 	Moves []LedgerEntry
 }
 
-const lockBucketsSQL = `
-SELECT bucket_no, available_stock
-  FROM {schema}.sku_inventory
- WHERE activity_id = $1 AND sku_id = $2
- ORDER BY bucket_no
-   FOR UPDATE`
-
-// applyMovesSQL applies the computed deltas to the locked buckets and writes
-// one ADJUST ledger row per bucket. The expected_available guard re-checks
-// that each bucket is what was read under the lock (it always is; a
-// mismatch means the lock was not held and fails the call).
-const applyMovesSQL = `
-WITH m AS (
-	SELECT * FROM unnest($3::smallint[], $4::int[], $5::int[]) AS m (bucket_no, delta, expected_available)
-), upd AS (
-	UPDATE {schema}.sku_inventory AS s
-	   SET available_stock = s.available_stock + m.delta,
-	       total_stock = s.total_stock + m.delta,
-	       version = s.version + 1,
-	       updated_at = statement_timestamp()
-	  FROM m
-	 WHERE s.activity_id = $1 AND s.sku_id = $2 AND s.bucket_no = m.bucket_no
-	   AND s.available_stock = m.expected_available
-	   AND s.available_stock + m.delta >= 0
-	RETURNING s.bucket_no, m.delta, s.available_stock - m.delta AS before_available,
-	          s.available_stock AS after_available, s.allocated_stock
-), led AS (
-	INSERT INTO {schema}.inventory_ledger (
-		idempotency_key, activity_id, sku_id, inventory_bucket, ledger_type,
-		total_delta, available_delta, allocated_delta,
-		before_available, after_available, before_allocated, after_allocated, reason, operator, approval_ref)
-	SELECT 'ADJUST:' || $6::text || ':' || u.bucket_no, $1, $2, u.bucket_no, 30,
-	       u.delta, u.delta, 0,
-	       u.before_available, u.after_available, u.allocated_stock, u.allocated_stock, $7, $8, $9
-	  FROM upd AS u
-	RETURNING inventory_bucket, ledger_id, idempotency_key, created_at
-)
-SELECT u.bucket_no, u.delta, u.before_available, u.after_available, l.ledger_id,
-       l.idempotency_key, u.allocated_stock, l.created_at
-  FROM upd AS u
-  JOIN led AS l ON l.inventory_bucket = u.bucket_no
- ORDER BY u.bucket_no`
-
 // Rebalance moves available stock between the buckets of one SKU so that
 // their available stock is even again (differing by at most one unit),
 // answering the cost of bucketing, partial sell-out (one bucket sold out

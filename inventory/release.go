@@ -46,54 +46,6 @@ func (r StockRelease) validate() error {
 	return checkCode("Reason", r.Reason)
 }
 
-// releaseSQL is the mirror of allocateSQL: it takes bucket,
-// quantity and buyer from the reservation's ALLOCATE ledger row, so a
-// release gives back exactly what was allocated, to the same bucket, and
-// there is no RELEASE without its ALLOCATE. Guards: allocated_stock >=
-// quantity and no RELEASE row yet; the unique index is the final guard
-// against a concurrent duplicate, and the zero-row branch re-reads the
-// RELEASE key with a fresh snapshot, as for allocateSQL.
-const releaseSQL = `
-WITH a AS (
-	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id,
-	       source_message_id, allocated_delta AS qty
-	  FROM {schema}.inventory_ledger
-	 WHERE idempotency_key = $1
-), upd AS (
-	UPDATE {schema}.sku_inventory AS s
-	   SET available_stock = s.available_stock + a.qty,
-	       allocated_stock = s.allocated_stock - a.qty,
-	       version = s.version + 1,
-	       updated_at = statement_timestamp()
-	  FROM a
-	 WHERE s.activity_id = a.activity_id AND s.sku_id = a.sku_id AND s.bucket_no = a.inventory_bucket
-	   AND s.allocated_stock >= a.qty
-	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $2)
-	RETURNING a.reservation_id, a.activity_id, a.sku_id, a.inventory_bucket, a.user_id, a.order_id,
-	          a.source_message_id, a.qty,
-	          s.available_stock - a.qty AS before_available, s.available_stock AS after_available,
-	          s.allocated_stock + a.qty AS before_allocated, s.allocated_stock AS after_allocated, s.version
-), led AS (
-	INSERT INTO {schema}.inventory_ledger (
-		idempotency_key, reservation_id, order_id, source_message_id,
-		activity_id, sku_id, user_id, inventory_bucket, ledger_type,
-		total_delta, available_delta, allocated_delta,
-		before_available, after_available, before_allocated, after_allocated, reason)
-	SELECT $2, u.reservation_id, coalesce($3, u.order_id), coalesce($4, u.source_message_id),
-	       u.activity_id, u.sku_id, u.user_id, u.inventory_bucket, 20,
-	       0, u.qty, -u.qty,
-	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $5
-	  FROM upd AS u
-	RETURNING ledger_id, created_at
-)
-SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a.qty::smallint,
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($2) END
-  FROM (VALUES (1)) AS one (x)
-  LEFT JOIN a ON true
-  LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true`
-
 // ReleaseStock gives back the stock a reservation's allocation took: it moves
 // the ALLOCATE row's quantity from allocated back to available on the same
 // bucket and writes the RELEASE ledger row (idempotency key
@@ -263,60 +215,6 @@ func classifyRelease(row pgx.Row, r StockRelease, dst *Allocated) error {
 	}
 }
 
-// releaseLedgerSQL inserts the RELEASE ledger row of
-// [Store.QueueReleaseStock] with [pgtx.Abort] before the bucket is touched, as a plain
-// INSERT … VALUES (see allocationLedgerSQL for why), with placeholder
-// counters that satisfy the table's checks (before_available = 0,
-// after_available = quantity, before_allocated = quantity,
-// after_allocated = 0); releaseOrAbortSQL overwrites them in the same
-// transaction. A RELEASE row with the same key raises unique_violation.
-// Parameters as allocateSQL, with $5 the RELEASE key.
-const releaseLedgerSQL = `
-` + insertLedgerRow + `
-VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 20,
-        0, $4::int, -$4::int,
-        0, $4::int, $4::int, 0, $10)`
-
-// releaseOrAbortSQL gives the quantity back to the bucket only when the
-// reservation's ALLOCATE row is there with exactly this activity, SKU,
-// bucket, quantity and buyer and the bucket's allocated stock covers it,
-// then writes the counters around the increment into the RELEASE row the
-// previous statement inserted. When the UPDATE takes nothing, the SELECT
-// calls inventory_refuse with the condition releaseRefusalSQL finds (see
-// countersSelect). UPDATEs in CTEs read by a SELECT: routed whole to one
-// node on Citus.
-//
-// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
-// key, $6 the RELEASE key, $7 user.
-const releaseOrAbortSQL = `
-WITH upd AS (
-	` + incrementSQL + `
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger AS l
-	                WHERE l.idempotency_key = $5 AND l.activity_id = $1 AND l.sku_id = $2
-	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
-	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
-	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
-)` + countersLedCTE + `$6` + countersSelect + `$5::text` + countersEnd + releaseRefusalSQL
-
-// releaseRefusalSQL, joined after releaseOrAbortSQL's increment u, finds
-// why it took nothing (only then): no ALLOCATE row $5 (SK006), one that is
-// not this allocation (SK005), or else the bucket's allocated stock below
-// the quantity, an invariant broken (SK007). The ALLOCATE row is read with
-// the statement's snapshot, as the increment's guard read it; the bucket's
-// stock is what the increment re-checked on its row after any wait.
-// Parameters as releaseOrAbortSQL.
-const releaseRefusalSQL = `
-  LEFT JOIN LATERAL (
-	SELECT CASE
-	         WHEN l.ledger_id IS NULL THEN 'SK006'
-	         WHEN NOT (l.activity_id = $1 AND l.sku_id = $2 AND l.inventory_bucket = $3
-	                   AND l.allocated_delta = $4::int AND l.user_id = $7) THEN 'SK005'
-	         ELSE 'SK007'
-	       END AS code
-	  FROM (SELECT 1) AS o
-	  LEFT JOIN {schema}.inventory_ledger AS l ON l.idempotency_key = $5
-	 WHERE u.version IS NULL) AS w ON true`
-
 // queueReleaseOrAbort is [Store.QueueReleaseStock] with [pgtx.Abort].
 func (s *Store) queueReleaseOrAbort(b *pgx.Batch, r StockRelease, dst *Allocated) error {
 	a := Allocation{Request: r.Request, Reason: r.Reason}
@@ -353,46 +251,9 @@ func (s *Store) queueReleaseOrAbort(b *pgx.Batch, r StockRelease, dst *Allocated
 	return nil
 }
 
-// allocationOfSQL reads the ALLOCATE row ($1 its key) that ReleaseStock
-// with Config.Citus gives back.
-const allocationOfSQL = `
-SELECT activity_id, sku_id, inventory_bucket, allocated_delta::smallint, user_id, order_id, source_message_id
-  FROM {schema}.inventory_ledger
- WHERE idempotency_key = $1`
-
-// releasePlaceholderSQL is releaseLedgerSQL (the RELEASE row with
-// placeholder counters) with ON CONFLICT DO NOTHING; its reason is the
-// call's marker, as in allocationPlaceholderSQL.
-const releasePlaceholderSQL = releaseLedgerSQL + `
-ON CONFLICT DO NOTHING`
-
-// releaseRoutedSQL follows releasePlaceholderSQL in the same batch: the
-// increment of releaseSQL, guarded by the placeholder, the counters and
-// the real reason written into it (led), or the placeholder deleted when
-// the increment took nothing (del). It returns releaseSQL's columns.
-//
-// Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity (the ALLOCATE
-// row's), $5 the RELEASE key, $6 reservation, $7 the placeholder's marker,
-// $8 reason (placeholderFilled's numbering).
-const releaseRoutedSQL = `
-WITH upd AS (
-	` + incrementSQL + `
-	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger
-	                WHERE idempotency_key = $5 AND reason = $7 AND reservation_id = $6)
-	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
-	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
-)` + placeholderFilled + `, $1::int8, $2::int8, $3::int2, $4::int2,
-       u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
-       CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
-           WHERE x.idempotency_key = $5 AND x.reason <> $7) END
-  FROM (SELECT 1) AS one
-  LEFT JOIN upd AS u ON true
-  LEFT JOIN led AS l ON true`
-
 // releaseRouted is ReleaseStock for Config.Citus: the ALLOCATE row read,
-// then releasePlaceholderSQL and releaseRoutedSQL in one batch, classified
-// as releaseSQL's row.
+// then the release_placeholder and release_routed statements in one batch,
+// classified as the release statement's row.
 func (s *Store) releaseRouted(ctx context.Context, tx pgx.Tx, r StockRelease) (Allocated, error) {
 	var (
 		out             Allocated

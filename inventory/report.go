@@ -21,15 +21,6 @@ type TypeQuantity struct {
 	AvailableDelta, AllocatedDelta, TotalDelta int64 // the sums of the rows' deltas
 }
 
-const ledgerByTypeSQL = `
-SELECT activity_id, sku_id, ledger_type, count(*),
-       coalesce(sum(CASE ledger_type WHEN 10 THEN allocated_delta WHEN 20 THEN available_delta ELSE total_delta END), 0),
-       coalesce(sum(available_delta), 0), coalesce(sum(allocated_delta), 0), coalesce(sum(total_delta), 0)
-  FROM {schema}.inventory_ledger
- WHERE activity_id = $1 AND ($2::bigint IS NULL OR sku_id = $2)
- GROUP BY activity_id, sku_id, ledger_type
- ORDER BY sku_id, ledger_type`
-
 // LedgerByType is the inventory side of a reconciliation (with order's
 // QuantitiesByStatus and outbox's EventsByStatus): the
 // ledger's rows and quantities per type (ALLOCATE, RELEASE, ADJUST,

@@ -48,16 +48,9 @@ type Reservation struct {
 	UpdatedAt  time.Time // updated_at: the last change (CreatedAt when never changed)
 }
 
-const reservationCols = `reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,
-	inventory_bucket, quantity, coalesce(order_id, 0), status, coalesce(failure_code, ''),
-	redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at`
-
-// qualifiedReservationCols is reservationCols for a statement that joins
-// another table (the reservation aliased r).
-const qualifiedReservationCols = `r.reservation_id, r.request_id, r.first_message_id, r.activity_id, r.sku_id, r.user_id,
-	r.inventory_bucket, r.quantity, coalesce(r.order_id, 0), r.status, coalesce(r.failure_code, ''),
-	r.redis_reserved_at, r.expires_at, r.ordered_at, r.released_at, r.version, r.created_at, r.updated_at`
-
+// scanReservationInto returns extra followed by the destinations of the
+// reservation columns, in the order every statement returning a
+// reservation lists them (TestSharedSQLFragments checks the copies).
 func scanReservationInto(r *Reservation, extra ...any) []any {
 	return append(extra, &r.ReservationID, &r.RequestID, &r.FirstMessageID, &r.ActivityID, &r.SKUID, &r.UserID,
 		&r.Bucket, &r.Quantity, &r.OrderID, &r.Status, &r.FailureCode,
@@ -79,8 +72,6 @@ func (n *nullTime) Scan(src any) error {
 	}
 	return nil
 }
-
-const getReservationSQL = `SELECT ` + reservationCols + ` FROM {schema}.inventory_reservation WHERE reservation_id = $1`
 
 // GetReservation reads a reservation without locking it. An unknown id
 // gives [ErrReservationNotFound].

@@ -104,29 +104,6 @@ type SaleChanged struct {
 	ChangedAt         time.Time  // the log row's created_at: the server time of the change's statement
 }
 
-const setSaleSQL = `
-WITH cur AS (
-	SELECT sale_status
-	  FROM {schema}.inventory_sku
-	 WHERE activity_id = $1 AND sku_id = $2
-	   FOR NO KEY UPDATE
-), upd AS (
-	UPDATE {schema}.inventory_sku AS s
-	   SET sale_status = $3, sale_starts_at = $4, sale_ends_at = $5, sale_version = s.sale_version + 1
-	  FROM cur AS c
-	 WHERE s.activity_id = $1 AND s.sku_id = $2 AND c.sale_status = ANY ($6::smallint[])
-	RETURNING s.sale_version
-), log AS (
-	INSERT INTO {schema}.inventory_sale_log (activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason, sale_version)
-	SELECT $1, $2, c.sale_status, $3, $4, $5, $7, $8, upd.sale_version
-	  FROM cur AS c, upd
-	RETURNING log_id, created_at
-)
-SELECT c.sale_status, upd.sale_version, log.log_id, log.created_at
-  FROM cur AS c
-  LEFT JOIN upd ON true
-  LEFT JOIN log ON true`
-
 // SetSaleStatus sets a SKU's sale status and window and writes the audit
 // log row (operator, reason, time) in one statement, in the caller's
 // transaction tx: put the announcement event in the same transaction. The
@@ -180,11 +157,6 @@ func (s *Store) SetSaleStatus(ctx context.Context, tx pgx.Tx, c SaleChange) (_ S
 		Operator: c.Operator, Reason: c.Reason, ChangedAt: *at,
 	}, nil
 }
-
-const saleLogSQL = `SELECT log_id, activity_id, sku_id, from_status, to_status, starts_at, ends_at, operator, reason, created_at, sale_version
-  FROM {schema}.inventory_sale_log
- WHERE activity_id = $1 AND sku_id = $2
- ORDER BY log_id`
 
 // SaleLog returns a SKU's sale changes, oldest first, each as
 // [Store.SetSaleStatus] returned it (Version included), except the window

@@ -178,14 +178,13 @@ func Doc(pkgs []Package, plans map[string]string) string {
 
 <!-- Generated: go test ./internal/sqlplan/ -run TestPlans -update. Do not edit. -->
 
-Every statement the converted packages send (` + "`outbox`, `inbox`, `order`" + `) lives
+Every statement the converted packages send (` + "`outbox`, `inbox`, `order`, `inventory`" + `) lives
 whole in their embedded ` + "`sql/*.sql`" + ` files, one file per operation, each under a
 header that names it, lists its parameters and the index it is meant to use.
 The only placeholder is ` + "`{schema}`" + `, replaced once, when a Store is built, by
 the validated, quoted schema name; every value is a bind parameter. Variants
 (plain, Citus, ` + "`pgtx.Abort`" + `) are separate statements written out in full;
 where two carry the same fragment, a test checks the copies are identical.
-(` + "`inventory`" + ` still builds its statements from Go constants.)
 
 The plans are generic plans (` + "`plan_cache_mode = force_generic_plan`" + `, every
 parameter unknown): the plans a prepared statement ends up using, valid for
@@ -196,9 +195,13 @@ table, and the server keeps the far cheaper custom plans for a batch of a
 thousand rows. The plans were taken on PostgreSQL after a realistic load (a
 million SENT outbox events plus ready, sending, retrying and dead ones; inbox
 rows; paid, live, expired and cancelled orders with their items, payments and
-reviews) and ANALYZE, costs off. The plan test fails when a statement does
+reviews; a sale's inventory: 20,000 SKUs, 92,600 buckets, 256 for the busiest
+SKUs, 200,000 reservations and their ledger rows, the sale log) and ANALYZE,
+costs off. The plan test fails when a statement does
 not use the index its header names, or reads a large table by a sequential
-scan its header does not allow.
+scan its header does not allow. A second test checks that the decrement of a
+bucket stays a HOT update (` + "`n_tup_hot_upd`" + ` of ` + "`sku_inventory`" + ` grows with
+` + "`n_tup_upd`" + ` over a run of allocations on one bucket).
 
 How this file is kept current: a test without a database renders it from the
 ` + "`sql/*.sql`" + ` files and compares everything but the plan blocks (between the
