@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -61,15 +62,15 @@ func (c *client) do(req *http.Request) (int, http.Header, map[string]any) {
 // service.click for the answers (errBusy also for 429 and 409
 // in_progress, after waiting for Retry-After). key is the click's
 // Idempotency-Key: a retry of the same click sends the same key.
-func (c *client) click(ctx context.Context, buyer int64, key string) (reservation, error) {
+func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.Reservation, error) {
 	tok, err := c.token(buyer)
 	if err != nil {
-		return reservation{}, err
+		return frontdoor.Reservation{}, err
 	}
-	var res reservation
+	var res frontdoor.Reservation
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, reservationSink{}, &res), "POST", "/orders", http.NoBody)
 	if err != nil {
-		return reservation{}, err
+		return frontdoor.Reservation{}, err
 	}
 	req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:40000", byte(buyer>>16), byte(buyer>>8), byte(buyer))
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -85,13 +86,13 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (reservatio
 		}
 		return res, nil
 	case code == http.StatusGone:
-		return res, errFrontSoldOut
+		return res, frontdoor.ErrSoldOut
 	case code == http.StatusConflict && status == "already_reserved":
-		return res, errAlreadyBought
+		return res, frontdoor.ErrAlreadyBought
 	case code == http.StatusForbidden:
-		return res, errSaleClosed
+		return res, frontdoor.ErrSaleClosed
 	case code == http.StatusServiceUnavailable && status == statusUnavailable && out["reason"] != "store":
-		return res, errFrontDoorDown
+		return res, frontdoor.ErrDown
 	case code == http.StatusServiceUnavailable:
 		return res, errBusy
 	case code == http.StatusTooManyRequests || (code == http.StatusConflict && status == statusInProgress):

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
@@ -63,12 +64,12 @@ func (s *service) countPublished(m outbox.Message) {
 	}
 }
 
-func (s *service) countRelease(r releaseResult, err error) {
+func (s *service) countRelease(r frontdoor.ReleaseResult, err error) {
 	switch {
 	case err != nil:
-	case r == released:
+	case r == frontdoor.Released:
 		s.stats.releases.Add(1)
-	case r == releasedAlready:
+	case r == frontdoor.ReleasedAlready:
 		s.stats.releasesAlready.Add(1)
 	default:
 		s.stats.releasesUnknown.Add(1)
@@ -168,7 +169,7 @@ func (s *service) eventHandlers() map[string]func(context.Context, message) erro
 // door refuses is counted (flow.Service.FrontDoorReleaseFailed) and the
 // event delivered again, until the reservation is MANUAL_REQUIRED: then
 // the event is completed and a human takes over. A front door that is down
-// (errFrontDoorDown: Redis away or being rebuilt) is waited out, not
+// (frontdoor.ErrDown: Redis away or being rebuilt) is waited out, not
 // counted: an outage is not the release failing.
 func (s *service) releaseConsumer() func(context.Context, message) error {
 	return s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, func(ctx context.Context, tx pgx.Tx, p []byte) (string, error) {
@@ -179,7 +180,7 @@ func (s *service) releaseConsumer() func(context.Context, message) error {
 		r, err := s.front.Release(ctx, id, 0)
 		s.countRelease(r, err)
 		switch {
-		case errors.Is(err, errFrontDoorDown):
+		case errors.Is(err, frontdoor.ErrDown):
 			return "", err // not acked, delivered again
 		case err != nil:
 			s.stats.releaseFailures.Add(1)

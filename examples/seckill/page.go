@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,20 +353,7 @@ func (s *service) frontAvailable(ctx context.Context) ([]int64, error) {
 		st, err := s.front.State(ctx)
 		return st.Available, err
 	}
-	f := s.rfront
-	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int64, f.buckets)
-	for k, v := range stock {
-		b, err1 := strconv.Atoi(k)
-		n, err2 := strconv.ParseInt(v, 10, 64)
-		if err1 == nil && err2 == nil && b >= 0 && b < len(out) {
-			out[b] = n
-		}
-	}
-	return out, nil
+	return s.rfront.Available(ctx)
 }
 
 // since returns the durations recorded from index i on and the new index.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 )
 
 // The reconciliation compares the three stores: the
@@ -142,9 +143,9 @@ type reconciler struct {
 	s           *service
 	tx          pgx.Tx
 	rec         *reconciliation
-	js          streamState // the broker, read first
-	orderQueued int64       // order messages the queue still holds
-	front       frontState  // the front door, read last
+	js          streamState     // the broker, read first
+	orderQueued int64           // order messages the queue still holds
+	front       frontdoor.State // the front door, read last
 
 	pg             map[uuid.UUID]resvState // reservations by id
 	poisoned       map[uuid.UUID]bool      // reservations of poison order messages

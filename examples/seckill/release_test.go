@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 )
@@ -131,7 +132,7 @@ func TestReleaseFailuresReachManualRequired(t *testing.T) {
 			cfg.ReleaseFailures = 3
 			useStack(t, &cfg, stack, false)
 			ref := &refusingFront{pool: pool, schema: cfg.Schema, max: 2, calls: map[uuid.UUID]int{}}
-			hooks := &saleHooks{started: func(s *service) { ref.frontDoor, s.front = s.front, ref }}
+			hooks := &saleHooks{started: func(s *service) { ref.Door, s.front = s.front, ref }}
 			rep, err := runSaleHooked(ctx, pool, cfg, nil, nil, hooks)
 			if err != nil {
 				t.Fatal(err)
@@ -190,7 +191,7 @@ func TestReleaseFailuresReachManualRequired(t *testing.T) {
 // event-driven release of the first max reservations found
 // RELEASE_PENDING (cancelled orders), and counts the attempts.
 type refusingFront struct {
-	frontDoor
+	frontdoor.Door
 	pool   *pgxpool.Pool
 	schema string
 	max    int
@@ -199,9 +200,9 @@ type refusingFront struct {
 	calls map[uuid.UUID]int
 }
 
-func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error) {
+func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (frontdoor.ReleaseResult, error) {
 	if forgetUser != 0 { // a refused publish's own release, not an event's
-		return f.frontDoor.Release(ctx, id, forgetUser)
+		return f.Door.Release(ctx, id, forgetUser)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -219,10 +220,10 @@ func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser in
 		f.calls[id]++
 		return 0, errors.New("the front door refused the release")
 	}
-	return f.frontDoor.Release(ctx, id, forgetUser)
+	return f.Door.Release(ctx, id, forgetUser)
 }
 
-func orderBody(s *service, r reservation) ([]byte, error) {
+func orderBody(s *service, r frontdoor.Reservation) ([]byte, error) {
 	var body []byte
 	q := &captureQueue{broker: s.q, got: &body}
 	orig := s.q

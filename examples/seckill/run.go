@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 )
 
 // config is everything a run can be told (see the flags in main.go).
@@ -397,7 +398,7 @@ func (run *saleRun) sell() (seconds float64, _ error) {
 	}
 	run.rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
 	var (
-		resent   []reservation
+		resent   []frontdoor.Reservation
 		resentMu sync.Mutex
 		next     atomic.Int64
 		clickers sync.WaitGroup
@@ -434,7 +435,7 @@ func (run *saleRun) sell() (seconds float64, _ error) {
 
 // click is the i-th click of the sale, retried through back-pressure and
 // front-door recovery; ok reports a reservation.
-func (run *saleRun) click(i int, clicks []int64) (_ reservation, ok bool) {
+func (run *saleRun) click(i int, clicks []int64) (_ frontdoor.Reservation, ok bool) {
 	ctx, s, u := run.ctx, run.s, clicks[i]
 	if run.hooks != nil && run.hooks.click != nil {
 		run.hooks.click(i, len(clicks))
@@ -444,16 +445,16 @@ func (run *saleRun) click(i int, clicks []int64) (_ reservation, ok bool) {
 	// Back-pressure or recovery: the buyer retries a moment later, until
 	// the run is cancelled (its consumers then stop, and a full queue
 	// stays full).
-	for (errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown)) && ctx.Err() == nil {
+	for (errors.Is(err, errBusy) || errors.Is(err, frontdoor.ErrDown)) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
-		if errors.Is(err, errFrontDoorDown) {
+		if errors.Is(err, frontdoor.ErrDown) {
 			time.Sleep(20 * time.Millisecond)
 			s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
 		}
 		r, err = run.web.click(ctx, u, key)
 	}
 	if err != nil {
-		return reservation{}, false
+		return frontdoor.Reservation{}, false
 	}
 	if run.chance(run.cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
 		if err := s.front.Forget(ctx, u); err == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -57,10 +58,10 @@ type service struct {
 	*flow.Service
 	log *slog.Logger
 
-	front  frontDoor
+	front  frontdoor.Door
 	q      broker
-	rfront *redisFront // the real stack's front door; nil with -stack memory
-	js     *jsStack    // the real stack's broker; nil with -stack memory
+	rfront *frontdoor.Redis // the real stack's front door; nil with -stack memory
+	js     *jsStack         // the real stack's broker; nil with -stack memory
 	rdb    redis.UniversalClient
 	ids    orderid.Generator
 
@@ -137,7 +138,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		for i, b := range buckets {
 			stock[i] = b.Available
 		}
-		s.front = newMemFront(stock, nextOrder)
+		s.front = frontdoor.NewMemory(stock, nextOrder)
 		s.q = newMemQueue(qcfg)
 		return s, nil
 	}
@@ -145,7 +146,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	if s.rdb, err = newRedisClient(cfg.RedisURL); err != nil {
 		return nil, err
 	}
-	s.rfront = newRedisFront(s.rdb, "seckill:"+cfg.Schema, item, nextOrder)
+	s.rfront = frontdoor.NewRedis(s.rdb, "seckill:"+cfg.Schema, item, nextOrder)
 	s.front = s.rfront
 	if err := s.warmUp(ctx); err != nil {
 		s.rdb.Close()
@@ -214,7 +215,7 @@ func (s *service) recordPoison(ctx context.Context, stream string, m message, de
 // Whatever the keys held before (a previous run on the same schema) is
 // replaced: PostgreSQL is the truth, and nothing is in flight yet.
 func (s *service) warmUp(ctx context.Context) error {
-	img, err := loadFrontImage(ctx, s.Service)
+	img, err := frontdoor.LoadImage(ctx, s.Service)
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func (s *service) warmUp(ctx context.Context) error {
 // flight and the order messages already queued finish (so PostgreSQL
 // knows every reservation made before the loss), then copy PostgreSQL's
 // counters and reservations into Redis in one MULTI. Clicks meanwhile are
-// answered errFrontDoorDown.
+// answered frontdoor.ErrDown.
 func (s *service) recoverFrontDoor() {
 	if s.rfront == nil || !s.rebuilding.CompareAndSwap(false, true) {
 		return
@@ -245,7 +246,7 @@ func (s *service) recoverFrontDoor() {
 			}
 		}
 		for {
-			ok, err := s.rfront.built(ctx)
+			ok, err := s.rfront.Built(ctx)
 			if err == nil && ok {
 				return // not lost after all (a connection blip)
 			}
@@ -263,13 +264,13 @@ func (s *service) recoverFrontDoor() {
 			if err := s.q.WaitIdle(ctx); err != nil {
 				return
 			}
-			img, err := loadFrontImage(ctx, s.Service)
+			img, err := frontdoor.LoadImage(ctx, s.Service)
 			if err == nil {
 				err = s.rfront.Rebuild(ctx, img, time.Now().Add(-time.Second))
 			}
 			if err == nil {
 				s.stats.rebuilds.Add(1)
-				s.log.Warn("front door rebuilt from PostgreSQL", "reservations", len(img.resv))
+				s.log.Warn("front door rebuilt from PostgreSQL", "reservations", img.Reservations())
 				return
 			}
 			s.log.Warn("front door rebuild failed; trying again", "error", err)
@@ -297,28 +298,28 @@ func (s *service) closeNow() {
 
 // click is one buyer pressing "buy": the front door reserves or refuses,
 // and a reservation becomes an order message. It is what POST /orders does.
-func (s *service) click(ctx context.Context, user int64) (reservation, error) {
+func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation, error) {
 	if _, ok := traceFrom(ctx); !ok {
 		ctx = continueTrace(ctx, "") // a click that did not come over HTTP starts its trace here
 	}
 	s.stats.clicks.Add(1)
 	if s.rebuilding.Load() {
 		s.stats.frontDown.Add(1)
-		return reservation{}, errFrontDoorDown
+		return frontdoor.Reservation{}, frontdoor.ErrDown
 	}
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	r, err := s.front.Reserve(ctx, user)
 	switch {
-	case errors.Is(err, errFrontSoldOut):
+	case errors.Is(err, frontdoor.ErrSoldOut):
 		s.stats.frontSoldOut.Add(1)
 		return r, err
-	case errors.Is(err, errAlreadyBought):
+	case errors.Is(err, frontdoor.ErrAlreadyBought):
 		s.stats.frontAlready.Add(1)
 		return r, err
-	case errors.Is(err, errSaleClosed):
+	case errors.Is(err, frontdoor.ErrSaleClosed):
 		return r, err
-	case errors.Is(err, errFrontDoorDown):
+	case errors.Is(err, frontdoor.ErrDown):
 		s.stats.frontDown.Add(1)
 		s.recoverFrontDoor()
 		return r, err
@@ -347,7 +348,7 @@ func (s *service) click(ctx context.Context, user int64) (reservation, error) {
 }
 
 // publish sends the order message for r with the given message id.
-func (s *service) publish(ctx context.Context, r reservation, messageID uuid.UUID) error {
+func (s *service) publish(ctx context.Context, r frontdoor.Reservation, messageID uuid.UUID) error {
 	body, err := json.Marshal(flow.OrderMessage{
 		RequestID: r.RequestID, ReservationID: r.ReservationID, OrderID: r.OrderID,
 		ActivityID: s.Item.ActivityID, SKUID: s.Item.SKUID, UserID: r.UserID, Bucket: r.Bucket,
