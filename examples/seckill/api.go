@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill"
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/inventory"
@@ -225,7 +226,7 @@ func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		writeError(w, http.StatusConflict, "already_reserved", err.Error())
 	case errors.Is(err, frontdoor.ErrSaleClosed):
 		writeError(w, http.StatusForbidden, "closed", err.Error())
-	case errors.Is(err, errBusy):
+	case errors.Is(err, broker.ErrBusy):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "busy", "the queue is full, try again")
 	case errors.Is(err, frontdoor.ErrDown):

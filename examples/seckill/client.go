@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/order"
@@ -59,7 +60,7 @@ func (c *client) do(req *http.Request) (int, http.Header, map[string]any) {
 }
 
 // click is one buyer pressing "buy": POST /orders, with the errors of
-// service.click for the answers (errBusy also for 429 and 409
+// service.click for the answers (broker.ErrBusy also for 429 and 409
 // in_progress, after waiting for Retry-After). key is the click's
 // Idempotency-Key: a retry of the same click sends the same key.
 func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.Reservation, error) {
@@ -94,7 +95,7 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.
 	case code == http.StatusServiceUnavailable && status == statusUnavailable && out["reason"] != "store":
 		return res, frontdoor.ErrDown
 	case code == http.StatusServiceUnavailable:
-		return res, errBusy
+		return res, broker.ErrBusy
 	case code == http.StatusTooManyRequests || (code == http.StatusConflict && status == statusInProgress):
 		wait, _ := strconv.Atoi(h.Get("Retry-After"))
 		select {
@@ -102,7 +103,7 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.
 			return res, ctx.Err()
 		case <-time.After(time.Duration(max(wait, 1)) * time.Second):
 		}
-		return res, errBusy
+		return res, broker.ErrBusy
 	}
 	return res, fmt.Errorf("POST /orders: %d %v", code, out)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 )
@@ -111,7 +112,7 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 	// between the reads moves forward (consumed, then decided, then applied).
 	if s.js != nil {
 		var err error
-		if r.js, err = s.js.state(ctx); err != nil {
+		if r.js, err = s.js.State(ctx); err != nil {
 			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
 		}
 	}
@@ -143,9 +144,9 @@ type reconciler struct {
 	s           *service
 	tx          pgx.Tx
 	rec         *reconciliation
-	js          streamState     // the broker, read first
-	orderQueued int64           // order messages the queue still holds
-	front       frontdoor.State // the front door, read last
+	js          broker.StreamState // the broker, read first
+	orderQueued int64              // order messages the queue still holds
+	front       frontdoor.State    // the front door, read last
 
 	pg             map[uuid.UUID]resvState // reservations by id
 	poisoned       map[uuid.UUID]bool      // reservations of poison order messages
@@ -172,13 +173,13 @@ func (r *reconciler) q(sql string) string {
 }
 
 // consumerOf is the broker's state of a durable consumer (zero without it).
-func (r *reconciler) consumerOf(durable string) consumerState {
+func (r *reconciler) consumerOf(durable string) broker.ConsumerState {
 	for _, c := range r.js.Consumers {
 		if c.Durable == durable {
 			return c
 		}
 	}
-	return consumerState{}
+	return broker.ConsumerState{}
 }
 
 // bucket is the per-bucket tally of b.
@@ -478,8 +479,8 @@ func (r *reconciler) classifyEvent(ctx context.Context, e *eventLine) error {
 		rec.add(where, overPublished, d, false)
 	}
 	ec := -1
-	for i := range eventConsumers {
-		if eventConsumers[i].Tag == e.Tag {
+	for i := range broker.EventConsumers {
+		if broker.EventConsumers[i].Tag == e.Tag {
 			ec = i
 		}
 	}
@@ -487,10 +488,10 @@ func (r *reconciler) classifyEvent(ctx context.Context, e *eventLine) error {
 		e.Consumed = -1
 		return nil
 	}
-	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), eventConsumers[ec].Group).Scan(&e.Consumed); err != nil {
+	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), broker.EventConsumers[ec].Group).Scan(&e.Consumed); err != nil {
 		return fmt.Errorf("reconcile: inbox: %w", err)
 	}
-	c := r.consumerOf(eventConsumers[ec].Durable)
+	c := r.consumerOf(broker.EventConsumers[ec].Durable)
 	e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
 	e.Poison = poisonPerTag(ctx, r.tx, s.Schema, e.Tag)
 	rec.add(where, "poison message (recorded for review)", e.Poison, true)
@@ -515,11 +516,11 @@ func (r *reconciler) classifyOrderMessages(ctx context.Context) error {
 	}
 	om.Poison = r.poisonByStream["orders"]
 	if s.js != nil {
-		om.Poison += r.poisonByStream[s.js.orderStream]
+		om.Poison += r.poisonByStream[s.js.OrderStream]
 	}
 	om.Stored, om.Queued, om.Redelivered = s.q.Figures().Published, max(r.orderQueued, 0), s.q.Figures().Redeliveries
 	if s.js != nil {
-		om.Stored = int64(r.js.OrderLastSeq - s.js.orderBaseSeq)
+		om.Stored = int64(r.js.OrderLastSeq - s.js.OrderBaseSeq)
 	}
 	rec.add("order messages", "message not yet consumed", min(om.Queued, om.Stored-om.Consumed-om.Poison), true)
 	rec.add("order messages", "poison message (recorded for review)", om.Poison, true)

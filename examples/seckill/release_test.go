@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/internal/pgtest"
@@ -89,7 +90,7 @@ func TestReleaseEventDuplicateChangesNothing(t *testing.T) {
 				t.Fatal("the front door still holds the released reservation")
 			}
 			// Then the same release under a new message id.
-			if err := h(ctx, message{ID: uuid.Must(uuid.NewV7()), Body: ev.Body}); err != nil {
+			if err := h(ctx, broker.Message{ID: uuid.Must(uuid.NewV7()), Body: ev.Body}); err != nil {
 				t.Fatal(err)
 			}
 			if again := resv(); again.Version != after.Version || again.Status != inventory.StatusReleased {
@@ -225,7 +226,7 @@ func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser in
 
 func orderBody(s *service, r frontdoor.Reservation) ([]byte, error) {
 	var body []byte
-	q := &captureQueue{broker: s.q, got: &body}
+	q := &captureQueue{Broker: s.q, got: &body}
 	orig := s.q
 	s.q = q
 	defer func() { s.q = orig }()
@@ -235,15 +236,18 @@ func orderBody(s *service, r frontdoor.Reservation) ([]byte, error) {
 
 // captureQueue keeps a published body instead of sending it.
 type captureQueue struct {
-	broker
+	broker.Broker
 	got *[]byte
 }
 
-func (c *captureQueue) Publish(_ context.Context, m message) error { *c.got = m.Body; return nil }
+func (c *captureQueue) Publish(_ context.Context, m broker.Message) error {
+	*c.got = m.Body
+	return nil
+}
 
-func releaseEvent(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string, id uuid.UUID) message {
+func releaseEvent(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string, id uuid.UUID) broker.Message {
 	t.Helper()
-	var m message
+	var m broker.Message
 	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT event_id, payload FROM %s.event_outbox WHERE dedup_key = $1`, pgx.Identifier{schema}.Sanitize()),
 		flow.TagFrontDoorRelease+":"+id.String()).Scan(&m.ID, &m.Body); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 )
@@ -28,7 +29,7 @@ type config struct {
 	// RedisURL and NATSURL name the running servers of the real stack.
 	RedisURL, NATSURL string
 	// JetStream tunes the broker of the real stack (zero: defaults).
-	JetStream jsConfig
+	JetStream broker.JetStreamConfig
 
 	Schema    string
 	Stock     int
@@ -423,7 +424,7 @@ func (run *saleRun) sell() (seconds float64, _ error) {
 		return 0, ctx.Err()
 	}
 	for _, r := range resent { // a scanner re-sends reservations under new message ids
-		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) && ctx.Err() == nil {
+		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), broker.ErrBusy) && ctx.Err() == nil {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
@@ -445,7 +446,7 @@ func (run *saleRun) click(i int, clicks []int64) (_ frontdoor.Reservation, ok bo
 	// Back-pressure or recovery: the buyer retries a moment later, until
 	// the run is cancelled (its consumers then stop, and a full queue
 	// stays full).
-	for (errors.Is(err, errBusy) || errors.Is(err, frontdoor.ErrDown)) && ctx.Err() == nil {
+	for (errors.Is(err, broker.ErrBusy) || errors.Is(err, frontdoor.ErrDown)) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 		if errors.Is(err, frontdoor.ErrDown) {
 			time.Sleep(20 * time.Millisecond)
@@ -560,11 +561,11 @@ func (s *service) waitEventsConsumed(ctx context.Context) error {
 		return nil
 	}
 	for {
-		st, err := s.js.state(ctx)
+		st, err := s.js.State(ctx)
 		if err == nil {
 			idle := true
 			for _, c := range st.Consumers {
-				if c.Stream == s.js.eventStream && c.Pending+c.AckPending > 0 {
+				if c.Stream == s.js.EventStream && c.Pending+c.AckPending > 0 {
 					idle = false
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/examples/internal/orderid"
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/order"
@@ -59,9 +60,9 @@ type service struct {
 	log *slog.Logger
 
 	front  frontdoor.Door
-	q      broker
-	rfront *frontdoor.Redis // the real stack's front door; nil with -stack memory
-	js     *jsStack         // the real stack's broker; nil with -stack memory
+	q      broker.Broker
+	rfront *frontdoor.Redis  // the real stack's front door; nil with -stack memory
+	js     *broker.JetStream // the real stack's broker; nil with -stack memory
 	rdb    redis.UniversalClient
 	ids    orderid.Generator
 
@@ -127,7 +128,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, fmt.Errorf("create the poison message table: %w", err)
 	}
 	nextOrder := func() int64 { return s.ids.Next() }
-	qcfg := queueConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
+	qcfg := broker.MemoryConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
 	if cfg.Stack != stackReal {
 		st, err := fs.Inventory.Stock(ctx, pool, item.ActivityID, item.SKUID)
 		if err != nil {
@@ -139,7 +140,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 			stock[i] = b.Available
 		}
 		s.front = frontdoor.NewMemory(stock, nextOrder)
-		s.q = newMemQueue(qcfg)
+		s.q = broker.NewMemory(qcfg)
 		return s, nil
 	}
 
@@ -154,12 +155,12 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	}
 	jcfg := cfg.JetStream
 	jcfg.Depth, jcfg.DupRate = cfg.QueueDepth, cfg.DupRate
-	s.js, err = newJSStack(ctx, cfg.NATSURL, cfg.Schema, jcfg, log)
+	s.js, err = broker.NewJetStream(ctx, cfg.NATSURL, cfg.Schema, jcfg, log)
 	if err != nil {
 		s.rdb.Close()
 		return nil, err
 	}
-	s.js.onPoison = s.recordPoison
+	s.js.OnPoison = s.recordPoison
 	s.q = s.js
 	if err := s.guardInboxRetention(ctx, cfg.Citus); err != nil {
 		s.js.Close()
@@ -203,7 +204,7 @@ const poisonDDL = `CREATE TABLE IF NOT EXISTS %s (
 
 // recordPoison stores a message that will never be processed. Recording
 // the same message again changes nothing.
-func (s *service) recordPoison(ctx context.Context, stream string, m message, deliveries uint64, cause error) error {
+func (s *service) recordPoison(ctx context.Context, stream string, m broker.Message, deliveries uint64, cause error) error {
 	s.log.Error("poison message recorded for review", "stream", stream, "message_id", m.ID, "deliveries", deliveries, "error", cause)
 	_, err := s.Pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{s.Schema, "poison_message"}.Sanitize()+
 		` (stream, message_id, deliveries, error, body) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
@@ -327,7 +328,7 @@ func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation,
 		return r, err
 	}
 	if err := s.publish(ctx, r, uuid.Must(uuid.NewV7())); err != nil {
-		if !errors.Is(err, errBusy) {
+		if !errors.Is(err, broker.ErrBusy) {
 			// No definite answer from the broker: the message may be in
 			// the stream. The reservation stays held; the reconciliation
 			// names it if no order follows.
@@ -359,12 +360,12 @@ func (s *service) publish(ctx context.Context, r frontdoor.Reservation, messageI
 	if err != nil {
 		return err
 	}
-	return s.q.Publish(ctx, message{ID: messageID, Body: body, TraceParent: traceparentOf(ctx)})
+	return s.q.Publish(ctx, broker.Message{ID: messageID, Body: body, TraceParent: traceparentOf(ctx)})
 }
 
 // consume handles one delivery: nil acknowledges it, an error leaves it
 // unacknowledged, to be delivered again.
-func (s *service) consume(ctx context.Context, m message) error {
+func (s *service) consume(ctx context.Context, m broker.Message) error {
 	ctx = continueTrace(ctx, m.TraceParent)
 	start := time.Now()
 	place := s.PlaceOrder

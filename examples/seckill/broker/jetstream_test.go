@@ -1,4 +1,4 @@
-package main
+package broker
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// Tests of the real stack's parts on their own: the JetStream consumer's
-// ack rules (the Redis front door's are in frontdoor/).
+// Tests of the JetStream broker on its own: the consumer's ack rules, the
+// poison record, the progress of slow work and the duplicate window.
 
 // jsTest is a JetStream stack of its own with a handler under test.
-func jsTest(t *testing.T, cfg jsConfig) *jsStack {
+func jsTest(t *testing.T, cfg JetStreamConfig) *JetStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -29,7 +29,7 @@ func jsTest(t *testing.T, cfg jsConfig) *jsStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	j, err := newJSStack(ctx, srv.URL, "t"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), cfg, nil)
+	j, err := NewJetStream(ctx, srv.URL, "t"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func jsTest(t *testing.T, cfg jsConfig) *jsStack {
 }
 
 // consumeUntil runs one worker on the order consumer until done is closed.
-func consumeUntil(t *testing.T, j *jsStack, handle func(context.Context, message) error, done <-chan struct{}) {
+func consumeUntil(t *testing.T, j *JetStream, handle func(context.Context, Message) error, done <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := j.Consume(ctx, 1, handle)
@@ -57,14 +57,14 @@ func consumeUntil(t *testing.T, j *jsStack, handle func(context.Context, message
 func TestJetStreamUnknownCommitIsNotAcked(t *testing.T) {
 	t.Parallel()
 	const ackWait = 2 * time.Second
-	j := jsTest(t, jsConfig{AckWait: ackWait, FetchWait: 200 * time.Millisecond})
+	j := jsTest(t, JetStreamConfig{AckWait: ackWait, FetchWait: 200 * time.Millisecond})
 	id := uuid.New()
-	if err := j.Publish(context.Background(), message{ID: id, Body: []byte(`{}`)}); err != nil {
+	if err := j.Publish(context.Background(), Message{ID: id, Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var times []time.Time
 	done := make(chan struct{})
-	consumeUntil(t, j, func(_ context.Context, m message) error {
+	consumeUntil(t, j, func(_ context.Context, m Message) error {
 		times = append(times, time.Now())
 		if len(times) == 1 {
 			return fmt.Errorf("commit: %w", pgtx.ErrCommitOutcomeUnknown)
@@ -88,25 +88,25 @@ func TestJetStreamUnknownCommitIsNotAcked(t *testing.T) {
 // consumer goes idle, nothing is dropped silently.
 func TestJetStreamMaxDeliverRecordsPoison(t *testing.T) {
 	t.Parallel()
-	j := jsTest(t, jsConfig{MaxDeliver: 3, RetryDelay: time.Millisecond, FetchWait: 200 * time.Millisecond})
+	j := jsTest(t, JetStreamConfig{MaxDeliver: 3, RetryDelay: time.Millisecond, FetchWait: 200 * time.Millisecond})
 	var recorded []uint64
 	var mu sync.Mutex
-	j.onPoison = func(_ context.Context, stream string, m message, deliveries uint64, cause error) error {
+	j.OnPoison = func(_ context.Context, stream string, m Message, deliveries uint64, cause error) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if stream != j.orderStream || !strings.Contains(cause.Error(), "always fails") {
+		if stream != j.OrderStream || !strings.Contains(cause.Error(), "always fails") {
 			t.Errorf("poison recorded for %s: %v", stream, cause)
 		}
 		recorded = append(recorded, deliveries)
 		return nil
 	}
-	if err := j.Publish(context.Background(), message{ID: uuid.New(), Body: []byte(`{}`)}); err != nil {
+	if err := j.Publish(context.Background(), Message{ID: uuid.New(), Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var deliveries atomic.Int64
 	idle := make(chan struct{})
 	go func() { _ = j.WaitIdle(context.Background()); close(idle) }()
-	consumeUntil(t, j, func(context.Context, message) error {
+	consumeUntil(t, j, func(context.Context, Message) error {
 		deliveries.Add(1)
 		return errors.New("always fails")
 	}, idle)
@@ -122,14 +122,14 @@ func TestJetStreamMaxDeliverRecordsPoison(t *testing.T) {
 // meanwhile.
 func TestJetStreamInProgressKeepsSlowWork(t *testing.T) {
 	t.Parallel()
-	j := jsTest(t, jsConfig{AckWait: time.Second, FetchWait: 200 * time.Millisecond})
-	if err := j.Publish(context.Background(), message{ID: uuid.New(), Body: []byte(`{}`)}); err != nil {
+	j := jsTest(t, JetStreamConfig{AckWait: time.Second, FetchWait: 200 * time.Millisecond})
+	if err := j.Publish(context.Background(), Message{ID: uuid.New(), Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var deliveries atomic.Int64
 	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	wait := j.Consume(ctx, 2, func(context.Context, message) error { // two workers: a redelivery would reach the other
+	wait := j.Consume(ctx, 2, func(context.Context, Message) error { // two workers: a redelivery would reach the other
 		if deliveries.Add(1) == 1 {
 			time.Sleep(3 * time.Second) // three AckWaits
 			close(done)
@@ -151,14 +151,14 @@ func TestJetStreamInProgressKeepsSlowWork(t *testing.T) {
 // stores one message.
 func TestJetStreamDuplicateWindow(t *testing.T) {
 	t.Parallel()
-	j := jsTest(t, jsConfig{})
-	m := message{ID: uuid.New(), Body: []byte(`{}`)}
+	j := jsTest(t, JetStreamConfig{})
+	m := Message{ID: uuid.New(), Body: []byte(`{}`)}
 	for range 3 {
 		if err := j.Publish(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	st, err := j.state(context.Background())
+	st, err := j.State(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
