@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 )
 
 // The operator view: GET / is one HTML page (page.html, embedded) that
@@ -299,13 +300,13 @@ func auditLine(checks []flow.Check, live bool) checkLine {
 	return l
 }
 
-func reconcileLine(rec *reconciliation) checkLine {
+func reconcileLine(rec *reconcile.Result) checkLine {
 	l := checkLine{Status: "PASS", At: time.Now()}
 	if !rec.Passed() {
 		l.Status = "FAIL"
 	}
 	var b strings.Builder
-	rec.print(&b)
+	rec.Print(&b)
 	for line := range strings.Lines(b.String()) {
 		line = strings.TrimSpace(line)
 		if line != "" && !strings.HasPrefix(line, "reconciliation") {
@@ -328,8 +329,8 @@ func (s *service) quiet(ctx context.Context) bool {
 // reconcileSettled reconciles; the three stores cannot be read at one
 // instant, so an unexplained result is read again, up to three times,
 // 100ms apart; a difference that stays is reported.
-func (s *service) reconcileSettled(ctx context.Context) (*reconciliation, error) {
-	var rec *reconciliation
+func (s *service) reconcileSettled(ctx context.Context) (*reconcile.Result, error) {
+	var rec *reconcile.Result
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 {

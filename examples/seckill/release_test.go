@@ -16,6 +16,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 )
@@ -178,7 +179,7 @@ func TestReleaseFailuresReachManualRequired(t *testing.T) {
 					unexplained[d.Class] += d.Count
 				}
 			}
-			if unexplained[flow.ClassManualRequired] != 2 || unexplained[heldManualRequired] != 2 || len(unexplained) != 2 {
+			if unexplained[flow.ClassManualRequired] != 2 || unexplained[reconcile.HeldManualRequired] != 2 || len(unexplained) != 2 {
 				t.Errorf("unexplained differences %v; want exactly the two reservations, in the reports and at the front door", unexplained)
 			}
 			if rep.Passed() || !strings.Contains(out.String(), "reconciliation: FAILED") {
@@ -301,7 +302,7 @@ func TestReconcileReportsFailOnLostEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var printed strings.Builder
-	rec.print(&printed)
+	rec.Print(&printed)
 	t.Log("\n" + printed.String())
 	found := false
 	for _, d := range rec.Differences {

@@ -19,6 +19,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 )
 
 // config is everything a run can be told (see the flags in main.go).
@@ -107,7 +108,7 @@ type report struct {
 	ReleaseFailures, ReleasesManual                            int64
 	EventDuplicates                                            int64
 	E2E50, E2E99                                               time.Duration
-	Reconciliation                                             *reconciliation
+	Reconciliation                                             *reconcile.Result
 	Offered, FrontAccepted, FrontSoldOut, FrontAlready, Busy   int64
 	Created, Already, UserAlready, SoldOut, Duplicates, Poison int64
 	Deliveries, Redeliveries, TxErrors, Retries, UnknownCmts   int64
@@ -658,6 +659,6 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintln(w, "audit: FAILED")
 	}
 	if r.Reconciliation != nil {
-		r.Reconciliation.print(w)
+		r.Reconciliation.Print(w)
 	}
 }
