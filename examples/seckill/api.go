@@ -16,6 +16,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/order"
 )
@@ -197,7 +198,7 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var claim *claimOp
+	var claim *guardstore.Claim
 	if key != "" {
 		claim = a.g.newClaim(r, "orders:"+strconv.FormatInt(buyer, 10), key, body)
 	}
