@@ -13,7 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill"
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/order"
 )
@@ -195,7 +198,7 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var claim *claimOp
+	var claim *guardstore.Claim
 	if key != "" {
 		claim = a.g.newClaim(r, "orders:"+strconv.FormatInt(buyer, 10), key, body)
 	}
@@ -218,22 +221,22 @@ type reservationSink struct{}
 func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request, buyer int64) {
 	res, err := a.s.click(ctx, buyer)
 	switch {
-	case errors.Is(err, errFrontSoldOut):
+	case errors.Is(err, frontdoor.ErrSoldOut):
 		writeError(w, http.StatusGone, "sold_out", err.Error())
-	case errors.Is(err, errAlreadyBought):
+	case errors.Is(err, frontdoor.ErrAlreadyBought):
 		writeError(w, http.StatusConflict, "already_reserved", err.Error())
-	case errors.Is(err, errSaleClosed):
+	case errors.Is(err, frontdoor.ErrSaleClosed):
 		writeError(w, http.StatusForbidden, "closed", err.Error())
-	case errors.Is(err, errBusy):
+	case errors.Is(err, broker.ErrBusy):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "busy", "the queue is full, try again")
-	case errors.Is(err, errFrontDoorDown):
+	case errors.Is(err, frontdoor.ErrDown):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
 	case err != nil:
 		a.g.internalError(w, r, err)
 	default:
-		if sink, ok := ctx.Value(reservationSink{}).(*reservation); ok {
+		if sink, ok := ctx.Value(reservationSink{}).(*frontdoor.Reservation); ok {
 			*sink = res
 		}
 		tc, _ := traceFrom(ctx)
@@ -431,7 +434,7 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 		"clicks": c.clicks.Load(), "front_accepted": c.frontAccepted.Load(), "front_sold_out": c.frontSoldOut.Load(),
 		"orders_created": c.created.Load(), "rejected_sold_out": c.soldOut.Load(), "rejected_user_already": c.userAlready.Load(),
 		"duplicates": c.duplicates.Load(), "paid": c.paid.Load(), "cancelled": c.cancelled.Load(),
-		"queue_pending": a.s.q.Pending(r.Context()), "front_available": front.totalAvailable(), "front_held": len(front.Held),
+		"queue_pending": a.s.q.Pending(r.Context()), "front_available": front.TotalAvailable(), "front_held": len(front.Held),
 		"front_door": a.s.front.Name(), "broker": a.s.q.Name(), "front_door_rebuilds": c.rebuilds.Load(),
 		"e2e_p50_ms": a.s.e2e.percentile(50).Seconds() * 1000, "e2e_p99_ms": a.s.e2e.percentile(99).Seconds() * 1000,
 		"outbox": st, "consumer_p50_ms": a.s.lat.percentile(50).Seconds() * 1000, "consumer_p99_ms": a.s.lat.percentile(99).Seconds() * 1000,

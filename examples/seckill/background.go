@@ -56,7 +56,7 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 			if durable == "order-created" { // one per order: the busiest
 				workers = max(consumers/2, 2)
 			}
-			w, err := s.js.consumeEvents(bg, durable, workers, h)
+			w, err := s.js.ConsumeEvents(bg, durable, workers, h)
 			if err != nil {
 				return fail(err)
 			}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 )
 
 // A payment callback is signed by the provider, as payment providers sign
@@ -110,7 +112,7 @@ func (g *guard) verifyCallback(ctx context.Context, header string, body []byte) 
 	}
 	// Used once: remembered for twice the tolerance (a timestamp is
 	// accepted up to the tolerance either side of now).
-	first, err := g.stores.useOnce(ctx, storeKey(g.prefix, "sig", match), 2*g.cfg.Tolerance)
+	first, err := g.stores.UseOnce(ctx, guardstore.Key(g.prefix, "sig", match), 2*g.cfg.Tolerance)
 	if err != nil {
 		return "", err
 	}

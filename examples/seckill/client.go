@@ -13,7 +13,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -58,18 +60,18 @@ func (c *client) do(req *http.Request) (int, http.Header, map[string]any) {
 }
 
 // click is one buyer pressing "buy": POST /orders, with the errors of
-// service.click for the answers (errBusy also for 429 and 409
+// service.click for the answers (broker.ErrBusy also for 429 and 409
 // in_progress, after waiting for Retry-After). key is the click's
 // Idempotency-Key: a retry of the same click sends the same key.
-func (c *client) click(ctx context.Context, buyer int64, key string) (reservation, error) {
+func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.Reservation, error) {
 	tok, err := c.token(buyer)
 	if err != nil {
-		return reservation{}, err
+		return frontdoor.Reservation{}, err
 	}
-	var res reservation
+	var res frontdoor.Reservation
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, reservationSink{}, &res), "POST", "/orders", http.NoBody)
 	if err != nil {
-		return reservation{}, err
+		return frontdoor.Reservation{}, err
 	}
 	req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:40000", byte(buyer>>16), byte(buyer>>8), byte(buyer))
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -85,15 +87,15 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (reservatio
 		}
 		return res, nil
 	case code == http.StatusGone:
-		return res, errFrontSoldOut
+		return res, frontdoor.ErrSoldOut
 	case code == http.StatusConflict && status == "already_reserved":
-		return res, errAlreadyBought
+		return res, frontdoor.ErrAlreadyBought
 	case code == http.StatusForbidden:
-		return res, errSaleClosed
+		return res, frontdoor.ErrSaleClosed
 	case code == http.StatusServiceUnavailable && status == statusUnavailable && out["reason"] != "store":
-		return res, errFrontDoorDown
+		return res, frontdoor.ErrDown
 	case code == http.StatusServiceUnavailable:
-		return res, errBusy
+		return res, broker.ErrBusy
 	case code == http.StatusTooManyRequests || (code == http.StatusConflict && status == statusInProgress):
 		wait, _ := strconv.Atoi(h.Get("Retry-After"))
 		select {
@@ -101,7 +103,7 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (reservatio
 			return res, ctx.Err()
 		case <-time.After(time.Duration(max(wait, 1)) * time.Second):
 		}
-		return res, errBusy
+		return res, broker.ErrBusy
 	}
 	return res, fmt.Errorf("POST /orders: %d %v", code, out)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -83,7 +84,7 @@ func TestFaultNATSKilledRestarted(t *testing.T) {
 			// Down until a publish has failed and is being sent again (at
 			// most 10s): a restart within a publish's PubAck wait would
 			// let the client's reconnect buffer deliver it unnoticed.
-			for deadline := time.Now().Add(10 * time.Second); svc.js.resends.Load() == 0 && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); svc.js.Resends.Load() == 0 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -101,7 +102,7 @@ func TestFaultNATSKilledRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSale(t, cfg, rep)
-	if svc.js.resends.Load() == 0 {
+	if svc.js.Resends.Load() == 0 {
 		t.Error("no publish was sent again: the outage did not reach the publishers")
 	}
 }
@@ -119,7 +120,7 @@ func TestFaultConsumerKilledBetweenCommitAndAck(t *testing.T) {
 	const crashes = 20
 	var crashed atomic.Int64
 	hooks := &saleHooks{started: func(s *service) {
-		s.js.crashAfterCommit = func(message) bool { return crashed.Add(1) <= crashes }
+		s.js.CrashAfterCommit = func(broker.Message) bool { return crashed.Add(1) <= crashes }
 	}}
 	rep, err := runSaleHooked(ctx, pgtest.Pool(t), cfg, nil, nil, hooks)
 	if err != nil {
@@ -147,7 +148,7 @@ func TestFaultPubAckTimeoutsAtRelay(t *testing.T) {
 	var svc *service
 	hooks := &saleHooks{started: func(s *service) {
 		svc = s
-		s.js.dropPubAck = func(m outbox.Message) bool {
+		s.js.DropPubAck = func(m outbox.Message) bool {
 			if m.Attempt != 1 || n.Add(1)%4 != 0 {
 				return false
 			}
@@ -168,7 +169,7 @@ func TestFaultPubAckTimeoutsAtRelay(t *testing.T) {
 	if lost == 0 {
 		t.Fatal("no PubAck was dropped")
 	}
-	if got := svc.js.eventDedup.Load(); got < lost {
+	if got := svc.js.EventDedup.Load(); got < lost {
 		t.Errorf("%d republished events recognised as duplicates by the stream, want at least the %d whose PubAck was lost", got, lost)
 	}
 }
@@ -186,7 +187,7 @@ func TestPoisonOrderMessageRecorded(t *testing.T) {
 	hooks := &saleHooks{started: func(s *service) {
 		svc = s
 		for _, id := range []uuid.UUID{poisonID, poisonID} { // published twice: stored once
-			if err := s.q.Publish(ctx, message{ID: id, Body: []byte(`{"not": "an order"}`)}); err != nil {
+			if err := s.q.Publish(ctx, broker.Message{ID: id, Body: []byte(`{"not": "an order"}`)}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -9,13 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 )
 
 // guard is the HTTP face's security: the keys, the store of what it
 // remembers between requests, and the counters of what it refused.
 type guard struct {
 	cfg    securityConfig
-	stores guardStore
+	stores guardstore.Store
 	prefix string // of the store's keys
 	log    *slog.Logger
 
@@ -36,9 +38,9 @@ func newGuard(s *service, cfg securityConfig) (*guard, error) {
 	}
 	g := &guard{cfg: cfg, log: s.log, prefix: "seckill:" + s.Schema + ":http:"}
 	if s.rdb != nil {
-		g.stores = redisGuardStore{s.rdb}
+		g.stores = guardstore.NewRedis(s.rdb)
 	} else {
-		g.stores = newMemGuardStore()
+		g.stores = guardstore.NewMemory()
 	}
 	m := s.metrics
 	g.refusedCallbacks = m.counter("seckill_callbacks_refused_total",

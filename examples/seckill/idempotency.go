@@ -10,6 +10,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 )
 
 // POST /orders takes an Idempotency-Key header (the IETF httpapi draft,
@@ -104,7 +106,7 @@ func (c *capture) Write(b []byte) (int, error) {
 
 // newClaim prepares the claim of key in namespace ns for a request whose
 // raw body is body.
-func (g *guard) newClaim(r *http.Request, ns, key string, body []byte) *claimOp {
+func (g *guard) newClaim(r *http.Request, ns, key string, body []byte) *guardstore.Claim {
 	fp := sha256.New()
 	fp.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
 	fp.Write(body)
@@ -112,20 +114,20 @@ func (g *guard) newClaim(r *http.Request, ns, key string, body []byte) *claimOp 
 	_, _ = rand.Read(owner)
 	rec := idemRecord{Fingerprint: hex.EncodeToString(fp.Sum(nil)), Owner: hex.EncodeToString(owner)}
 	pending, _ := json.Marshal(rec)
-	return &claimOp{key: storeKey(g.prefix, "idem:"+ns, key), pending: string(pending), lease: g.cfg.PendingLease, fingerprint: rec.Fingerprint}
+	return &guardstore.Claim{Key: guardstore.Key(g.prefix, "idem:"+ns, key), Pending: string(pending), Lease: g.cfg.PendingLease, Fingerprint: rec.Fingerprint}
 }
 
 // idempotent runs h once for a claim the store ran (guard.allow): see
 // above.
-func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *claimOp, h func(ctx context.Context, w http.ResponseWriter)) {
-	if !claim.claimed {
+func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *guardstore.Claim, h func(ctx context.Context, w http.ResponseWriter)) {
+	if !claim.Claimed {
 		var rec idemRecord
-		if err := json.Unmarshal([]byte(claim.held), &rec); err != nil {
+		if err := json.Unmarshal([]byte(claim.Held), &rec); err != nil {
 			g.internalError(w, r, errors.Join(errors.New("idempotency record unreadable"), err))
 			return
 		}
 		switch {
-		case rec.Fingerprint != claim.fingerprint:
+		case rec.Fingerprint != claim.Fingerprint:
 			g.idemOutcomes.inc(1, "conflict")
 			writeError(w, http.StatusUnprocessableEntity, statusMismatch, "this "+idempotencyHeader+" was used with another request body")
 		case !rec.Done:
@@ -156,11 +158,11 @@ func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *claimO
 	}
 	final := ""
 	if storable(c.code) {
-		rec := idemRecord{Fingerprint: claim.fingerprint, Done: true, Code: c.code, RetryAfter: c.header.Get("Retry-After"), Body: c.body.Bytes()}
+		rec := idemRecord{Fingerprint: claim.Fingerprint, Done: true, Code: c.code, RetryAfter: c.header.Get("Retry-After"), Body: c.body.Bytes()}
 		b, _ := json.Marshal(rec)
 		final = string(b)
 	}
-	if ok, err := g.stores.settle(ctx, claim.key, claim.pending, final, g.cfg.IdempotencyTTL); err != nil || !ok {
+	if ok, err := g.stores.Settle(ctx, claim.Key, claim.Pending, final, g.cfg.IdempotencyTTL); err != nil || !ok {
 		g.log.WarnContext(ctx, "idempotency record not settled", "ok", ok, "error", err)
 	}
 	for k, v := range c.header {

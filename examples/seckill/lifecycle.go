@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
@@ -23,7 +25,7 @@ import (
 // RELEASE_PENDING → RELEASED), idempotently.
 func (s *service) publisher() func(context.Context, []outbox.Message) []error {
 	if s.js != nil {
-		return s.js.eventPublisher(s.countPublished)
+		return s.js.EventPublisher(s.countPublished)
 	}
 	return func(ctx context.Context, msgs []outbox.Message) []error {
 		errs := make([]error, 0, len(msgs))
@@ -42,7 +44,7 @@ func (s *service) publisher() func(context.Context, []outbox.Message) []error {
 			if m.Tag == flow.TagFrontDoorRelease {
 				// The real stack's consumer, run here: a failed release is
 				// not published, and the relay tries it again.
-				if err := s.releaseConsumer()(ctx, message{ID: m.EventID, Body: m.Payload, TraceParent: m.Headers[traceHeader]}); err != nil {
+				if err := s.releaseConsumer()(ctx, broker.Message{ID: m.EventID, Body: m.Payload, TraceParent: m.Headers[traceHeader]}); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -63,12 +65,12 @@ func (s *service) countPublished(m outbox.Message) {
 	}
 }
 
-func (s *service) countRelease(r releaseResult, err error) {
+func (s *service) countRelease(r frontdoor.ReleaseResult, err error) {
 	switch {
 	case err != nil:
-	case r == released:
+	case r == frontdoor.Released:
 		s.stats.releases.Add(1)
-	case r == releasedAlready:
+	case r == frontdoor.ReleasedAlready:
 		s.stats.releasesAlready.Add(1)
 	default:
 		s.stats.releasesUnknown.Add(1)
@@ -101,8 +103,8 @@ func reservationIDOf(payload []byte) (uuid.UUID, error) {
 // inbox row and is acked without being applied again. apply's effect
 // outside PostgreSQL (Redis, the buyer) must itself be idempotent: it runs
 // before COMMIT, and a transaction that fails after it is retried.
-func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, message) error {
-	return func(ctx context.Context, m message) error {
+func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, broker.Message) error {
+	return func(ctx context.Context, m broker.Message) error {
 		ctx = continueTrace(ctx, m.TraceParent)
 		key := inbox.Key{Group: group, MessageID: m.ID}
 		var code string
@@ -128,7 +130,7 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 			s.stats.eventDuplicates.Add(1)
 			return nil
 		case s.js != nil && (errors.Is(err, flow.ErrPoison) || errors.Is(err, inbox.ErrPayloadMismatch)):
-			if perr := s.recordPoison(ctx, s.js.eventStream, m, 0, err); perr != nil {
+			if perr := s.recordPoison(ctx, s.js.EventStream, m, 0, err); perr != nil {
 				return perr
 			}
 			s.stats.poison.Add(1)
@@ -140,8 +142,8 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 
 // eventHandlers are the consumers of the real stack's events, by durable
 // consumer name.
-func (s *service) eventHandlers() map[string]func(context.Context, message) error {
-	return map[string]func(context.Context, message) error{
+func (s *service) eventHandlers() map[string]func(context.Context, broker.Message) error {
+	return map[string]func(context.Context, broker.Message) error{
 		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, func(_ context.Context, _ pgx.Tx, p []byte) (string, error) {
 			id, err := orderIDOf(p)
 			if err != nil {
@@ -168,9 +170,9 @@ func (s *service) eventHandlers() map[string]func(context.Context, message) erro
 // door refuses is counted (flow.Service.FrontDoorReleaseFailed) and the
 // event delivered again, until the reservation is MANUAL_REQUIRED: then
 // the event is completed and a human takes over. A front door that is down
-// (errFrontDoorDown: Redis away or being rebuilt) is waited out, not
+// (frontdoor.ErrDown: Redis away or being rebuilt) is waited out, not
 // counted: an outage is not the release failing.
-func (s *service) releaseConsumer() func(context.Context, message) error {
+func (s *service) releaseConsumer() func(context.Context, broker.Message) error {
 	return s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, func(ctx context.Context, tx pgx.Tx, p []byte) (string, error) {
 		id, err := reservationIDOf(p)
 		if err != nil {
@@ -179,7 +181,7 @@ func (s *service) releaseConsumer() func(context.Context, message) error {
 		r, err := s.front.Release(ctx, id, 0)
 		s.countRelease(r, err)
 		switch {
-		case errors.Is(err, errFrontDoorDown):
+		case errors.Is(err, frontdoor.ErrDown):
 			return "", err // not acked, delivered again
 		case err != nil:
 			s.stats.releaseFailures.Add(1)

@@ -359,7 +359,7 @@ func testHTTPBusy(t *testing.T, stack string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st.totalAvailable()
+		return st.TotalAvailable()
 	}
 	before := available()
 	code, out := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2})

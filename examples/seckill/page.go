@@ -9,13 +9,13 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 )
 
 // The operator view: GET / is one HTML page (page.html, embedded) that
@@ -300,13 +300,13 @@ func auditLine(checks []flow.Check, live bool) checkLine {
 	return l
 }
 
-func reconcileLine(rec *reconciliation) checkLine {
+func reconcileLine(rec *reconcile.Result) checkLine {
 	l := checkLine{Status: "PASS", At: time.Now()}
 	if !rec.Passed() {
 		l.Status = "FAIL"
 	}
 	var b strings.Builder
-	rec.print(&b)
+	rec.Print(&b)
 	for line := range strings.Lines(b.String()) {
 		line = strings.TrimSpace(line)
 		if line != "" && !strings.HasPrefix(line, "reconciliation") {
@@ -329,8 +329,8 @@ func (s *service) quiet(ctx context.Context) bool {
 // reconcileSettled reconciles; the three stores cannot be read at one
 // instant, so an unexplained result is read again, up to three times,
 // 100ms apart; a difference that stays is reported.
-func (s *service) reconcileSettled(ctx context.Context) (*reconciliation, error) {
-	var rec *reconciliation
+func (s *service) reconcileSettled(ctx context.Context) (*reconcile.Result, error) {
+	var rec *reconcile.Result
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 {
@@ -354,20 +354,7 @@ func (s *service) frontAvailable(ctx context.Context) ([]int64, error) {
 		st, err := s.front.State(ctx)
 		return st.Available, err
 	}
-	f := s.rfront
-	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int64, f.buckets)
-	for k, v := range stock {
-		b, err1 := strconv.Atoi(k)
-		n, err2 := strconv.ParseInt(v, 10, 64)
-		if err1 == nil && err2 == nil && b >= 0 && b < len(out) {
-			out[b] = n
-		}
-	}
-	return out, nil
+	return s.rfront.Available(ctx)
 }
 
 // since returns the durations recorded from index i on and the new index.

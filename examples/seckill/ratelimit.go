@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 )
 
 // The front door limits POST /orders per client address and per buyer: at
@@ -31,20 +33,20 @@ const rateWindow = time.Second
 // 429 answered; the claim, if it stored, is given back) or the store
 // failed (503 answered, with "reason": "store": a limit that cannot be
 // checked is not waived).
-func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64, claim *claimOp) bool {
+func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64, claim *guardstore.Claim) bool {
 	var keys []string
 	var limits []int
 	var scopes []string
 	if g.cfg.AddrRate >= 0 {
-		keys, limits, scopes = append(keys, storeKey(g.prefix, "rate:"+scopeAddress, clientAddr(r))), append(limits, g.cfg.AddrRate), append(scopes, scopeAddress)
+		keys, limits, scopes = append(keys, guardstore.Key(g.prefix, "rate:"+scopeAddress, clientAddr(r))), append(limits, g.cfg.AddrRate), append(scopes, scopeAddress)
 	}
 	if buyer != 0 && g.cfg.BuyerRate >= 0 {
-		keys, limits, scopes = append(keys, storeKey(g.prefix, "rate:"+scopeBuyer, strconv.FormatInt(buyer, 10))), append(limits, g.cfg.BuyerRate), append(scopes, scopeBuyer)
+		keys, limits, scopes = append(keys, guardstore.Key(g.prefix, "rate:"+scopeBuyer, strconv.FormatInt(buyer, 10))), append(limits, g.cfg.BuyerRate), append(scopes, scopeBuyer)
 	}
 	if len(keys) == 0 && claim == nil {
 		return true
 	}
-	waits, err := g.stores.hit(r.Context(), keys, limits, rateWindow, claim)
+	waits, err := g.stores.Hit(r.Context(), keys, limits, rateWindow, claim)
 	if err != nil {
 		g.storeDown(w, r, "rate limit", err)
 		return false
@@ -53,8 +55,8 @@ func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64, claim
 		if wait <= 0 {
 			continue
 		}
-		if claim != nil && claim.claimed {
-			if _, err := g.stores.settle(r.Context(), claim.key, claim.pending, "", 0); err != nil {
+		if claim != nil && claim.Claimed {
+			if _, err := g.stores.Settle(r.Context(), claim.Key, claim.Pending, "", 0); err != nil {
 				g.log.WarnContext(r.Context(), "idempotency claim not given back; it lapses with its lease", "error", err)
 			}
 		}

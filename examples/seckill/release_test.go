@@ -13,7 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/inventory"
 )
@@ -88,7 +91,7 @@ func TestReleaseEventDuplicateChangesNothing(t *testing.T) {
 				t.Fatal("the front door still holds the released reservation")
 			}
 			// Then the same release under a new message id.
-			if err := h(ctx, message{ID: uuid.Must(uuid.NewV7()), Body: ev.Body}); err != nil {
+			if err := h(ctx, broker.Message{ID: uuid.Must(uuid.NewV7()), Body: ev.Body}); err != nil {
 				t.Fatal(err)
 			}
 			if again := resv(); again.Version != after.Version || again.Status != inventory.StatusReleased {
@@ -131,7 +134,7 @@ func TestReleaseFailuresReachManualRequired(t *testing.T) {
 			cfg.ReleaseFailures = 3
 			useStack(t, &cfg, stack, false)
 			ref := &refusingFront{pool: pool, schema: cfg.Schema, max: 2, calls: map[uuid.UUID]int{}}
-			hooks := &saleHooks{started: func(s *service) { ref.frontDoor, s.front = s.front, ref }}
+			hooks := &saleHooks{started: func(s *service) { ref.Door, s.front = s.front, ref }}
 			rep, err := runSaleHooked(ctx, pool, cfg, nil, nil, hooks)
 			if err != nil {
 				t.Fatal(err)
@@ -176,7 +179,7 @@ func TestReleaseFailuresReachManualRequired(t *testing.T) {
 					unexplained[d.Class] += d.Count
 				}
 			}
-			if unexplained[flow.ClassManualRequired] != 2 || unexplained[heldManualRequired] != 2 || len(unexplained) != 2 {
+			if unexplained[flow.ClassManualRequired] != 2 || unexplained[reconcile.HeldManualRequired] != 2 || len(unexplained) != 2 {
 				t.Errorf("unexplained differences %v; want exactly the two reservations, in the reports and at the front door", unexplained)
 			}
 			if rep.Passed() || !strings.Contains(out.String(), "reconciliation: FAILED") {
@@ -190,7 +193,7 @@ func TestReleaseFailuresReachManualRequired(t *testing.T) {
 // event-driven release of the first max reservations found
 // RELEASE_PENDING (cancelled orders), and counts the attempts.
 type refusingFront struct {
-	frontDoor
+	frontdoor.Door
 	pool   *pgxpool.Pool
 	schema string
 	max    int
@@ -199,9 +202,9 @@ type refusingFront struct {
 	calls map[uuid.UUID]int
 }
 
-func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error) {
+func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (frontdoor.ReleaseResult, error) {
 	if forgetUser != 0 { // a refused publish's own release, not an event's
-		return f.frontDoor.Release(ctx, id, forgetUser)
+		return f.Door.Release(ctx, id, forgetUser)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -219,12 +222,12 @@ func (f *refusingFront) Release(ctx context.Context, id uuid.UUID, forgetUser in
 		f.calls[id]++
 		return 0, errors.New("the front door refused the release")
 	}
-	return f.frontDoor.Release(ctx, id, forgetUser)
+	return f.Door.Release(ctx, id, forgetUser)
 }
 
-func orderBody(s *service, r reservation) ([]byte, error) {
+func orderBody(s *service, r frontdoor.Reservation) ([]byte, error) {
 	var body []byte
-	q := &captureQueue{broker: s.q, got: &body}
+	q := &captureQueue{Broker: s.q, got: &body}
 	orig := s.q
 	s.q = q
 	defer func() { s.q = orig }()
@@ -234,15 +237,18 @@ func orderBody(s *service, r reservation) ([]byte, error) {
 
 // captureQueue keeps a published body instead of sending it.
 type captureQueue struct {
-	broker
+	broker.Broker
 	got *[]byte
 }
 
-func (c *captureQueue) Publish(_ context.Context, m message) error { *c.got = m.Body; return nil }
+func (c *captureQueue) Publish(_ context.Context, m broker.Message) error {
+	*c.got = m.Body
+	return nil
+}
 
-func releaseEvent(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string, id uuid.UUID) message {
+func releaseEvent(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string, id uuid.UUID) broker.Message {
 	t.Helper()
-	var m message
+	var m broker.Message
 	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT event_id, payload FROM %s.event_outbox WHERE dedup_key = $1`, pgx.Identifier{schema}.Sanitize()),
 		flow.TagFrontDoorRelease+":"+id.String()).Scan(&m.ID, &m.Body); err != nil {
 		t.Fatal(err)
@@ -296,7 +302,7 @@ func TestReconcileReportsFailOnLostEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var printed strings.Builder
-	rec.print(&printed)
+	rec.Print(&printed)
 	t.Log("\n" + printed.String())
 	found := false
 	for _, d := range rec.Differences {

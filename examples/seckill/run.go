@@ -16,7 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 )
 
 // config is everything a run can be told (see the flags in main.go).
@@ -27,7 +30,7 @@ type config struct {
 	// RedisURL and NATSURL name the running servers of the real stack.
 	RedisURL, NATSURL string
 	// JetStream tunes the broker of the real stack (zero: defaults).
-	JetStream jsConfig
+	JetStream broker.JetStreamConfig
 
 	Schema    string
 	Stock     int
@@ -105,7 +108,7 @@ type report struct {
 	ReleaseFailures, ReleasesManual                            int64
 	EventDuplicates                                            int64
 	E2E50, E2E99                                               time.Duration
-	Reconciliation                                             *reconciliation
+	Reconciliation                                             *reconcile.Result
 	Offered, FrontAccepted, FrontSoldOut, FrontAlready, Busy   int64
 	Created, Already, UserAlready, SoldOut, Duplicates, Poison int64
 	Deliveries, Redeliveries, TxErrors, Retries, UnknownCmts   int64
@@ -397,7 +400,7 @@ func (run *saleRun) sell() (seconds float64, _ error) {
 	}
 	run.rng.Shuffle(len(clicks), func(i, j int) { clicks[i], clicks[j] = clicks[j], clicks[i] })
 	var (
-		resent   []reservation
+		resent   []frontdoor.Reservation
 		resentMu sync.Mutex
 		next     atomic.Int64
 		clickers sync.WaitGroup
@@ -422,7 +425,7 @@ func (run *saleRun) sell() (seconds float64, _ error) {
 		return 0, ctx.Err()
 	}
 	for _, r := range resent { // a scanner re-sends reservations under new message ids
-		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), errBusy) && ctx.Err() == nil {
+		for errors.Is(s.publish(ctx, r, uuid.Must(uuid.NewV7())), broker.ErrBusy) && ctx.Err() == nil {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
@@ -434,7 +437,7 @@ func (run *saleRun) sell() (seconds float64, _ error) {
 
 // click is the i-th click of the sale, retried through back-pressure and
 // front-door recovery; ok reports a reservation.
-func (run *saleRun) click(i int, clicks []int64) (_ reservation, ok bool) {
+func (run *saleRun) click(i int, clicks []int64) (_ frontdoor.Reservation, ok bool) {
 	ctx, s, u := run.ctx, run.s, clicks[i]
 	if run.hooks != nil && run.hooks.click != nil {
 		run.hooks.click(i, len(clicks))
@@ -444,16 +447,16 @@ func (run *saleRun) click(i int, clicks []int64) (_ reservation, ok bool) {
 	// Back-pressure or recovery: the buyer retries a moment later, until
 	// the run is cancelled (its consumers then stop, and a full queue
 	// stays full).
-	for (errors.Is(err, errBusy) || errors.Is(err, errFrontDoorDown)) && ctx.Err() == nil {
+	for (errors.Is(err, broker.ErrBusy) || errors.Is(err, frontdoor.ErrDown)) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
-		if errors.Is(err, errFrontDoorDown) {
+		if errors.Is(err, frontdoor.ErrDown) {
 			time.Sleep(20 * time.Millisecond)
 			s.stats.clicks.Add(-1) // the same buyer's click, counted once (busy ones are subtracted in the report)
 		}
 		r, err = run.web.click(ctx, u, key)
 	}
 	if err != nil {
-		return reservation{}, false
+		return frontdoor.Reservation{}, false
 	}
 	if run.chance(run.cfg.FrontForget) { // a front-door failover loses this buyer: a second click gets through
 		if err := s.front.Forget(ctx, u); err == nil {
@@ -559,11 +562,11 @@ func (s *service) waitEventsConsumed(ctx context.Context) error {
 		return nil
 	}
 	for {
-		st, err := s.js.state(ctx)
+		st, err := s.js.State(ctx)
 		if err == nil {
 			idle := true
 			for _, c := range st.Consumers {
-				if c.Stream == s.js.eventStream && c.Pending+c.AckPending > 0 {
+				if c.Stream == s.js.EventStream && c.Pending+c.AckPending > 0 {
 					idle = false
 				}
 			}
@@ -656,6 +659,6 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintln(w, "audit: FAILED")
 	}
 	if r.Reconciliation != nil {
-		r.Reconciliation.print(w)
+		r.Reconciliation.Print(w)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/guardstore"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
@@ -466,7 +467,7 @@ func TestRateLimits(t *testing.T) {
 			a, srv := secAPI(t, stack, securityConfig{BuyerRate: 2, AddrRate: 5}, nil)
 			// The windows themselves, with a window no test outlasts.
 			for i := 1; i <= 4; i++ {
-				waits, err := a.g.stores.hit(ctx, []string{storeKey(a.g.prefix, "test", "w"), storeKey(a.g.prefix, "test", "v")}, []int{3, 1}, time.Hour, nil)
+				waits, err := a.g.stores.Hit(ctx, []string{guardstore.Key(a.g.prefix, "test", "w"), guardstore.Key(a.g.prefix, "test", "v")}, []int{3, 1}, time.Hour, nil)
 				if err != nil || len(waits) != 2 || (i <= 3) != (waits[0] == 0) || (i > 3 && (waits[0] <= 0 || waits[0] > time.Hour)) ||
 					(i <= 1) != (waits[1] == 0) {
 					t.Fatalf("hit %d of limits 3 and 1: waits %v, %v", i, waits, err)

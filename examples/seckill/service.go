@@ -17,7 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/examples/internal/orderid"
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -57,10 +59,10 @@ type service struct {
 	*flow.Service
 	log *slog.Logger
 
-	front  frontDoor
-	q      broker
-	rfront *redisFront // the real stack's front door; nil with -stack memory
-	js     *jsStack    // the real stack's broker; nil with -stack memory
+	front  frontdoor.Door
+	q      broker.Broker
+	rfront *frontdoor.Redis  // the real stack's front door; nil with -stack memory
+	js     *broker.JetStream // the real stack's broker; nil with -stack memory
 	rdb    redis.UniversalClient
 	ids    orderid.Generator
 
@@ -126,7 +128,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, fmt.Errorf("create the poison message table: %w", err)
 	}
 	nextOrder := func() int64 { return s.ids.Next() }
-	qcfg := queueConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
+	qcfg := broker.MemoryConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
 	if cfg.Stack != stackReal {
 		st, err := fs.Inventory.Stock(ctx, pool, item.ActivityID, item.SKUID)
 		if err != nil {
@@ -137,15 +139,15 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		for i, b := range buckets {
 			stock[i] = b.Available
 		}
-		s.front = newMemFront(stock, nextOrder)
-		s.q = newMemQueue(qcfg)
+		s.front = frontdoor.NewMemory(stock, nextOrder)
+		s.q = broker.NewMemory(qcfg)
 		return s, nil
 	}
 
 	if s.rdb, err = newRedisClient(cfg.RedisURL); err != nil {
 		return nil, err
 	}
-	s.rfront = newRedisFront(s.rdb, "seckill:"+cfg.Schema, item, nextOrder)
+	s.rfront = frontdoor.NewRedis(s.rdb, "seckill:"+cfg.Schema, item, nextOrder)
 	s.front = s.rfront
 	if err := s.warmUp(ctx); err != nil {
 		s.rdb.Close()
@@ -153,12 +155,12 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	}
 	jcfg := cfg.JetStream
 	jcfg.Depth, jcfg.DupRate = cfg.QueueDepth, cfg.DupRate
-	s.js, err = newJSStack(ctx, cfg.NATSURL, cfg.Schema, jcfg, log)
+	s.js, err = broker.NewJetStream(ctx, cfg.NATSURL, cfg.Schema, jcfg, log)
 	if err != nil {
 		s.rdb.Close()
 		return nil, err
 	}
-	s.js.onPoison = s.recordPoison
+	s.js.OnPoison = s.recordPoison
 	s.q = s.js
 	if err := s.guardInboxRetention(ctx, cfg.Citus); err != nil {
 		s.js.Close()
@@ -202,7 +204,7 @@ const poisonDDL = `CREATE TABLE IF NOT EXISTS %s (
 
 // recordPoison stores a message that will never be processed. Recording
 // the same message again changes nothing.
-func (s *service) recordPoison(ctx context.Context, stream string, m message, deliveries uint64, cause error) error {
+func (s *service) recordPoison(ctx context.Context, stream string, m broker.Message, deliveries uint64, cause error) error {
 	s.log.Error("poison message recorded for review", "stream", stream, "message_id", m.ID, "deliveries", deliveries, "error", cause)
 	_, err := s.Pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{s.Schema, "poison_message"}.Sanitize()+
 		` (stream, message_id, deliveries, error, body) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
@@ -214,7 +216,7 @@ func (s *service) recordPoison(ctx context.Context, stream string, m message, de
 // Whatever the keys held before (a previous run on the same schema) is
 // replaced: PostgreSQL is the truth, and nothing is in flight yet.
 func (s *service) warmUp(ctx context.Context) error {
-	img, err := loadFrontImage(ctx, s.Service)
+	img, err := frontdoor.LoadImage(ctx, s.Service)
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,7 @@ func (s *service) warmUp(ctx context.Context) error {
 // flight and the order messages already queued finish (so PostgreSQL
 // knows every reservation made before the loss), then copy PostgreSQL's
 // counters and reservations into Redis in one MULTI. Clicks meanwhile are
-// answered errFrontDoorDown.
+// answered frontdoor.ErrDown.
 func (s *service) recoverFrontDoor() {
 	if s.rfront == nil || !s.rebuilding.CompareAndSwap(false, true) {
 		return
@@ -245,7 +247,7 @@ func (s *service) recoverFrontDoor() {
 			}
 		}
 		for {
-			ok, err := s.rfront.built(ctx)
+			ok, err := s.rfront.Built(ctx)
 			if err == nil && ok {
 				return // not lost after all (a connection blip)
 			}
@@ -263,13 +265,13 @@ func (s *service) recoverFrontDoor() {
 			if err := s.q.WaitIdle(ctx); err != nil {
 				return
 			}
-			img, err := loadFrontImage(ctx, s.Service)
+			img, err := frontdoor.LoadImage(ctx, s.Service)
 			if err == nil {
 				err = s.rfront.Rebuild(ctx, img, time.Now().Add(-time.Second))
 			}
 			if err == nil {
 				s.stats.rebuilds.Add(1)
-				s.log.Warn("front door rebuilt from PostgreSQL", "reservations", len(img.resv))
+				s.log.Warn("front door rebuilt from PostgreSQL", "reservations", img.Reservations())
 				return
 			}
 			s.log.Warn("front door rebuild failed; trying again", "error", err)
@@ -297,28 +299,28 @@ func (s *service) closeNow() {
 
 // click is one buyer pressing "buy": the front door reserves or refuses,
 // and a reservation becomes an order message. It is what POST /orders does.
-func (s *service) click(ctx context.Context, user int64) (reservation, error) {
+func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation, error) {
 	if _, ok := traceFrom(ctx); !ok {
 		ctx = continueTrace(ctx, "") // a click that did not come over HTTP starts its trace here
 	}
 	s.stats.clicks.Add(1)
 	if s.rebuilding.Load() {
 		s.stats.frontDown.Add(1)
-		return reservation{}, errFrontDoorDown
+		return frontdoor.Reservation{}, frontdoor.ErrDown
 	}
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	r, err := s.front.Reserve(ctx, user)
 	switch {
-	case errors.Is(err, errFrontSoldOut):
+	case errors.Is(err, frontdoor.ErrSoldOut):
 		s.stats.frontSoldOut.Add(1)
 		return r, err
-	case errors.Is(err, errAlreadyBought):
+	case errors.Is(err, frontdoor.ErrAlreadyBought):
 		s.stats.frontAlready.Add(1)
 		return r, err
-	case errors.Is(err, errSaleClosed):
+	case errors.Is(err, frontdoor.ErrSaleClosed):
 		return r, err
-	case errors.Is(err, errFrontDoorDown):
+	case errors.Is(err, frontdoor.ErrDown):
 		s.stats.frontDown.Add(1)
 		s.recoverFrontDoor()
 		return r, err
@@ -326,7 +328,7 @@ func (s *service) click(ctx context.Context, user int64) (reservation, error) {
 		return r, err
 	}
 	if err := s.publish(ctx, r, uuid.Must(uuid.NewV7())); err != nil {
-		if !errors.Is(err, errBusy) {
+		if !errors.Is(err, broker.ErrBusy) {
 			// No definite answer from the broker: the message may be in
 			// the stream. The reservation stays held; the reconciliation
 			// names it if no order follows.
@@ -347,7 +349,7 @@ func (s *service) click(ctx context.Context, user int64) (reservation, error) {
 }
 
 // publish sends the order message for r with the given message id.
-func (s *service) publish(ctx context.Context, r reservation, messageID uuid.UUID) error {
+func (s *service) publish(ctx context.Context, r frontdoor.Reservation, messageID uuid.UUID) error {
 	body, err := json.Marshal(flow.OrderMessage{
 		RequestID: r.RequestID, ReservationID: r.ReservationID, OrderID: r.OrderID,
 		ActivityID: s.Item.ActivityID, SKUID: s.Item.SKUID, UserID: r.UserID, Bucket: r.Bucket,
@@ -358,12 +360,12 @@ func (s *service) publish(ctx context.Context, r reservation, messageID uuid.UUI
 	if err != nil {
 		return err
 	}
-	return s.q.Publish(ctx, message{ID: messageID, Body: body, TraceParent: traceparentOf(ctx)})
+	return s.q.Publish(ctx, broker.Message{ID: messageID, Body: body, TraceParent: traceparentOf(ctx)})
 }
 
 // consume handles one delivery: nil acknowledges it, an error leaves it
 // unacknowledged, to be delivered again.
-func (s *service) consume(ctx context.Context, m message) error {
+func (s *service) consume(ctx context.Context, m broker.Message) error {
 	ctx = continueTrace(ctx, m.TraceParent)
 	start := time.Now()
 	place := s.PlaceOrder

@@ -1,4 +1,4 @@
-package main
+package reconcile
 
 import (
 	"context"
@@ -11,31 +11,25 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 )
 
-// The reconciliation compares the three stores: the
-// front door (Redis) against PostgreSQL's buckets against the ledger, the
-// orders by status against the ledger by type, and the events by status
-// against the stream and the consumers' inbox rows. It changes nothing:
-// every difference gets a name and a class, explained (a known, bounded
-// state: in flight, deliberate drift, recorded poison) or not. An
-// unexplained difference fails the run.
-
-// heldManualRequired is the class of a reservation the front door still
+// HeldManualRequired is the class of a reservation the front door still
 // holds because it refused the release too often.
-const heldManualRequired = "held: the front door refused its release too often, reservation MANUAL_REQUIRED (needs a human)"
+const HeldManualRequired = "held: the front door refused its release too often, reservation MANUAL_REQUIRED (needs a human)"
 
-// difference is one named finding of the reconciliation.
-type difference struct {
+// Difference is one named finding of the reconciliation.
+type Difference struct {
 	Where     string `json:"where"`
 	Class     string `json:"class"`
 	Count     int64  `json:"count"`
 	Explained bool   `json:"explained"`
 }
 
-// bucketLine is one bucket in the three tables.
-type bucketLine struct {
+// BucketLine is one bucket in the three tables.
+type BucketLine struct {
 	Bucket          int16 `json:"bucket"`
 	FrontAvailable  int64 `json:"front_available"`
 	FrontHeld       int64 `json:"front_held"`
@@ -47,8 +41,8 @@ type bucketLine struct {
 	LiveOrders      int64 `json:"live_orders"`
 }
 
-// eventLine is one event type across outbox, stream and consumer.
-type eventLine struct {
+// EventLine is one event type across outbox, stream and consumer.
+type EventLine struct {
 	Tag             string `json:"tag"`
 	Pending         int64  `json:"outbox_waiting"` // PENDING, SENDING or RETRY
 	Sent            int64  `json:"outbox_sent"`
@@ -60,12 +54,13 @@ type eventLine struct {
 	Poison          int64  `json:"poison"`
 }
 
-// reconciliation is the result.
-type reconciliation struct {
-	Buckets        []bucketLine     `json:"buckets"`
+// Result is a reconciliation: the three tables (buckets, events, order
+// messages), PostgreSQL's counts and reports, and every difference found.
+type Result struct {
+	Buckets        []BucketLine     `json:"buckets"`
 	OrdersByStatus map[string]int64 `json:"orders_by_status"`
 	LedgerByType   map[string]int64 `json:"ledger_by_type"`
-	Events         []eventLine      `json:"events"`
+	Events         []EventLine      `json:"events"`
 	OrderMessages  struct {
 		Stored      int64 `json:"stored"`   // by the broker (JetStream: stream sequences since start-up)
 		Consumed    int64 `json:"consumed"` // inbox rows of the order consumer group
@@ -78,11 +73,11 @@ type reconciliation struct {
 	// with their differences classified (flow.Service.Reconcile). Every
 	// difference but a release in flight is unexplained.
 	Reports     *flow.Reconciliation `json:"reports"`
-	Differences []difference         `json:"differences"`
+	Differences []Difference         `json:"differences"`
 }
 
 // Passed reports whether every difference is explained.
-func (r *reconciliation) Passed() bool {
+func (r *Result) Passed() bool {
 	for _, d := range r.Differences {
 		if !d.Explained {
 			return false
@@ -91,35 +86,58 @@ func (r *reconciliation) Passed() bool {
 	return true
 }
 
-func (r *reconciliation) add(where, class string, n int64, explained bool) {
+func (r *Result) add(where, class string, n int64, explained bool) {
 	if n != 0 {
-		r.Differences = append(r.Differences, difference{Where: where, Class: class, Count: n, Explained: explained})
+		r.Differences = append(r.Differences, Difference{Where: where, Class: class, Count: n, Explained: explained})
 	}
 }
 
-// reconcile reads the three stores and classifies every difference. All
+// Sources are the three stores a reconciliation reads, and what the
+// service knows of the work in flight.
+type Sources struct {
+	// Flow is PostgreSQL: the schema, the item on sale and the flow's
+	// three reconciliation reports.
+	Flow *flow.Service
+	// Queue is the order broker; JetStream is the same broker when it is
+	// JetStream (nil with -stack memory).
+	Queue     broker.Broker
+	JetStream *broker.JetStream
+	// Front is the front door.
+	Front frontdoor.Door
+	// UnknownPublish reports whether the publish of a reservation's order
+	// message had no definite answer (the message may be in the broker).
+	UnknownPublish func(reservation uuid.UUID) bool
+	// InFlight is the number of clicks between the front door and the
+	// broker now.
+	InFlight func() int64
+	// PublishedTag is how many distinct events of tag were published, for
+	// the in-memory broker that keeps no stream.
+	PublishedTag func(tag string) int64
+}
+
+// Run reads the three stores and classifies every difference. All
 // that PostgreSQL holds is read in one snapshot (one read-only Repeatable
 // Read transaction); the broker is read before it and the front door
 // after it, so what moves between the reads moves forward. Exact when the
 // service is quiet; during a sale, in-flight work shows as explained
 // differences.
-func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
-	r := &reconciler{s: s, rec: &reconciliation{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}}
+func Run(ctx context.Context, s Sources) (*Result, error) {
+	r := &reconciler{s: s, rec: &Result{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}}
 
 	// The broker first, then PostgreSQL, then the front door: what moves
 	// between the reads moves forward (consumed, then decided, then applied).
-	if s.js != nil {
+	if s.JetStream != nil {
 		var err error
-		if r.js, err = s.js.state(ctx); err != nil {
+		if r.js, err = s.JetStream.State(ctx); err != nil {
 			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
 		}
 	}
-	r.orderQueued = s.q.Pending(ctx)
+	r.orderQueued = s.Queue.Pending(ctx)
 
 	// PostgreSQL: everything it holds is read in one snapshot (one
 	// read-only Repeatable Read transaction, taken by its first query),
 	// the flow's three reports included.
-	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.Flow.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
@@ -139,12 +157,12 @@ func (s *service) reconcile(ctx context.Context) (*reconciliation, error) {
 // reconciler holds one reconciliation's reads while its steps classify
 // them. Every PostgreSQL read goes through tx, the one snapshot.
 type reconciler struct {
-	s           *service
+	s           Sources
 	tx          pgx.Tx
-	rec         *reconciliation
-	js          streamState // the broker, read first
-	orderQueued int64       // order messages the queue still holds
-	front       frontState  // the front door, read last
+	rec         *Result
+	js          broker.StreamState // the broker, read first
+	orderQueued int64              // order messages the queue still holds
+	front       frontdoor.State    // the front door, read last
 
 	pg             map[uuid.UUID]resvState // reservations by id
 	poisoned       map[uuid.UUID]bool      // reservations of poison order messages
@@ -167,17 +185,17 @@ type perBucket struct{ heldNotLive, liveNotHeld int64 }
 
 // q puts the service's schema into sql.
 func (r *reconciler) q(sql string) string {
-	return strings.ReplaceAll(sql, "{s}", pgx.Identifier{r.s.Schema}.Sanitize())
+	return strings.ReplaceAll(sql, "{s}", pgx.Identifier{r.s.Flow.Schema}.Sanitize())
 }
 
 // consumerOf is the broker's state of a durable consumer (zero without it).
-func (r *reconciler) consumerOf(durable string) consumerState {
+func (r *reconciler) consumerOf(durable string) broker.ConsumerState {
 	for _, c := range r.js.Consumers {
 		if c.Durable == durable {
 			return c
 		}
 	}
-	return consumerState{}
+	return broker.ConsumerState{}
 }
 
 // bucket is the per-bucket tally of b.
@@ -200,12 +218,12 @@ func (r *reconciler) readBuckets(ctx context.Context) error {
 			WHERE activity_id = $1 AND sku_id = $2 GROUP BY 1) l ON l.inventory_bucket = b.bucket_no
 		LEFT JOIN (SELECT inventory_bucket, count(*) AS live FROM {s}.orders
 			WHERE activity_id = $1 AND sku_id = $2 AND status IN (10, 20, 30, 60) GROUP BY 1) o ON o.inventory_bucket = b.bucket_no
-		WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), r.s.Item.ActivityID, r.s.Item.SKUID)
+		WHERE b.activity_id = $1 AND b.sku_id = $2 ORDER BY b.bucket_no`), r.s.Flow.Item.ActivityID, r.s.Flow.Item.SKUID)
 	if err != nil {
 		return fmt.Errorf("reconcile: buckets: %w", err)
 	}
-	r.rec.Buckets, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (bucketLine, error) {
-		var b bucketLine
+	r.rec.Buckets, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (BucketLine, error) {
+		var b BucketLine
 		err := row.Scan(&b.Bucket, &b.Total, &b.Available, &b.Allocated, &b.LedgerAllocated, &b.LiveOrders)
 		return b, err
 	})
@@ -225,7 +243,7 @@ func (r *reconciler) readReservations(ctx context.Context) error {
 		LEFT JOIN {s}.orders o ON o.reservation_id = r.reservation_id
 		LEFT JOIN (SELECT DISTINCT ON (aggregate_id) aggregate_id, status FROM {s}.event_outbox
 			WHERE tag = 'FRONTDOOR_RELEASE' ORDER BY aggregate_id, status) e ON e.aggregate_id = r.reservation_id::text
-		WHERE r.activity_id = $1 AND r.sku_id = $2`), r.s.Item.ActivityID, r.s.Item.SKUID)
+		WHERE r.activity_id = $1 AND r.sku_id = $2`), r.s.Flow.Item.ActivityID, r.s.Flow.Item.SKUID)
 	if err != nil {
 		return fmt.Errorf("reconcile: reservations: %w", err)
 	}
@@ -271,7 +289,7 @@ func (r *reconciler) readPoison(ctx context.Context) error {
 // A RELEASE_PENDING reservation is explained while a release is in
 // flight: its event waits in the outbox, or in the consumer.
 func (r *reconciler) classifyReports(ctx context.Context) error {
-	reports, err := r.s.ReconcileTx(ctx, r.tx)
+	reports, err := r.s.Flow.ReconcileTx(ctx, r.tx)
 	if err != nil {
 		return fmt.Errorf("reconcile: reports: %w", err)
 	}
@@ -282,7 +300,7 @@ func (r *reconciler) classifyReports(ctx context.Context) error {
 		return fmt.Errorf("reconcile: outbox: %w", err)
 	}
 	rc := r.consumerOf("frontdoor-release")
-	releasesInFlight := waitingReleases > 0 || (r.s.js != nil && rc.Pending+rc.AckPending > 0)
+	releasesInFlight := waitingReleases > 0 || (r.s.JetStream != nil && rc.Pending+rc.AckPending > 0)
 	for _, d := range reports.Differences {
 		switch {
 		case d.Class == flow.ClassMatch:
@@ -339,7 +357,7 @@ func (r *reconciler) readCount(ctx context.Context, sql string, dst map[string]i
 
 // readFrontDoor reads the front door, last.
 func (r *reconciler) readFrontDoor(ctx context.Context) error {
-	front, err := r.s.front.State(ctx)
+	front, err := r.s.Front.State(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: front door: %w", err)
 	}
@@ -376,9 +394,9 @@ func (r *reconciler) heldClass(id uuid.UUID, known bool, st resvState) (string, 
 	switch {
 	case !known && r.poisoned[id]:
 		return "held for a poison message (recorded for review)", true
-	case !known && s.isUnknownPublish(id):
+	case !known && s.UnknownPublish(id):
 		return "held: the order message's publish got no definite answer", true
-	case !known && s.inFlight.Load() > 0:
+	case !known && s.InFlight() > 0:
 		return "held: click in flight (order message being published)", true
 	case !known && r.orderQueued > 0:
 		return "held: order message not yet consumed", true
@@ -387,7 +405,7 @@ func (r *reconciler) heldClass(id uuid.UUID, known bool, st resvState) (string, 
 	case st.status == 0:
 		return "held: order transaction in progress", true
 	case st.status == 60:
-		return heldManualRequired, false
+		return HeldManualRequired, false
 	case st.eventStatus == nil:
 		return "held, but PostgreSQL gave it back without a release event", false
 	case *st.eventStatus == 40:
@@ -395,7 +413,7 @@ func (r *reconciler) heldClass(id uuid.UUID, known bool, st resvState) (string, 
 	case *st.eventStatus != 20:
 		return "held: release event not yet published (or being tried again)", true
 	}
-	if rc := r.consumerOf("frontdoor-release"); s.js != nil && rc.Pending+rc.AckPending > 0 {
+	if rc := r.consumerOf("frontdoor-release"); s.JetStream != nil && rc.Pending+rc.AckPending > 0 {
 		return "held: release not yet applied (message not yet consumed)", true
 	}
 	return "held: release published but never applied", false
@@ -438,8 +456,8 @@ func (r *reconciler) classifyEvents(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconcile: outbox: %w", err)
 	}
-	r.rec.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (eventLine, error) {
-		var e eventLine
+	r.rec.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventLine, error) {
+		var e EventLine
 		err := row.Scan(&e.Tag, &e.Pending, &e.Sent, &e.Dead)
 		return e, err
 	})
@@ -455,13 +473,13 @@ func (r *reconciler) classifyEvents(ctx context.Context) error {
 }
 
 // classifyEvent compares the events of one tag.
-func (r *reconciler) classifyEvent(ctx context.Context, e *eventLine) error {
+func (r *reconciler) classifyEvent(ctx context.Context, e *EventLine) error {
 	rec, s := r.rec, r.s
 	where := "events " + e.Tag
 	rec.add(where, "event not yet published", e.Pending, true)
 	rec.add(where, "event DEAD in the outbox", e.Dead, false)
-	if s.js == nil {
-		e.Stream, e.Consumed = s.stats.publishedTag(e.Tag), -1
+	if s.JetStream == nil {
+		e.Stream, e.Consumed = s.PublishedTag(e.Tag), -1
 		rec.add(where, "event marked SENT but never published", e.Sent-e.Stream, false)
 		return nil
 	}
@@ -477,8 +495,8 @@ func (r *reconciler) classifyEvent(ctx context.Context, e *eventLine) error {
 		rec.add(where, overPublished, d, false)
 	}
 	ec := -1
-	for i := range eventConsumers {
-		if eventConsumers[i].Tag == e.Tag {
+	for i := range broker.EventConsumers {
+		if broker.EventConsumers[i].Tag == e.Tag {
 			ec = i
 		}
 	}
@@ -486,12 +504,12 @@ func (r *reconciler) classifyEvent(ctx context.Context, e *eventLine) error {
 		e.Consumed = -1
 		return nil
 	}
-	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), eventConsumers[ec].Group).Scan(&e.Consumed); err != nil {
+	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.consumer_inbox WHERE consumer_group = $1`), broker.EventConsumers[ec].Group).Scan(&e.Consumed); err != nil {
 		return fmt.Errorf("reconcile: inbox: %w", err)
 	}
-	c := r.consumerOf(eventConsumers[ec].Durable)
+	c := r.consumerOf(broker.EventConsumers[ec].Durable)
 	e.ConsumerPending, e.Redelivering = int64(c.Pending+c.AckPending), int64(c.Redelivered)
-	e.Poison = poisonPerTag(ctx, r.tx, s.Schema, e.Tag)
+	e.Poison = poisonPerTag(ctx, r.tx, s.Flow.Schema, e.Tag)
 	rec.add(where, "poison message (recorded for review)", e.Poison, true)
 	missing := e.Stream - e.Consumed - e.Poison
 	switch {
@@ -513,12 +531,12 @@ func (r *reconciler) classifyOrderMessages(ctx context.Context) error {
 		return fmt.Errorf("reconcile: inbox: %w", err)
 	}
 	om.Poison = r.poisonByStream["orders"]
-	if s.js != nil {
-		om.Poison += r.poisonByStream[s.js.orderStream]
+	if s.JetStream != nil {
+		om.Poison += r.poisonByStream[s.JetStream.OrderStream]
 	}
-	om.Stored, om.Queued, om.Redelivered = s.q.Figures().Published, max(r.orderQueued, 0), s.q.Figures().Redeliveries
-	if s.js != nil {
-		om.Stored = int64(r.js.OrderLastSeq - s.js.orderBaseSeq)
+	om.Stored, om.Queued, om.Redelivered = s.Queue.Figures().Published, max(r.orderQueued, 0), s.Queue.Figures().Redeliveries
+	if s.JetStream != nil {
+		om.Stored = int64(r.js.OrderLastSeq - s.JetStream.OrderBaseSeq)
 	}
 	rec.add("order messages", "message not yet consumed", min(om.Queued, om.Stored-om.Consumed-om.Poison), true)
 	rec.add("order messages", "poison message (recorded for review)", om.Poison, true)
@@ -534,13 +552,8 @@ func poisonPerTag(ctx context.Context, tx pgx.Tx, schema, tag string) int64 {
 	return n
 }
 
-func (s *service) isUnknownPublish(id uuid.UUID) bool {
-	_, ok := s.unknownPub.Load(id)
-	return ok
-}
-
-// print writes the three tables and the differences.
-func (r *reconciliation) print(w io.Writer) {
+// Print writes the three tables and the differences.
+func (r *Result) Print(w io.Writer) {
 	fmt.Fprintln(w, "reconciliation (front door | PostgreSQL buckets | ledger):")
 	var fa, fh, fd, tot, av, al, la, lo int64
 	for _, b := range r.Buckets {

@@ -1,4 +1,4 @@
-package main
+package guardstore
 
 import (
 	"context"
@@ -11,45 +11,48 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// guardStore keeps what the HTTP face remembers between requests: the
+// Store keeps what the HTTP face remembers between requests: the
 // signatures already used, the rate windows and the idempotency records.
 // It is Redis on the real stack (every key on its own: fine on Redis
 // Cluster) and an in-process map with -stack memory, with the same
 // semantics. Keys are hashed: a client's key never becomes a Redis key.
-type guardStore interface {
-	// useOnce reports whether key is used for the first time within ttl.
-	useOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
-	// hit counts one request in each key's fixed window of length window
+type Store interface {
+	// UseOnce reports whether key is used for the first time within ttl.
+	UseOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	// Hit counts one request in each key's fixed window of length window
 	// and, when claim is not nil, runs it, all in one round trip; for a
 	// key over its limit it returns how long until its window ends (> 0),
 	// else 0.
-	hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error)
-	// settle replaces pending by final for ttl (final "" deletes), only
+	Hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *Claim) ([]time.Duration, error)
+	// Settle replaces pending by final for ttl (final "" deletes), only
 	// if key still holds pending; false when it did not (the lease ran out
 	// and another request took the key).
-	settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error)
+	Settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error)
 }
 
-// claimOp claims an idempotency key: it stores pending under key for
+// Claim claims an idempotency key: it stores pending under key for
 // lease unless key holds a value. Claimed tells whether it stored; else
 // Held is the value held.
-type claimOp struct {
-	key, pending string
-	lease        time.Duration
-	fingerprint  string // of the request, as in pending
+type Claim struct {
+	Key, Pending string
+	Lease        time.Duration
+	Fingerprint  string // of the request, as in pending
 
-	claimed bool
-	held    string
+	Claimed bool
+	Held    string
 }
 
-// storeKey is the store's key for a client-chosen key in a namespace.
-func storeKey(prefix, ns, key string) string {
+// Key is the store's key for a client-chosen key in a namespace.
+func Key(prefix, ns, key string) string {
 	h := sha256.Sum256([]byte(key))
 	return prefix + ns + ":" + hex.EncodeToString(h[:])
 }
 
-// redisGuardStore is guardStore on Redis.
-type redisGuardStore struct{ rdb redis.UniversalClient }
+// Redis is [Store] on Redis.
+type Redis struct{ rdb redis.UniversalClient }
+
+// NewRedis returns the store on rdb.
+func NewRedis(rdb redis.UniversalClient) Redis { return Redis{rdb} }
 
 var (
 	// hitScript: KEYS window; ARGV limit, window (ms). 0 when within the
@@ -85,11 +88,13 @@ return 1
 `)
 )
 
-func (s redisGuardStore) useOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// UseOnce implements [Store].
+func (s Redis) UseOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	return s.rdb.SetNX(ctx, key, 1, ttl).Result()
 }
 
-func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error) {
+// Hit implements [Store].
+func (s Redis) Hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *Claim) ([]time.Duration, error) {
 	if len(keys) == 1 && claim == nil { // EVALSHA, falling back to EVAL
 		ms, err := hitScript.Run(ctx, s.rdb, keys, limits[0], window.Milliseconds()).Int64()
 		return []time.Duration{time.Duration(ms) * time.Millisecond}, err
@@ -103,7 +108,7 @@ func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, w
 			cmds[i] = hitScript.Eval(ctx, p, []string{k}, limits[i], window.Milliseconds())
 		}
 		if claim != nil {
-			claimCmd = claimScript.Eval(ctx, p, []string{claim.key}, claim.pending, claim.lease.Milliseconds())
+			claimCmd = claimScript.Eval(ctx, p, []string{claim.Key}, claim.Pending, claim.Lease.Milliseconds())
 		}
 		return nil
 	})
@@ -122,23 +127,24 @@ func (s redisGuardStore) hit(ctx context.Context, keys []string, limits []int, w
 		v, err := claimCmd.Text()
 		switch {
 		case errors.Is(err, redis.Nil):
-			claim.claimed = true
+			claim.Claimed = true
 		case err != nil:
 			return nil, err
 		default:
-			claim.held = v
+			claim.Held = v
 		}
 	}
 	return out, nil
 }
 
-func (s redisGuardStore) settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
+// Settle implements [Store].
+func (s Redis) Settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
 	n, err := settleScript.Run(ctx, s.rdb, []string{key}, pending, final, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
-// memGuardStore is guardStore in process, for -stack memory.
-type memGuardStore struct {
+// Memory is [Store] in process, for -stack memory.
+type Memory struct {
 	mu     sync.Mutex
 	vals   map[string]memValue
 	sweeps int
@@ -150,11 +156,12 @@ type memValue struct {
 	exp time.Time
 }
 
-func newMemGuardStore() *memGuardStore { return &memGuardStore{vals: map[string]memValue{}} }
+// NewMemory returns an empty in-process store.
+func NewMemory() *Memory { return &Memory{vals: map[string]memValue{}} }
 
 // get returns key's live value; the caller holds mu. Now and then it drops
 // the expired ones, so the map does not grow without bound.
-func (s *memGuardStore) get(key string, now time.Time) (memValue, bool) {
+func (s *Memory) get(key string, now time.Time) (memValue, bool) {
 	if s.sweeps++; s.sweeps >= 4096 {
 		s.sweeps = 0
 		for k, v := range s.vals {
@@ -171,7 +178,8 @@ func (s *memGuardStore) get(key string, now time.Time) (memValue, bool) {
 	return v, ok
 }
 
-func (s *memGuardStore) useOnce(_ context.Context, key string, ttl time.Duration) (bool, error) {
+// UseOnce implements [Store].
+func (s *Memory) UseOnce(_ context.Context, key string, ttl time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -182,7 +190,8 @@ func (s *memGuardStore) useOnce(_ context.Context, key string, ttl time.Duration
 	return true, nil
 }
 
-func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, window time.Duration, claim *claimOp) ([]time.Duration, error) {
+// Hit implements [Store].
+func (s *Memory) Hit(_ context.Context, keys []string, limits []int, window time.Duration, claim *Claim) ([]time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -199,17 +208,18 @@ func (s *memGuardStore) hit(_ context.Context, keys []string, limits []int, wind
 		}
 	}
 	if claim != nil {
-		if v, ok := s.get(claim.key, now); ok {
-			claim.held = v.v
+		if v, ok := s.get(claim.Key, now); ok {
+			claim.Held = v.v
 		} else {
-			s.vals[claim.key] = memValue{v: claim.pending, exp: now.Add(claim.lease)}
-			claim.claimed = true
+			s.vals[claim.Key] = memValue{v: claim.Pending, exp: now.Add(claim.Lease)}
+			claim.Claimed = true
 		}
 	}
 	return out, nil
 }
 
-func (s *memGuardStore) settle(_ context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
+// Settle implements [Store].
+func (s *Memory) Settle(_ context.Context, key, pending, final string, ttl time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()

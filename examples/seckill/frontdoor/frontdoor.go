@@ -1,4 +1,4 @@
-package main
+package frontdoor
 
 import (
 	"context"
@@ -12,23 +12,21 @@ import (
 	"github.com/seckillkit/seckill/inventory"
 )
 
-// The front door filters the crowd before anything reaches the broker:
-// per-bucket counters, a one-per-user set and a state per reservation. It
-// is Redis in a real deployment (redisfront.go) and an in-memory stand-in
-// with -stack memory. PostgreSQL remains the source of truth, so nothing a
-// front door gets wrong can oversell.
-
+// The refusals of [Door.Reserve] (and [ErrDown] of every method).
 var (
-	errFrontSoldOut  = errors.New("sold out")
-	errAlreadyBought = errors.New("already reserved by this user")
-	errSaleClosed    = errors.New("the sale is not open")
-	// errFrontDoorDown: the front door cannot answer now (Redis down, or
+	// ErrSoldOut: no bucket has a unit left.
+	ErrSoldOut = errors.New("sold out")
+	// ErrAlreadyBought: the user holds a reservation already (one per user).
+	ErrAlreadyBought = errors.New("already reserved by this user")
+	// ErrSaleClosed: the sale has not started or is over.
+	ErrSaleClosed = errors.New("the sale is not open")
+	// ErrDown: the front door cannot answer now (Redis down, or
 	// restarted empty and being rebuilt from PostgreSQL); try again.
-	errFrontDoorDown = errors.New("front door unavailable, try again")
+	ErrDown = errors.New("front door unavailable, try again")
 )
 
-// reservation is what the front door hands to the queue for one purchase.
-type reservation struct {
+// Reservation is what the front door hands to the queue for one purchase.
+type Reservation struct {
 	RequestID     uuid.UUID
 	ReservationID uuid.UUID
 	OrderID       int64
@@ -37,34 +35,35 @@ type reservation struct {
 	ReservedAt    time.Time
 }
 
-// releaseResult is what a release came to.
-type releaseResult int
+// ReleaseResult is what a release came to.
+type ReleaseResult int
 
+// What a release came to.
 const (
-	released        releaseResult = iota // the unit went back to its bucket
-	releasedAlready                      // released before: nothing changed
-	releaseUnknown                       // not a reservation of this front door: nothing changed
+	Released        ReleaseResult = iota // the unit went back to its bucket
+	ReleasedAlready                      // released before: nothing changed
+	ReleaseUnknown                       // not a reservation of this front door: nothing changed
 )
 
-// frontState is a front door's view, for the audit and the reconciliation.
-type frontState struct {
+// State is a front door's view, for the audit and the reconciliation.
+type State struct {
 	Available []int64             // per bucket
 	Held      map[uuid.UUID]int16 // reservation → bucket, while held (not released)
 	Drift     []int64             // per bucket: units added on purpose beyond PostgreSQL's (FrontDrift)
 }
 
-// frontDoor is what the service needs of a front door.
-type frontDoor interface {
+// Door is what the service needs of a front door.
+type Door interface {
 	// Name says what it is, for the report.
 	Name() string
 	// Reserve takes one unit for user from the bucket inventory.PickBucket
-	// chooses, or the next bucket with stock; errFrontSoldOut,
-	// errAlreadyBought, errSaleClosed or errFrontDoorDown otherwise.
-	Reserve(ctx context.Context, user int64) (reservation, error)
+	// chooses, or the next bucket with stock; ErrSoldOut,
+	// ErrAlreadyBought, ErrSaleClosed or ErrDown otherwise.
+	Reserve(ctx context.Context, user int64) (Reservation, error)
 	// Release gives a reservation's unit back, once: the events that
 	// trigger it arrive at least once. forgetUser also drops the buyer
 	// from the one-per-user set (the click was never queued).
-	Release(ctx context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error)
+	Release(ctx context.Context, id uuid.UUID, forgetUser int64) (ReleaseResult, error)
 	// Forget drops a buyer from the one-per-user set, as a failover that
 	// lost recent writes would.
 	Forget(ctx context.Context, user int64) error
@@ -74,11 +73,11 @@ type frontDoor interface {
 	// ReservationOf returns the reservation made for a request.
 	ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error)
 	// State reads the counters and the held reservations.
-	State(ctx context.Context) (frontState, error)
+	State(ctx context.Context) (State, error)
 }
 
-// memFront is the in-memory front door of -stack memory.
-type memFront struct {
+// Memory is the in-memory front door of -stack memory.
+type Memory struct {
 	mu        sync.Mutex
 	available []int32                 // per bucket
 	drift     []int64                 // per bucket
@@ -89,8 +88,10 @@ type memFront struct {
 	nextOrder func() int64            // order id generator
 }
 
-func newMemFront(bucketStock []int32, nextOrder func() int64) *memFront {
-	return &memFront{
+// NewMemory returns an in-memory front door holding bucketStock[b] units
+// in bucket b; nextOrder hands out the order ids.
+func NewMemory(bucketStock []int32, nextOrder func() int64) *Memory {
+	return &Memory{
 		available: append([]int32(nil), bucketStock...),
 		drift:     make([]int64, len(bucketStock)),
 		buyers:    map[int64]uuid.UUID{},
@@ -101,18 +102,20 @@ func newMemFront(bucketStock []int32, nextOrder func() int64) *memFront {
 	}
 }
 
-func (f *memFront) Name() string { return "memory (in-process stand-in for Redis)" }
+// Name says what it is, for the report.
+func (f *Memory) Name() string { return "memory (in-process stand-in for Redis)" }
 
-func (f *memFront) Reserve(_ context.Context, user int64) (reservation, error) {
+// Reserve implements [Door].
+func (f *Memory) Reserve(_ context.Context, user int64) (Reservation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.buyers[user]; ok {
-		return reservation{}, errAlreadyBought
+		return Reservation{}, ErrAlreadyBought
 	}
 	n := len(f.available)
 	start, err := inventory.PickBucket(strconv.FormatInt(user, 10), n)
 	if err != nil {
-		return reservation{}, err
+		return Reservation{}, err
 	}
 	for i := range n {
 		b := (int(start) + i) % n
@@ -120,7 +123,7 @@ func (f *memFront) Reserve(_ context.Context, user int64) (reservation, error) {
 			continue
 		}
 		f.available[b]--
-		r := reservation{
+		r := Reservation{
 			RequestID:     uuid.Must(uuid.NewV7()),
 			ReservationID: uuid.Must(uuid.NewV7()),
 			OrderID:       f.nextOrder(),
@@ -133,18 +136,19 @@ func (f *memFront) Reserve(_ context.Context, user int64) (reservation, error) {
 		f.requests[r.RequestID] = r.ReservationID
 		return r, nil
 	}
-	return reservation{}, errFrontSoldOut
+	return Reservation{}, ErrSoldOut
 }
 
-func (f *memFront) Release(_ context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error) {
+// Release implements [Door].
+func (f *Memory) Release(_ context.Context, id uuid.UUID, forgetUser int64) (ReleaseResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.released[id] {
-		return releasedAlready, nil
+		return ReleasedAlready, nil
 	}
 	b, ok := f.held[id]
 	if !ok {
-		return releaseUnknown, nil // not ours (another process's front door)
+		return ReleaseUnknown, nil // not ours (another process's front door)
 	}
 	f.released[id] = true
 	delete(f.held, id)
@@ -152,17 +156,19 @@ func (f *memFront) Release(_ context.Context, id uuid.UUID, forgetUser int64) (r
 	if forgetUser != 0 && f.buyers[forgetUser] == id {
 		delete(f.buyers, forgetUser)
 	}
-	return released, nil
+	return Released, nil
 }
 
-func (f *memFront) Forget(_ context.Context, user int64) error {
+// Forget implements [Door].
+func (f *Memory) Forget(_ context.Context, user int64) error {
 	f.mu.Lock()
 	delete(f.buyers, user)
 	f.mu.Unlock()
 	return nil
 }
 
-func (f *memFront) AddDrift(_ context.Context, extra int32) error {
+// AddDrift implements [Door].
+func (f *Memory) AddDrift(_ context.Context, extra int32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := int32(0); i < extra; i++ {
@@ -173,17 +179,19 @@ func (f *memFront) AddDrift(_ context.Context, extra int32) error {
 	return nil
 }
 
-func (f *memFront) ReservationOf(_ context.Context, requestID uuid.UUID) (uuid.UUID, bool, error) {
+// ReservationOf implements [Door].
+func (f *Memory) ReservationOf(_ context.Context, requestID uuid.UUID) (uuid.UUID, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id, ok := f.requests[requestID]
 	return id, ok, nil
 }
 
-func (f *memFront) State(context.Context) (frontState, error) {
+// State implements [Door].
+func (f *Memory) State(context.Context) (State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := frontState{Available: make([]int64, len(f.available)), Held: make(map[uuid.UUID]int16, len(f.held)),
+	st := State{Available: make([]int64, len(f.available)), Held: make(map[uuid.UUID]int16, len(f.held)),
 		Drift: append([]int64(nil), f.drift...)}
 	for i, a := range f.available {
 		st.Available[i] = int64(a)
@@ -194,8 +202,8 @@ func (f *memFront) State(context.Context) (frontState, error) {
 	return st, nil
 }
 
-// totalAvailable sums a state's per-bucket counters.
-func (st frontState) totalAvailable() int64 {
+// TotalAvailable sums a state's per-bucket counters.
+func (st State) TotalAvailable() int64 {
 	var n int64
 	for _, a := range st.Available {
 		n += a

@@ -1,4 +1,4 @@
-package main
+package broker
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/seckillkit/seckill/pgtx"
 )
 
-// jsConfig tunes the JetStream side of the real stack.
-type jsConfig struct {
+// JetStreamConfig tunes the JetStream side of the real stack.
+type JetStreamConfig struct {
 	Depth       int           // bound on unacknowledged order messages; a full stream answers busy
 	DupRate     float64       // share of order messages published twice and acked only on redelivery, on purpose
 	AckWait     time.Duration // redelivery when a consumer neither acks nor reports progress
@@ -36,7 +36,7 @@ type jsConfig struct {
 	ProgressDiv int           // InProgress every AckWait/ProgressDiv while a handler runs
 }
 
-func (c jsConfig) withDefaults() jsConfig {
+func (c JetStreamConfig) withDefaults() JetStreamConfig {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -65,43 +65,44 @@ func (c jsConfig) withDefaults() jsConfig {
 	return c
 }
 
-// jsStack is the broker of the real stack: the order messages on a
+// JetStream is the broker of the real stack: the order messages on a
 // work-queue stream (bounded, duplicate window, durable pull consumer, ack
 // after COMMIT) and the outbox events on a second stream that keeps them
 // (duplicate window; one durable pull consumer per event the service
 // consumes).
-type jsStack struct {
-	cfg jsConfig
+type JetStream struct {
+	cfg JetStreamConfig
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	log *slog.Logger
 
-	orderStream, eventStream  string
+	OrderStream, EventStream  string
 	orderSubject, eventPrefix string
 	orders                    jetstream.Consumer
 	ordersInfo                sync.Mutex // jetstream.Consumer.Info caches its answer unguarded: one call at a time
-	orderBaseSeq              uint64     // the order stream's last sequence when this service set it up
+	OrderBaseSeq              uint64     // the order stream's last sequence when this service set it up
 
-	// onPoison records a message that will never be processed (MaxDeliver
+	// OnPoison records a message that will never be processed (MaxDeliver
 	// reached); it must succeed before the message is terminated.
-	onPoison func(ctx context.Context, stream string, m message, deliveries uint64, cause error) error
-	// dropPubAck, when set, makes the relay's publisher treat the PubAck of
+	OnPoison func(ctx context.Context, stream string, m Message, deliveries uint64, cause error) error
+	// DropPubAck, when set, makes the relay's publisher treat the PubAck of
 	// a message it returns true for as lost (the fault test of PubAck
 	// timeouts): the message is in the stream, the relay hears nothing.
-	dropPubAck func(outbox.Message) bool
-	// crashAfterCommit, when set, makes an order consumer that committed the
+	DropPubAck func(outbox.Message) bool
+	// CrashAfterCommit, when set, makes an order consumer that committed the
 	// first delivery of a message it returns true for neither ack nor nak,
 	// as a consumer killed between COMMIT and ack (the fault test).
-	crashAfterCommit func(message) bool
+	CrashAfterCommit func(Message) bool
 
 	ids                                                       sync.Map // order message ids this process published (stored)
 	published, deliveries, redeliveries, deduplicated, poison atomic.Int64
-	eventDedup                                                atomic.Int64
-	resends                                                   atomic.Int64 // publishes sent again for want of a PubAck
+	EventDedup                                                atomic.Int64
+	Resends                                                   atomic.Int64 // publishes sent again for want of a PubAck
 }
 
-// event consumers' durable names, filter tags and inbox groups.
-var eventConsumers = []struct{ Durable, Tag, Group string }{
+// EventConsumers are the event consumers' durable names, filter tags and
+// inbox groups: one durable pull consumer per event the service consumes.
+var EventConsumers = []struct{ Durable, Tag, Group string }{
 	{"order-created", "ORDER_CREATED", "order-created-consumer"},
 	{"frontdoor-release", "FRONTDOOR_RELEASE", "frontdoor-release-consumer"},
 	{"refund-requested", "REFUND_REQUESTED", "refund-consumer"},
@@ -117,9 +118,9 @@ func streamToken(name string) string {
 	}, name)
 }
 
-// newJSStack connects to url and creates (or updates) the streams and
+// NewJetStream connects to url and creates (or updates) the streams and
 // consumers of the sale named name.
-func newJSStack(ctx context.Context, url, name string, cfg jsConfig, log *slog.Logger) (*jsStack, error) {
+func NewJetStream(ctx context.Context, url, name string, cfg JetStreamConfig, log *slog.Logger) (*JetStream, error) {
 	cfg = cfg.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -135,8 +136,8 @@ func newJSStack(ctx context.Context, url, name string, cfg jsConfig, log *slog.L
 		return nil, err
 	}
 	tok := streamToken(name)
-	j := &jsStack{cfg: cfg, nc: nc, js: js, log: log,
-		orderStream: "SECKILL_ORDERS_" + tok, eventStream: "SECKILL_EVENTS_" + tok,
+	j := &JetStream{cfg: cfg, nc: nc, js: js, log: log,
+		OrderStream: "SECKILL_ORDERS_" + tok, EventStream: "SECKILL_EVENTS_" + tok,
 		orderSubject: "seckill." + tok + ".orders", eventPrefix: "seckill." + tok + ".events."}
 	if err := j.setup(ctx); err != nil {
 		nc.Close()
@@ -145,21 +146,21 @@ func newJSStack(ctx context.Context, url, name string, cfg jsConfig, log *slog.L
 	return j, nil
 }
 
-func (j *jsStack) setup(ctx context.Context) error {
+func (j *JetStream) setup(ctx context.Context) error {
 	_, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: j.orderStream, Subjects: []string{j.orderSubject}, Storage: jetstream.FileStorage,
+		Name: j.OrderStream, Subjects: []string{j.orderSubject}, Storage: jetstream.FileStorage,
 		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, MaxMsgs: int64(j.cfg.Depth),
 		Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: order stream: %w", err)
 	}
-	if os, err := j.js.Stream(ctx, j.orderStream); err == nil {
+	if os, err := j.js.Stream(ctx, j.OrderStream); err == nil {
 		if info, err := os.Info(ctx); err == nil {
-			j.orderBaseSeq = info.State.LastSeq
+			j.OrderBaseSeq = info.State.LastSeq
 		}
 	}
-	j.orders, err = j.js.CreateOrUpdateConsumer(ctx, j.orderStream, jetstream.ConsumerConfig{
+	j.orders, err = j.js.CreateOrUpdateConsumer(ctx, j.OrderStream, jetstream.ConsumerConfig{
 		Durable: "order-create", AckPolicy: jetstream.AckExplicitPolicy, AckWait: j.cfg.AckWait,
 		MaxDeliver: j.cfg.MaxDeliver, MaxAckPending: 4 * j.cfg.Depth, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
@@ -167,14 +168,14 @@ func (j *jsStack) setup(ctx context.Context) error {
 		return fmt.Errorf("jetstream: order consumer: %w", err)
 	}
 	_, err = j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: j.eventStream, Subjects: []string{j.eventPrefix + "*"}, Storage: jetstream.FileStorage,
+		Name: j.EventStream, Subjects: []string{j.eventPrefix + "*"}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: event stream: %w", err)
 	}
-	for _, ec := range eventConsumers {
-		_, err = j.js.CreateOrUpdateConsumer(ctx, j.eventStream, jetstream.ConsumerConfig{
+	for _, ec := range EventConsumers {
+		_, err = j.js.CreateOrUpdateConsumer(ctx, j.EventStream, jetstream.ConsumerConfig{
 			Durable: ec.Durable, FilterSubject: j.eventPrefix + ec.Tag, AckPolicy: jetstream.AckExplicitPolicy,
 			AckWait: j.cfg.AckWait, MaxDeliver: j.cfg.MaxDeliver, MaxAckPending: 10000, DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
@@ -185,9 +186,10 @@ func (j *jsStack) setup(ctx context.Context) error {
 	return nil
 }
 
-func (j *jsStack) Name() string {
+// Name says what it is, for the report.
+func (j *JetStream) Name() string {
 	return fmt.Sprintf("nats jetstream (server %s; streams %s, %s; dedup window %v)", j.nc.ConnectedServerVersion(),
-		j.orderStream, j.eventStream, j.cfg.Duplicates)
+		j.OrderStream, j.EventStream, j.cfg.Duplicates)
 }
 
 // isStreamFull matches the answer of a work-queue stream at MaxMsgs with
@@ -204,7 +206,7 @@ func isStreamFull(err error) bool {
 // answer is definite (stored, stored before, or refused) or an error after
 // giveUp. retried reports whether it had to send again: a Duplicate
 // PubAck after a retry may be the answer to this call's own first send.
-func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr nats.Header, data []byte, giveUp time.Duration) (ack *jetstream.PubAck, retried bool, err error) {
+func (j *JetStream) publish(ctx context.Context, subject string, id uuid.UUID, hdr nats.Header, data []byte, giveUp time.Duration) (ack *jetstream.PubAck, retried bool, err error) {
 	deadline := time.Now().Add(giveUp)
 	msg := &nats.Msg{Subject: subject, Data: data, Header: hdr}
 	for attempt := 0; ; attempt++ {
@@ -218,7 +220,7 @@ func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr
 		if errors.As(err, &apiErr) {
 			return nil, attempt > 0, err // a definite refusal
 		}
-		j.resends.Add(1)
+		j.Resends.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil, true, ctx.Err()
@@ -228,11 +230,11 @@ func (j *jsStack) publish(ctx context.Context, subject string, id uuid.UUID, hdr
 }
 
 // Publish sends an order message (Nats-Msg-Id = message id). A full stream
-// answers errBusy. With DupRate, some messages are published a second
+// answers [ErrBusy]. With DupRate, some messages are published a second
 // time with the same id, as a producer that lost the first PubAck would:
 // the stream's duplicate window absorbs them. Publishing an id the stream
 // already holds stores nothing and counts as deduplicated.
-func (j *jsStack) Publish(ctx context.Context, m message) error {
+func (j *JetStream) Publish(ctx context.Context, m Message) error {
 	var hdr nats.Header
 	if m.TraceParent != "" {
 		hdr = nats.Header{traceHeader: []string{m.TraceParent}}
@@ -240,7 +242,7 @@ func (j *jsStack) Publish(ctx context.Context, m message) error {
 	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, hdr, m.Body, j.cfg.PublishFor)
 	switch {
 	case isStreamFull(err):
-		return errBusy
+		return ErrBusy
 	case err != nil:
 		return fmt.Errorf("jetstream: publish order message %s: %w", m.ID, err)
 	}
@@ -266,7 +268,7 @@ func (j *jsStack) Publish(ctx context.Context, m message) error {
 }
 
 // seen reports whether this process published id before.
-func (j *jsStack) seen(id uuid.UUID) bool {
+func (j *JetStream) seen(id uuid.UUID) bool {
 	_, ok := j.ids.Load(id)
 	return ok
 }
@@ -278,12 +280,12 @@ func (j *jsStack) seen(id uuid.UUID) bool {
 // at MaxDeliver. With DupRate, some committed messages are not acked but
 // redelivered at once, as after a consumer that died between COMMIT and
 // ack: the inbox answers them.
-func (j *jsStack) Consume(ctx context.Context, workers int, handle func(context.Context, message) error) (wait func()) {
-	return j.pull(ctx, j.orders, j.orderStream, workers, j.cfg.DupRate, handle)
+func (j *JetStream) Consume(ctx context.Context, workers int, handle func(context.Context, Message) error) (wait func()) {
+	return j.pull(ctx, j.orders, j.OrderStream, workers, j.cfg.DupRate, handle)
 }
 
 // pull runs workers fetching from cons.
-func (j *jsStack) pull(ctx context.Context, cons jetstream.Consumer, stream string, workers int, dupRate float64, handle func(context.Context, message) error) (wait func()) {
+func (j *JetStream) pull(ctx context.Context, cons jetstream.Consumer, stream string, workers int, dupRate float64, handle func(context.Context, Message) error) (wait func()) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -307,7 +309,7 @@ func (j *jsStack) pull(ctx context.Context, cons jetstream.Consumer, stream stri
 	return wg.Wait
 }
 
-func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string, dupRate float64, handle func(context.Context, message) error) {
+func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream string, dupRate float64, handle func(context.Context, Message) error) {
 	if ctx.Err() != nil {
 		return // stopping: not acked, redelivered after AckWait
 	}
@@ -316,7 +318,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 		j.log.Error("jetstream message without metadata", "error", err)
 		return
 	}
-	if stream == j.orderStream {
+	if stream == j.OrderStream {
 		j.deliveries.Add(1)
 		if md.NumDelivered > 1 {
 			j.redeliveries.Add(1)
@@ -326,7 +328,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 	if err != nil {
 		id = uuid.Nil // handled as poison below: the message has no usable id
 	}
-	m := message{ID: id, Body: msg.Data(), TraceParent: msg.Headers().Get(traceHeader)}
+	m := Message{ID: id, Body: msg.Data(), TraceParent: msg.Headers().Get(traceHeader)}
 
 	// InProgress while the transaction runs, so a slow one is not
 	// redelivered to another consumer meanwhile.
@@ -351,7 +353,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 	close(done)
 	switch {
 	case err == nil:
-		if j.crashAfterCommit != nil && stream == j.orderStream && md.NumDelivered == 1 && j.crashAfterCommit(m) {
+		if j.CrashAfterCommit != nil && stream == j.OrderStream && md.NumDelivered == 1 && j.CrashAfterCommit(m) {
 			return // the consumer "died" after COMMIT, before the ack: redelivered after AckWait
 		}
 		if dupRate > 0 && md.NumDelivered == 1 && rand.Float64() < dupRate {
@@ -366,7 +368,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 		// which knows whether the transaction committed.
 	case id == uuid.Nil || md.NumDelivered >= uint64(j.cfg.MaxDeliver):
 		for {
-			perr := j.onPoison(ctx, stream, m, md.NumDelivered, err)
+			perr := j.OnPoison(ctx, stream, m, md.NumDelivered, err)
 			if perr == nil {
 				j.poison.Add(1)
 				_ = msg.Term()
@@ -388,7 +390,7 @@ func (j *jsStack) deliver(ctx context.Context, msg jetstream.Msg, stream string,
 }
 
 // WaitIdle polls the order consumer until nothing is pending or unacked.
-func (j *jsStack) WaitIdle(ctx context.Context) error {
+func (j *JetStream) WaitIdle(ctx context.Context) error {
 	for {
 		info, err := j.ordersInfoNow(ctx)
 		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
@@ -405,7 +407,7 @@ func (j *jsStack) WaitIdle(ctx context.Context) error {
 // ordersInfoNow asks the server for the order consumer's state; it is safe
 // for concurrent use (the /stats handler, the progress line and the
 // operator view ask at once).
-func (j *jsStack) ordersInfoNow(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+func (j *JetStream) ordersInfoNow(ctx context.Context) (*jetstream.ConsumerInfo, error) {
 	j.ordersInfo.Lock()
 	defer j.ordersInfo.Unlock()
 	return j.orders.Info(ctx)
@@ -413,7 +415,7 @@ func (j *jsStack) ordersInfoNow(ctx context.Context) (*jetstream.ConsumerInfo, e
 
 // Pending is the order messages not yet acknowledged (-1 when the server
 // does not answer).
-func (j *jsStack) Pending(ctx context.Context) int64 {
+func (j *JetStream) Pending(ctx context.Context) int64 {
 	info, err := j.ordersInfoNow(ctx)
 	if err != nil {
 		return -1
@@ -421,21 +423,22 @@ func (j *jsStack) Pending(ctx context.Context) int64 {
 	return int64(info.NumPending) + int64(info.NumAckPending)
 }
 
-func (j *jsStack) Figures() brokerFigures {
-	return brokerFigures{Published: j.published.Load(), Deliveries: j.deliveries.Load(),
+// Figures are the broker's counters.
+func (j *JetStream) Figures() Figures {
+	return Figures{Published: j.published.Load(), Deliveries: j.deliveries.Load(),
 		Redeliveries: j.redeliveries.Load(), Deduplicated: j.deduplicated.Load()}
 }
 
 // Close drains nothing (the consumers have stopped) and closes the
 // connection.
-func (j *jsStack) Close() { j.nc.Close() }
+func (j *JetStream) Close() { j.nc.Close() }
 
-// eventPublisher is the outbox relay's Publish: each event goes to the
+// EventPublisher is the outbox relay's Publish: each event goes to the
 // event stream with Nats-Msg-Id = event id, and counts as published only
 // once its PubAck came back. A relay that retries an event (lease lost,
 // PubAck timed out) publishes it again with the same id: the duplicate
 // window absorbs it, and past the window the consumers' inbox does.
-func (j *jsStack) eventPublisher(published func(outbox.Message)) func(context.Context, []outbox.Message) []error {
+func (j *JetStream) EventPublisher(published func(outbox.Message)) func(context.Context, []outbox.Message) []error {
 	return func(ctx context.Context, msgs []outbox.Message) []error {
 		errs := make([]error, len(msgs))
 		failed := false
@@ -446,7 +449,7 @@ func (j *jsStack) eventPublisher(published func(outbox.Message)) func(context.Co
 			}
 			hdr.Set("Seckill-Event-Tag", m.Tag)
 			ack, _, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
-			if err == nil && j.dropPubAck != nil && j.dropPubAck(m) {
+			if err == nil && j.DropPubAck != nil && j.DropPubAck(m) {
 				err = fmt.Errorf("jetstream: publish event %s: %w (PubAck dropped by the fault test)", m.EventID, context.DeadlineExceeded)
 			}
 			if err != nil {
@@ -454,7 +457,7 @@ func (j *jsStack) eventPublisher(published func(outbox.Message)) func(context.Co
 				continue
 			}
 			if ack.Duplicate {
-				j.eventDedup.Add(1)
+				j.EventDedup.Add(1)
 			}
 			published(m)
 		}
@@ -465,30 +468,33 @@ func (j *jsStack) eventPublisher(published func(outbox.Message)) func(context.Co
 	}
 }
 
-// consumeEvents runs workers on the event consumer of durable.
-func (j *jsStack) consumeEvents(ctx context.Context, durable string, workers int, handle func(context.Context, message) error) (wait func(), err error) {
-	cons, err := j.js.Consumer(ctx, j.eventStream, durable)
+// ConsumeEvents runs workers on the event consumer of durable.
+func (j *JetStream) ConsumeEvents(ctx context.Context, durable string, workers int, handle func(context.Context, Message) error) (wait func(), err error) {
+	cons, err := j.js.Consumer(ctx, j.EventStream, durable)
 	if err != nil {
 		return nil, err
 	}
-	return j.pull(ctx, cons, j.eventStream, workers, 0, handle), nil
+	return j.pull(ctx, cons, j.EventStream, workers, 0, handle), nil
 }
 
-// streamState is what the reconciliation reads of JetStream.
-type streamState struct {
+// StreamState is what the reconciliation reads of JetStream.
+type StreamState struct {
 	OrderMessages, OrderLastSeq uint64            // in the work queue now; ever stored
 	EventsBySubject             map[string]uint64 // tag → events stored
-	Consumers                   []consumerState
+	Consumers                   []ConsumerState
 }
 
-type consumerState struct {
+// ConsumerState is what the reconciliation reads of one durable consumer.
+type ConsumerState struct {
 	Stream, Durable                        string
 	Pending, AckPending, Redelivered, Acks uint64
 }
 
-func (j *jsStack) state(ctx context.Context) (streamState, error) {
-	st := streamState{EventsBySubject: map[string]uint64{}}
-	os, err := j.js.Stream(ctx, j.orderStream)
+// State reads the streams and their consumers, for the reconciliation
+// and the end of a run.
+func (j *JetStream) State(ctx context.Context) (StreamState, error) {
+	st := StreamState{EventsBySubject: map[string]uint64{}}
+	os, err := j.js.Stream(ctx, j.OrderStream)
 	if err != nil {
 		return st, err
 	}
@@ -497,7 +503,7 @@ func (j *jsStack) state(ctx context.Context) (streamState, error) {
 		return st, err
 	}
 	st.OrderMessages, st.OrderLastSeq = oi.State.Msgs, oi.State.LastSeq
-	es, err := j.js.Stream(ctx, j.eventStream)
+	es, err := j.js.Stream(ctx, j.EventStream)
 	if err != nil {
 		return st, err
 	}
@@ -517,17 +523,21 @@ func (j *jsStack) state(ctx context.Context) (streamState, error) {
 		if err != nil {
 			return err
 		}
-		st.Consumers = append(st.Consumers, consumerState{Stream: stream, Durable: durable, Pending: ci.NumPending,
+		st.Consumers = append(st.Consumers, ConsumerState{Stream: stream, Durable: durable, Pending: ci.NumPending,
 			AckPending: uint64(ci.NumAckPending), Redelivered: uint64(ci.NumRedelivered), Acks: ci.AckFloor.Consumer})
 		return nil
 	}
-	if err := add(os, j.orderStream, "order-create"); err != nil {
+	if err := add(os, j.OrderStream, "order-create"); err != nil {
 		return st, err
 	}
-	for _, ec := range eventConsumers {
-		if err := add(es, j.eventStream, ec.Durable); err != nil {
+	for _, ec := range EventConsumers {
+		if err := add(es, j.EventStream, ec.Durable); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
 }
+
+// traceHeader is the NATS header carrying [Message.TraceParent]: the W3C
+// Trace Context header, named as main names it in HTTP and outbox headers.
+const traceHeader = "traceparent"

@@ -1,4 +1,4 @@
-package main
+package broker
 
 import (
 	"context"
@@ -11,47 +11,45 @@ import (
 	"github.com/google/uuid"
 )
 
-// broker carries the order messages from the front door to the consumers:
-// NATS JetStream in a real deployment (jetstream.go), an in-process queue
+// Broker carries the order messages from the front door to the consumers:
+// NATS JetStream in a real deployment ([JetStream]), an in-process queue
 // with -stack memory. Delivery is at least once; a message is acknowledged
 // only when handle returned nil, that is after its transaction committed.
-type broker interface {
+type Broker interface {
 	// Name says what it is, for the report.
 	Name() string
-	// Publish queues m, or returns errBusy when the queue is full.
-	Publish(ctx context.Context, m message) error
+	// Publish queues m, or returns [ErrBusy] when the queue is full.
+	Publish(ctx context.Context, m Message) error
 	// Consume runs workers that hand deliveries to handle until ctx ends;
 	// the returned func waits for them.
-	Consume(ctx context.Context, workers int, handle func(context.Context, message) error) (wait func())
+	Consume(ctx context.Context, workers int, handle func(context.Context, Message) error) (wait func())
 	// WaitIdle blocks until every published message has been acknowledged
 	// (or given up as poison) or ctx ends.
 	WaitIdle(ctx context.Context) error
 	// Pending is how many published messages wait for an acknowledgement.
 	Pending(ctx context.Context) int64
 	// Figures are the broker's counters.
-	Figures() brokerFigures
+	Figures() Figures
 	// Close stops what the broker runs by itself; call it after the
 	// consumers have stopped.
 	Close()
 }
 
-// brokerFigures are a broker's counters for the report and the audit.
-type brokerFigures struct {
+// Figures are a broker's counters for the report and the audit.
+type Figures struct {
 	Published    int64 // distinct messages accepted
 	Deliveries   int64
 	Redeliveries int64
 	Deduplicated int64 // publishes the broker recognised as duplicates (Nats-Msg-Id)
 }
 
-// The memory queue stands in for the message broker: in-process, at-least-once.
-// A message is delivered again when its handler fails (nack) or does not
-// finish within the visibility timeout, and a configurable share of
-// messages is delivered twice on purpose. Its depth is bounded: a full
-// queue answers errBusy instead of growing (backpressure).
+// ErrBusy is Publish's answer when the queue (or the stream) is full:
+// backpressure, the click is refused and may be tried again.
+var ErrBusy = errors.New("busy: queue full, try again")
 
-var errBusy = errors.New("busy: queue full, try again")
-
-type message struct {
+// Message is one order message: its id (the deduplication key, the
+// inbox's MessageID) and its body.
+type Message struct {
 	ID   uuid.UUID
 	Body []byte
 	// TraceParent is the W3C traceparent of the hop that sent the message
@@ -61,19 +59,26 @@ type message struct {
 }
 
 type delivery struct {
-	msg     message
+	msg     Message
 	attempt int
 }
 
-type queueConfig struct {
+// MemoryConfig tunes the in-memory queue.
+type MemoryConfig struct {
 	Depth      int           // bound on queued deliveries
 	DupRate    float64       // share of messages delivered twice on purpose
 	Visibility time.Duration // redeliver when a handler takes longer
 	Redelay    time.Duration // wait before a nacked message comes back
 }
 
-type memQueue struct {
-	cfg queueConfig
+// Memory stands in for the message broker with -stack memory: in-process,
+// at-least-once. A message is delivered again when its handler fails
+// (nack) or does not finish within the visibility timeout, and a
+// configurable share of messages is delivered twice on purpose. Its depth
+// is bounded: a full queue answers [ErrBusy] instead of growing
+// (backpressure).
+type Memory struct {
+	cfg MemoryConfig
 	ch  chan delivery
 
 	done chan struct{} // closed by Close: pending redeliveries give up
@@ -86,18 +91,19 @@ type memQueue struct {
 	timers                                                       sync.WaitGroup
 }
 
-func newMemQueue(cfg queueConfig) *memQueue {
-	q := &memQueue{cfg: cfg, ch: make(chan delivery, cfg.Depth), done: make(chan struct{}), pending: map[uuid.UUID]bool{}}
+// NewMemory returns an empty in-memory queue.
+func NewMemory(cfg MemoryConfig) *Memory {
+	q := &Memory{cfg: cfg, ch: make(chan delivery, cfg.Depth), done: make(chan struct{}), pending: map[uuid.UUID]bool{}}
 	q.idle = sync.NewCond(&q.mu)
 	return q
 }
 
-// Publish queues m, or returns errBusy when the queue is full.
-func (q *memQueue) Publish(_ context.Context, m message) error {
+// Publish queues m, or returns [ErrBusy] when the queue is full.
+func (q *Memory) Publish(_ context.Context, m Message) error {
 	select {
 	case q.ch <- delivery{msg: m, attempt: 1}:
 	default:
-		return errBusy
+		return ErrBusy
 	}
 	q.mu.Lock()
 	q.pending[m.ID] = true
@@ -112,7 +118,7 @@ func (q *memQueue) Publish(_ context.Context, m message) error {
 
 // later delivers d again after wait, blocking (not dropping) when the
 // queue is full: a redelivery must never be lost.
-func (q *memQueue) later(d delivery, wait time.Duration) {
+func (q *Memory) later(d delivery, wait time.Duration) {
 	q.timers.Add(1)
 	go func() {
 		defer q.timers.Done()
@@ -132,14 +138,14 @@ func (q *memQueue) later(d delivery, wait time.Duration) {
 
 // Close makes pending redeliveries give up and waits for them. Call it
 // after the consumers have stopped.
-func (q *memQueue) Close() {
+func (q *Memory) Close() {
 	close(q.done)
 	q.timers.Wait()
 }
 
 // Consume runs workers that hand deliveries to handle until ctx ends. A nil
 // error acknowledges the message; anything else redelivers it.
-func (q *memQueue) Consume(ctx context.Context, workers int, handle func(context.Context, message) error) (wait func()) {
+func (q *Memory) Consume(ctx context.Context, workers int, handle func(context.Context, Message) error) (wait func()) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -158,7 +164,7 @@ func (q *memQueue) Consume(ctx context.Context, workers int, handle func(context
 	return wg.Wait
 }
 
-func (q *memQueue) deliver(ctx context.Context, d delivery, handle func(context.Context, message) error) {
+func (q *Memory) deliver(ctx context.Context, d delivery, handle func(context.Context, Message) error) {
 	q.deliveries.Add(1)
 	var finished atomic.Bool
 	vt := time.AfterFunc(q.cfg.Visibility, func() {
@@ -191,7 +197,7 @@ func (q *memQueue) deliver(ctx context.Context, d delivery, handle func(context.
 	q.mu.Unlock()
 }
 
-func (q *memQueue) isPending(id uuid.UUID) bool {
+func (q *Memory) isPending(id uuid.UUID) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.pending[id]
@@ -199,7 +205,7 @@ func (q *memQueue) isPending(id uuid.UUID) bool {
 
 // WaitIdle blocks until every published message has been acknowledged or
 // ctx ends.
-func (q *memQueue) WaitIdle(ctx context.Context) error {
+func (q *Memory) WaitIdle(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
 		q.idle.Broadcast()
@@ -215,14 +221,17 @@ func (q *memQueue) WaitIdle(ctx context.Context) error {
 }
 
 // Pending is how many published messages wait for an acknowledgement.
-func (q *memQueue) Pending(context.Context) int64 {
+func (q *Memory) Pending(context.Context) int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return int64(len(q.pending))
 }
 
-func (q *memQueue) Name() string { return "memory (in-process stand-in for a broker)" }
+// Name says what it is, for the report.
+func (q *Memory) Name() string { return "memory (in-process stand-in for a broker)" }
 
-func (q *memQueue) Figures() brokerFigures {
-	return brokerFigures{Published: q.published.Load(), Deliveries: q.deliveries.Load(), Redeliveries: q.redeliveries.Load()}
+// Figures are the queue's counters (Deduplicated stays 0: it has no
+// duplicate window).
+func (q *Memory) Figures() Figures {
+	return Figures{Published: q.published.Load(), Deliveries: q.deliveries.Load(), Redeliveries: q.redeliveries.Load()}
 }

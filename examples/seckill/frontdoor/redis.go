@@ -1,4 +1,4 @@
-package main
+package frontdoor
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/seckillkit/seckill/order"
 )
 
-// redisFront is the front door on Redis. Every key of a sale shares the
+// Redis is the front door on Redis. Every key of a sale shares the
 // hash tag {activity:sku}, so they live in one slot and the scripts, which
 // name every key in KEYS, run on Redis Cluster too:
 //
@@ -31,7 +31,7 @@ import (
 // Redis only filters. It is filled from PostgreSQL (warm-up) and, after it
 // lost its data, rebuilt from PostgreSQL's bucket counters and reservations,
 // never the other way round.
-type redisFront struct {
+type Redis struct {
 	rdb       redis.UniversalClient
 	keys      []string // meta, stock, users, resv, req
 	buckets   int
@@ -108,20 +108,23 @@ redis.call('HINCRBY', KEYS[1], 'left', ARGV[2])
 return 'OK'
 `)
 
-func newRedisFront(rdb redis.UniversalClient, prefix string, item flow.SKU, nextOrder func() int64) *redisFront {
+// NewRedis returns the front door of item on rdb, its keys under prefix;
+// nextOrder hands out the order ids. It holds nothing until [Redis.Rebuild].
+func NewRedis(rdb redis.UniversalClient, prefix string, item flow.SKU, nextOrder func() int64) *Redis {
 	tag := fmt.Sprintf("%s:{%d:%d}:", prefix, item.ActivityID, item.SKUID)
-	return &redisFront{
+	return &Redis{
 		rdb: rdb, buckets: int(item.Buckets), nextOrder: nextOrder,
 		keys:  []string{tag + "meta", tag + "stock", tag + "users", tag + "resv", tag + "req"},
 		drift: make([]int64, item.Buckets),
 	}
 }
 
-func (f *redisFront) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
+// Name says what it is, for the report.
+func (f *Redis) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
 
 // down turns connection trouble, and a Redis that cannot serve yet
 // (loading, a read-only replica, a cluster without a master), into
-// errFrontDoorDown; other errors (a script error) stay what they are.
+// ErrDown; other errors (a script error) stay what they are.
 func down(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -137,44 +140,46 @@ func down(err error) error {
 			return fmt.Errorf("front door: %w", err)
 		}
 	}
-	return fmt.Errorf("%w: %v", errFrontDoorDown, err)
+	return fmt.Errorf("%w: %v", ErrDown, err)
 }
 
-func (f *redisFront) Reserve(ctx context.Context, user int64) (reservation, error) {
+// Reserve implements [Door].
+func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	start, err := inventory.PickBucket(strconv.FormatInt(user, 10), f.buckets)
 	if err != nil {
-		return reservation{}, err
+		return Reservation{}, err
 	}
-	r := reservation{
+	r := Reservation{
 		RequestID: uuid.Must(uuid.NewV7()), ReservationID: uuid.Must(uuid.NewV7()),
 		OrderID: f.nextOrder(), UserID: user, ReservedAt: time.Now(),
 	}
 	res, err := reserveScript.Run(ctx, f.rdb, f.keys, user, int(start), f.buckets, r.ReservationID.String(),
 		r.RequestID.String(), r.ReservedAt.UnixMilli(), r.OrderID).StringSlice()
 	if err != nil {
-		return reservation{}, down(err)
+		return Reservation{}, down(err)
 	}
 	switch res[0] {
 	case "OK":
 		b, err := strconv.Atoi(res[1])
 		if err != nil {
-			return reservation{}, fmt.Errorf("reserve script: bucket %q: %w", res[1], err)
+			return Reservation{}, fmt.Errorf("reserve script: bucket %q: %w", res[1], err)
 		}
 		r.Bucket = int16(b)
 		return r, nil
 	case "ALREADY":
-		return reservation{}, errAlreadyBought
+		return Reservation{}, ErrAlreadyBought
 	case "SOLD_OUT":
-		return reservation{}, errFrontSoldOut
+		return Reservation{}, ErrSoldOut
 	case "CLOSED":
-		return reservation{}, errSaleClosed
+		return Reservation{}, ErrSaleClosed
 	case "NOT_READY":
-		return reservation{}, fmt.Errorf("%w: the front door's keys are gone (Redis restarted empty); rebuilding from PostgreSQL", errFrontDoorDown)
+		return Reservation{}, fmt.Errorf("%w: the front door's keys are gone (Redis restarted empty); rebuilding from PostgreSQL", ErrDown)
 	}
-	return reservation{}, fmt.Errorf("reserve script: unexpected answer %q", res)
+	return Reservation{}, fmt.Errorf("reserve script: unexpected answer %q", res)
 }
 
-func (f *redisFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (releaseResult, error) {
+// Release implements [Door].
+func (f *Redis) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (ReleaseResult, error) {
 	forget := ""
 	if forgetUser != 0 {
 		forget = strconv.FormatInt(forgetUser, 10)
@@ -186,22 +191,24 @@ func (f *redisFront) Release(ctx context.Context, id uuid.UUID, forgetUser int64
 	}
 	switch res {
 	case "RELEASED":
-		return released, nil
+		return Released, nil
 	case "ALREADY":
-		return releasedAlready, nil
+		return ReleasedAlready, nil
 	case "UNKNOWN":
-		return releaseUnknown, nil
+		return ReleaseUnknown, nil
 	case "NOT_READY":
-		return 0, fmt.Errorf("%w: the front door's keys are gone (Redis restarted empty)", errFrontDoorDown)
+		return 0, fmt.Errorf("%w: the front door's keys are gone (Redis restarted empty)", ErrDown)
 	}
 	return 0, fmt.Errorf("release script: unexpected answer %q", res)
 }
 
-func (f *redisFront) Forget(ctx context.Context, user int64) error {
+// Forget implements [Door].
+func (f *Redis) Forget(ctx context.Context, user int64) error {
 	return down(f.rdb.HDel(ctx, f.keys[keyUsers], strconv.FormatInt(user, 10)).Err())
 }
 
-func (f *redisFront) AddDrift(ctx context.Context, extra int32) error {
+// AddDrift implements [Door].
+func (f *Redis) AddDrift(ctx context.Context, extra int32) error {
 	per := make([]int64, f.buckets)
 	for i := int32(0); i < extra; i++ {
 		per[int(i)%f.buckets]++
@@ -215,7 +222,7 @@ func (f *redisFront) AddDrift(ctx context.Context, extra int32) error {
 			return down(err)
 		}
 		if res != "OK" {
-			return errFrontDoorDown
+			return ErrDown
 		}
 		f.mu.Lock()
 		f.drift[b] += n
@@ -224,7 +231,8 @@ func (f *redisFront) AddDrift(ctx context.Context, extra int32) error {
 	return nil
 }
 
-func (f *redisFront) ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error) {
+// ReservationOf implements [Door].
+func (f *Redis) ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error) {
 	v, err := f.rdb.HGet(ctx, f.keys[keyReq], requestID.String()).Result()
 	if errors.Is(err, redis.Nil) {
 		return uuid.Nil, false, nil
@@ -236,8 +244,9 @@ func (f *redisFront) ReservationOf(ctx context.Context, requestID uuid.UUID) (uu
 	return id, err == nil, err
 }
 
-func (f *redisFront) State(ctx context.Context) (frontState, error) {
-	st := frontState{Available: make([]int64, f.buckets), Held: map[uuid.UUID]int16{}}
+// State implements [Door].
+func (f *Redis) State(ctx context.Context) (State, error) {
+	st := State{Available: make([]int64, f.buckets), Held: map[uuid.UUID]int16{}}
 	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
 	if err != nil {
 		return st, down(err)
@@ -281,8 +290,8 @@ func (f *redisFront) State(ctx context.Context) (frontState, error) {
 	return st, nil
 }
 
-// frontImage is what PostgreSQL says the front door should hold.
-type frontImage struct {
+// Image is what PostgreSQL says the front door should hold.
+type Image struct {
 	available []int32 // per bucket
 	resv      []imageReservation
 	users     map[int64]uuid.UUID // every user with an order
@@ -295,10 +304,10 @@ type imageReservation struct {
 	held        bool // a live order holds its unit
 }
 
-// loadFrontImage reads the bucket counters and the reservations with their
+// LoadImage reads the bucket counters and the reservations with their
 // orders in one REPEATABLE READ snapshot.
-func loadFrontImage(ctx context.Context, fs *flow.Service) (frontImage, error) {
-	img := frontImage{users: map[int64]uuid.UUID{}}
+func LoadImage(ctx context.Context, fs *flow.Service) (Image, error) {
+	img := Image{users: map[int64]uuid.UUID{}}
 	err := pgx.BeginTxFunc(ctx, fs.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		st, err := fs.Inventory.Stock(ctx, tx, fs.Item.ActivityID, fs.Item.SKUID)
 		if err != nil {
@@ -337,7 +346,7 @@ func loadFrontImage(ctx context.Context, fs *flow.Service) (frontImage, error) {
 
 // Rebuild replaces the front door's keys with img, atomically (MULTI):
 // a script never sees half an image. The sale opens at startsAt.
-func (f *redisFront) Rebuild(ctx context.Context, img frontImage, startsAt time.Time) error {
+func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) error {
 	var left, held int64
 	stock := make([]any, 0, 2*len(img.available))
 	for b, a := range img.available {
@@ -387,8 +396,31 @@ func (f *redisFront) Rebuild(ctx context.Context, img frontImage, startsAt time.
 	return nil
 }
 
-// built reports whether the front door's keys are there.
-func (f *redisFront) built(ctx context.Context) (bool, error) {
+// Built reports whether the front door's keys are there.
+func (f *Redis) Built(ctx context.Context) (bool, error) {
 	n, err := f.rdb.Exists(ctx, f.keys[keyMeta]).Result()
 	return n == 1, down(err)
+}
+
+// Reservations is the number of reservations the image holds (held or
+// released), for the rebuild's log line.
+func (img Image) Reservations() int { return len(img.resv) }
+
+// Available reads the per-bucket stock counters only (not the held
+// reservations): one HGETALL, cheap enough for the operator page's
+// sampling. A field it cannot parse reads as 0.
+func (f *Redis) Available(ctx context.Context) ([]int64, error) {
+	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, f.buckets)
+	for k, v := range stock {
+		b, err1 := strconv.Atoi(k)
+		n, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 == nil && err2 == nil && b >= 0 && b < len(out) {
+			out[b] = n
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,267 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/examples/internal/stackharness"
+	"github.com/seckillkit/seckill/examples/seckill/flow"
+)
+
+// Tests of the Redis front door on its own: the scripts, the rebuild, the
+// sale window and Redis Cluster.
+
+func testRedis(t *testing.T, buckets int16, stock []int32) (*Redis, *redis.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := stackharness.StartRedis(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	opts, err := redis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	var next atomic.Int64
+	f := NewRedis(rdb, "test:"+uuid.NewString()[:8], flow.SKU{ActivityID: 7, SKUID: 9, Buckets: buckets}, func() int64 { return next.Add(1) })
+	if err := f.Rebuild(ctx, Image{available: stock, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return f, rdb
+}
+
+// TestRedisKeysShareOneSlot: every key of a sale carries the same hash tag,
+// so the scripts (which name every key in KEYS) run on Redis Cluster.
+func TestRedisKeysShareOneSlot(t *testing.T) {
+	f := NewRedis(nil, "seckill:s", flow.SKU{ActivityID: 7, SKUID: 9, Buckets: 2}, nil)
+	tag := regexp.MustCompile(`\{[^}]*\}`)
+	for _, k := range f.keys {
+		if got := tag.FindString(k); got != "{7:9}" {
+			t.Errorf("key %q: hash tag %q, want {7:9} (the first {…} decides the slot)", k, got)
+		}
+		if strings.Index(k, "{") != strings.LastIndex(k, "{") {
+			t.Errorf("key %q has more than one {", k)
+		}
+	}
+}
+
+func TestRedisReserveReleaseIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, _ := testRedis(t, 2, []int32{1, 1})
+	a, err := f.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrAlreadyBought) {
+		t.Fatalf("second reserve of user 1: %v, want ErrAlreadyBought", err)
+	}
+	b, err := f.Reserve(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Bucket == b.Bucket {
+		t.Fatalf("both units from bucket %d: the second reserve must move on to the bucket with stock", a.Bucket)
+	}
+	if _, err := f.Reserve(ctx, 3); !errors.Is(err, ErrSoldOut) {
+		t.Fatalf("third buyer for 2 units: %v, want ErrSoldOut", err)
+	}
+	st, err := f.State(ctx)
+	if err != nil || st.TotalAvailable() != 0 || len(st.Held) != 2 {
+		t.Fatalf("state %+v, %v: want 0 available, 2 held", st, err)
+	}
+	for i, want := range []ReleaseResult{Released, ReleasedAlready, ReleasedAlready} {
+		if got, err := f.Release(ctx, a.ReservationID, 0); err != nil || got != want {
+			t.Fatalf("release %d of the same reservation: %v, %v; want %v", i+1, got, err, want)
+		}
+	}
+	if got, err := f.Release(ctx, uuid.New(), 0); err != nil || got != ReleaseUnknown {
+		t.Fatalf("release of an unknown reservation: %v, %v", got, err)
+	}
+	st, _ = f.State(ctx)
+	if st.Available[a.Bucket] != 1 || st.TotalAvailable() != 1 || len(st.Held) != 1 {
+		t.Fatalf("after one release (three times) and an unknown one: %+v, want exactly one unit back in bucket %d", st, a.Bucket)
+	}
+	// The released unit goes to another buyer; user 1 stays known (one
+	// order per user), unless the release forgets the buyer.
+	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrAlreadyBought) {
+		t.Fatalf("user 1 after the release: %v, want ErrAlreadyBought", err)
+	}
+	c, err := f.Reserve(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.Release(ctx, c.ReservationID, 3); got != Released {
+		t.Fatalf("release with forget: %v", got)
+	}
+	if _, err := f.Reserve(ctx, 3); err != nil {
+		t.Fatalf("a forgotten buyer may click again: %v", err)
+	}
+}
+
+// TestRedisConcurrentReserveNeverOversells: many buyers at once on few
+// units: exactly the stock is handed out, one per buyer.
+func TestRedisConcurrentReserveNeverOversells(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, _ := testRedis(t, 4, []int32{5, 5, 5, 5})
+	var ok, soldOut atomic.Int64
+	var wg sync.WaitGroup
+	for u := int64(1); u <= 100; u++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2 { // every buyer clicks twice
+				_, err := f.Reserve(ctx, u)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ErrSoldOut):
+					soldOut.Add(1)
+				case errors.Is(err, ErrAlreadyBought):
+				default:
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := f.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok.Load() != 20 || st.TotalAvailable() != 0 || len(st.Held) != 20 {
+		t.Fatalf("%d reserved, %d left, %d held: want 20, 0, 20", ok.Load(), st.TotalAvailable(), len(st.Held))
+	}
+}
+
+// TestRedisLostKeys: after Redis lost its data, every script answers
+// ErrDown (never "sold out", never a reservation from nothing)
+// until the front door is rebuilt, and the rebuild restores held
+// reservations, released ones and the buyers.
+func TestRedisLostKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, rdb := testRedis(t, 2, []int32{3, 3})
+	r, err := f.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Reserve(ctx, 2); !errors.Is(err, ErrDown) {
+		t.Fatalf("reserve on an empty Redis: %v, want ErrDown", err)
+	}
+	if _, err := f.Release(ctx, r.ReservationID, 0); !errors.Is(err, ErrDown) {
+		t.Fatalf("release on an empty Redis: %v, want ErrDown", err)
+	}
+	if ok, err := f.Built(ctx); err != nil || ok {
+		t.Fatalf("built = %v, %v", ok, err)
+	}
+	if n, _ := rdb.DBSize(ctx).Result(); n != 0 {
+		t.Fatalf("the failed scripts wrote %d keys", n)
+	}
+	gone := uuid.New()
+	img := Image{available: []int32{2, 3}, users: map[int64]uuid.UUID{1: r.ReservationID, 5: gone},
+		resv: []imageReservation{
+			{id: r.ReservationID, request: r.RequestID, bucket: r.Bucket, user: 1, order: r.OrderID, held: true},
+			{id: gone, request: uuid.New(), bucket: 1, user: 5, order: 99, held: false},
+		}}
+	if err := f.Rebuild(ctx, img, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.State(ctx)
+	if err != nil || st.TotalAvailable() != 5 || len(st.Held) != 1 {
+		t.Fatalf("after the rebuild: %+v, %v", st, err)
+	}
+	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrAlreadyBought) {
+		t.Fatalf("a buyer with an order in PostgreSQL after the rebuild: %v, want ErrAlreadyBought", err)
+	}
+	if got, _ := f.Release(ctx, gone, 0); got != ReleasedAlready {
+		t.Fatalf("release of a reservation PostgreSQL had released: %v, want ReleasedAlready", got)
+	}
+	if got, _ := f.Release(ctx, r.ReservationID, 0); got != Released {
+		t.Fatalf("release of a held reservation after the rebuild: %v", got)
+	}
+	if id, ok, err := f.ReservationOf(ctx, r.RequestID); err != nil || !ok || id != r.ReservationID {
+		t.Fatalf("ReservationOf after the rebuild: %v %v %v", id, ok, err)
+	}
+}
+
+// TestRedisSaleWindow: a sale not open yet answers ErrSaleClosed.
+func TestRedisSaleWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, _ := testRedis(t, 1, []int32{3})
+	if err := f.Rebuild(ctx, Image{available: []int32{3}, users: map[int64]uuid.UUID{}}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrSaleClosed) {
+		t.Fatalf("reserve before the start: %v, want ErrSaleClosed", err)
+	}
+	if st, _ := f.State(ctx); st.TotalAvailable() != 3 {
+		t.Fatalf("a refused click took stock: %+v", st)
+	}
+}
+
+// TestRedisClusterFrontDoor runs the front door on a three-node Redis
+// Cluster: the scripts, the MULTI of the rebuild and the reads all work,
+// because every key of a sale is in one slot (a key in another slot would
+// fail with CROSSSLOT).
+func TestRedisClusterFrontDoor(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	defer rdb.Close()
+	var next atomic.Int64
+	// Several sales: their slots differ, so they land on different nodes.
+	for sku := int64(1); sku <= 6; sku++ {
+		f := NewRedis(rdb, "cluster", flow.SKU{ActivityID: 1, SKUID: sku, Buckets: 2}, func() int64 { return next.Add(1) })
+		if err := f.Rebuild(ctx, Image{available: []int32{1, 1}, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+			t.Fatalf("sku %d: rebuild: %v", sku, err)
+		}
+		a, err := f.Reserve(ctx, 1)
+		if err != nil {
+			t.Fatalf("sku %d: reserve: %v", sku, err)
+		}
+		if _, err := f.Reserve(ctx, 2); err != nil {
+			t.Fatalf("sku %d: reserve: %v", sku, err)
+		}
+		if _, err := f.Reserve(ctx, 3); !errors.Is(err, ErrSoldOut) {
+			t.Fatalf("sku %d: third reserve: %v, want sold out", sku, err)
+		}
+		if got, err := f.Release(ctx, a.ReservationID, 0); err != nil || got != Released {
+			t.Fatalf("sku %d: release: %v %v", sku, got, err)
+		}
+		st, err := f.State(ctx)
+		if err != nil || st.TotalAvailable() != 1 || len(st.Held) != 1 {
+			t.Fatalf("sku %d: state %+v, %v", sku, st, err)
+		}
+	}
+	// And a key outside the slot is refused by the cluster, which is what
+	// the hash tag prevents.
+	err = rdb.Eval(ctx, "return redis.call('GET', KEYS[2])", []string{"a:{x}", "b:{y}"}).Err()
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("a script over two slots: %v, want CROSSSLOT", err)
+	}
+}
