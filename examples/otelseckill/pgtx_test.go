@@ -316,16 +316,19 @@ func TestTxRetryOnDeadlock(t *testing.T) {
 			}
 		}
 	}
-	if len(atts) != 3 || retried != 1 {
-		t.Fatalf("%d attempt spans, %d retried; want 3, 1", len(atts), retried)
+	// Usually one of the two is chosen as the deadlock's victim and
+	// retried; now and then both backends' deadlock checks fire at once and
+	// both are retried. Either way every retried attempt is one more span.
+	if retried < 1 || retried > 2 || len(atts) != 2+retried {
+		t.Fatalf("%d attempt spans, %d retried; want 1 or 2 retried and 2 more spans than that", len(atts), retried)
 	}
 	calls := b.ended("pgtx swap")
 	if len(calls) != 2 {
 		t.Fatalf("%d call spans, want 2", len(calls))
 	}
 	rm := collect(t, b.reader)
-	if got := sum(t, find(t, rm, otelseckill.MetricTxAttempts), sqlstate.String("40P01"), otelseckill.AttrTxRetry.Bool(true)); got != 1 {
-		t.Errorf("retried attempts with 40P01: %v, want 1", got)
+	if got := sum(t, find(t, rm, otelseckill.MetricTxAttempts), sqlstate.String("40P01"), otelseckill.AttrTxRetry.Bool(true)); got != float64(retried) {
+		t.Errorf("retried attempts with 40P01: %v, want %d (the retried spans)", got, retried)
 	}
 	if got := sum(t, find(t, rm, otelseckill.MetricTxDuration), committed); got != 2 {
 		t.Errorf("committed transactions: %v, want 2", got)
