@@ -287,7 +287,10 @@ func TestPatroniKillLeaderMidSale(t *testing.T) {
 	oldLeader, standby := c.Nodes[0], c.Nodes[1]
 	pool, relayPool, admin := haPools(t, c)
 	requireSyncCommit(t, ctx, admin, standby.Name)
-	r := newRig(t, rigConfig{Pool: pool, Admin: admin, Schema: "patroni_kill", Stock: 400, Buckets: 4,
+	// ObserveAll: the COMMITs counted waiting at the kill are any of the
+	// flow pool's (orders, payments, cancels), so every one of them must
+	// be observed.
+	r := newRig(t, rigConfig{Pool: pool, Admin: admin, Schema: "patroni_kill", Stock: 400, Buckets: 4, ObserveAll: true,
 		Tx: pgtx.Options{ResolveCommit: true, ResolveTimeout: 90 * time.Second}, Timeout: 6 * time.Minute})
 	msgs := r.messages(plan{Users: 400, DoubleClick: 10, Expired: 5, Pay: 2})
 	var rule timelineRule

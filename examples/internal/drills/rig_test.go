@@ -131,6 +131,10 @@ type rigConfig struct {
 	Buckets int16
 	// Tx are the order transaction's options; the rig sets the Observer.
 	Tx pgtx.Options
+	// ObserveAll observes the flow's payments and sweeps too
+	// (flow.Config.TxObserver), not only its order transactions: for a
+	// drill that counts every COMMIT of the flow's pool.
+	ObserveAll bool
 	// Timeout bounds the whole drill (a safety net against hangs).
 	// Defaults to 150s.
 	Timeout time.Duration
@@ -179,7 +183,11 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 		opts.Name = "place_order"
 	}
 	opts.Observer = r.tx.observer()
-	svc, err := flow.New(ctx, cfg.Pool, flow.Config{Schema: cfg.Schema, TxOptions: opts, Item: flow.SKU{
+	var all pgtx.Observer
+	if cfg.ObserveAll {
+		all = opts.Observer
+	}
+	svc, err := flow.New(ctx, cfg.Pool, flow.Config{Schema: cfg.Schema, TxOptions: opts, TxObserver: all, Item: flow.SKU{
 		ActivityID: 7, SKUID: 70, Title: "drill phone", UnitPrice: 1999, Currency: "CNY", Stock: cfg.Stock, Buckets: cfg.Buckets,
 	}})
 	if err != nil {
