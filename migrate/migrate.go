@@ -67,6 +67,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/sqlfile"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -331,45 +332,36 @@ func ApplyTx(ctx context.Context, tx pgx.Tx, schema string, comps ...Component) 
 		return Result{}, err
 	}
 	quoted := pgx.Identifier{schema}.Sanitize()
+	q := statements.Bind(quoted)
 	// The lock serialises concurrent migrators of the same schema; it is
 	// released when the caller's transaction ends.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('seckill.migrate:' || $1, 0))`, schema); err != nil {
+	if _, err := tx.Exec(ctx, q.Get("lock"), schema); err != nil {
 		return Result{}, fmt.Errorf("migrate: lock: %w", err)
 	}
 	var searchPath string
-	if err := tx.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&searchPath); err != nil {
+	if err := tx.QueryRow(ctx, q.Get("read_search_path")).Scan(&searchPath); err != nil {
 		return Result{}, fmt.Errorf("migrate: read search_path: %w", err)
 	}
 	var hasChecksum bool
-	for _, q := range []string{
-		`CREATE SCHEMA IF NOT EXISTS ` + quoted,
-		`CREATE TABLE IF NOT EXISTS ` + quoted + `.seckill_schema_migrations (
-	component  text        NOT NULL,
-	version    integer     NOT NULL,
-	name       text        NOT NULL,
-	applied_at timestamptz NOT NULL DEFAULT statement_timestamp(),
-	checksum   text,
-	PRIMARY KEY (component, version)
-)`,
-	} {
-		if _, err := tx.Exec(ctx, q); err != nil {
+	for _, ddl := range []string{q.Get("create_schema"), q.Get("create_bookkeeping")} {
+		if _, err := tx.Exec(ctx, ddl); err != nil {
 			return Result{}, fmt.Errorf("migrate: prepare schema %s: %w", quoted, err)
 		}
 	}
-	if err := tx.QueryRow(ctx, checksumColumnSQL, quoted+".seckill_schema_migrations").Scan(&hasChecksum); err != nil {
+	if err := tx.QueryRow(ctx, q.Get("has_checksum_column"), quoted+".seckill_schema_migrations").Scan(&hasChecksum); err != nil {
 		return Result{}, fmt.Errorf("migrate: prepare schema %s: %w", quoted, err)
 	}
 	if !hasChecksum { // a table made by a version of this package without checksums
-		if _, err := tx.Exec(ctx, `ALTER TABLE `+quoted+`.seckill_schema_migrations ADD COLUMN checksum text`); err != nil {
+		if _, err := tx.Exec(ctx, q.Get("add_checksum_column")); err != nil {
 			return Result{}, fmt.Errorf("migrate: prepare schema %s: %w", quoted, err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, quoted); err != nil {
+	if _, err := tx.Exec(ctx, q.Get("set_search_path"), quoted); err != nil {
 		return Result{}, fmt.Errorf("migrate: set search_path: %w", err)
 	}
 	res := Result{Applied: map[string][]int{}}
 	for i, c := range comps {
-		applied, err := appliedChecksums(ctx, tx, quoted, c.Name)
+		applied, err := appliedChecksums(ctx, tx, q, c.Name)
 		if err != nil {
 			return Result{}, err
 		}
@@ -377,7 +369,7 @@ func ApplyTx(ctx context.Context, tx pgx.Tx, schema string, comps ...Component) 
 			if sum, ok := applied[m.Version]; ok {
 				switch {
 				case sum == "":
-					if _, err := tx.Exec(ctx, `UPDATE `+quoted+`.seckill_schema_migrations SET checksum = $3 WHERE component = $1 AND version = $2`,
+					if _, err := tx.Exec(ctx, q.Get("record_checksum"),
 						c.Name, m.Version, m.Checksum); err != nil {
 						return Result{}, fmt.Errorf("migrate: record checksum of %s %s: %w", c.Name, m.Name, err)
 					}
@@ -391,23 +383,18 @@ func ApplyTx(ctx context.Context, tx pgx.Tx, schema string, comps ...Component) 
 					return Result{}, fmt.Errorf("migrate: %s %s (statement at line %d): %w", c.Name, m.Name, st.line, err)
 				}
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.seckill_schema_migrations (component, version, name, checksum) VALUES ($1, $2, $3, $4)`,
+			if _, err := tx.Exec(ctx, q.Get("record"),
 				c.Name, m.Version, m.Name, m.Checksum); err != nil {
 				return Result{}, fmt.Errorf("migrate: record %s %s: %w", c.Name, m.Name, err)
 			}
 			res.Applied[c.Name] = append(res.Applied[c.Name], m.Version)
 		}
 	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, searchPath); err != nil {
+	if _, err := tx.Exec(ctx, q.Get("set_search_path"), searchPath); err != nil {
 		return Result{}, fmt.Errorf("migrate: restore search_path: %w", err)
 	}
 	return res, nil
 }
-
-// checksumColumnSQL tells whether the bookkeeping table ($1) has the
-// checksum column.
-const checksumColumnSQL = `SELECT EXISTS (SELECT FROM pg_attribute
-	WHERE attrelid = $1::regclass AND attname = 'checksum' AND NOT attisdropped)`
 
 // prepare validates the schema name (defaulting it) and reads every
 // component's migrations, before anything is sent.
@@ -430,8 +417,8 @@ func prepare(schema string, comps []Component) (string, [][]migration, error) {
 
 // appliedChecksums returns the versions recorded for component, each with
 // its checksum ("" when none was recorded).
-func appliedChecksums(ctx context.Context, q pgtx.Querier, quoted, component string) (map[int]string, error) {
-	rows, err := q.Query(ctx, `SELECT version, coalesce(checksum, '') FROM `+quoted+`.seckill_schema_migrations WHERE component = $1`, component)
+func appliedChecksums(ctx context.Context, db pgtx.Querier, q sqlfile.Bound, component string) (map[int]string, error) {
+	rows, err := db.Query(ctx, q.Get("applied_checksums"), component)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
 	}
@@ -461,12 +448,13 @@ func Validate(ctx context.Context, db pgtx.Querier, schema string, comps ...Comp
 		return err
 	}
 	quoted := pgx.Identifier{schema}.Sanitize()
+	q := statements.Bind(quoted)
 	var exists, hasChecksum bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoted+".seckill_schema_migrations").Scan(&exists); err != nil {
+	if err := db.QueryRow(ctx, q.Get("bookkeeping_exists"), quoted+".seckill_schema_migrations").Scan(&exists); err != nil {
 		return fmt.Errorf("migrate: validate: %w", err)
 	}
 	if exists {
-		if err := db.QueryRow(ctx, checksumColumnSQL, quoted+".seckill_schema_migrations").Scan(&hasChecksum); err != nil {
+		if err := db.QueryRow(ctx, q.Get("has_checksum_column"), quoted+".seckill_schema_migrations").Scan(&hasChecksum); err != nil {
 			return fmt.Errorf("migrate: validate: %w", err)
 		}
 	}
@@ -478,10 +466,10 @@ func Validate(ctx context.Context, db pgtx.Querier, schema string, comps ...Comp
 		applied := map[int]string{}
 		if exists {
 			if hasChecksum {
-				if applied, err = appliedChecksums(ctx, db, quoted, c.Name); err != nil {
+				if applied, err = appliedChecksums(ctx, db, q, c.Name); err != nil {
 					return err
 				}
-			} else if err := versionsOnly(ctx, db, quoted, c.Name, applied); err != nil {
+			} else if err := versionsOnly(ctx, db, q, c.Name, applied); err != nil {
 				return err
 			}
 		}
@@ -507,8 +495,8 @@ func Validate(ctx context.Context, db pgtx.Querier, schema string, comps ...Comp
 
 // versionsOnly reads the versions of a bookkeeping table without the
 // checksum column into applied, each with an empty checksum.
-func versionsOnly(ctx context.Context, q pgtx.Querier, quoted, component string, applied map[int]string) error {
-	rows, err := q.Query(ctx, `SELECT version FROM `+quoted+`.seckill_schema_migrations WHERE component = $1`, component)
+func versionsOnly(ctx context.Context, db pgtx.Querier, q sqlfile.Bound, component string, applied map[int]string) error {
+	rows, err := db.Query(ctx, q.Get("applied_versions"), component)
 	if err != nil {
 		return fmt.Errorf("migrate: validate: %w", err)
 	}

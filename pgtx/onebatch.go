@@ -96,17 +96,6 @@ func (e *ResultError) Error() string {
 // Unwrap returns the callback's error.
 func (e *ResultError) Unwrap() error { return e.Err }
 
-// qBatchCaptureXID reads the transaction id inside the batch, for
-// [Options.ResolveCommit]. PostgreSQL sends nothing back before the
-// batch's Sync unless its output buffer (8 kB) fills, and a break during
-// COMMIT's flush would then leave the id unread: the second row, 16 kB of
-// padding, fills the buffer, so the first row leaves the server before
-// COMMIT runs.
-// The timeline travels with the id, as in qCaptureXID (see there).
-const qBatchCaptureXID = `select x::text, case when x is null then null else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end, null::text
-from (select pg_current_xact_id_if_assigned() as x) s
-union all select null, null, repeat(' ', 16384)`
-
 // RunBatch sends BEGIN, the statements of b and COMMIT to the server in
 // one round trip (one pipeline: pgx's batch, ended by a single Sync), so
 // that the locks the statements take are held only while the server
@@ -228,10 +217,8 @@ type batchReader struct {
 func (s *batchReader) layout(b *pgx.Batch) {
 	o := s.r.o
 	nb := &pgx.Batch{}
-	nb.BeginTx(pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode})
-	for _, q := range s.r.setLocals {
-		nb.Queue(q)
-	}
+	nb.BeginTx(o.txOptions())
+	queueSetLocals(nb, s.r.setLocals)
 	s.first = len(nb.QueuedQueries)
 	for _, qq := range b.QueuedQueries {
 		// Copies: a failure clears the callbacks of the statements the
@@ -246,7 +233,7 @@ func (s *batchReader) layout(b *pgx.Batch) {
 		nb.Queue(qBatchCaptureXID)
 	}
 	s.commit = len(nb.QueuedQueries)
-	nb.Queue("commit")
+	nb.Queue(qCommit)
 	s.nb = nb
 }
 
@@ -402,7 +389,7 @@ func (r *runner) rollbackFailed(ctx context.Context, conn *pgx.Conn) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.RollbackTimeout)
 	defer cancel()
-	if _, err := conn.Exec(rctx, "rollback"); err != nil {
+	if _, err := conn.Exec(rctx, qRollback); err != nil {
 		// A connection that cannot roll back is closed: the server ends
 		// the transaction.
 		_ = conn.Close(rctx)

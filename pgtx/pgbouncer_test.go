@@ -124,7 +124,7 @@ func TestPgBouncerRetriesDeadlock(t *testing.T) {
 }
 
 // TestPgBouncerLockTimeoutApplied: Options.LockTimeout (SET LOCAL in the
-// BEGIN message) takes effect through PgBouncer.
+// BEGIN round trip) takes effect through PgBouncer.
 func TestPgBouncerLockTimeoutApplied(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

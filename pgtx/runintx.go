@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,14 +33,17 @@ type Options struct {
 	// read-only transactions). Defaults to the server's.
 	DeferrableMode pgx.TxDeferrableMode
 
-	// LockTimeout, when positive, is applied with SET LOCAL lock_timeout:
-	// a statement waiting longer than this for a lock fails with 55P03
+	// LockTimeout, when positive, is applied with SET LOCAL lock_timeout
+	// (set_config('lock_timeout', ms, true), sent behind BEGIN in the same
+	// pipeline; a TxBeginner that is neither a pool nor a connection gets
+	// it in a round trip of its own after BEGIN): a statement waiting
+	// longer than this for a lock fails with 55P03
 	// ([ErrorClass.LockTimeout]). Defaults to 0: the server's setting. Whole
 	// milliseconds; a positive value below 1ms counts as 1ms.
 	LockTimeout time.Duration
 	// StatementTimeout, when positive, is applied with SET LOCAL
-	// statement_timeout ([ErrorClass.StatementTimeout]). Defaults to 0: the
-	// server's setting.
+	// statement_timeout, as LockTimeout is ([ErrorClass.StatementTimeout]).
+	// Defaults to 0: the server's setting.
 	StatementTimeout time.Duration
 
 	// MaxAttempts bounds how many times fn runs. Defaults to 5; 1
@@ -130,8 +132,8 @@ func (o Options) withDefaults() (Options, error) {
 	case o.ResolveTimeout < 0:
 		return bad("ResolveTimeout", o.ResolveTimeout)
 	}
-	// The modes are strings spliced into the BEGIN text: only pgx's
-	// constants are allowed.
+	// pgx splices a mode that is not one of its constants into BEGIN's
+	// text: only pgx's constants are allowed.
 	switch o.IsoLevel {
 	case "", pgx.Serializable, pgx.RepeatableRead, pgx.ReadCommitted, pgx.ReadUncommitted:
 	default:
@@ -171,43 +173,38 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// txOptions renders the BEGIN, with the SET LOCALs in the same simple-query
-// message so that they cost no extra round trip.
+// txOptions returns the modes of BEGIN, which pgx renders as one of its
+// fixed texts (the modes are checked against pgx's constants above).
 func (o Options) txOptions() pgx.TxOptions {
-	opts := pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode}
-	sets := o.setLocals()
-	if len(sets) == 0 {
-		return opts
-	}
-	var b strings.Builder
-	b.WriteString("begin isolation level ")
-	b.WriteString(string(o.IsoLevel))
-	if o.AccessMode != "" {
-		b.WriteString(" " + string(o.AccessMode))
-	}
-	if o.DeferrableMode != "" {
-		b.WriteString(" " + string(o.DeferrableMode))
-	}
-	for _, setLocal := range sets {
-		b.WriteString("; " + setLocal)
-	}
-	opts.BeginQuery = b.String()
-	return opts
+	return pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode}
 }
 
-// setLocals renders the SET LOCAL statements of the timeouts.
-func (o Options) setLocals() []string {
-	var sets []string
+// setLocal is one SET LOCAL of a timeout: a named statement
+// (sql/begin.sql) and its value, whole milliseconds as text.
+type setLocal struct {
+	sql, ms string
+}
+
+// setLocals returns the SET LOCALs of the timeouts, in the order they are
+// sent after BEGIN.
+func (o Options) setLocals() []setLocal {
+	var sets []setLocal
 	for _, s := range []struct {
-		name string
-		d    time.Duration
-	}{{"lock_timeout", o.LockTimeout}, {"statement_timeout", o.StatementTimeout}} {
+		sql string
+		d   time.Duration
+	}{{qSetLockTimeout, o.LockTimeout}, {qSetStatementTimeout, o.StatementTimeout}} {
 		if s.d > 0 {
-			ms := max(s.d.Milliseconds(), 1)
-			sets = append(sets, "set local "+s.name+" = "+strconv.FormatInt(ms, 10))
+			sets = append(sets, setLocal{sql: s.sql, ms: strconv.FormatInt(max(s.d.Milliseconds(), 1), 10)})
 		}
 	}
 	return sets
+}
+
+// queueSetLocals queues sets on b.
+func queueSetLocals(b *pgx.Batch, sets []setLocal) {
+	for _, s := range sets {
+		b.Queue(s.sql, s.ms)
+	}
 }
 
 // backoff returns the wait before attempt+1 after attempt failed: drawn at
@@ -370,11 +367,10 @@ type runner struct {
 	o     Options
 	start time.Time
 	batch bool // RunBatch
-	// begin is the BEGIN of a transaction in a round trip of its own (with
-	// the SET LOCALs in the same message), setLocals the SET LOCALs alone
-	// for a deferred BEGIN.
+	// begin is the modes of BEGIN, setLocals the SET LOCALs that follow
+	// it in the same pipeline.
 	begin     pgx.TxOptions
-	setLocals []string
+	setLocals []setLocal
 	// commitLost: the current attempt sent COMMIT and its answer was lost.
 	commitLost bool
 }
@@ -393,7 +389,7 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error)
 	if bb, ok := db.(batchBeginner); ok && r.o.DeferBegin {
 		deferred = &deferredTx{ctx: ctx, db: bb, begin: r.begin, setLocals: r.setLocals}
 		tx = deferred
-	} else if tx, err = db.BeginTx(ctx, r.begin); err != nil {
+	} else if tx, err = r.beginTx(ctx, db); err != nil {
 		return err
 	}
 	finished := false
@@ -456,6 +452,36 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error)
 	return r.resolve(ctx, ce)
 }
 
+// beginTx begins a transaction in a round trip of its own: pgx's BeginTx,
+// or, with timeouts to set, BEGIN and the SET LOCALs in one pipeline (one
+// Sync) when db can send a batch (a pool or a connection). A TxBeginner
+// that cannot (one of the caller's own types) gets the SET LOCALs in a
+// round trip after BEGIN.
+func (r *runner) beginTx(ctx context.Context, db TxBeginner) (pgx.Tx, error) {
+	bb, pipelines := db.(batchBeginner)
+	if len(r.setLocals) == 0 || !pipelines {
+		tx, err := db.BeginTx(ctx, r.begin)
+		if err != nil || len(r.setLocals) == 0 {
+			return tx, err
+		}
+		b := &pgx.Batch{}
+		queueSetLocals(b, r.setLocals)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			r.rollback(ctx, tx)
+			return nil, fmt.Errorf("pgtx: begin: %w", err)
+		}
+		return tx, nil
+	}
+	d := &deferredTx{ctx: ctx, db: bb, begin: r.begin, setLocals: r.setLocals}
+	if err := d.ensure(ctx); err != nil {
+		if d.tx != nil {
+			r.rollback(ctx, d.tx)
+		}
+		return nil, err
+	}
+	return d.tx, nil
+}
+
 // commitNeverLeft reports whether a failed COMMIT is known not to have
 // committed: the server answered with an error or a rollback, or the
 // COMMIT was never sent.
@@ -477,19 +503,6 @@ func commitNeverLeft(err error, closedBefore bool) bool {
 	}
 	return pgconn.SafeToRetry(err)
 }
-
-// The resolution's queries. The timeline is the first eight hex digits of
-// the name of the WAL file being written: on PostgreSQL 15 and later it is
-// the new timeline as soon as a promoted standby accepts writes (the
-// timeline of pg_control_checkpoint() changes only at the next
-// checkpoint). pg_walfile_name fails during recovery, so it runs only when
-// the transaction holds an id (which a standby never gives) or the server
-// is not in recovery.
-const (
-	qCaptureXID = `select x::text, case when x is null then null else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end
-from (select pg_current_xact_id_if_assigned() as x) s`
-	qResolveXID = `select pg_xact_status($1::text::xid8), case when pg_is_in_recovery() then null else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end`
-)
 
 // errInRecovery marks a resolution answered by a standby.
 var errInRecovery = errors.New("pgtx: the server is in recovery")

@@ -18,7 +18,9 @@
 // for a statement that reads no table through an index), an optional "full scan: <table>, … (why)" line names the
 // tables it reads whole by design, an optional "explain with: <value>, …"
 // line gives typical parameter values for the plan test (see
-// Statement.ExplainWith), and the other lines describe it. The
+// Statement.ExplainWith), an optional "not explained: <why>" line marks
+// a statement EXPLAIN does not take (COMMIT, ROLLBACK, DDL), and the other
+// lines describe it. The
 // text runs to the next "-- name:" line or the end of the file. Text
 // before a file's first statement is a comment about the file.
 //
@@ -74,6 +76,10 @@ type Statement struct {
 	// range), the custom plan PostgreSQL uses for typical values instead
 	// of the generic one. Empty: the generic plan.
 	ExplainWith string
+	// NotExplained says why the statement has no plan (EXPLAIN does not
+	// take it: a transaction control or DDL statement), from a "not
+	// explained:" line; empty for a statement the plan test explains.
+	NotExplained string
 	// Header is the header as written, "--" lines included.
 	Header string
 	// Text is the statement, {schema} not yet replaced.
@@ -247,6 +253,8 @@ func (st *Statement) headerLine(l string) string {
 		}
 	case strings.HasPrefix(l, "-- explain with: "):
 		st.ExplainWith = strings.TrimPrefix(l, "-- explain with: ")
+	case strings.HasPrefix(l, "-- not explained: "):
+		st.NotExplained = strings.TrimPrefix(l, "-- not explained: ")
 	case strings.HasPrefix(l, "-- full scan:"):
 		m := fullLine.FindStringSubmatch(l)
 		if m == nil || m[2] == "" {
@@ -319,6 +327,20 @@ func (s *Set) Names() []string {
 func (s *Set) Lookup(name string) (*Statement, bool) {
 	st, ok := s.byName[name]
 	return st, ok
+}
+
+// Get returns the text of the statement called name, for a set whose
+// statements name no schema (pgtx's). An unknown name, or a statement
+// with a {schema} placeholder (which needs [Set.Bind]), panics.
+func (s *Set) Get(name string) string {
+	st, ok := s.byName[name]
+	if !ok {
+		panic(fmt.Sprintf("sqlfile: no statement named %q", name))
+	}
+	if strings.Contains(st.Text, "{schema}") {
+		panic(fmt.Sprintf("sqlfile: statement %q names {schema}: use Bind", name))
+	}
+	return st.Text
 }
 
 // Bound is a Set with {schema} replaced by one quoted schema name.

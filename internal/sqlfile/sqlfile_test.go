@@ -50,6 +50,13 @@ func TestParse(t *testing.T) {
 	if got := set.Bind(`"my ""s"""`).Get("get"); got != `SELECT * FROM "my ""s""".t WHERE id = $1` {
 		t.Fatalf("bound %s", got)
 	}
+	plain, err := Parse(fsOf(map[string]string{"p.sql": "-- name: commit\n-- index: none (reads no table)\n-- not explained: no plan\nCOMMIT\n"}), "sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := plain.Lookup("commit"); st.NotExplained != "no plan" || plain.Get("commit") != "COMMIT" {
+		t.Fatalf("parsed %+v, Get %q", st, plain.Get("commit"))
+	}
 }
 
 // TestParseRejects is the loader's loud failure: each malformed file is
@@ -107,6 +114,8 @@ func TestPanics(t *testing.T) {
 	}
 	set := MustParse(fsOf(map[string]string{"a.sql": good}), "sql")
 	mustPanic("Get of an unknown name", func() { set.Bind(`"s"`).Get("nope") })
+	mustPanic("Set.Get of an unknown name", func() { set.Get("nope") })
+	mustPanic("Set.Get of a statement naming {schema}", func() { set.Get("get") })
 	mustPanic("Bind of an unquoted schema", func() { set.Bind("s") })
 	mustPanic("Bind of a schema with a stray quote", func() { set.Bind(`"a"b"`) })
 	mustPanic("MustParse of a bad file", func() { MustParse(fsOf(map[string]string{"a.sql": "-- name: x\nSELECT 1\n"}), "sql") })

@@ -31,7 +31,7 @@ const docPath = "../../docs/sql.md"
 
 // converted are the packages whose statements live in sql/*.sql, in the
 // order docs/sql.md lists them.
-var converted = []string{"outbox", "inbox", "order", "inventory"}
+var converted = []string{"outbox", "inbox", "order", "inventory", "pgtx", "migrate"}
 
 // packages parses the sql/*.sql files of the converted packages from the
 // module root, so that their paths read outbox/sql/claim.sql.
@@ -280,6 +280,9 @@ func TestPlans(t *testing.T) {
 	for _, pkg := range packages(t) {
 		bound := pkg.Set.Bind(quoted)
 		for _, st := range pkg.Set.Statements() {
+			if st.NotExplained != "" {
+				continue
+			}
 			p, err := sqlplan.Explain(ctx, conn, quoted, bound.Get(st.Name), st.ExplainWith)
 			if err != nil {
 				t.Errorf("%s.%s: %v", pkg.Name, st.Name, err)
@@ -378,7 +381,7 @@ func TestSQLDocIsCurrent(t *testing.T) {
 	}
 	for _, pkg := range packages(t) {
 		for _, st := range pkg.Set.Statements() {
-			if p := sqlplan.Plans(have)[pkg.Name+"."+st.Name]; p == "" || p == "(not explained)" {
+			if p := sqlplan.Plans(have)[pkg.Name+"."+st.Name]; st.NotExplained == "" && (p == "" || p == "(not explained)") {
 				t.Errorf("docs/sql.md has no plan for %s.%s: regenerate it", pkg.Name, st.Name)
 			}
 		}

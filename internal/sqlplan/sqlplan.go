@@ -171,16 +171,20 @@ const (
 
 // Doc renders docs/sql.md: every statement of pkgs with its file, its
 // description, its parameters, its intended index and its plan
-// (plans[pkg.Name+"."+name]; "(not explained)" when missing).
+// (plans[pkg.Name+"."+name]; "(not explained)" when missing), or for a
+// statement marked "not explained:" the reason.
 func Doc(pkgs []Package, plans map[string]string) string {
 	var b strings.Builder
 	b.WriteString(`# The SQL statements
 
 <!-- Generated: go test ./internal/sqlplan/ -run TestPlans -update. Do not edit. -->
 
-Every statement the converted packages send (` + "`outbox`, `inbox`, `order`, `inventory`" + `) lives
+Every statement the library's packages send (` + "`outbox`, `inbox`, `order`, `inventory`, `pgtx`, `migrate`" + `) lives
 whole in their embedded ` + "`sql/*.sql`" + ` files, one file per operation, each under a
 header that names it, lists its parameters and the index it is meant to use.
+(BEGIN is pgx's text for the modes ` + "`pgtx.Options`" + ` names; see ` + "`pgtx/sql/begin.sql`" + `.)
+A statement EXPLAIN does not take (COMMIT, ROLLBACK, DDL) is listed with a
+note instead of a plan.
 The only placeholder is ` + "`{schema}`" + `, replaced once, when a Store is built, by
 the validated, quoted schema name; every value is a bind parameter. Variants
 (plain, Citus, ` + "`pgtx.Abort`" + `) are separate statements written out in full;
@@ -255,6 +259,10 @@ func writeStatement(b *strings.Builder, pkgName string, st *sqlfile.Statement, p
 		fmt.Fprintf(b, "Full scan by design: `%s` (%s).\n", strings.Join(st.FullScans, "`, `"), st.FullScanNote)
 	}
 	fmt.Fprintf(b, "\n```sql\n%s\n```\n\n", st.Text)
+	if st.NotExplained != "" {
+		fmt.Fprintf(b, "Not explained: %s.\n", st.NotExplained)
+		return
+	}
 	if st.ExplainWith != "" {
 		fmt.Fprintf(b, "The custom plan for the values `%s`:\n\n%s\n\n", st.ExplainWith, PlanBegin)
 	} else {
