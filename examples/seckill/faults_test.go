@@ -120,7 +120,7 @@ func TestFaultConsumerKilledBetweenCommitAndAck(t *testing.T) {
 	const crashes = 20
 	var crashed atomic.Int64
 	hooks := &saleHooks{started: func(s *service) {
-		s.js.CrashAfterCommit = func(broker.Message) bool { return crashed.Add(1) <= crashes }
+		s.js.InjectFaultsForTest(broker.Faults{CrashAfterCommit: func(broker.Message) bool { return crashed.Add(1) <= crashes }})
 	}}
 	rep, err := runSaleHooked(ctx, pgtest.Pool(t), cfg, nil, nil, hooks)
 	if err != nil {
@@ -148,7 +148,7 @@ func TestFaultPubAckTimeoutsAtRelay(t *testing.T) {
 	var svc *service
 	hooks := &saleHooks{started: func(s *service) {
 		svc = s
-		s.js.DropPubAck = func(m outbox.Message) bool {
+		s.js.InjectFaultsForTest(broker.Faults{DropPubAck: func(m outbox.Message) bool {
 			if m.Attempt != 1 || n.Add(1)%4 != 0 {
 				return false
 			}
@@ -156,7 +156,7 @@ func TestFaultPubAckTimeoutsAtRelay(t *testing.T) {
 			defer mu.Unlock()
 			dropped[m.EventID.String()] = true
 			return true
-		}
+		}})
 	}}
 	rep, err := runSaleHooked(ctx, pgtest.Pool(t), cfg, nil, nil, hooks)
 	if err != nil {

@@ -12,6 +12,8 @@
 // committed. On the real stack it also gives the outbox relays
 // [JetStream.EventPublisher], runs [JetStream.ConsumeEvents] for each of
 // [EventConsumers], reads [JetStream.State] for the reconciliation and
-// [JetStream.InboxRetention] for the inbox's minimum retention. The fault
-// tests set the JetStream's hooks (OnPoison, DropPubAck, CrashAfterCommit).
+// [JetStream.InboxRetention] for the inbox's minimum retention, and sets
+// [JetStream.OnPoison] to record the messages it gives up on. The fault
+// tests inject faults through [JetStream.InjectFaultsForTest] (faults.go),
+// which production code never calls.
 package broker

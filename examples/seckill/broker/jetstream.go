@@ -85,14 +85,8 @@ type JetStream struct {
 	// OnPoison records a message that will never be processed (MaxDeliver
 	// reached); it must succeed before the message is terminated.
 	OnPoison func(ctx context.Context, stream string, m Message, deliveries uint64, cause error) error
-	// DropPubAck, when set, makes the relay's publisher treat the PubAck of
-	// a message it returns true for as lost (the fault test of PubAck
-	// timeouts): the message is in the stream, the relay hears nothing.
-	DropPubAck func(outbox.Message) bool
-	// CrashAfterCommit, when set, makes an order consumer that committed the
-	// first delivery of a message it returns true for neither ack nor nak,
-	// as a consumer killed between COMMIT and ack (the fault test).
-	CrashAfterCommit func(Message) bool
+	// faults are the fault tests' hooks (see faults.go); nil in production.
+	faults atomic.Pointer[Faults]
 
 	ids                                                       sync.Map // order message ids this process published (stored)
 	published, deliveries, redeliveries, deduplicated, poison atomic.Int64
@@ -353,7 +347,7 @@ func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream strin
 	close(done)
 	switch {
 	case err == nil:
-		if j.CrashAfterCommit != nil && stream == j.OrderStream && md.NumDelivered == 1 && j.CrashAfterCommit(m) {
+		if stream == j.OrderStream && md.NumDelivered == 1 && j.crashAfterCommit(m) {
 			return // the consumer "died" after COMMIT, before the ack: redelivered after AckWait
 		}
 		if dupRate > 0 && md.NumDelivered == 1 && rand.Float64() < dupRate {
@@ -449,7 +443,7 @@ func (j *JetStream) EventPublisher(published func(outbox.Message)) func(context.
 			}
 			hdr.Set("Seckill-Event-Tag", m.Tag)
 			ack, _, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
-			if err == nil && j.DropPubAck != nil && j.DropPubAck(m) {
+			if err == nil && j.dropPubAck(m) {
 				err = fmt.Errorf("jetstream: publish event %s: %w (PubAck dropped by the fault test)", m.EventID, context.DeadlineExceeded)
 			}
 			if err != nil {
