@@ -49,21 +49,29 @@ type callbackRow struct{ rows callbackRows }
 // Scan reads the first row into dest and closes the rows: pgx.ErrNoRows
 // when there is none, the statement's error when it failed.
 func (r callbackRow) Scan(dest ...any) error {
-	defer r.rows.Close()
 	for _, d := range dest {
 		if _, ok := d.(*pgtype.DriverBytes); ok {
+			r.rows.Close()
 			return fmt.Errorf("pgtx: cannot scan into *pgtype.DriverBytes from QueryRow")
 		}
 	}
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
+	return scanFirst(r.rows, dest...)
+}
+
+// scanFirst reads the first row of rows into dest and closes them, with
+// pgx's QueryRow semantics: pgx.ErrNoRows when there is none, the
+// statement's error when it failed.
+func scanFirst(rows pgx.Rows, dest ...any) error {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		return pgx.ErrNoRows
 	}
-	if err := r.rows.Scan(dest...); err != nil {
+	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
-	r.rows.Close()
-	return r.rows.Err()
+	rows.Close()
+	return rows.Err()
 }

@@ -244,20 +244,7 @@ func (r *batchRows) Err() error {
 // there is none.
 type batchRow struct{ rows pgx.Rows }
 
-func (r *batchRow) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return pgx.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.rows.Close()
-	return r.rows.Err()
-}
+func (r *batchRow) Scan(dest ...any) error { return scanFirst(r.rows, dest...) }
 
 // failedRows returns pgx's own rows for a query that failed before it
 // was sent: closed, reporting err.

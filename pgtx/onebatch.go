@@ -156,12 +156,8 @@ func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) e
 	if b == nil || len(b.QueuedQueries) == 0 {
 		return fmt.Errorf("%w: the batch is empty", ErrInvalidOptions)
 	}
-	if o.ResolveCommit && o.ResolveDB == nil {
-		q, ok := db.(Querier)
-		if !ok {
-			return fmt.Errorf("%w: ResolveCommit needs ResolveDB when db is not a Querier", ErrInvalidOptions)
-		}
-		o.ResolveDB = q
+	if err := o.defaultResolveDB(db); err != nil {
+		return err
 	}
 	r := runner{o: o, start: time.Now(), batch: true, begin: o.txOptions(), setLocals: o.setLocals()}
 	return r.retry(ctx, func(int) error { return r.batchOnce(ctx, db, b) })

@@ -265,15 +265,25 @@ func RunInTx(ctx context.Context, db TxBeginner, opts Options, fn func(pgx.Tx) e
 	if fn == nil {
 		return fmt.Errorf("%w: fn is nil", ErrInvalidOptions)
 	}
-	if o.ResolveCommit && o.ResolveDB == nil {
-		q, ok := db.(Querier)
-		if !ok {
-			return fmt.Errorf("%w: ResolveCommit needs ResolveDB when db is not a Querier", ErrInvalidOptions)
-		}
-		o.ResolveDB = q
+	if err := o.defaultResolveDB(db); err != nil {
+		return err
 	}
 	r := runner{o: o, start: time.Now(), begin: o.txOptions(), setLocals: o.setLocals()}
 	return r.retry(ctx, func(int) error { return r.once(ctx, db, fn) })
+}
+
+// defaultResolveDB sets ResolveDB to db when ResolveCommit needs it and
+// the caller left it unset; db must then be a Querier.
+func (o *Options) defaultResolveDB(db any) error {
+	if !o.ResolveCommit || o.ResolveDB != nil {
+		return nil
+	}
+	q, ok := db.(Querier)
+	if !ok {
+		return fmt.Errorf("%w: ResolveCommit needs ResolveDB when db is not a Querier", ErrInvalidOptions)
+	}
+	o.ResolveDB = q
+	return nil
 }
 
 // retry runs once for attempt 1, 2, … until it succeeds, fails with an
