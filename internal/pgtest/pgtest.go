@@ -213,6 +213,13 @@ func NewPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	envExecMode(t, cfg.ConnConfig)
+	return openPool(t, cfg, configure)
+}
+
+// openPool opens a pool with cfg, configured by configure (may be nil),
+// closed when the test ends.
+func openPool(t testing.TB, cfg *pgxpool.Config, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	if configure != nil {
 		configure(cfg)
 	}
@@ -258,17 +265,7 @@ func PgBouncerPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if configure != nil {
-		configure(cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
+	return openPool(t, cfg, configure)
 }
 
 // Conn returns a single connection of its own, in the query exec mode of
