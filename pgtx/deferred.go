@@ -33,8 +33,8 @@ type deferredTx struct {
 	// values, as a tracer sees them), never with context.Background().
 	ctx       context.Context
 	db        batchBeginner
-	begin     pgx.TxOptions // the modes of BEGIN
-	setLocals []setLocal    // the SET LOCALs that follow BEGIN
+	begin     pgx.TxOptions // BEGIN with the SET LOCALs, for a BEGIN of its own
+	setLocals []setLocal    // the SET LOCALs alone, for a pipelined BEGIN
 	tx        pgx.Tx        // the transaction, once begun
 	err       error         // why beginning it failed
 	end       bool          // committed or rolled back before anything was sent
@@ -50,7 +50,7 @@ func (d *deferredTx) begun() bool { return d.tx != nil || d.err != nil }
 // queries.
 func (d *deferredTx) beginBatch(queries []*pgx.QueuedQuery) *pgx.Batch {
 	nb := &pgx.Batch{}
-	nb.BeginTx(d.begin)
+	nb.BeginTx(pgx.TxOptions{IsoLevel: d.begin.IsoLevel, AccessMode: d.begin.AccessMode, DeferrableMode: d.begin.DeferrableMode})
 	queueSetLocals(nb, d.setLocals)
 	nb.QueuedQueries = append(nb.QueuedQueries, queries...)
 	return nb
@@ -73,10 +73,7 @@ func (d *deferredTx) send(ctx context.Context, queries []*pgx.QueuedQuery) (pgx.
 	return br, nil
 }
 
-// ensure begins the transaction on its own when nothing was sent yet: in
-// one round trip, BEGIN alone or BEGIN and the SET LOCALs in one
-// pipeline. When it fails after the server began the transaction, d.tx
-// is set (Rollback ends it) and d.err says why.
+// ensure begins the transaction on its own when nothing was sent yet.
 func (d *deferredTx) ensure(ctx context.Context) error {
 	switch {
 	case d.end:
@@ -84,17 +81,6 @@ func (d *deferredTx) ensure(ctx context.Context) error {
 	case d.err != nil:
 		return d.err
 	case d.tx != nil:
-		return nil
-	}
-	if len(d.setLocals) > 0 {
-		br, err := d.send(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := br.Close(); err != nil {
-			d.err = fmt.Errorf("pgtx: begin: %w", err)
-			return d.err
-		}
 		return nil
 	}
 	tx, err := d.db.BeginTx(ctx, d.begin)

@@ -213,7 +213,7 @@ type batchReader struct {
 func (s *batchReader) layout(b *pgx.Batch) {
 	o := s.r.o
 	nb := &pgx.Batch{}
-	nb.BeginTx(o.txOptions())
+	nb.BeginTx(o.modes())
 	queueSetLocals(nb, s.r.setLocals)
 	s.first = len(nb.QueuedQueries)
 	for _, qq := range b.QueuedQueries {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,10 +35,9 @@ type Options struct {
 	DeferrableMode pgx.TxDeferrableMode
 
 	// LockTimeout, when positive, is applied with SET LOCAL lock_timeout
-	// (set_config('lock_timeout', ms, true), sent behind BEGIN in the same
-	// pipeline; a TxBeginner that is neither a pool nor a connection gets
-	// it in a round trip of its own after BEGIN): a statement waiting
-	// longer than this for a lock fails with 55P03
+	// (set_config('lock_timeout', ms, true), sent with BEGIN, in the same
+	// round trip): a statement waiting longer than this for a lock fails
+	// with 55P03
 	// ([ErrorClass.LockTimeout]). Defaults to 0: the server's setting. Whole
 	// milliseconds; a positive value below 1ms counts as 1ms.
 	LockTimeout time.Duration
@@ -173,16 +173,39 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// txOptions returns the modes of BEGIN, which pgx renders as one of its
-// fixed texts (the modes are checked against pgx's constants above).
-func (o Options) txOptions() pgx.TxOptions {
+// modes returns the modes of BEGIN, which pgx renders as one of its fixed
+// texts (the modes are checked against pgx's constants above).
+func (o Options) modes() pgx.TxOptions {
 	return pgx.TxOptions{IsoLevel: o.IsoLevel, AccessMode: o.AccessMode, DeferrableMode: o.DeferrableMode}
 }
 
-// setLocal is one SET LOCAL of a timeout: a named statement
-// (sql/begin.sql) and its value, whole milliseconds as text.
+// txOptions returns the BEGIN of a transaction begun in a round trip of
+// its own: pgx's text for o's modes and, when timeouts are set, the SET
+// LOCALs after it in the same simple-protocol message, so that they cost
+// no round trip and no describe in any exec mode. That message takes no
+// bind parameters: the milliseconds are inlined into the named statements
+// as integer literals (sqlfile's Inline writes digits only).
+func (o Options) txOptions() pgx.TxOptions {
+	opts := o.modes()
+	sets := o.setLocals()
+	if len(sets) == 0 {
+		return opts
+	}
+	b := &pgx.Batch{}
+	b.BeginTx(opts) // queues pgx's BEGIN for the modes, the text its BeginTx sends
+	msg := []string{b.QueuedQueries[0].SQL}
+	for _, s := range sets {
+		msg = append(msg, statements.Inline(s.name, s.ms))
+	}
+	opts.BeginQuery = strings.Join(msg, "; ")
+	return opts
+}
+
+// setLocal is one SET LOCAL of a timeout: a named statement of
+// sql/begin.sql (its name and text) and its value in whole milliseconds.
 type setLocal struct {
-	sql, ms string
+	name, sql string
+	ms        int64
 }
 
 // setLocals returns the SET LOCALs of the timeouts, in the order they are
@@ -190,20 +213,21 @@ type setLocal struct {
 func (o Options) setLocals() []setLocal {
 	var sets []setLocal
 	for _, s := range []struct {
-		sql string
-		d   time.Duration
-	}{{qSetLockTimeout, o.LockTimeout}, {qSetStatementTimeout, o.StatementTimeout}} {
+		name, sql string
+		d         time.Duration
+	}{{"set_lock_timeout", qSetLockTimeout, o.LockTimeout}, {"set_statement_timeout", qSetStatementTimeout, o.StatementTimeout}} {
 		if s.d > 0 {
-			sets = append(sets, setLocal{sql: s.sql, ms: strconv.FormatInt(max(s.d.Milliseconds(), 1), 10)})
+			sets = append(sets, setLocal{name: s.name, sql: s.sql, ms: max(s.d.Milliseconds(), 1)})
 		}
 	}
 	return sets
 }
 
-// queueSetLocals queues sets on b.
+// queueSetLocals queues sets on b, in a pipeline behind BEGIN: their
+// milliseconds are bind parameters.
 func queueSetLocals(b *pgx.Batch, sets []setLocal) {
 	for _, s := range sets {
-		b.Queue(s.sql, s.ms)
+		b.Queue(s.sql, strconv.FormatInt(s.ms, 10))
 	}
 }
 
@@ -377,8 +401,9 @@ type runner struct {
 	o     Options
 	start time.Time
 	batch bool // RunBatch
-	// begin is the modes of BEGIN, setLocals the SET LOCALs that follow
-	// it in the same pipeline.
+	// begin is the BEGIN of a transaction in a round trip of its own (with
+	// the SET LOCALs in the same message), setLocals the SET LOCALs alone,
+	// queued behind BEGIN in a pipeline.
 	begin     pgx.TxOptions
 	setLocals []setLocal
 	// commitLost: the current attempt sent COMMIT and its answer was lost.
@@ -399,7 +424,7 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error)
 	if bb, ok := db.(batchBeginner); ok && r.o.DeferBegin {
 		deferred = &deferredTx{ctx: ctx, db: bb, begin: r.begin, setLocals: r.setLocals}
 		tx = deferred
-	} else if tx, err = r.beginTx(ctx, db); err != nil {
+	} else if tx, err = db.BeginTx(ctx, r.begin); err != nil {
 		return err
 	}
 	finished := false
@@ -460,36 +485,6 @@ func (r *runner) once(ctx context.Context, db TxBeginner, fn func(pgx.Tx) error)
 		return ce
 	}
 	return r.resolve(ctx, ce)
-}
-
-// beginTx begins a transaction in a round trip of its own: pgx's BeginTx,
-// or, with timeouts to set, BEGIN and the SET LOCALs in one pipeline (one
-// Sync) when db can send a batch (a pool or a connection). A TxBeginner
-// that cannot (one of the caller's own types) gets the SET LOCALs in a
-// round trip after BEGIN.
-func (r *runner) beginTx(ctx context.Context, db TxBeginner) (pgx.Tx, error) {
-	bb, pipelines := db.(batchBeginner)
-	if len(r.setLocals) == 0 || !pipelines {
-		tx, err := db.BeginTx(ctx, r.begin)
-		if err != nil || len(r.setLocals) == 0 {
-			return tx, err
-		}
-		b := &pgx.Batch{}
-		queueSetLocals(b, r.setLocals)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			r.rollback(ctx, tx)
-			return nil, fmt.Errorf("pgtx: begin: %w", err)
-		}
-		return tx, nil
-	}
-	d := &deferredTx{ctx: ctx, db: bb, begin: r.begin, setLocals: r.setLocals}
-	if err := d.ensure(ctx); err != nil {
-		if d.tx != nil {
-			r.rollback(ctx, d.tx)
-		}
-		return nil, err
-	}
-	return d.tx, nil
 }
 
 // commitNeverLeft reports whether a failed COMMIT is known not to have

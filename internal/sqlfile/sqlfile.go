@@ -343,6 +343,25 @@ func (s *Set) Get(name string) string {
 	return st.Text
 }
 
+// Inline returns the text of the statement called name, as Get does,
+// with each parameter $n replaced by args[n-1] written as a quoted
+// integer literal ('1234'): for a message of the simple query protocol,
+// which takes no bind parameters. Only integers can be inlined, so
+// nothing but digits (and a minus sign) enters the text. An unknown name,
+// a {schema} placeholder or a count of args other than the statement's
+// parameters panics.
+func (s *Set) Inline(name string, args ...int64) string {
+	text := s.Get(name)
+	st := s.byName[name]
+	if len(args) != len(st.Params) {
+		panic(fmt.Sprintf("sqlfile: Inline(%q) with %d values for %d parameters", name, len(args), len(st.Params)))
+	}
+	return paramUse.ReplaceAllStringFunc(text, func(p string) string {
+		k, _ := strconv.Atoi(p[1:])
+		return "'" + strconv.FormatInt(args[k-1], 10) + "'"
+	})
+}
+
 // Bound is a Set with {schema} replaced by one quoted schema name.
 type Bound struct {
 	set    *Set

@@ -57,6 +57,10 @@ func TestParse(t *testing.T) {
 	if st, _ := plain.Lookup("commit"); st.NotExplained != "no plan" || plain.Get("commit") != "COMMIT" {
 		t.Fatalf("parsed %+v, Get %q", st, plain.Get("commit"))
 	}
+	two := MustParse(fsOf(map[string]string{"p.sql": "-- name: two\n-- $1 = a\n-- $2 = b\n-- index: none (x)\nSELECT set_config('x', $1, true), $2, $1\n"}), "sql")
+	if got := two.Inline("two", 1234, -5); got != "SELECT set_config('x', '1234', true), '-5', '1234'" {
+		t.Fatalf("Inline: %q", got)
+	}
 }
 
 // TestParseRejects is the loader's loud failure: each malformed file is
@@ -116,6 +120,8 @@ func TestPanics(t *testing.T) {
 	mustPanic("Get of an unknown name", func() { set.Bind(`"s"`).Get("nope") })
 	mustPanic("Set.Get of an unknown name", func() { set.Get("nope") })
 	mustPanic("Set.Get of a statement naming {schema}", func() { set.Get("get") })
+	mustPanic("Inline with too few values", func() { set.Inline("get") })
+	mustPanic("Inline of a statement naming {schema}", func() { set.Inline("get", 1) })
 	mustPanic("Bind of an unquoted schema", func() { set.Bind("s") })
 	mustPanic("Bind of a schema with a stray quote", func() { set.Bind(`"a"b"`) })
 	mustPanic("MustParse of a bad file", func() { MustParse(fsOf(map[string]string{"a.sql": "-- name: x\nSELECT 1\n"}), "sql") })

@@ -3,9 +3,14 @@
 -- modes as pgx.TxOptions, and pgx sends one of its fixed texts (BEGIN
 -- ISOLATION LEVEL READ COMMITTED, … READ ONLY DEFERRABLE), chosen from
 -- the closed set of pgx's constants that Options accepts. The timeouts
--- follow BEGIN in the same pipeline (one Sync, one round trip), as bind
--- parameters: set_config(name, value, true) is SET LOCAL, ended with the
--- transaction.
+-- travel with BEGIN, in the same round trip, as SET LOCAL
+-- (set_config(name, value, true), ended with the transaction). In a
+-- pipeline (RunBatch, DeferBegin) they are queued behind BEGIN with the
+-- milliseconds as a bind parameter. When BEGIN takes a round trip of its
+-- own, BEGIN and the statements below go as one simple-protocol message,
+-- which takes no bind parameters: $1 is then written as a quoted integer
+-- literal (sqlfile's Inline, digits only), so that the timeouts cost no
+-- round trip and no describe in any exec mode.
 
 -- name: set_lock_timeout
 -- SET LOCAL lock_timeout: a statement waiting longer for a lock fails with
