@@ -77,7 +77,7 @@ func newFaces(s *service, g *guard, mon *monitor) *api {
 		"GET /audit":     http.HandlerFunc(a.audit),
 		"GET /stats":     http.HandlerFunc(a.stats),
 		"GET /reconcile": http.HandlerFunc(a.reconcile),
-		"GET /metrics":   s.metrics,
+		"GET /metrics":   s.tel.metrics,
 	}
 	if mon != nil {
 		op["GET /{$}"] = http.HandlerFunc(mon.servePage)
@@ -87,7 +87,7 @@ func newFaces(s *service, g *guard, mon *monitor) *api {
 		operators.Handle(pattern, h)
 		buyers.Handle(pattern, a.operatorOnly(h))
 	}
-	a.buyers, a.operators = traced(buyers), traced(operators)
+	a.buyers, a.operators = s.tel.traced(buyers), s.tel.traced(operators)
 	return a
 }
 
@@ -239,10 +239,9 @@ func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		if sink, ok := ctx.Value(reservationSink{}).(*frontdoor.Reservation); ok {
 			*sink = res
 		}
-		tc, _ := traceFrom(ctx)
 		writeJSON(w, http.StatusAccepted, map[string]any{
 			"status": "queued", "request_id": res.RequestID, "reservation_id": res.ReservationID, "order_id": res.OrderID,
-			"trace_id": tc.TraceIDString(),
+			"trace_id": traceID(ctx),
 		})
 	}
 }

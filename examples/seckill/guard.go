@@ -21,12 +21,12 @@ type guard struct {
 	prefix string // of the store's keys
 	log    *slog.Logger
 
-	refusedCallbacks *family // by reason
-	refusedBuyers    *family // by reason
-	refusedOperators *family
-	rateLimited      *family // by scope
-	idemOutcomes     *family // by outcome
-	internalErrors   *family
+	refusedCallbacks *counter // by reason
+	refusedBuyers    *counter // by reason
+	refusedOperators *counter
+	rateLimited      *counter // by scope
+	idemOutcomes     *counter // by outcome
+	internalErrors   *counter
 }
 
 // newGuard builds the guard of s's HTTP face: its store is s's Redis on the
@@ -42,17 +42,17 @@ func newGuard(s *service, cfg securityConfig) (*guard, error) {
 	} else {
 		g.stores = guardstore.NewMemory()
 	}
-	m := s.metrics
-	g.refusedCallbacks = m.counter("seckill_callbacks_refused_total",
+	m := s.tel
+	g.refusedCallbacks = m.counter("seckill.callbacks_refused",
 		"Payment callbacks refused with 401 before anything was parsed or written, by reason (missing, malformed, expired, wrong, replayed).", "reason")
-	g.refusedBuyers = m.counter("seckill_buyer_auth_refused_total",
+	g.refusedBuyers = m.counter("seckill.buyer_auth_refused",
 		"Buyer requests refused with 401: no bearer token, or one that does not verify.", "reason")
-	g.refusedOperators = m.counter("seckill_operator_auth_refused_total",
+	g.refusedOperators = m.counter("seckill.operator_auth_refused",
 		"Operator routes asked on the buyers' address without the operator token (401).")
-	g.rateLimited = m.counter("seckill_rate_limited_total", "POST /orders refused with 429, by scope (buyer, address).", "scope")
-	g.idemOutcomes = m.counter("seckill_idempotency_total",
+	g.rateLimited = m.counter("seckill.rate_limited", "POST /orders refused with 429, by scope (buyer, address).", "scope")
+	g.idemOutcomes = m.counter("seckill.idempotency",
 		"Requests under an idempotency key by outcome: first, replayed (the stored answer), conflict (422: another body), in_progress (409).", "outcome")
-	g.internalErrors = m.counter("seckill_http_internal_errors_total", "500 answers (each logged with its error_id).")
+	g.internalErrors = m.counter("seckill.http_internal_errors", "500 answers (each logged with its error_id).")
 	return g, nil
 }
 

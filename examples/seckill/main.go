@@ -31,7 +31,7 @@
 //	GET  /audit     → every invariant, checked now in one snapshot (live; ?at_rest=true: strict)
 //	GET  /stats     → counters and outbox figures
 //	GET  /reconcile → the three-way reconciliation, now
-//	GET  /metrics   → the figures, in the Prometheus text format
+//	GET  /metrics   → the figures, in the Prometheus text format (OpenTelemetry's Prometheus exporter)
 //
 // -serve reads its keys from SECKILL_BUYER_TOKEN_KEYS and
 // SECKILL_CALLBACK_SECRETS (and SECKILL_OPERATOR_TOKEN); -mint-token and
@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
 
 	"github.com/seckillkit/seckill/examples/internal/stackharness"
 	"github.com/seckillkit/seckill/internal/pgharness"
@@ -98,7 +99,7 @@ func main() {
 	tolerance := flag.Duration("callback-tolerance", defaultTolerance, "how far a payment callback's signed timestamp may be from now")
 	sign := flag.Bool("sign-callback", false, "print the "+signatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+EnvCallbackSecrets+", and exit")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
-	trace := flag.Bool("trace-log", false, "with -v: also log every processed order message and consumed event, with its trace_id")
+	trace := flag.Bool("trace-log", false, "with -v: also log every order transaction (one record each: its ids, attempts, SQLSTATE, rows, durations, commit result) and consumed event, with its trace_id")
 	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby) and kill the leader mid-sale")
 	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
 	flag.Parse()
@@ -143,6 +144,10 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 	case serve != "": // the error ids of 500 answers reach the log
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
+	// What a metrics collection could not read (otelseckill's and the
+	// service's callbacks) reaches the log, not OpenTelemetry's default
+	// logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
 	srv, err := pgharness.Start(ctx, pgharness.Options{})
 	if err != nil {
 		return err
@@ -252,6 +257,7 @@ func openPool(ctx context.Context, url string, cfg config) (*pgxpool.Pool, error
 		return nil, err
 	}
 	pcfg.MaxConns = int32(cfg.PoolSize * max(cfg.Activities, 1))
+	pcfg.ConnConfig.Tracer = poolTracer{} // acquire time and rows written, for the order transaction's log record
 	if cfg.Citus {
 		pcfg.ConnConfig.RuntimeParams["citus.enable_schema_based_sharding"] = "on"
 	}

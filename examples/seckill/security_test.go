@@ -111,8 +111,8 @@ func postCallback(a *api, sig string, body []byte) (int, map[string]any) {
 	return serve(a, req)
 }
 
-// metric reads one value of the operators' GET /metrics.
-func metric(t *testing.T, base, name string, labels ...string) float64 {
+// metricValue reads one value of the operators' GET /metrics.
+func metricValue(t *testing.T, base, name string, labels ...string) float64 {
 	t.Helper()
 	return value(scrape(t, base), name, labels...)
 }
@@ -151,7 +151,7 @@ func TestForgedCallbackRefused(t *testing.T) {
 			if err != nil || o.Status.String() != "CREATED" {
 				t.Fatalf("order after the forged callback: %v %v, want CREATED", o.Status, err)
 			}
-			if n := metric(t, srv.URL, "seckill_callbacks_refused_total", "reason", sigMissing); n != 1 {
+			if n := metricValue(t, srv.URL, "seckill_callbacks_refused_total", "reason", sigMissing); n != 1 {
 				t.Errorf("seckill_callbacks_refused_total{reason=missing} = %v, want 1", n)
 			}
 		})
@@ -208,7 +208,7 @@ func TestCallbackSignatures(t *testing.T) {
 		t.Fatalf("refused callbacks wrote something:\nbefore %s\nafter  %s", before, after)
 	}
 	for reason, want := range map[string]float64{sigMissing: 1, sigMalformed: 5, sigWrong: 5, sigExpired: 2} {
-		if n := metric(t, srv.URL, "seckill_callbacks_refused_total", "reason", reason); n != want {
+		if n := metricValue(t, srv.URL, "seckill_callbacks_refused_total", "reason", reason); n != want {
 			t.Errorf("seckill_callbacks_refused_total{reason=%s} = %v, want %v", reason, n, want)
 		}
 	}
@@ -280,7 +280,7 @@ func TestBuyerTokens(t *testing.T) {
 	if after := footprint(t, ctx, a); after != before {
 		t.Fatalf("refused buyers wrote something:\nbefore %s\nafter  %s", before, after)
 	}
-	if n := metric(t, srv.URL, "seckill_buyer_auth_refused_total"); n != float64(2*len(forgedTokens(t))) {
+	if n := metricValue(t, srv.URL, "seckill_buyer_auth_refused_total"); n != float64(2*len(forgedTokens(t))) {
 		t.Errorf("seckill_buyer_auth_refused_total = %v, want %d", n, 2*len(forgedTokens(t)))
 	}
 	// The request: a buyer id in the body.
@@ -450,7 +450,7 @@ func testIdempotencyKey(t *testing.T, stack string) {
 	if n := countRows(t, ctx, a.s.Pool, a.s.Schema, "orders", "user_id = 4"); n != 1 {
 		t.Errorf("buyer 4 has %v orders, want 1", n)
 	}
-	if n := metric(t, srv.URL, "seckill_idempotency_total", "outcome", "replayed"); n < 3 {
+	if n := metricValue(t, srv.URL, "seckill_idempotency_total", "outcome", "replayed"); n < 3 {
 		t.Errorf("seckill_idempotency_total{outcome=replayed} = %v, want at least 3", n)
 	}
 }
@@ -563,7 +563,7 @@ func TestRateLimits(t *testing.T) {
 				}
 				break
 			}
-			if metric(t, srv.URL, "seckill_rate_limited_total", "scope", scopeBuyer) == 0 || metric(t, srv.URL, "seckill_rate_limited_total", "scope", scopeAddress) == 0 {
+			if metricValue(t, srv.URL, "seckill_rate_limited_total", "scope", scopeBuyer) == 0 || metricValue(t, srv.URL, "seckill_rate_limited_total", "scope", scopeAddress) == 0 {
 				t.Errorf("seckill_rate_limited_total not counted per scope")
 			}
 		})
