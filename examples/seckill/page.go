@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/reconcile"
 )
@@ -49,10 +52,15 @@ type snapshot struct {
 	Queue      int64        `json:"queue_backlog"`
 	Outbox     int64        `json:"outbox_backlog"` // PENDING, SENDING or RETRY
 	OutboxDead int64        `json:"outbox_dead"`
-	History    []pagePoint  `json:"history"`
-	Audit      checkLine    `json:"audit"`
-	Reconcile  checkLine    `json:"reconcile"`
-	Error      string       `json:"error,omitempty"` // the last sample's failure, if it failed
+	// OutboxOldest is the age of the oldest PENDING or RETRY event, in
+	// seconds (outbox.Stats.OldestWaiting; 0 when none waits).
+	OutboxOldest float64       `json:"outbox_oldest_s"`
+	Pool         pagePool      `json:"pool"`
+	Standbys     []pageStandby `json:"standbys"` // pg_stat_replication; empty: no standby
+	History      []pagePoint   `json:"history"`
+	Audit        checkLine     `json:"audit"`
+	Reconcile    checkLine     `json:"reconcile"`
+	Error        string        `json:"error,omitempty"` // the last sample's failure, if it failed
 }
 
 // pageBucket is one bucket's stock in PostgreSQL and at the front door.
@@ -61,6 +69,30 @@ type pageBucket struct {
 	Total  int32 `json:"total"`
 	PG     int32 `json:"pg_available"`
 	Front  int64 `json:"front_available"` // -1 when the front door did not answer
+}
+
+// pagePool is the pool's saturation (pgxpool.Stat).
+type pagePool struct {
+	Acquired int32 `json:"acquired"` // connections in use
+	Idle     int32 `json:"idle"`
+	Max      int32 `json:"max"`
+	// AcquireMs is the mean time an acquire took over the last interval,
+	// in milliseconds (0 when none was made).
+	AcquireMs float64 `json:"acquire_ms"`
+	// EmptyAcquires counts the acquires that had to wait for a connection
+	// because none was idle, since start-up; EmptyWaitMs is their total
+	// wait.
+	EmptyAcquires int64   `json:"empty_acquires"`
+	EmptyWaitMs   float64 `json:"empty_wait_ms"`
+}
+
+// pageStandby is one standby of pg_stat_replication.
+type pageStandby struct {
+	Name      string  `json:"name"`
+	State     string  `json:"state"`
+	SyncState string  `json:"sync_state"`
+	ReplayLag float64 `json:"replay_lag_s"` // 0 once caught up and idle
+	LagBytes  int64   `json:"lag_bytes"`    // WAL not yet replayed
 }
 
 // pagePoint is one point of the time series: orders per second over the
@@ -72,6 +104,8 @@ type pagePoint struct {
 	P99ms     float64   `json:"p99_ms"`
 	Queue     int64     `json:"queue_backlog"`
 	Outbox    int64     `json:"outbox_backlog"`
+	Acquired  int32     `json:"pool_acquired"`
+	OutboxAge float64   `json:"outbox_oldest_s"`
 }
 
 // checkLine is the latest audit or reconciliation: PASS or FAIL with the
@@ -106,7 +140,9 @@ type monitor struct {
 
 	lastOrders int64
 	lastAt     time.Time
-	lastLat    int // latencies seen so far
+	lastLat    int           // latencies seen so far
+	lastAcq    int64         // the pool's acquires at the last point
+	lastAcqDur time.Duration // and their total duration
 
 	stop      func()
 	done      chan struct{} // closed by Close: the streams end
@@ -200,7 +236,10 @@ func (m *monitor) sample(ctx context.Context) {
 	if st, err := s.Outbox.Stats(ctx, s.Pool); err != nil {
 		errs = append(errs, err.Error())
 	} else {
-		snap.Outbox, snap.OutboxDead = st.Pending+st.Sending+st.Retry, st.Dead
+		snap.Outbox, snap.OutboxDead, snap.OutboxOldest = st.Pending+st.Sending+st.Retry, st.Dead, st.OldestWaiting.Seconds()
+	}
+	if snap.Standbys, err = readStandbys(ctx, s.Pool); err != nil {
+		errs = append(errs, "replication: "+err.Error())
 	}
 	snap.Error = strings.Join(errs, "; ")
 
@@ -209,8 +248,10 @@ func (m *monitor) sample(ctx context.Context) {
 	if m.final {
 		return
 	}
+	snap.Pool = m.poolLocked()
 	if dt := snap.At.Sub(m.lastAt).Seconds(); dt > 0 && (len(m.history) == 0 || dt >= sampleEvery.Seconds()/2) {
-		p := pagePoint{At: snap.At, PerSecond: float64(snap.Orders-m.lastOrders) / dt, Queue: snap.Queue, Outbox: snap.Outbox}
+		p := pagePoint{At: snap.At, PerSecond: float64(snap.Orders-m.lastOrders) / dt, Queue: snap.Queue, Outbox: snap.Outbox,
+			Acquired: snap.Pool.Acquired, OutboxAge: snap.OutboxOldest}
 		var window []time.Duration
 		window, m.lastLat = s.lat.since(m.lastLat)
 		p.P50ms, p.P99ms = pct(window, 50), pct(window, 99)
@@ -222,6 +263,43 @@ func (m *monitor) sample(ctx context.Context) {
 	}
 	snap.History, snap.Audit, snap.Reconcile = m.history, m.audit, m.reconcile
 	m.publishLocked(snap)
+}
+
+// poolLocked reads the pool's saturation; the mean acquire time is over
+// the acquires since the last call. m.mu is held.
+func (m *monitor) poolLocked() pagePool {
+	st := m.s.Pool.Stat()
+	p := pagePool{Acquired: st.AcquiredConns(), Idle: st.IdleConns(), Max: st.MaxConns(),
+		EmptyAcquires: st.EmptyAcquireCount(), EmptyWaitMs: ms(st.EmptyAcquireWaitTime())}
+	if n := st.AcquireCount() - m.lastAcq; n > 0 {
+		p.AcquireMs = ms((st.AcquireDuration() - m.lastAcqDur) / time.Duration(n))
+	}
+	m.lastAcq, m.lastAcqDur = st.AcquireCount(), st.AcquireDuration()
+	return p
+}
+
+// standbysSQL reads the standbys of a primary (none on a standby or a
+// server without replication); the lags are NULL once a standby has caught
+// up and nothing is written, reported as 0.
+const standbysSQL = `SELECT application_name, state, sync_state,
+       COALESCE(EXTRACT(EPOCH FROM replay_lag), 0)::float8,
+       COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), 0)::bigint
+  FROM pg_stat_replication
+ ORDER BY application_name`
+
+// readStandbys reads pg_stat_replication (empty: no standby).
+func readStandbys(ctx context.Context, pool *pgxpool.Pool) ([]pageStandby, error) {
+	rows, err := pool.Query(ctx, standbysSQL)
+	if err != nil {
+		return nil, err
+	}
+	var out []pageStandby
+	var sb pageStandby
+	_, err = pgx.ForEachRow(rows, []any{&sb.Name, &sb.State, &sb.SyncState, &sb.ReplayLag, &sb.LagBytes}, func() error {
+		out = append(out, sb)
+		return nil
+	})
+	return out, err
 }
 
 // publishLocked replaces the snapshot and wakes the streams when anything

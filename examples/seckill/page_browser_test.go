@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -33,8 +34,9 @@ func chromiumPath(t *testing.T) string {
 // TestPageInBrowser opens the operator view in headless Chromium, runs a
 // small sale on the real stack and checks what the page shows: the
 // bucket bars drain to the final stock on both sides, the order counter
-// reaches the database's count, and a reconciliation failure injected on
-// purpose turns the reconciliation line red.
+// reaches the database's count, the pool, outbox and replication signals
+// agree with the server, and a reconciliation failure injected on purpose
+// turns the reconciliation line red.
 func TestPageInBrowser(t *testing.T) {
 	t.Parallel()
 	exe := chromiumPath(t)
@@ -118,6 +120,7 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	eventually("the order counter at the database's count "+strconv.FormatInt(dbOrders, 10),
 		fmt.Sprintf(`document.getElementById("orders").textContent === "%d"`, dbOrders))
+	checkSignalsInBrowser(t, ctx, a, eventually)
 	eventually("a passing reconciliation in green", `(() => {
 		const r = document.getElementById("reconcile");
 		return r.dataset.status === "PASS" && getComputedStyle(r).borderLeftColor === "rgb(29, 122, 51)";
@@ -131,4 +134,41 @@ func TestPageInBrowser(t *testing.T) {
 			&& st.borderLeftColor === "rgb(198, 40, 40)" && st.color === "rgb(198, 40, 40)"
 			&& [...r.querySelectorAll("li")].some(li => li.textContent.startsWith("FAIL"));
 	})()`)
+}
+
+// checkSignalsInBrowser checks the signals next to the charts against the
+// server once the sale is quiet: the pool's size is the pool's MaxConns and
+// its use within it, the outbox's oldest waiting age is the store's (0: the
+// outbox drained), the replication tile says "no standby" when
+// pg_stat_replication is empty (or names each standby), and the pool and
+// outbox-age charts are drawn.
+func checkSignalsInBrowser(t *testing.T, ctx context.Context, a *api, eventually func(what, js string)) {
+	t.Helper()
+	waitQuiet(t, ctx, a)
+	st, err := a.s.Outbox.Stats(ctx, a.s.Pool)
+	if err != nil || st.OldestWaiting != 0 {
+		t.Fatalf("outbox stats once quiet: %+v, %v; want nothing waiting", st, err)
+	}
+	var standbys int
+	if err := a.s.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&standbys); err != nil {
+		t.Fatal(err)
+	}
+	maxConns := a.s.Pool.Stat().MaxConns()
+	eventually(fmt.Sprintf("the pool tile at n / %d", maxConns), fmt.Sprintf(`(() => {
+		const p = document.getElementById("pool");
+		return p.dataset.max === "%d" && +p.dataset.acquired >= 0 && +p.dataset.acquired <= %d
+			&& p.textContent === p.dataset.acquired + " / %d" && document.getElementById("poolmax").textContent === "%d";
+	})()`, maxConns, maxConns, maxConns, maxConns))
+	eventually("the outbox's oldest waiting age at 0", `(() => {
+		const o = document.getElementById("outboxage");
+		return o.dataset.seconds === "0" && o.textContent === "0.0";
+	})()`)
+	replication := `document.getElementById("replication").textContent === "no standby"`
+	if standbys > 0 {
+		replication = fmt.Sprintf(`document.getElementById("replication").dataset.standbys === "%d"`, standbys)
+	}
+	eventually(fmt.Sprintf("the replication tile for %d standbys", standbys), replication)
+	eventually("the pool and outbox-age charts drawn", `document.querySelector("#chart-pool polyline") !== null
+		&& document.querySelector("#chart-pool text").textContent.startsWith("max ")
+		&& document.querySelector("#chart-outboxage text") !== null`)
 }

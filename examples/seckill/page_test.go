@@ -155,6 +155,14 @@ func TestEventStream(t *testing.T) {
 	if last.Data.Queue != 0 || last.Data.Outbox != 0 {
 		t.Errorf("backlogs %d/%d once quiet, want 0/0", last.Data.Queue, last.Data.Outbox)
 	}
+	var standbys int
+	if err := a.s.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&standbys); err != nil {
+		t.Fatal(err)
+	}
+	if p := last.Data.Pool; p.Max != a.s.Pool.Stat().MaxConns() || p.Acquired < 0 || p.Acquired > p.Max || len(last.Data.Standbys) != standbys {
+		t.Errorf("pool %+v (the pool's MaxConns %d), %d standbys (pg_stat_replication: %d)", p, a.s.Pool.Stat().MaxConns(),
+			len(last.Data.Standbys), standbys)
+	}
 
 	injectReconcileFailure(t, ctx, a)
 	for {
