@@ -35,10 +35,11 @@ func (s *service) publisher() func(context.Context, []outbox.Message) []error {
 		for _, m := range msgs {
 			// The event's consumers run here: the trace continues from the
 			// event's headers, as from a NATS message's on the real stack.
-			mctx := s.tel.extract(ctx, propagation.MapCarrier(m.Headers))
+			mctx, span := s.tel.start(s.tel.extract(ctx, propagation.MapCarrier(m.Headers)), m.Tag+" process", trace.SpanKindConsumer)
 			if m.Tag == flow.TagOrderCreated {
 				s.log.DebugContext(mctx, "event consumed", "tag", m.Tag, "message_id", m.EventID, "in_process", true)
 			}
+			span.End()
 			if m.Tag == flow.TagOrderCreated && s.onOrderCreated != nil {
 				if id, err := orderIDOf(m.Payload); err == nil {
 					s.onOrderCreated(id)
