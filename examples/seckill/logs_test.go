@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
@@ -103,11 +104,11 @@ func TestPaymentSecretsNotLogged(t *testing.T) {
 		body []byte
 		want int
 	}{
-		{"accepted", signCallback(now, good, secret), good, http.StatusOK},
-		{"replayed", signCallback(now, good, secret), good, http.StatusUnauthorized},
-		{"wrong secret", signCallback(now, good, []byte("not-the-secret")), good, http.StatusUnauthorized},
+		{"accepted", web.SignCallback(now, good, secret), good, http.StatusOK},
+		{"replayed", web.SignCallback(now, good, secret), good, http.StatusUnauthorized},
+		{"wrong secret", web.SignCallback(now, good, []byte("not-the-secret")), good, http.StatusUnauthorized},
 		{"unsigned", "", good, http.StatusUnauthorized},
-		{"malformed", signCallback(now.Add(time.Second), malformed, secret), malformed, http.StatusBadRequest},
+		{"malformed", web.SignCallback(now.Add(time.Second), malformed, secret), malformed, http.StatusBadRequest},
 		{"garbage signature", "t=1,v1=" + card, good, http.StatusUnauthorized},
 	} {
 		code, out := postCallback(a, c.sig, c.body)

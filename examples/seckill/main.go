@@ -23,7 +23,7 @@
 //	GET  /orders/{request}  Authorization: Bearer <buyer token>                    → the order's status
 //	POST /payments/callback Seckill-Signature: t=…,v1=… {"order_id": …, "provider_trade_no": …, "callback_id": …, "amount": …, "currency": "CNY"}
 //
-// The operators' face, on the -page address (loopback only), or on the
+// The operators' face, on the -page address (web.Loopback only), or on the
 // -serve address with "Authorization: Bearer $SECKILL_OPERATOR_TOKEN":
 //
 //	GET  /          → the operator view (a live page)
@@ -57,6 +57,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/seckillkit/seckill/examples/internal/stackharness"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgharness"
 )
 
@@ -90,21 +91,21 @@ func main() {
 	redisURL := flag.String("redis", "", "Redis URL of an existing server, or of a Redis Cluster as redis://host1:port1?addr=host2:port2 (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
 	natsURL := flag.String("nats", "", "NATS URL of an existing server with JetStream (default: "+stackharness.EnvNATSURL+", else a throwaway nats-server -js)")
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
-	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none); with -serve, every operator route (a loopback address)`)
-	mint := flag.Int64("mint-token", 0, "print a bearer token for this buyer id, signed with the first key of "+EnvBuyerKeys+", and exit")
+	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none); with -serve, every operator route (a web.Loopback address)`)
+	mint := flag.Int64("mint-token", 0, "print a bearer token for this buyer id, signed with the first key of "+web.EnvBuyerKeys+", and exit")
 	tokenTTL := flag.Duration("token-ttl", time.Hour, "with -mint-token: how long the token is valid")
-	rateBuyer := flag.Int("rate-buyer", defaultBuyerRate, "POST /orders per second per buyer; more get 429 (-1: no limit)")
-	rateAddr := flag.Int("rate-addr", defaultAddrRate, "POST /orders per second per client address; more get 429 (-1: no limit)")
+	rateBuyer := flag.Int("rate-buyer", web.DefaultBuyerRate, "POST /orders per second per buyer; more get 429 (-1: no limit)")
+	rateAddr := flag.Int("rate-addr", web.DefaultAddrRate, "POST /orders per second per client address; more get 429 (-1: no limit)")
 	idemTTL := flag.Duration("idempotency-ttl", 0, "how long an answer stays stored under its Idempotency-Key; must cover the sale (default 24h; the default run's sale: 10m)")
-	tolerance := flag.Duration("callback-tolerance", defaultTolerance, "how far a payment callback's signed timestamp may be from now")
-	sign := flag.Bool("sign-callback", false, "print the "+signatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+EnvCallbackSecrets+", and exit")
+	tolerance := flag.Duration("callback-tolerance", web.DefaultTolerance, "how far a payment callback's signed timestamp may be from now")
+	sign := flag.Bool("sign-callback", false, "print the "+web.SignatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+web.EnvCallbackSecrets+", and exit")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	trace := flag.Bool("trace-log", false, "with -v: also log every order transaction (one record each: its ids, attempts, SQLSTATE, rows, durations, commit result) and consumed event, with its trace_id")
 	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby) and kill the leader mid-sale")
 	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
 	flag.Parse()
 	if *mint != 0 || *sign {
-		if err := keyTool(os.Stdin, os.Stdout, *mint, *tokenTTL, *sign); err != nil {
+		if err := web.KeyTool(os.Stdin, os.Stdout, *mint, *tokenTTL, *sign); err != nil {
 			fmt.Fprintln(os.Stderr, "seckill:", err)
 			os.Exit(1)
 		}
@@ -114,7 +115,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
-	sec, err := securityFromEnv(*serve != "")
+	sec, err := web.SecurityFromEnv(*serve != "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
@@ -216,8 +217,8 @@ func runOne(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logge
 }
 
 func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr string, log *slog.Logger) error {
-	if opAddr != "" && !loopback(opAddr) {
-		return fmt.Errorf("-page %q: the operator routes ask for no credentials there, so they are served on a loopback address only (e.g. 127.0.0.1:8081; reach them through a tunnel, or on the -serve address with %s)", opAddr, EnvOperatorToken)
+	if opAddr != "" && !web.Loopback(opAddr) {
+		return fmt.Errorf("-page %q: the operator routes ask for no credentials there, so they are served on a web.Loopback address only (e.g. 127.0.0.1:8081; reach them through a tunnel, or on the -serve address with %s)", opAddr, web.EnvOperatorToken)
 	}
 	api, err := newAPI(ctx, pool, cfg, log)
 	if err != nil {

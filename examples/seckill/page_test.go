@@ -12,13 +12,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
 // sseEvent is one server-sent event as read off the wire.
 type sseEvent struct {
 	Name, ID string
-	Data     snapshot
+	Data     web.Snapshot
 }
 
 // openStream opens GET /events and returns a reader of its events.
@@ -192,7 +193,7 @@ func TestEventStreamDisconnect(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	a, base, _ := pageService(t, stackMemory, 2, 1)
-	a.mon.keepAlive.Store(int64(time.Hour))
+	a.Monitor().SetKeepAlive(time.Hour)
 
 	var cancels []context.CancelFunc
 	for range 5 {
@@ -204,9 +205,9 @@ func TestEventStreamDisconnect(t *testing.T) {
 	}
 	waitStreams := func(want int64) {
 		t.Helper()
-		for a.mon.streams.Load() != want {
+		for a.Monitor().Streams() != want {
 			if ctx.Err() != nil {
-				t.Fatalf("%d streams open, want %d", a.mon.streams.Load(), want)
+				t.Fatalf("%d streams open, want %d", a.Monitor().Streams(), want)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -214,7 +215,7 @@ func TestEventStreamDisconnect(t *testing.T) {
 	waitStreams(5)
 	// No more snapshots and no keep-alive: a handler can only learn of
 	// its client's departure from the request's context.
-	a.mon.stop()
+	a.Monitor().Stop()
 	for _, c := range cancels[:3] {
 		c()
 	}
@@ -225,7 +226,7 @@ func TestEventStreamDisconnect(t *testing.T) {
 	defer resp.Body.Close()
 	next()
 	waitStreams(3)
-	a.mon.Close()
+	a.Monitor().Close()
 	waitStreams(0)
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		t.Errorf("stream after Close: %v, want a clean end", err)
@@ -308,7 +309,7 @@ func TestPageDuringRun(t *testing.T) {
 		if ev.Data.Orders != rep.Created || ev.Data.Audit.Status != "PASS" || ev.Data.Reconcile.Status != "PASS" {
 			t.Errorf("final snapshot: %d orders, audit %s, reconciliation %s; report %d orders", ev.Data.Orders, ev.Data.Audit.Status, ev.Data.Reconcile.Status, rep.Created)
 		}
-		if want := auditLine(rep.Checks, false).Lines; strings.Join(ev.Data.Audit.Lines, "\n") != strings.Join(want, "\n") {
+		if want := web.AuditLine(rep.Checks, false).Lines; strings.Join(ev.Data.Audit.Lines, "\n") != strings.Join(want, "\n") {
 			t.Errorf("the page's audit lines are not the report's:\n%s\nwant\n%s", strings.Join(ev.Data.Audit.Lines, "\n"), strings.Join(want, "\n"))
 		}
 		if ev.Data.Paid != rep.Paid || ev.Data.Cancelled != rep.Cancelled {

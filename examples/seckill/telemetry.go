@@ -146,8 +146,8 @@ func (t *telemetry) counter(name, desc string, keys ...string) *counter {
 	return &counter{c: c, keys: keys}
 }
 
-// inc adds n to the series of values.
-func (c *counter) inc(n int64, values ...string) {
+// Inc adds n to the series of values.
+func (c *counter) Inc(n int64, values ...string) {
 	if len(values) != len(c.keys) {
 		panic(fmt.Sprintf("counter: %d attribute values for %d keys", len(values), len(c.keys)))
 	}
