@@ -173,6 +173,13 @@ func addRows(ctx context.Context, tag pgconn.CommandTag) {
 // (read from its body; the body itself is never logged), the outcome and
 // rec's figures.
 func (s *service) logOrderTx(ctx context.Context, m broker.Message, rec *txRecord, out flow.Outcome, err error) {
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	if !s.log.Enabled(ctx, level) {
+		return // the default run logs nothing: no body decoded for it
+	}
 	var om flow.OrderMessage
 	_ = json.Unmarshal(m.Body, &om) // a poison body: the ids stay zero
 	rec.mu.Lock()
@@ -189,14 +196,14 @@ func (s *service) logOrderTx(ctx context.Context, m broker.Message, rec *txRecor
 	rec.mu.Unlock()
 	switch {
 	case errors.Is(err, flow.ErrPoison):
-		s.log.LogAttrs(ctx, slog.LevelWarn, "order message is poison; recorded for review", append(attrs, slog.String("error", err.Error()))...)
+		s.log.LogAttrs(ctx, level, "order message is poison; recorded for review", append(attrs, slog.String("error", err.Error()))...)
 		return
 	case err != nil:
-		s.log.LogAttrs(ctx, slog.LevelWarn, "order transaction failed; the message will be redelivered",
+		s.log.LogAttrs(ctx, level, "order transaction failed; the message will be redelivered",
 			append(attrs, slog.String("error", err.Error()))...)
 		return
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "order message processed",
+	s.log.LogAttrs(ctx, level, "order message processed",
 		append(attrs, slog.String("code", out.Code), slog.Bool("duplicate", out.Duplicate))...)
 }
 
