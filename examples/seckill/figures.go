@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 )
 
 // collectTimeout bounds the reads of one collection of the service's
@@ -101,4 +102,25 @@ func (s *service) registerVacuumFigures(t *telemetry) error {
 		}
 		return nil
 	}, xmin, wal, dead, updates)
+}
+
+// registerAuditFigure reports at every scrape the conservation deviation
+// the latest audit of mon found: how many of its checks failed (0: every
+// invariant holds; the ledger replay, per-bucket totals and allocated =
+// live orders among them), by mode (live, at_rest). The audit reads whole
+// tables, so it runs on the operator page's schedule (every few seconds),
+// never at a scrape; no series before the first audit or when it could not
+// run.
+func (s *service) registerAuditFigure(mon *web.Monitor) error {
+	failed, err := s.tel.meter.Int64ObservableGauge("seckill.audit.failed_checks", metric.WithDescription(
+		"Checks of the latest audit that failed (0: every invariant holds, conservation included), by mode (live, at_rest)."))
+	if err != nil {
+		return err
+	}
+	return s.tel.observe(func(_ context.Context, o metric.Observer) error {
+		if a := mon.Audit(); a.Status != "PENDING" && a.Failed >= 0 {
+			o.ObserveInt64(failed, int64(a.Failed), metric.WithAttributes(attribute.String("mode", a.Mode)))
+		}
+		return nil
+	}, failed)
 }

@@ -23,7 +23,7 @@
 //	GET  /orders/{request}  Authorization: Bearer <buyer token>                    → the order's status
 //	POST /payments/callback Seckill-Signature: t=…,v1=… {"order_id": …, "provider_trade_no": …, "callback_id": …, "amount": …, "currency": "CNY"}
 //
-// The operators' face, on the -page address (web.Loopback only), or on the
+// The operators' face, on the -page address (loopback only), or on the
 // -serve address with "Authorization: Bearer $SECKILL_OPERATOR_TOKEN":
 //
 //	GET  /          → the operator view (a live page)

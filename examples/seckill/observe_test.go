@@ -168,6 +168,12 @@ func testMetricsMatchDatabase(t *testing.T, stack string) {
 	}
 	waitQuiet(t, ctx, a)
 
+	for a.Monitor().Audit().Status == "PENDING" { // the conservation figure comes from the page's audit
+		if ctx.Err() != nil {
+			t.Fatal("the operator page's monitor never audited")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	fams := scrape(t, srv.URL)
 	orders := countRows(t, ctx, pool, cfg.Schema, "orders", "true")
 	inboxRows := countRows(t, ctx, pool, cfg.Schema, "consumer_inbox", "consumer_group = $1", flow.ConsumerGroup)
@@ -194,6 +200,7 @@ func testMetricsMatchDatabase(t *testing.T, stack string) {
 		{"seckill_outbox_events{pending}", value(fams, "seckill_outbox_events", "seckill_outbox_status", "pending"), 0},
 		{"seckill_outbox_oldest_waiting_age_seconds", value(fams, "seckill_outbox_oldest_waiting_age_seconds"), 0},
 		{"db_client_connection_max", value(fams, "db_client_connection_max"), float64(pool.Config().MaxConns)},
+		{"seckill_audit_failed_checks (conservation)", value(fams, "seckill_audit_failed_checks"), 0},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -182,6 +182,13 @@ func TestEventStream(t *testing.T) {
 		if pg != 1 {
 			t.Errorf("PostgreSQL stock after the injection = %d, want 1", pg)
 		}
+		// The same round's audit found the deviation (allocated stock
+		// below the live orders): /metrics says so.
+		if ev.Data.Audit.Status != "FAIL" || ev.Data.Audit.Failed == 0 {
+			t.Errorf("audit after the injection: %s with %d failed checks, want FAIL", ev.Data.Audit.Status, ev.Data.Audit.Failed)
+		} else if n := value(scrape(t, base), "seckill_audit_failed_checks", "mode", "live"); n < 1 {
+			t.Errorf("seckill_audit_failed_checks{mode=live} = %v after the injection, want at least 1", n)
+		}
 		break
 	}
 }

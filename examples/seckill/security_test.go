@@ -576,7 +576,7 @@ func TestRateLimits(t *testing.T) {
 // face without credentials, and on the buyers' face only with the
 // operator token (401 otherwise, a buyer's token included; 404 when no
 // operator token is configured). -serve refuses an operator listener
-// that is not on a web.Loopback address.
+// that is not on a loopback address.
 func TestOperatorRoutes(t *testing.T) {
 	t.Parallel()
 	a, _ := secAPI(t, stackMemory, web.SecurityConfig{}, nil)

@@ -32,6 +32,11 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logge
 		return nil, err
 	}
 	w, err := web.New(ctx, s, cfg.Security, true)
+	if err == nil {
+		if err = s.registerAuditFigure(w.Monitor()); err != nil {
+			w.Close()
+		}
+	}
 	if err != nil {
 		s.close()
 		return nil, err

@@ -126,7 +126,7 @@ func testToken(t testing.TB, buyer int64) string {
 }
 
 // serveTest serves a's two faces on one test server: the operator routes
-// from the operators' face (as on its web.Loopback listener), the rest from
+// from the operators' face (as on its loopback listener), the rest from
 // the buyers' face. It stops when the test ends.
 func serveTest(t testing.TB, a *api) *httptest.Server {
 	mux := http.NewServeMux()

@@ -89,7 +89,7 @@ func (a *API) Security() *SecurityConfig { return &a.g.cfg }
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.buyers.ServeHTTP(w, r) }
 
 // Operator is the operators' face, for a listener of its own (on a
-// Loopback address: it asks for no credentials).
+// loopback address: it asks for no credentials).
 func (a *API) Operator() http.Handler { return a.operators }
 
 // operatorOnly serves h on the buyers' face to the operator token alone:

@@ -120,6 +120,9 @@ type CheckLine struct {
 	Lines   []string  `json:"lines"`
 	Mode    string    `json:"mode,omitempty"`    // audit: "live" or "at_rest"
 	Skipped int       `json:"skipped,omitempty"` // audit: checks exact only at rest, not judged live
+	// Failed counts an audit's checks that failed (-1: the audit itself
+	// failed to run; 0 before the first).
+	Failed int `json:"failed"`
 }
 
 // Monitor samples a service for the operator page and fans the snapshots
@@ -190,6 +193,14 @@ func StartMonitor(ctx context.Context, s Service) *Monitor {
 func (m *Monitor) Close() {
 	m.stop()
 	m.closeOnce.Do(func() { close(m.done) })
+}
+
+// Audit is the latest audit: the live one of every few seconds, or the
+// run's own at rest after Finish; Status PENDING before the first.
+func (m *Monitor) Audit() CheckLine {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.audit
 }
 
 // Stop stops the sampling; the streams stay open (until Close) with the
@@ -345,7 +356,7 @@ func (m *Monitor) check(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		a = CheckLine{Status: "FAIL", At: time.Now(), Lines: []string{"audit error: " + err.Error()}, Mode: "live"}
+		a = CheckLine{Status: "FAIL", At: time.Now(), Lines: []string{"audit error: " + err.Error()}, Mode: "live", Failed: -1}
 	} else {
 		a = AuditLine(checks, true)
 	}
@@ -386,6 +397,9 @@ func AuditLine(checks []flow.Check, live bool) CheckLine {
 		l.Status = "FAIL"
 	}
 	for _, c := range checks {
+		if !c.Pass {
+			l.Failed++
+		}
 		l.Lines = append(l.Lines, fmt.Sprintf("%s [%s] %s: %s", CheckStatus(c), c.Invariant, c.Name, c.Detail))
 	}
 	return l

@@ -24,7 +24,7 @@ import (
 //     (idempotency.go), and the front door limits the rate per buyer and per
 //     address (ratelimit.go);
 //   - the operator routes are served on a listener of their own, on a
-//     Loopback address, or on the buyers' address only with the operator
+//     loopback address, or on the buyers' address only with the operator
 //     token (api.go).
 
 // The environment variables the keys are read from (never flags: a
@@ -163,7 +163,7 @@ func SecurityFromEnv(required bool) (SecurityConfig, error) {
 	return c.withDefaults()
 }
 
-// Loopback reports whether addr (host:port) is on a Loopback address.
+// Loopback reports whether addr (host:port) is on a loopback address.
 func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
