@@ -39,52 +39,9 @@ func chromiumPath(t *testing.T) string {
 // turns the reconciliation line red.
 func TestPageInBrowser(t *testing.T) {
 	t.Parallel()
-	exe := chromiumPath(t)
 	ctx := pgtest.Context(t, 3*time.Minute)
 	a, base, cfg := pageService(t, stackReal, 12, 3)
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox, // as root Chromium needs it
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(400, 900), // a phone
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-
-	// eventually evaluates a JavaScript condition until it holds.
-	eventually := func(what, js string) {
-		t.Helper()
-		for {
-			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if ok {
-				return
-			}
-			if ctx.Err() != nil {
-				html, _ := chromedp.Run(bctx, chromedp.OuterHTML("body"))
-				t.Fatalf("the page never showed %s; it shows:\n%s", what, html)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(base+"/")); err != nil {
-		t.Fatalf("open the page in Chromium: %v", err)
-	}
+	eventually := openPage(t, ctx, base).eventually
 	eventually("the stream live", `document.getElementById("conn").textContent === "live"`)
 	eventually("3 buckets of 4 units on both sides", `(() => {
 		const bs = [...document.querySelectorAll("#buckets .bucket")];
@@ -171,4 +128,60 @@ func checkSignalsInBrowser(t *testing.T, ctx context.Context, a *api, eventually
 	eventually("the pool and outbox-age charts drawn", `document.querySelector("#chart-pool polyline") !== null
 		&& document.querySelector("#chart-pool text").textContent.startsWith("max ")
 		&& document.querySelector("#chart-outboxage text") !== null`)
+}
+
+// browserPage is a page open in headless Chromium.
+type browserPage struct {
+	t   *testing.T
+	ctx context.Context // the test's deadline
+	b   context.Context // the browser tab
+}
+
+// openPage opens base's operator view in headless Chromium, closed when
+// the test ends.
+func openPage(t *testing.T, ctx context.Context, base string) *browserPage {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox, // as root Chromium needs it
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(400, 900), // a phone
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open the page in Chromium: %v", err)
+	}
+	return &browserPage{t: t, ctx: ctx, b: bctx}
+}
+
+// eventually evaluates a JavaScript condition until it holds; at the
+// test's deadline it fails the test with what the page shows.
+func (p *browserPage) eventually(what, js string) {
+	p.t.Helper()
+	for {
+		ok, err := chromedp.Run(p.b, chromedp.Evaluate[bool](js))
+		if err != nil {
+			p.t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if p.ctx.Err() != nil {
+			html, _ := chromedp.Run(p.b, chromedp.OuterHTML("body"))
+			p.t.Fatalf("the page never showed %s; it shows:\n%s", what, html)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
