@@ -31,9 +31,9 @@ import (
 // middleware wrap the next step (func(next) …) and can change or stop it;
 // an observer only watches, which is all metrics and spans need, and
 // cannot alter a retry or a commit decision. As River's OpenTelemetry
-// support (otelriver) lives outside River's core module, an OpenTelemetry
-// or Prometheus observer for this module lives in the service (the example
-// service, examples/seckill, has a Prometheus one).
+// support (otelriver) lives outside River's core module, this module's
+// OpenTelemetry observers live in a module of their own,
+// examples/otelseckill, which the example service (examples/seckill) uses.
 //
 // The hooks run synchronously on the goroutine of the call they observe
 // and must be fast and safe for concurrent use. They receive the

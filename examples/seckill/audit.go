@@ -68,26 +68,3 @@ func abs(n int64) int64 {
 	}
 	return n
 }
-
-// checkStatus is how a check is printed: PASS, FAIL, or SKIP for a check
-// exact only at rest that a live audit could not judge.
-func checkStatus(c flow.Check) string {
-	switch {
-	case c.Skipped:
-		return "SKIP"
-	case c.Pass:
-		return "PASS"
-	}
-	return "FAIL"
-}
-
-// skipped counts the checks a live audit could not judge.
-func skipped(checks []flow.Check) int {
-	n := 0
-	for _, c := range checks {
-		if c.Skipped {
-			n++
-		}
-	}
-	return n
-}

@@ -41,7 +41,7 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 			Store: s.Outbox, Publish: s.publisher(), Owner: fmt.Sprintf("seckill-relay-%d-%s", i, uuid.NewString()[:8]),
 			BatchSize: 200, PollInterval: 20 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 			// The order path sends no NOTIFY (see flow.Config.Notify): relays poll.
-			DisableListen: true, Logger: s.log, Backoff: backoff, Observer: relayObserver{m: s.metrics}.observer(),
+			DisableListen: true, Logger: s.log, Backoff: backoff, Observer: s.tel.obs.Outbox,
 			InTx: s.relayInTx,
 		})
 		if err != nil {

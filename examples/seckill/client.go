@@ -16,6 +16,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -31,8 +32,8 @@ type client struct {
 	tokens sync.Map     // buyer → token
 }
 
-func newClient(a *api) *client {
-	return &client{h: a.buyers, key: a.g.cfg.BuyerKeys[0], secret: a.g.cfg.CallbackSecrets[0]}
+func newClient(a *web.API) *client {
+	return &client{h: a, key: a.Security().BuyerKeys[0], secret: a.Security().CallbackSecrets[0]}
 }
 
 // token returns buyer's bearer token, minted once.
@@ -40,7 +41,7 @@ func (c *client) token(buyer int64) (string, error) {
 	if t, ok := c.tokens.Load(buyer); ok {
 		return t.(string), nil
 	}
-	t, err := mintBuyerToken(c.key, buyer, time.Hour)
+	t, err := web.MintBuyerToken(c.key, buyer, time.Hour)
 	if err != nil {
 		return "", err
 	}
@@ -69,13 +70,13 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.
 		return frontdoor.Reservation{}, err
 	}
 	var res frontdoor.Reservation
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, reservationSink{}, &res), "POST", "/orders", http.NoBody)
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, web.ReservationSink{}, &res), "POST", "/orders", http.NoBody)
 	if err != nil {
 		return frontdoor.Reservation{}, err
 	}
 	req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:40000", byte(buyer>>16), byte(buyer>>8), byte(buyer))
 	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set(idempotencyHeader, key)
+	req.Header.Set(web.IdempotencyHeader, key)
 	code, h, out := c.do(req)
 	switch status, _ := out["status"].(string); {
 	case code == http.StatusAccepted:
@@ -92,11 +93,11 @@ func (c *client) click(ctx context.Context, buyer int64, key string) (frontdoor.
 		return res, frontdoor.ErrAlreadyBought
 	case code == http.StatusForbidden:
 		return res, frontdoor.ErrSaleClosed
-	case code == http.StatusServiceUnavailable && status == statusUnavailable && out["reason"] != "store":
+	case code == http.StatusServiceUnavailable && status == web.StatusUnavailable && out["reason"] != "store":
 		return res, frontdoor.ErrDown
 	case code == http.StatusServiceUnavailable:
 		return res, broker.ErrBusy
-	case code == http.StatusTooManyRequests || (code == http.StatusConflict && status == statusInProgress):
+	case code == http.StatusTooManyRequests || (code == http.StatusConflict && status == web.StatusInProgress):
 		wait, _ := strconv.Atoi(h.Get("Retry-After"))
 		select {
 		case <-ctx.Done():
@@ -124,12 +125,12 @@ func (c *client) pay(ctx context.Context, p flow.Payment) (order.PaymentResult, 
 		if err != nil {
 			return res, err
 		}
-		req.Header.Set(signatureHeader, signCallback(time.Now(), body, c.secret))
+		req.Header.Set(web.SignatureHeader, web.SignCallback(time.Now(), body, c.secret))
 		var code int
 		code, _, out = c.do(req)
 		var wait time.Duration
 		switch {
-		case code == http.StatusUnauthorized && out["reason"] == sigReplayed && attempt < 3:
+		case code == http.StatusUnauthorized && out["reason"] == web.SigReplayed && attempt < 3:
 			// The same callback signed within the same second is the same
 			// signature, used already: deliver it again in the next
 			// second, as a provider retries a refused delivery.
@@ -153,7 +154,7 @@ func (c *client) pay(ctx context.Context, p flow.Payment) (order.PaymentResult, 
 		break
 	}
 	res.PaymentID, _ = uuid.Parse(fmt.Sprint(out["payment_id"]))
-	for k, v := range paymentResults {
+	for k, v := range web.PaymentResults {
 		if v == out["result"] {
 			res.Kind = k
 		}

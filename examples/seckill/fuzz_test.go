@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
@@ -75,7 +76,7 @@ func forgedTokens(t testing.TB) []string {
 	key := testSecurity.BuyerKeys[0]
 	now := time.Now()
 	claims := func(mod func(*jwt.RegisteredClaims)) jwt.RegisteredClaims {
-		c := jwt.RegisteredClaims{Issuer: tokenIssuer, Audience: jwt.ClaimStrings{tokenAudience}, Subject: "42",
+		c := jwt.RegisteredClaims{Issuer: web.TokenIssuer, Audience: jwt.ClaimStrings{web.TokenAudience}, Subject: "42",
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
 		mod(&c)
 		return c
@@ -141,10 +142,10 @@ func FuzzHostileHTTP(f *testing.F) {
 			"/reconcile", "/metrics", "/stats", "/", "/events", "/nope", "/orders/../audit", "//orders", "/ORDERS", "/payments/callback/"}
 		tokens := forgedTokens(f)
 		sigs := []string{"", "t=1", "v1=" + strings.Repeat("0", 64), "t=abc,v1=" + strings.Repeat("0", 64),
-			signCallback(now, pay, wrong),
-			signCallback(now.Add(-time.Hour), pay, testSecurity.CallbackSecrets[0]),
-			signCallback(now.Add(time.Hour), pay, testSecurity.CallbackSecrets[0]),
-			signCallback(now, append(bytes.Clone(pay), ' '), testSecurity.CallbackSecrets[0]),
+			web.SignCallback(now, pay, wrong),
+			web.SignCallback(now.Add(-time.Hour), pay, testSecurity.CallbackSecrets[0]),
+			web.SignCallback(now.Add(time.Hour), pay, testSecurity.CallbackSecrets[0]),
+			web.SignCallback(now, append(bytes.Clone(pay), ' '), testSecurity.CallbackSecrets[0]),
 			"t=" + fmt.Sprint(now.Unix()) + ",v1=" + strings.Repeat("g", 64),
 			strings.Repeat("t=1,", 400)}
 		bodies := [][]byte{nil, []byte(`{}`), []byte(`{"user_id": 4242}`), pay, []byte(`{"order_id": 1e30}`), []byte("\xff\xfe\x00"),
@@ -175,10 +176,10 @@ func FuzzHostileHTTP(f *testing.F) {
 				req.Header.Set("Authorization", auth)
 			}
 			if sig != "" {
-				req.Header.Set(signatureHeader, sig)
+				req.Header.Set(web.SignatureHeader, sig)
 			}
 			if key != "" {
-				req.Header.Set(idempotencyHeader, key)
+				req.Header.Set(web.IdempotencyHeader, key)
 			}
 			code, out := serve(a, req)
 			if !hostileStatuses[code] {
@@ -232,12 +233,12 @@ func FuzzSignedCallbackHTTP(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req := httptest.NewRequestWithContext(ctx, "POST", "/payments/callback", bytes.NewReader(body))
-		req.Header.Set(signatureHeader, signCallback(time.Now(), body, testSecurity.CallbackSecrets[0]))
+		req.Header.Set(web.SignatureHeader, web.SignCallback(time.Now(), body, testSecurity.CallbackSecrets[0]))
 		code, out := serve(a, req)
 		switch code {
 		case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge:
 		case http.StatusUnauthorized:
-			if out["reason"] != sigReplayed { // the fuzzer repeated a body within the second
+			if out["reason"] != web.SigReplayed { // the fuzzer repeated a body within the second
 				t.Fatalf("POST /payments/callback %q = %d %v", body, code, out)
 			}
 		default:
@@ -270,7 +271,7 @@ func FuzzPlaceOrderHTTP(f *testing.F) {
 		req := httptest.NewRequestWithContext(ctx, "POST", "/orders", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+testToken(t, buyer))
 		if key != "" {
-			req.Header.Set(idempotencyHeader, key)
+			req.Header.Set(web.IdempotencyHeader, key)
 		}
 		code, out := serve(a, req)
 		switch code {

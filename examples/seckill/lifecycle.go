@@ -8,6 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
@@ -32,10 +35,11 @@ func (s *service) publisher() func(context.Context, []outbox.Message) []error {
 		for _, m := range msgs {
 			// The event's consumers run here: the trace continues from the
 			// event's headers, as from a NATS message's on the real stack.
-			mctx := continueTrace(ctx, m.Headers[traceHeader])
+			mctx, span := s.tel.start(s.tel.extract(ctx, propagation.MapCarrier(m.Headers)), m.Tag+" process", trace.SpanKindConsumer)
 			if m.Tag == flow.TagOrderCreated {
 				s.log.DebugContext(mctx, "event consumed", "tag", m.Tag, "message_id", m.EventID, "in_process", true)
 			}
+			span.End()
 			if m.Tag == flow.TagOrderCreated && s.onOrderCreated != nil {
 				if id, err := orderIDOf(m.Payload); err == nil {
 					s.onOrderCreated(id)
@@ -44,7 +48,7 @@ func (s *service) publisher() func(context.Context, []outbox.Message) []error {
 			if m.Tag == flow.TagFrontDoorRelease {
 				// The real stack's consumer, run here: a failed release is
 				// not published, and the relay tries it again.
-				if err := s.releaseConsumer()(ctx, broker.Message{ID: m.EventID, Body: m.Payload, TraceParent: m.Headers[traceHeader]}); err != nil {
+				if err := s.releaseConsumer()(ctx, broker.Message{ID: m.EventID, Body: m.Payload, Header: natsHeader(m.Headers)}); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -77,6 +81,16 @@ func (s *service) countRelease(r frontdoor.ReleaseResult, err error) {
 	}
 }
 
+// natsHeader is the NATS header of an outbox event's headers, as the
+// JetStream publisher sends them.
+func natsHeader(h map[string]string) nats.Header {
+	out := nats.Header{}
+	for k, v := range h {
+		out.Set(k, v)
+	}
+	return out
+}
+
 func orderIDOf(payload []byte) (int64, error) {
 	var p struct {
 		OrderID int64 `json:"order_id"`
@@ -105,7 +119,9 @@ func reservationIDOf(payload []byte) (uuid.UUID, error) {
 // before COMMIT, and a transaction that fails after it is retried.
 func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, broker.Message) error {
 	return func(ctx context.Context, m broker.Message) error {
-		ctx = continueTrace(ctx, m.TraceParent)
+		ctx = s.tel.extract(ctx, broker.HeaderCarrier(m.Header))
+		ctx, span := s.tel.start(ctx, tag+" process", trace.SpanKindConsumer)
+		defer span.End()
 		key := inbox.Key{Group: group, MessageID: m.ID}
 		var code string
 		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group, Observer: s.txObs}, func(tx pgx.Tx) error {
@@ -114,6 +130,7 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 			if err != nil {
 				return err
 			}
+			s.tel.obs.RecordInboxClaim(ctx, group, claim.Fresh)
 			if !claim.Fresh {
 				return flow.ErrDuplicate
 			}

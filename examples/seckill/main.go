@@ -31,7 +31,7 @@
 //	GET  /audit     → every invariant, checked now in one snapshot (live; ?at_rest=true: strict)
 //	GET  /stats     → counters and outbox figures
 //	GET  /reconcile → the three-way reconciliation, now
-//	GET  /metrics   → the figures, in the Prometheus text format
+//	GET  /metrics   → the figures, in the Prometheus text format (OpenTelemetry's Prometheus exporter)
 //
 // -serve reads its keys from SECKILL_BUYER_TOKEN_KEYS and
 // SECKILL_CALLBACK_SECRETS (and SECKILL_OPERATOR_TOKEN); -mint-token and
@@ -54,8 +54,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
 
 	"github.com/seckillkit/seckill/examples/internal/stackharness"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgharness"
 )
 
@@ -89,21 +91,21 @@ func main() {
 	redisURL := flag.String("redis", "", "Redis URL of an existing server, or of a Redis Cluster as redis://host1:port1?addr=host2:port2 (default: "+stackharness.EnvRedisURL+", else a throwaway redis-server)")
 	natsURL := flag.String("nats", "", "NATS URL of an existing server with JetStream (default: "+stackharness.EnvNATSURL+", else a throwaway nats-server -js)")
 	serve := flag.String("serve", "", "serve the HTTP API on this address (e.g. :8080) instead of running the sale")
-	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none); with -serve, every operator route (a loopback address)`)
-	mint := flag.Int64("mint-token", 0, "print a bearer token for this buyer id, signed with the first key of "+EnvBuyerKeys+", and exit")
+	page := flag.String("page", "127.0.0.1:0", `serve the operator view (GET /) on this address during the run ("" for none); with -serve, every operator route (a web.Loopback address)`)
+	mint := flag.Int64("mint-token", 0, "print a bearer token for this buyer id, signed with the first key of "+web.EnvBuyerKeys+", and exit")
 	tokenTTL := flag.Duration("token-ttl", time.Hour, "with -mint-token: how long the token is valid")
-	rateBuyer := flag.Int("rate-buyer", defaultBuyerRate, "POST /orders per second per buyer; more get 429 (-1: no limit)")
-	rateAddr := flag.Int("rate-addr", defaultAddrRate, "POST /orders per second per client address; more get 429 (-1: no limit)")
+	rateBuyer := flag.Int("rate-buyer", web.DefaultBuyerRate, "POST /orders per second per buyer; more get 429 (-1: no limit)")
+	rateAddr := flag.Int("rate-addr", web.DefaultAddrRate, "POST /orders per second per client address; more get 429 (-1: no limit)")
 	idemTTL := flag.Duration("idempotency-ttl", 0, "how long an answer stays stored under its Idempotency-Key; must cover the sale (default 24h; the default run's sale: 10m)")
-	tolerance := flag.Duration("callback-tolerance", defaultTolerance, "how far a payment callback's signed timestamp may be from now")
-	sign := flag.Bool("sign-callback", false, "print the "+signatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+EnvCallbackSecrets+", and exit")
+	tolerance := flag.Duration("callback-tolerance", web.DefaultTolerance, "how far a payment callback's signed timestamp may be from now")
+	sign := flag.Bool("sign-callback", false, "print the "+web.SignatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+web.EnvCallbackSecrets+", and exit")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
-	trace := flag.Bool("trace-log", false, "with -v: also log every processed order message and consumed event, with its trace_id")
+	trace := flag.Bool("trace-log", false, "with -v: also log every order transaction (one record each: its ids, attempts, SQLSTATE, rows, durations, commit result) and consumed event, with its trace_id")
 	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby) and kill the leader mid-sale")
 	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
 	flag.Parse()
 	if *mint != 0 || *sign {
-		if err := keyTool(os.Stdin, os.Stdout, *mint, *tokenTTL, *sign); err != nil {
+		if err := web.KeyTool(os.Stdin, os.Stdout, *mint, *tokenTTL, *sign); err != nil {
 			fmt.Fprintln(os.Stderr, "seckill:", err)
 			os.Exit(1)
 		}
@@ -113,7 +115,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
-	sec, err := securityFromEnv(*serve != "")
+	sec, err := web.SecurityFromEnv(*serve != "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
@@ -143,6 +145,10 @@ func run(ctx context.Context, cfg config, serve, page string, verbose bool, leve
 	case serve != "": // the error ids of 500 answers reach the log
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
+	// What a metrics collection could not read (otelseckill's and the
+	// service's callbacks) reaches the log, not OpenTelemetry's default
+	// logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
 	srv, err := pgharness.Start(ctx, pgharness.Options{})
 	if err != nil {
 		return err
@@ -211,8 +217,8 @@ func runOne(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logge
 }
 
 func serveHTTP(ctx context.Context, pool *pgxpool.Pool, cfg config, addr, opAddr string, log *slog.Logger) error {
-	if opAddr != "" && !loopback(opAddr) {
-		return fmt.Errorf("-page %q: the operator routes ask for no credentials there, so they are served on a loopback address only (e.g. 127.0.0.1:8081; reach them through a tunnel, or on the -serve address with %s)", opAddr, EnvOperatorToken)
+	if opAddr != "" && !web.Loopback(opAddr) {
+		return fmt.Errorf("-page %q: the operator routes ask for no credentials there, so they are served on a web.Loopback address only (e.g. 127.0.0.1:8081; reach them through a tunnel, or on the -serve address with %s)", opAddr, web.EnvOperatorToken)
 	}
 	api, err := newAPI(ctx, pool, cfg, log)
 	if err != nil {
@@ -252,6 +258,7 @@ func openPool(ctx context.Context, url string, cfg config) (*pgxpool.Pool, error
 		return nil, err
 	}
 	pcfg.MaxConns = int32(cfg.PoolSize * max(cfg.Activities, 1))
+	pcfg.ConnConfig.Tracer = poolTracer{} // acquire time and rows written, for the order transaction's log record
 	if cfg.Citus {
 		pcfg.ConnConfig.RuntimeParams["citus.enable_schema_based_sharding"] = "on"
 	}

@@ -12,13 +12,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
 // sseEvent is one server-sent event as read off the wire.
 type sseEvent struct {
 	Name, ID string
-	Data     snapshot
+	Data     web.Snapshot
 }
 
 // openStream opens GET /events and returns a reader of its events.
@@ -155,6 +156,14 @@ func TestEventStream(t *testing.T) {
 	if last.Data.Queue != 0 || last.Data.Outbox != 0 {
 		t.Errorf("backlogs %d/%d once quiet, want 0/0", last.Data.Queue, last.Data.Outbox)
 	}
+	var standbys int
+	if err := a.s.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&standbys); err != nil {
+		t.Fatal(err)
+	}
+	if p := last.Data.Pool; p.Max != a.s.Pool.Stat().MaxConns() || p.Acquired < 0 || p.Acquired > p.Max || len(last.Data.Standbys) != standbys {
+		t.Errorf("pool %+v (the pool's MaxConns %d), %d standbys (pg_stat_replication: %d)", p, a.s.Pool.Stat().MaxConns(),
+			len(last.Data.Standbys), standbys)
+	}
 
 	injectReconcileFailure(t, ctx, a)
 	for {
@@ -173,6 +182,13 @@ func TestEventStream(t *testing.T) {
 		if pg != 1 {
 			t.Errorf("PostgreSQL stock after the injection = %d, want 1", pg)
 		}
+		// The same round's audit found the deviation (allocated stock
+		// below the live orders): /metrics says so.
+		if ev.Data.Audit.Status != "FAIL" || ev.Data.Audit.Failed == 0 {
+			t.Errorf("audit after the injection: %s with %d failed checks, want FAIL", ev.Data.Audit.Status, ev.Data.Audit.Failed)
+		} else if n := value(scrape(t, base), "seckill_audit_failed_checks", "mode", "live"); n < 1 {
+			t.Errorf("seckill_audit_failed_checks{mode=live} = %v after the injection, want at least 1", n)
+		}
 		break
 	}
 }
@@ -184,7 +200,7 @@ func TestEventStreamDisconnect(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	a, base, _ := pageService(t, stackMemory, 2, 1)
-	a.mon.keepAlive.Store(int64(time.Hour))
+	a.Monitor().SetKeepAlive(time.Hour)
 
 	var cancels []context.CancelFunc
 	for range 5 {
@@ -196,9 +212,9 @@ func TestEventStreamDisconnect(t *testing.T) {
 	}
 	waitStreams := func(want int64) {
 		t.Helper()
-		for a.mon.streams.Load() != want {
+		for a.Monitor().Streams() != want {
 			if ctx.Err() != nil {
-				t.Fatalf("%d streams open, want %d", a.mon.streams.Load(), want)
+				t.Fatalf("%d streams open, want %d", a.Monitor().Streams(), want)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -206,7 +222,7 @@ func TestEventStreamDisconnect(t *testing.T) {
 	waitStreams(5)
 	// No more snapshots and no keep-alive: a handler can only learn of
 	// its client's departure from the request's context.
-	a.mon.stop()
+	a.Monitor().Stop()
 	for _, c := range cancels[:3] {
 		c()
 	}
@@ -217,7 +233,7 @@ func TestEventStreamDisconnect(t *testing.T) {
 	defer resp.Body.Close()
 	next()
 	waitStreams(3)
-	a.mon.Close()
+	a.Monitor().Close()
 	waitStreams(0)
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		t.Errorf("stream after Close: %v, want a clean end", err)
@@ -300,7 +316,7 @@ func TestPageDuringRun(t *testing.T) {
 		if ev.Data.Orders != rep.Created || ev.Data.Audit.Status != "PASS" || ev.Data.Reconcile.Status != "PASS" {
 			t.Errorf("final snapshot: %d orders, audit %s, reconciliation %s; report %d orders", ev.Data.Orders, ev.Data.Audit.Status, ev.Data.Reconcile.Status, rep.Created)
 		}
-		if want := auditLine(rep.Checks, false).Lines; strings.Join(ev.Data.Audit.Lines, "\n") != strings.Join(want, "\n") {
+		if want := web.AuditLine(rep.Checks, false).Lines; strings.Join(ev.Data.Audit.Lines, "\n") != strings.Join(want, "\n") {
 			t.Errorf("the page's audit lines are not the report's:\n%s\nwant\n%s", strings.Join(ev.Data.Audit.Lines, "\n"), strings.Join(want, "\n"))
 		}
 		if ev.Data.Paid != rep.Paid || ev.Data.Cancelled != rep.Cancelled {

@@ -20,6 +20,7 @@ import (
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
 	"github.com/seckillkit/seckill/examples/seckill/reconcile"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 )
 
 // config is everything a run can be told (see the flags in main.go).
@@ -77,7 +78,7 @@ type config struct {
 
 	// Security holds the keys and limits of the HTTP face (zero: random
 	// keys, the defaults); the default run's buyers and payer use them too.
-	Security securityConfig
+	Security web.SecurityConfig
 }
 
 // item is the SKU on sale.
@@ -259,11 +260,11 @@ func (run *saleRun) prepare() error {
 	s, cfg := run.s, run.cfg
 	sec := cfg.Security
 	sec.IdempotencyTTL = cmp.Or(sec.IdempotencyTTL, 10*time.Minute) // the run's sale is over well before
-	g, err := newGuard(s, sec)
+	w, err := web.New(run.ctx, s, sec, false)
 	if err != nil {
 		return err
 	}
-	run.web = newClient(newFaces(s, g, nil))
+	run.web = newClient(w)
 	if cfg.FrontDrift > 0 { // the front door believes in a little more stock than PostgreSQL has
 		if err := s.front.AddDrift(run.ctx, int32(float64(cfg.Stock)*cfg.FrontDrift)); err != nil {
 			return err
@@ -651,7 +652,7 @@ func (r report) print(w io.Writer) {
 	line("click → order visible p50 / p99", fmt.Sprintf("%v / %v", r.E2E50.Round(100*time.Microsecond), r.E2E99.Round(100*time.Microsecond)))
 	fmt.Fprintln(w, "audit:")
 	for _, c := range r.Checks {
-		fmt.Fprintf(w, "  %s  [%s] %s: %s\n", checkStatus(c), c.Invariant, c.Name, c.Detail)
+		fmt.Fprintf(w, "  %s  [%s] %s: %s\n", web.CheckStatus(c), c.Invariant, c.Name, c.Detail)
 	}
 	if flow.Passed(r.Checks) {
 		fmt.Fprintln(w, "audit: all invariants hold")

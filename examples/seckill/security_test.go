@@ -22,12 +22,13 @@ import (
 	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/guardstore"
+	"github.com/seckillkit/seckill/examples/seckill/web"
 	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
 // secAPI starts the HTTP API on a small sale for the security tests, with
 // sec as its security (zero fields: testSecurity's).
-func secAPI(t *testing.T, stack string, sec securityConfig, log *slog.Logger) (*api, *httptest.Server) {
+func secAPI(t *testing.T, stack string, sec web.SecurityConfig, log *slog.Logger) (*api, *httptest.Server) {
 	t.Helper()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	cfg := smallConfig(t)
@@ -106,13 +107,13 @@ func callback(t *testing.T, p flow.Payment) []byte {
 func postCallback(a *api, sig string, body []byte) (int, map[string]any) {
 	req := httptest.NewRequest("POST", "/payments/callback", bytes.NewReader(body))
 	if sig != "" {
-		req.Header.Set(signatureHeader, sig)
+		req.Header.Set(web.SignatureHeader, sig)
 	}
 	return serve(a, req)
 }
 
-// metric reads one value of the operators' GET /metrics.
-func metric(t *testing.T, base, name string, labels ...string) float64 {
+// metricValue reads one value of the operators' GET /metrics.
+func metricValue(t *testing.T, base, name string, labels ...string) float64 {
 	t.Helper()
 	return value(scrape(t, base), name, labels...)
 }
@@ -126,7 +127,7 @@ func TestForgedCallbackRefused(t *testing.T) {
 		t.Run(stack, func(t *testing.T) {
 			t.Parallel()
 			ctx := pgtest.Context(t, 3*time.Minute)
-			a, srv := secAPI(t, stack, securityConfig{}, nil)
+			a, srv := secAPI(t, stack, web.SecurityConfig{}, nil)
 			orderID, amount := createdOrder(t, srv.URL, 4242)
 			waitQuiet(t, ctx, a)
 			if err := a.s.waitEventsConsumed(ctx); err != nil {
@@ -141,7 +142,7 @@ func TestForgedCallbackRefused(t *testing.T) {
 			var out map[string]any
 			_ = json.NewDecoder(resp.Body).Decode(&out)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized || out["reason"] != sigMissing || resp.Header.Get("WWW-Authenticate") != signatureHeader {
+			if resp.StatusCode != http.StatusUnauthorized || out["reason"] != web.SigMissing || resp.Header.Get("WWW-Authenticate") != web.SignatureHeader {
 				t.Fatalf("forged callback = %d %v (WWW-Authenticate %q), want 401 missing", resp.StatusCode, out, resp.Header.Get("WWW-Authenticate"))
 			}
 			if after := footprint(t, ctx, a); after != before {
@@ -151,7 +152,7 @@ func TestForgedCallbackRefused(t *testing.T) {
 			if err != nil || o.Status.String() != "CREATED" {
 				t.Fatalf("order after the forged callback: %v %v, want CREATED", o.Status, err)
 			}
-			if n := metric(t, srv.URL, "seckill_callbacks_refused_total", "reason", sigMissing); n != 1 {
+			if n := metricValue(t, srv.URL, "seckill_callbacks_refused_total", "reason", web.SigMissing); n != 1 {
 				t.Errorf("seckill_callbacks_refused_total{reason=missing} = %v, want 1", n)
 			}
 		})
@@ -168,14 +169,14 @@ func TestCallbackSignatures(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	oldSecret, newSecret := []byte("old-callback-secret-0123456789abcdef"), []byte("new-callback-secret-0123456789abcdef")
-	a, srv := secAPI(t, stackMemory, securityConfig{CallbackSecrets: [][]byte{oldSecret}}, nil)
+	a, srv := secAPI(t, stackMemory, web.SecurityConfig{CallbackSecrets: [][]byte{oldSecret}}, nil)
 	o1, amount := createdOrder(t, srv.URL, 1)
 	o2, _ := createdOrder(t, srv.URL, 2)
 	o3, _ := createdOrder(t, srv.URL, 3)
 	waitQuiet(t, ctx, a)
 	body := callback(t, flow.Payment{OrderID: o1, ProviderTradeNo: "T1", CallbackID: "C1", Amount: amount, Currency: "CNY"})
 	now := time.Now()
-	tol := a.g.cfg.Tolerance
+	tol := a.Security().Tolerance
 	changed := bytes.Replace(body, []byte(strconv.FormatInt(amount, 10)), []byte(strconv.FormatInt(amount-1, 10)), 1)
 	changedTrade := bytes.Replace(body, []byte(`"T1"`), []byte(`"T9"`), 1)
 	other := []byte("not-the-secret-0123456789abcdef0123")
@@ -185,19 +186,19 @@ func TestCallbackSignatures(t *testing.T) {
 		name, sig, reason string
 		body              []byte
 	}{
-		{"missing", "", sigMissing, body},
-		{"no v1", fmt.Sprintf("t=%d", now.Unix()), sigMalformed, body},
-		{"no t", "v1=" + macHex(oldSecret, now.Unix(), body), sigMalformed, body},
-		{"t twice", fmt.Sprintf("t=%d,t=%d,v1=%s", now.Unix(), now.Unix(), macHex(oldSecret, now.Unix(), body)), sigMalformed, body},
-		{"short v1", fmt.Sprintf("t=%d,v1=abcd", now.Unix()), sigMalformed, body},
-		{"wrong secret", signCallback(now, body, other), sigWrong, body},
-		{"not yet rotated in", signCallback(now, body, newSecret), sigWrong, body},
-		{"a v0 only", fmt.Sprintf("t=%d,v0=%s", now.Unix(), macHex(oldSecret, now.Unix(), body)), sigMalformed, body},
-		{"expired", signCallback(now.Add(-tol-2*time.Second), body, oldSecret), sigExpired, body},
-		{"from the future", signCallback(now.Add(tol+2*time.Second), body, oldSecret), sigExpired, body},
-		{"amount changed after signing", signCallback(now, body, oldSecret), sigWrong, changed},
-		{"trade number changed after signing", signCallback(now, body, oldSecret), sigWrong, changedTrade},
-		{"signed over another timestamp", fmt.Sprintf("t=%d,v1=%s", now.Unix(), macHex(oldSecret, now.Unix()-1, body)), sigWrong, body},
+		{"missing", "", web.SigMissing, body},
+		{"no v1", fmt.Sprintf("t=%d", now.Unix()), web.SigMalformed, body},
+		{"no t", "v1=" + web.MACHex(oldSecret, now.Unix(), body), web.SigMalformed, body},
+		{"t twice", fmt.Sprintf("t=%d,t=%d,v1=%s", now.Unix(), now.Unix(), web.MACHex(oldSecret, now.Unix(), body)), web.SigMalformed, body},
+		{"short v1", fmt.Sprintf("t=%d,v1=abcd", now.Unix()), web.SigMalformed, body},
+		{"wrong secret", web.SignCallback(now, body, other), web.SigWrong, body},
+		{"not yet rotated in", web.SignCallback(now, body, newSecret), web.SigWrong, body},
+		{"a v0 only", fmt.Sprintf("t=%d,v0=%s", now.Unix(), web.MACHex(oldSecret, now.Unix(), body)), web.SigMalformed, body},
+		{"expired", web.SignCallback(now.Add(-tol-2*time.Second), body, oldSecret), web.SigExpired, body},
+		{"from the future", web.SignCallback(now.Add(tol+2*time.Second), body, oldSecret), web.SigExpired, body},
+		{"amount changed after signing", web.SignCallback(now, body, oldSecret), web.SigWrong, changed},
+		{"trade number changed after signing", web.SignCallback(now, body, oldSecret), web.SigWrong, changedTrade},
+		{"signed over another timestamp", fmt.Sprintf("t=%d,v1=%s", now.Unix(), web.MACHex(oldSecret, now.Unix()-1, body)), web.SigWrong, body},
 	} {
 		code, out := postCallback(a, c.sig, c.body)
 		if code != http.StatusUnauthorized || out["reason"] != c.reason {
@@ -207,33 +208,33 @@ func TestCallbackSignatures(t *testing.T) {
 	if after := footprint(t, ctx, a); after != before {
 		t.Fatalf("refused callbacks wrote something:\nbefore %s\nafter  %s", before, after)
 	}
-	for reason, want := range map[string]float64{sigMissing: 1, sigMalformed: 5, sigWrong: 5, sigExpired: 2} {
-		if n := metric(t, srv.URL, "seckill_callbacks_refused_total", "reason", reason); n != want {
+	for reason, want := range map[string]float64{web.SigMissing: 1, web.SigMalformed: 5, web.SigWrong: 5, web.SigExpired: 2} {
+		if n := metricValue(t, srv.URL, "seckill_callbacks_refused_total", "reason", reason); n != want {
 			t.Errorf("seckill_callbacks_refused_total{reason=%s} = %v, want %v", reason, n, want)
 		}
 	}
 
 	// Valid, then replayed as captured: the replay is refused and writes
 	// nothing; a fresh delivery of the same callback is a duplicate.
-	sig := signCallback(now, body, oldSecret)
+	sig := web.SignCallback(now, body, oldSecret)
 	if code, out := postCallback(a, sig, body); code != http.StatusOK || out["result"] != "paid" {
 		t.Fatalf("signed callback = %d %v, want 200 paid", code, out)
 	}
 	waitQuiet(t, ctx, a) // the relays mark ORDER_PAID sent
 	paid := footprint(t, ctx, a)
-	if code, out := postCallback(a, sig, body); code != http.StatusUnauthorized || out["reason"] != sigReplayed {
+	if code, out := postCallback(a, sig, body); code != http.StatusUnauthorized || out["reason"] != web.SigReplayed {
 		t.Fatalf("replayed callback = %d %v, want 401 replayed", code, out)
 	}
 	if after := footprint(t, ctx, a); after != paid {
 		t.Fatalf("the replay wrote something:\nbefore %s\nafter  %s", paid, after)
 	}
-	if code, out := postCallback(a, signCallback(now.Add(-time.Second), body, oldSecret), body); code != http.StatusOK || out["result"] != "duplicate" {
+	if code, out := postCallback(a, web.SignCallback(now.Add(-time.Second), body, oldSecret), body); code != http.StatusOK || out["result"] != "duplicate" {
 		t.Fatalf("the same callback delivered again, signed afresh = %d %v, want 200 duplicate", code, out)
 	}
 	// The same callback id with another payment: 422, nothing written.
 	other1 := callback(t, flow.Payment{OrderID: o1, ProviderTradeNo: "T1-other", CallbackID: "C1", Amount: amount, Currency: "CNY"})
-	if code, out := postCallback(a, signCallback(now, other1, oldSecret), other1); code != http.StatusUnprocessableEntity || out["status"] != statusMismatch {
-		t.Fatalf("callback id reused for another payment = %d %v, want 422 %s", code, out, statusMismatch)
+	if code, out := postCallback(a, web.SignCallback(now, other1, oldSecret), other1); code != http.StatusUnprocessableEntity || out["status"] != web.StatusMismatch {
+		t.Fatalf("callback id reused for another payment = %d %v, want 422 %s", code, out, web.StatusMismatch)
 	}
 	if after := footprint(t, ctx, a); after != paid {
 		t.Fatalf("the reused callback id wrote something:\nbefore %s\nafter  %s", paid, after)
@@ -241,17 +242,17 @@ func TestCallbackSignatures(t *testing.T) {
 
 	// Rotation: both secrets active, either signs (a provider may send a
 	// v1 for each); then the old one is retired.
-	a.g.cfg.CallbackSecrets = [][]byte{newSecret, oldSecret}
+	a.Security().CallbackSecrets = [][]byte{newSecret, oldSecret}
 	b2 := callback(t, flow.Payment{OrderID: o2, ProviderTradeNo: "T2", CallbackID: "C2", Amount: amount, Currency: "CNY"})
-	if code, out := postCallback(a, signCallback(now, b2, oldSecret), b2); code != http.StatusOK || out["result"] != "paid" {
+	if code, out := postCallback(a, web.SignCallback(now, b2, oldSecret), b2); code != http.StatusOK || out["result"] != "paid" {
 		t.Fatalf("during the rotation, signed with the old secret = %d %v, want 200 paid", code, out)
 	}
 	b3 := callback(t, flow.Payment{OrderID: o3, ProviderTradeNo: "T3", CallbackID: "C3", Amount: amount, Currency: "CNY"})
-	a.g.cfg.CallbackSecrets = [][]byte{newSecret}
-	if code, out := postCallback(a, signCallback(now, b3, oldSecret), b3); code != http.StatusUnauthorized || out["reason"] != sigWrong {
+	a.Security().CallbackSecrets = [][]byte{newSecret}
+	if code, out := postCallback(a, web.SignCallback(now, b3, oldSecret), b3); code != http.StatusUnauthorized || out["reason"] != web.SigWrong {
 		t.Fatalf("after the rotation, signed with the retired secret = %d %v, want 401 wrong", code, out)
 	}
-	if code, out := postCallback(a, signCallback(now, b3, other, newSecret), b3); code != http.StatusOK || out["result"] != "paid" {
+	if code, out := postCallback(a, web.SignCallback(now, b3, other, newSecret), b3); code != http.StatusOK || out["result"] != "paid" {
 		t.Fatalf("after the rotation, one v1 under the new secret = %d %v, want 200 paid", code, out)
 	}
 }
@@ -264,7 +265,7 @@ func TestCallbackSignatures(t *testing.T) {
 func TestBuyerTokens(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
-	a, srv := secAPI(t, stackMemory, securityConfig{}, nil)
+	a, srv := secAPI(t, stackMemory, web.SecurityConfig{}, nil)
 	before := footprint(t, ctx, a)
 	reqID := uuid.NewString()
 	for _, tok := range forgedTokens(t) {
@@ -280,7 +281,7 @@ func TestBuyerTokens(t *testing.T) {
 	if after := footprint(t, ctx, a); after != before {
 		t.Fatalf("refused buyers wrote something:\nbefore %s\nafter  %s", before, after)
 	}
-	if n := metric(t, srv.URL, "seckill_buyer_auth_refused_total"); n != float64(2*len(forgedTokens(t))) {
+	if n := metricValue(t, srv.URL, "seckill_buyer_auth_refused_total"); n != float64(2*len(forgedTokens(t))) {
 		t.Errorf("seckill_buyer_auth_refused_total = %v, want %d", n, 2*len(forgedTokens(t)))
 	}
 	// The issue's request: a buyer id in the body.
@@ -306,9 +307,9 @@ func TestBuyerTokens(t *testing.T) {
 	// Rotation: a token signed with the key being retired still verifies.
 	oldKey := testSecurity.BuyerKeys[0]
 	newKey := []byte("new-buyer-token-key-0123456789abcdef")
-	a.g.cfg.BuyerKeys = [][]byte{newKey, oldKey}
+	a.Security().BuyerKeys = [][]byte{newKey, oldKey}
 	for _, k := range [][]byte{oldKey, newKey} {
-		tok, err := mintBuyerToken(k, 7, time.Minute)
+		tok, err := web.MintBuyerToken(k, 7, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,8 +319,8 @@ func TestBuyerTokens(t *testing.T) {
 			t.Errorf("during the rotation, a token under key %.8q = %d %v, want 200", k, code, out)
 		}
 	}
-	a.g.cfg.BuyerKeys = [][]byte{newKey}
-	tok, _ := mintBuyerToken(oldKey, 7, time.Minute)
+	a.Security().BuyerKeys = [][]byte{newKey}
+	tok, _ := web.MintBuyerToken(oldKey, 7, time.Minute)
 	r := httptest.NewRequest("GET", "/orders/"+req7, nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
 	if code, _ := serve(a, r); code != http.StatusUnauthorized {
@@ -342,12 +343,12 @@ func TestIdempotencyKey(t *testing.T) {
 
 func testIdempotencyKey(t *testing.T, stack string) {
 	ctx := pgtest.Context(t, 3*time.Minute)
-	a, srv := secAPI(t, stack, securityConfig{}, nil)
+	a, srv := secAPI(t, stack, web.SecurityConfig{}, nil)
 	post := func(buyer int64, key, body string) (*http.Response, []byte) {
 		t.Helper()
 		req := testRequest(t, ctx, buyer, "POST", srv.URL+"/orders", body)
 		if key != "" {
-			req.Header.Set(idempotencyHeader, key)
+			req.Header.Set(web.IdempotencyHeader, key)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -359,19 +360,19 @@ func testIdempotencyKey(t *testing.T, stack string) {
 		return resp, buf.Bytes()
 	}
 	first, b1 := post(1, "k-1", `{}`)
-	if first.StatusCode != http.StatusAccepted || first.Header.Get(replayedHeader) != "" {
+	if first.StatusCode != http.StatusAccepted || first.Header.Get(web.ReplayedHeader) != "" {
 		t.Fatalf("first POST = %d %s", first.StatusCode, b1)
 	}
 	again, b2 := post(1, "k-1", `{}`)
-	if again.StatusCode != http.StatusAccepted || !bytes.Equal(b1, b2) || again.Header.Get(replayedHeader) != "true" {
-		t.Fatalf("retry with the same key = %d %s (replayed %q), want the first answer %s", again.StatusCode, b2, again.Header.Get(replayedHeader), b1)
+	if again.StatusCode != http.StatusAccepted || !bytes.Equal(b1, b2) || again.Header.Get(web.ReplayedHeader) != "true" {
+		t.Fatalf("retry with the same key = %d %s (replayed %q), want the first answer %s", again.StatusCode, b2, again.Header.Get(web.ReplayedHeader), b1)
 	}
 	quoted, b3 := post(1, `"k-1"`, `{}`)
 	if quoted.StatusCode != http.StatusAccepted || !bytes.Equal(b1, b3) {
 		t.Errorf("the key as a structured-field string = %d %s, want the first answer", quoted.StatusCode, b3)
 	}
-	if resp, b := post(1, "k-1", `{"sku_id": 1001}`); resp.StatusCode != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte(statusMismatch)) {
-		t.Errorf("the key with another body = %d %s, want 422 %s", resp.StatusCode, b, statusMismatch)
+	if resp, b := post(1, "k-1", `{"sku_id": 1001}`); resp.StatusCode != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte(web.StatusMismatch)) {
+		t.Errorf("the key with another body = %d %s, want 422 %s", resp.StatusCode, b, web.StatusMismatch)
 	}
 	if resp, b := post(1, "k-2", `{}`); resp.StatusCode != http.StatusConflict || !bytes.Contains(b, []byte("already_reserved")) {
 		t.Errorf("a new key for a buyer who holds a reservation = %d %s, want 409 already_reserved", resp.StatusCode, b)
@@ -382,7 +383,7 @@ func testIdempotencyKey(t *testing.T, stack string) {
 	for _, bad := range []string{strings.Repeat("k", 256), "k\x01", `"`, "k\"1", "k\x7f", "ключ"} {
 		r := httptest.NewRequest("POST", "/orders", nil)
 		r.Header.Set("Authorization", "Bearer "+testToken(t, 3))
-		r.Header.Set(idempotencyHeader, bad)
+		r.Header.Set(web.IdempotencyHeader, bad)
 		if code, out := serve(a, r); code != http.StatusBadRequest {
 			t.Errorf("Idempotency-Key %q = %d %v, want 400", bad, code, out)
 		}
@@ -404,7 +405,7 @@ func testIdempotencyKey(t *testing.T, stack string) {
 		t.Fatal(err)
 	}
 	req := testRequest(t, ctx, 4, "POST", srv.URL+"/orders", `{}`)
-	req.Header.Set(idempotencyHeader, "cut-1")
+	req.Header.Set(web.IdempotencyHeader, "cut-1")
 	w := bufio.NewWriter(conn)
 	if err := req.Write(w); err != nil || w.Flush() != nil {
 		t.Fatalf("send: %v", err)
@@ -430,7 +431,7 @@ func testIdempotencyKey(t *testing.T, stack string) {
 	}
 	for {
 		resp, b := post(4, "cut-1", `{}`)
-		if resp.StatusCode == http.StatusConflict && bytes.Contains(b, []byte(statusInProgress)) && resp.Header.Get("Retry-After") != "" {
+		if resp.StatusCode == http.StatusConflict && bytes.Contains(b, []byte(web.StatusInProgress)) && resp.Header.Get("Retry-After") != "" {
 			time.Sleep(20 * time.Millisecond) // the first request is still finishing
 			continue
 		}
@@ -450,7 +451,7 @@ func testIdempotencyKey(t *testing.T, stack string) {
 	if n := countRows(t, ctx, a.s.Pool, a.s.Schema, "orders", "user_id = 4"); n != 1 {
 		t.Errorf("buyer 4 has %v orders, want 1", n)
 	}
-	if n := metric(t, srv.URL, "seckill_idempotency_total", "outcome", "replayed"); n < 3 {
+	if n := metricValue(t, srv.URL, "seckill_idempotency_total", "outcome", "replayed"); n < 3 {
 		t.Errorf("seckill_idempotency_total{outcome=replayed} = %v, want at least 3", n)
 	}
 }
@@ -464,10 +465,11 @@ func TestRateLimits(t *testing.T) {
 		t.Run(stack, func(t *testing.T) {
 			t.Parallel()
 			ctx := pgtest.Context(t, 3*time.Minute)
-			a, srv := secAPI(t, stack, securityConfig{BuyerRate: 2, AddrRate: 5}, nil)
+			a, srv := secAPI(t, stack, web.SecurityConfig{BuyerRate: 2, AddrRate: 5}, nil)
 			// The windows themselves, with a window no test outlasts.
+			store, prefix := a.s.GuardStore()
 			for i := 1; i <= 4; i++ {
-				waits, err := a.g.stores.Hit(ctx, []string{guardstore.Key(a.g.prefix, "test", "w"), guardstore.Key(a.g.prefix, "test", "v")}, []int{3, 1}, time.Hour, nil)
+				waits, err := store.Hit(ctx, []string{guardstore.Key(prefix, "test", "w"), guardstore.Key(prefix, "test", "v")}, []int{3, 1}, time.Hour, nil)
 				if err != nil || len(waits) != 2 || (i <= 3) != (waits[0] == 0) || (i > 3 && (waits[0] <= 0 || waits[0] > time.Hour)) ||
 					(i <= 1) != (waits[1] == 0) {
 					t.Fatalf("hit %d of limits 3 and 1: waits %v, %v", i, waits, err)
@@ -531,7 +533,7 @@ func TestRateLimits(t *testing.T) {
 				r.RemoteAddr = "198.51.100.3:5000"
 				r.Header.Set("Authorization", "Bearer "+testToken(t, 1))
 				if key != "" {
-					r.Header.Set(idempotencyHeader, key)
+					r.Header.Set(web.IdempotencyHeader, key)
 				}
 				rec := httptest.NewRecorder()
 				a.ServeHTTP(rec, r)
@@ -563,7 +565,7 @@ func TestRateLimits(t *testing.T) {
 				}
 				break
 			}
-			if metric(t, srv.URL, "seckill_rate_limited_total", "scope", scopeBuyer) == 0 || metric(t, srv.URL, "seckill_rate_limited_total", "scope", scopeAddress) == 0 {
+			if metricValue(t, srv.URL, "seckill_rate_limited_total", "scope", web.ScopeBuyer) == 0 || metricValue(t, srv.URL, "seckill_rate_limited_total", "scope", web.ScopeAddress) == 0 {
 				t.Errorf("seckill_rate_limited_total not counted per scope")
 			}
 		})
@@ -577,7 +579,7 @@ func TestRateLimits(t *testing.T) {
 // that is not on a loopback address.
 func TestOperatorRoutes(t *testing.T) {
 	t.Parallel()
-	a, _ := secAPI(t, stackMemory, securityConfig{}, nil)
+	a, _ := secAPI(t, stackMemory, web.SecurityConfig{}, nil)
 	for _, path := range []string{"/", "/audit", "/stats", "/reconcile", "/metrics"} {
 		for _, c := range []struct {
 			name, auth string
@@ -607,7 +609,7 @@ func TestOperatorRoutes(t *testing.T) {
 			t.Errorf("operators' face GET %s = %d", path, rec.Code)
 		}
 	}
-	a.g.cfg.OperatorToken = ""
+	a.Security().OperatorToken = ""
 	for _, path := range []string{"/", "/audit", "/metrics"} {
 		r := httptest.NewRequest("GET", path, nil)
 		r.Header.Set("Authorization", "Bearer "+testSecurity.OperatorToken)
@@ -619,11 +621,11 @@ func TestOperatorRoutes(t *testing.T) {
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:0": true, "[::1]:8081": true, "localhost:8081": true, "0.0.0.0:8081": false,
 		":8081": false, "192.0.2.1:8081": false, "": false} {
-		if loopback(addr) != want {
-			t.Errorf("loopback(%q) = %v, want %v", addr, !want, want)
+		if web.Loopback(addr) != want {
+			t.Errorf("web.Loopback(%q) = %v, want %v", addr, !want, want)
 		}
 	}
-	if err := serveHTTP(context.Background(), nil, config{}, ":0", ":8081", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
+	if err := serveHTTP(context.Background(), nil, config{}, ":0", ":8081", nil); err == nil || !strings.Contains(err.Error(), "web.Loopback") {
 		t.Errorf("-serve with the operator routes on every address: %v, want refused", err)
 	}
 }
@@ -634,7 +636,7 @@ func TestInternalErrorHasID(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
 	logs := &lockedBuffer{}
-	a, srv := secAPI(t, stackMemory, securityConfig{}, slog.New(slog.NewJSONHandler(logs, nil)))
+	a, srv := secAPI(t, stackMemory, web.SecurityConfig{}, slog.New(slog.NewJSONHandler(logs, nil)))
 	code, out := doAs(t, 5, "POST", srv.URL+"/orders", map[string]any{})
 	if code != http.StatusAccepted {
 		t.Fatalf("POST /orders = %d %v", code, out)
@@ -685,26 +687,26 @@ func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); retur
 // key too short, or three callback secrets, are refused with a message
 // naming the fix.
 func TestSecurityConfig(t *testing.T) {
-	t.Setenv(EnvBuyerKeys, "")
-	t.Setenv(EnvCallbackSecrets, "")
-	t.Setenv(EnvOperatorToken, "")
-	if _, err := securityFromEnv(true); err == nil || !strings.Contains(err.Error(), EnvBuyerKeys) || !strings.Contains(err.Error(), EnvCallbackSecrets) {
-		t.Errorf("-serve without keys: %v, want an error naming %s and %s", err, EnvBuyerKeys, EnvCallbackSecrets)
+	t.Setenv(web.EnvBuyerKeys, "")
+	t.Setenv(web.EnvCallbackSecrets, "")
+	t.Setenv(web.EnvOperatorToken, "")
+	if _, err := web.SecurityFromEnv(true); err == nil || !strings.Contains(err.Error(), web.EnvBuyerKeys) || !strings.Contains(err.Error(), web.EnvCallbackSecrets) {
+		t.Errorf("-serve without keys: %v, want an error naming %s and %s", err, web.EnvBuyerKeys, web.EnvCallbackSecrets)
 	}
-	if c, err := securityFromEnv(false); err != nil || len(c.BuyerKeys) != 1 || len(c.CallbackSecrets) != 1 || c.OperatorToken != "" {
+	if c, err := web.SecurityFromEnv(false); err != nil || len(c.BuyerKeys) != 1 || len(c.CallbackSecrets) != 1 || c.OperatorToken != "" {
 		t.Errorf("a run without keys: %+v, %v, want random keys", c, err)
 	}
 	long := strings.Repeat("k", 32)
-	t.Setenv(EnvBuyerKeys, long+", "+strings.Repeat("n", 40))
-	t.Setenv(EnvCallbackSecrets, long+","+long+"2")
-	c, err := securityFromEnv(true)
-	if err != nil || len(c.BuyerKeys) != 2 || len(c.CallbackSecrets) != 2 || c.Tolerance != defaultTolerance || c.IdempotencyTTL != defaultIdempotencyTTL {
+	t.Setenv(web.EnvBuyerKeys, long+", "+strings.Repeat("n", 40))
+	t.Setenv(web.EnvCallbackSecrets, long+","+long+"2")
+	c, err := web.SecurityFromEnv(true)
+	if err != nil || len(c.BuyerKeys) != 2 || len(c.CallbackSecrets) != 2 || c.Tolerance != web.DefaultTolerance || c.IdempotencyTTL != web.DefaultIdempotencyTTL {
 		t.Errorf("two keys and two secrets: %+v, %v", c, err)
 	}
-	for env, v := range map[string]string{EnvBuyerKeys: "short", EnvCallbackSecrets: long + "," + long + "," + long, EnvOperatorToken: "short"} {
+	for env, v := range map[string]string{web.EnvBuyerKeys: "short", web.EnvCallbackSecrets: long + "," + long + "," + long, web.EnvOperatorToken: "short"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, v)
-			if _, err := securityFromEnv(true); err == nil {
+			if _, err := web.SecurityFromEnv(true); err == nil {
 				t.Errorf("%s=%q accepted", env, v)
 			}
 		})
@@ -718,7 +720,7 @@ func TestSecurityConfig(t *testing.T) {
 func TestHostileClient(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
-	a, _ := secAPI(t, stackMemory, securityConfig{}, nil)
+	a, _ := secAPI(t, stackMemory, web.SecurityConfig{}, nil)
 	hs := httptest.NewUnstartedServer(a)
 	hs.Config.MaxHeaderBytes = 16 << 10
 	hs.Config.ReadHeaderTimeout = 5 * time.Second
@@ -751,13 +753,13 @@ func TestHostileClient(t *testing.T) {
 		t.Errorf("POST /orders with 1 MiB = %d, want 413", code)
 	}
 	body := bytes.Repeat([]byte("y"), 20<<10)
-	sig := http.Header{signatureHeader: {signCallback(time.Now(), body, testSecurity.CallbackSecrets[0])}}
+	sig := http.Header{web.SignatureHeader: {web.SignCallback(time.Now(), body, testSecurity.CallbackSecrets[0])}}
 	if code := send("POST", "/payments/callback", sig, body); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a signed 20 KiB callback = %d, want 413", code)
 	}
 	for i := range 200 { // a flood of forged callbacks
 		forged := []byte(fmt.Sprintf(`{"order_id":%d,"provider_trade_no":"f%d","amount":99900,"currency":"CNY"}`, i+1, i))
-		if code := send("POST", "/payments/callback", http.Header{signatureHeader: {signCallback(time.Now(), forged, []byte("guessed-secret-0123456789abcdef0123"))}}, forged); code != http.StatusUnauthorized {
+		if code := send("POST", "/payments/callback", http.Header{web.SignatureHeader: {web.SignCallback(time.Now(), forged, []byte("guessed-secret-0123456789abcdef0123"))}}, forged); code != http.StatusUnauthorized {
 			t.Fatalf("forged callback %d = %d, want 401", i, code)
 		}
 	}

@@ -14,9 +14,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckillkit/seckill/examples/internal/orderid"
+	"github.com/seckillkit/seckill/examples/otelseckill"
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/frontdoor"
@@ -78,11 +81,11 @@ type service struct {
 	// event (at least once each): the buyer learns of the order and pays.
 	onOrderCreated func(orderID int64)
 
-	stats   counters
-	metrics *serviceMetrics // GET /metrics
-	txObs   pgtx.Observer   // every transaction of the service
-	lat     latencies       // the consumer's order transaction
-	e2e     latencies       // click (front-door reservation) → order committed, visible to GET /orders
+	stats counters
+	tel   *telemetry    // OpenTelemetry: the kit's observers, GET /metrics, the traces
+	txObs pgtx.Observer // every transaction of the service
+	lat   latencies     // the consumer's order transaction
+	e2e   latencies     // click (front-door reservation) → order committed, visible to GET /orders
 
 	inFlight   atomic.Int64 // clicks between Reserve and Publish
 	rebuilding atomic.Bool
@@ -96,7 +99,7 @@ type service struct {
 // newService migrates and provisions the sale and builds its front door
 // and broker: the real ones when cfg.Stack is "real" (cfg.RedisURL and
 // cfg.NATSURL must name running servers), else the in-memory stand-ins.
-func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger) (*service, error) {
+func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger) (_ *service, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler) // nil means discard, as everywhere
 	}
@@ -111,19 +114,15 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	item := cfg.item()
-	s.metrics = newServiceMetrics()
-	s.serviceFigures(s.metrics)
-	s.vacuumFigures(s.metrics)
-	s.txObs = txObserver{m: s.metrics, stats: &s.stats}.observer()
-	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: item, Logger: log, Citus: cfg.Citus,
-		TxOptions:  pgtx.Options{Name: orderTxName},
-		TxObserver: s.txObs, InventoryObserver: stockObserver{m: s.metrics}.observer(),
-		EventHeaders: eventHeaders, // the trace continues in the events' headers
-	})
+	fs, err := s.instrument(ctx, pool, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.Service = fs
+	defer func() {
+		if err != nil {
+			s.tel.close()
+		}
+	}()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(poisonDDL, pgx.Identifier{cfg.Schema, "poison_message"}.Sanitize())); err != nil {
 		return nil, fmt.Errorf("create the poison message table: %w", err)
 	}
@@ -168,6 +167,44 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, err
 	}
 	return s, nil
+}
+
+// instrument builds s's telemetry and, with its observers, the flow
+// (which migrates and provisions the sale), then registers the figures
+// read at every scrape: the service's own, the vacuum signals, and
+// otelseckill's pool and PostgreSQL statistics.
+func (s *service) instrument(ctx context.Context, pool *pgxpool.Pool, cfg config) (_ *flow.Service, err error) {
+	system := ""
+	if cfg.Stack == stackReal {
+		system = "nats"
+	}
+	if s.tel, err = newTelemetry(system); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.tel.close()
+		}
+	}()
+	s.txObs = s.tel.txObserver(&s.stats)
+	fs, err := flow.New(ctx, pool, flow.Config{Schema: cfg.Schema, Item: cfg.item(), Logger: s.log, Citus: cfg.Citus,
+		TxOptions:  pgtx.Options{Name: orderTxName},
+		TxObserver: s.txObs, InventoryObserver: s.tel.obs.Inventory,
+		EventHeaders: s.tel.eventHeaders, // the trace continues in the events' headers
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Service = fs
+	reg, err := otelseckill.RegisterPostgresMetrics(s.tel.meters.Meter(otelseckill.ScopeName), pool, cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	s.tel.regs = append(s.tel.regs, reg)
+	if err := errors.Join(s.registerFigures(s.tel), s.registerVacuumFigures(s.tel)); err != nil {
+		return nil, err
+	}
+	return fs, nil
 }
 
 // newRedisClient connects to one Redis, or to a Redis Cluster when the URL
@@ -295,13 +332,16 @@ func (s *service) closeNow() {
 	if s.rdb != nil {
 		s.rdb.Close()
 	}
+	s.tel.close()
 }
 
 // click is one buyer pressing "buy": the front door reserves or refuses,
 // and a reservation becomes an order message. It is what POST /orders does.
 func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation, error) {
-	if _, ok := traceFrom(ctx); !ok {
-		ctx = continueTrace(ctx, "") // a click that did not come over HTTP starts its trace here
+	if !trace.SpanContextFromContext(ctx).IsValid() { // a click that did not come over HTTP starts its trace here
+		var span trace.Span
+		ctx, span = s.tel.start(ctx, "click", trace.SpanKindInternal)
+		defer span.End()
 	}
 	s.stats.clicks.Add(1)
 	if s.rebuilding.Load() {
@@ -360,23 +400,28 @@ func (s *service) publish(ctx context.Context, r frontdoor.Reservation, messageI
 	if err != nil {
 		return err
 	}
-	return s.q.Publish(ctx, broker.Message{ID: messageID, Body: body, TraceParent: traceparentOf(ctx)})
+	hdr := nats.Header{}
+	s.tel.prop.Inject(ctx, broker.HeaderCarrier(hdr)) // the trace continues in the message's headers
+	return s.q.Publish(ctx, broker.Message{ID: messageID, Body: body, Header: hdr})
 }
 
 // consume handles one delivery: nil acknowledges it, an error leaves it
 // unacknowledged, to be delivered again.
 func (s *service) consume(ctx context.Context, m broker.Message) error {
-	ctx = continueTrace(ctx, m.TraceParent)
+	ctx = s.tel.extract(ctx, broker.HeaderCarrier(m.Header))
+	ctx, span := s.tel.start(ctx, "orders process", trace.SpanKindConsumer)
+	defer span.End()
 	start := time.Now()
 	place := s.PlaceOrder
 	if s.stepByStep {
 		place = s.PlaceOrderStepByStep
 	}
+	ctx, rec := withTxRecord(ctx)
 	out, err := place(ctx, m.ID, m.Body)
 	if err == nil {
-		s.log.DebugContext(ctx, "order message processed", "message_id", m.ID, "code", out.Code, "order_id", out.OrderID,
-			"duplicate", out.Duplicate)
+		s.tel.obs.RecordInboxClaim(ctx, flow.ConsumerGroup, !out.Duplicate)
 	}
+	s.logOrderTx(ctx, m, rec, out, err) // one record per order transaction
 	switch {
 	case errors.Is(err, flow.ErrPoison):
 		if perr := s.recordPoison(ctx, "orders", m, 0, err); perr != nil {
@@ -388,7 +433,6 @@ func (s *service) consume(ctx context.Context, m broker.Message) error {
 		// Includes ErrCommitOutcomeUnknown: never retried here; the
 		// redelivery finds the answer through the inbox and unique keys.
 		s.stats.txErrors.Add(1)
-		s.log.DebugContext(ctx, "order transaction failed; the message will be redelivered", "message_id", m.ID, "error", err)
 		return err
 	case out.Duplicate:
 		s.stats.duplicates.Add(1)

@@ -12,11 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/seckill/web"
 )
 
 // testSecurity is the HTTP face's configuration in the tests: fixed keys,
 // an operator token, no rate limits (the rate-limit tests set their own).
-var testSecurity = securityConfig{
+var testSecurity = web.SecurityConfig{
 	BuyerKeys:       [][]byte{[]byte("test-buyer-token-key-0123456789abcdef")},
 	CallbackSecrets: [][]byte{[]byte("test-callback-secret-0123456789abcdef")},
 	OperatorToken:   "test-operator-token-0123456789abcdef",
@@ -78,7 +80,7 @@ func testRequest(t testing.TB, ctx context.Context, buyer int64, method, target 
 		}
 		req.Header.Set("Authorization", "Bearer "+testToken(t, buyer))
 	case u.Path == "/payments/callback":
-		req.Header.Set(signatureHeader, signCallback(signTime(), raw, testSecurity.CallbackSecrets[0]))
+		req.Header.Set(web.SignatureHeader, web.SignCallback(signTime(), raw, testSecurity.CallbackSecrets[0]))
 	}
 	return req
 }
@@ -116,7 +118,7 @@ func noteOwner(req *http.Request, code int, out map[string]any) {
 // testToken is a test buyer's bearer token, signed with the test key.
 func testToken(t testing.TB, buyer int64) string {
 	t.Helper()
-	tok, err := mintBuyerToken(testSecurity.BuyerKeys[0], buyer, time.Hour)
+	tok, err := web.MintBuyerToken(testSecurity.BuyerKeys[0], buyer, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

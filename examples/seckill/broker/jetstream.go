@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -229,11 +230,7 @@ func (j *JetStream) publish(ctx context.Context, subject string, id uuid.UUID, h
 // the stream's duplicate window absorbs them. Publishing an id the stream
 // already holds stores nothing and counts as deduplicated.
 func (j *JetStream) Publish(ctx context.Context, m Message) error {
-	var hdr nats.Header
-	if m.TraceParent != "" {
-		hdr = nats.Header{traceHeader: []string{m.TraceParent}}
-	}
-	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, hdr, m.Body, j.cfg.PublishFor)
+	ack, retried, err := j.publish(ctx, j.orderSubject, m.ID, maps.Clone(m.Header), m.Body, j.cfg.PublishFor)
 	switch {
 	case isStreamFull(err):
 		return ErrBusy
@@ -254,7 +251,7 @@ func (j *JetStream) Publish(ctx context.Context, m Message) error {
 	}
 	j.ids.Store(m.ID, struct{}{})
 	if j.cfg.DupRate > 0 && rand.Float64() < j.cfg.DupRate {
-		if ack, _, err := j.publish(ctx, j.orderSubject, m.ID, hdr, m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
+		if ack, _, err := j.publish(ctx, j.orderSubject, m.ID, maps.Clone(m.Header), m.Body, j.cfg.PublishFor); err == nil && ack.Duplicate {
 			j.deduplicated.Add(1)
 		}
 	}
@@ -322,7 +319,7 @@ func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream strin
 	if err != nil {
 		id = uuid.Nil // handled as poison below: the message has no usable id
 	}
-	m := Message{ID: id, Body: msg.Data(), TraceParent: msg.Headers().Get(traceHeader)}
+	m := Message{ID: id, Body: msg.Data(), Header: msg.Headers()}
 
 	// InProgress while the transaction runs, so a slow one is not
 	// redelivered to another consumer meanwhile.
@@ -531,7 +528,3 @@ func (j *JetStream) State(ctx context.Context) (StreamState, error) {
 	}
 	return st, nil
 }
-
-// traceHeader is the NATS header carrying [Message.TraceParent]: the W3C
-// Trace Context header, named as main names it in HTTP and outbox headers.
-const traceHeader = "traceparent"

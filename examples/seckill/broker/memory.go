@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 )
 
 // Broker carries the order messages from the front door to the consumers:
@@ -52,10 +53,11 @@ var ErrBusy = errors.New("busy: queue full, try again")
 type Message struct {
 	ID   uuid.UUID
 	Body []byte
-	// TraceParent is the W3C traceparent of the hop that sent the message
-	// ("" when none): a NATS header on the real stack, carried as it is by
-	// the in-memory queue.
-	TraceParent string
+	// Header holds the message's headers: the trace context of the hop
+	// that sent it (traceparent, tracestate) among them. NATS headers on
+	// the real stack, carried as they are by the in-memory queue. Read and
+	// write the trace context through [HeaderCarrier].
+	Header nats.Header
 }
 
 type delivery struct {

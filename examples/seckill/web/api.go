@@ -1,16 +1,15 @@
-package main
+package web
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/examples/seckill/broker"
@@ -21,54 +20,32 @@ import (
 	"github.com/seckillkit/seckill/order"
 )
 
-// api is the HTTP face of the service: what a real seckill service would
-// expose, backed by the same flow as the default run. It has two faces:
-// the buyers' (ServeHTTP: orders and payment callbacks, every request
-// authenticated) and the operators' (Operator: the page, the audit, the
-// reconciliation, the figures), served on a listener of their own. On the
-// buyers' face the operator routes answer only to the operator token
-// (404 when none is configured).
-type api struct {
-	s    *service
-	g    *guard
-	mon  *monitor // the operator view: GET / and GET /events
-	stop func()
+// API is the HTTP face of a [Service]: what a real seckill service would
+// expose. It has two faces: the buyers' (ServeHTTP: orders and payment
+// callbacks, every request authenticated) and the operators' (Operator:
+// the page, the audit, the reconciliation, the figures), served on a
+// listener of their own. On the buyers' face the operator routes answer
+// only to the operator token (404 when none is configured). Every request
+// runs in a span continuing the caller's trace (traceparent) or starting
+// one (Service.Traced).
+type API struct {
+	s   Service
+	g   *guard
+	mon *Monitor // the operator page: GET / and GET /events; nil without
 	// buyers and operators are the two faces behind the tracing
-	// middleware: every request continues the caller's trace
-	// (traceparent) or starts one.
+	// middleware.
 	buyers, operators http.Handler
 }
 
-// newAPI provisions the sale and starts the consumers, the relays and the
-// timeout canceller. Close stops them.
-func newAPI(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger) (*api, error) {
-	cfg.DupRate = 0 // no duplicates on purpose: those are for the default run
-	s, err := newService(ctx, pool, cfg, log)
+// New builds the two faces of s, secured by cfg (its zero fields get the
+// defaults SecurityConfig names). With page, the operators' face serves
+// the operator page, whose Monitor samples s until Close (or ctx ends).
+func New(ctx context.Context, s Service, cfg SecurityConfig, page bool) (*API, error) {
+	g, err := newGuard(s, cfg)
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGuard(s, cfg.Security)
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	stopBG, err := s.startBackground(ctx, cfg.Consumers, cfg.Relays)
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	cctx, stopCancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.cancelLoop(cctx) }()
-	mon := startMonitor(ctx, s)
-	a := newFaces(s, g, mon)
-	a.stop = func() { mon.Close(); stopCancel(); <-done; stopBG(); s.close() }
-	return a, nil
-}
-
-// newFaces builds the two faces of s (mon nil: no page).
-func newFaces(s *service, g *guard, mon *monitor) *api {
-	a := &api{s: s, g: g, mon: mon, stop: func() {}}
+	a := &API{s: s, g: g}
 	buyers, operators := http.NewServeMux(), http.NewServeMux()
 	buyers.HandleFunc("POST /orders", a.placeOrder)
 	buyers.HandleFunc("GET /orders/{request_id}", a.orderStatus)
@@ -77,39 +54,53 @@ func newFaces(s *service, g *guard, mon *monitor) *api {
 		"GET /audit":     http.HandlerFunc(a.audit),
 		"GET /stats":     http.HandlerFunc(a.stats),
 		"GET /reconcile": http.HandlerFunc(a.reconcile),
-		"GET /metrics":   s.metrics,
+		"GET /metrics":   s.Metrics(),
 	}
-	if mon != nil {
-		op["GET /{$}"] = http.HandlerFunc(mon.servePage)
-		op["GET /events"] = http.HandlerFunc(mon.serveEvents)
+	if page {
+		a.mon = StartMonitor(ctx, s)
+		op["GET /{$}"] = http.HandlerFunc(a.mon.ServePage)
+		op["GET /events"] = http.HandlerFunc(a.mon.ServeEvents)
 	}
 	for pattern, h := range op {
 		operators.Handle(pattern, h)
 		buyers.Handle(pattern, a.operatorOnly(h))
 	}
-	a.buyers, a.operators = traced(buyers), traced(operators)
-	return a
+	a.buyers, a.operators = s.Traced(buyers), s.Traced(operators)
+	return a, nil
 }
 
-// Close stops the background work; it waits for it to finish.
-func (a *api) Close() { a.stop() }
+// Close stops the operator page's sampling and ends its event streams;
+// calling it again is a no-op.
+func (a *API) Close() {
+	if a.mon != nil {
+		a.mon.Close()
+	}
+}
+
+// Monitor is the operator page's monitor (nil without the page).
+func (a *API) Monitor() *Monitor { return a.mon }
+
+// Security is the face's live security configuration, with its
+// defaults. Changing its keys between requests rotates them (what the
+// rotation tests do; a service would restart with the new environment).
+func (a *API) Security() *SecurityConfig { return &a.g.cfg }
 
 // ServeHTTP serves the buyers' face.
-func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.buyers.ServeHTTP(w, r) }
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.buyers.ServeHTTP(w, r) }
 
 // Operator is the operators' face, for a listener of its own (on a
 // loopback address: it asks for no credentials).
-func (a *api) Operator() http.Handler { return a.operators }
+func (a *API) Operator() http.Handler { return a.operators }
 
 // operatorOnly serves h on the buyers' face to the operator token alone:
 // 404 when no token is configured (the route is not there), 401 without it.
-func (a *api) operatorOnly(h http.Handler) http.Handler {
+func (a *API) operatorOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case a.g.cfg.OperatorToken == "":
 			writeError(w, http.StatusNotFound, "unknown", "not found")
 		case !a.g.operatorOK(r):
-			a.g.refusedOperators.inc(1)
+			a.g.refusedOperators.Inc(1)
 			unauthorized(w, `Bearer realm="seckill-operator"`, "operator routes need the operator token")
 		default:
 			h.ServeHTTP(w, r)
@@ -127,13 +118,13 @@ func writeError(w http.ResponseWriter, code int, status, msg string) {
 	writeJSON(w, code, map[string]string{"status": status, "error": msg})
 }
 
-// statusUnavailable: 503, the front door (or the store of the HTTP face)
+// StatusUnavailable: 503, the front door (or the store of the HTTP face)
 // cannot answer now; retry after Retry-After.
-const statusUnavailable = "unavailable"
+const StatusUnavailable = "unavailable"
 
 // authBuyer returns the buyer of a request's token; false (and 401
 // answered, counted) when there is none or it does not verify.
-func (a *api) authBuyer(w http.ResponseWriter, r *http.Request) (int64, bool) {
+func (a *API) authBuyer(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	buyer, err := a.g.buyerOf(r)
 	if err != nil {
 		a.refuseBuyer(w, err)
@@ -143,12 +134,12 @@ func (a *api) authBuyer(w http.ResponseWriter, r *http.Request) (int64, bool) {
 }
 
 // refuseBuyer answers 401 for a token buyerOf refused, and counts it.
-func (a *api) refuseBuyer(w http.ResponseWriter, err error) {
+func (a *API) refuseBuyer(w http.ResponseWriter, err error) {
 	reason := "invalid"
 	if errors.Is(err, errNoToken) {
 		reason = "missing"
 	}
-	a.g.refusedBuyers.inc(1, reason)
+	a.g.refusedBuyers.Inc(1, reason)
 	unauthorized(w, `Bearer realm="seckill"`, err.Error())
 }
 
@@ -168,7 +159,7 @@ type orderRequest struct {
 // Retry-After; 403 the sale is not open; 404 no such item on sale; 400
 // invalid; 401 no or a bad token; 413 body too large; 422 the key was used
 // with another body; 429 rate limited, with Retry-After.
-func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
+func (a *API) placeOrder(w http.ResponseWriter, r *http.Request) {
 	buyer, err := a.g.buyerOf(r)
 	if err != nil {
 		if a.g.allow(w, r, 0, nil) { // a bad token counts against its address
@@ -193,7 +184,7 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 				`body must be empty or {"activity_id": <id>, "sku_id": <id>}; the buyer is the bearer token's subject`)
 			return
 		}
-		if (in.ActivityID != 0 && in.ActivityID != a.s.Item.ActivityID) || (in.SKUID != 0 && in.SKUID != a.s.Item.SKUID) {
+		if (in.ActivityID != 0 && in.ActivityID != a.s.Flow().Item.ActivityID) || (in.SKUID != 0 && in.SKUID != a.s.Flow().Item.SKUID) {
 			writeError(w, http.StatusNotFound, "unknown_item", "no such item on sale")
 			return
 		}
@@ -213,13 +204,13 @@ func (a *api) placeOrder(w http.ResponseWriter, r *http.Request) {
 	a.g.idempotent(w, r, claim, run)
 }
 
-// reservationSink, in a request's context, receives the reservation a
+// ReservationSink, in a request's context, receives the reservation a
 // click made: the example's in-process buyers hand it to the scanner that
 // re-sends reservations.
-type reservationSink struct{}
+type ReservationSink struct{}
 
-func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request, buyer int64) {
-	res, err := a.s.click(ctx, buyer)
+func (a *API) click(ctx context.Context, w http.ResponseWriter, r *http.Request, buyer int64) {
+	res, err := a.s.Click(ctx, buyer)
 	switch {
 	case errors.Is(err, frontdoor.ErrSoldOut):
 		writeError(w, http.StatusGone, "sold_out", err.Error())
@@ -232,17 +223,16 @@ func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		writeError(w, http.StatusServiceUnavailable, "busy", "the queue is full, try again")
 	case errors.Is(err, frontdoor.ErrDown):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
+		writeError(w, http.StatusServiceUnavailable, StatusUnavailable, "the front door is unavailable, try again")
 	case err != nil:
 		a.g.internalError(w, r, err)
 	default:
-		if sink, ok := ctx.Value(reservationSink{}).(*frontdoor.Reservation); ok {
+		if sink, ok := ctx.Value(ReservationSink{}).(*frontdoor.Reservation); ok {
 			*sink = res
 		}
-		tc, _ := traceFrom(ctx)
 		writeJSON(w, http.StatusAccepted, map[string]any{
 			"status": "queued", "request_id": res.RequestID, "reservation_id": res.ReservationID, "order_id": res.OrderID,
-			"trace_id": tc.TraceIDString(),
+			"trace_id": trace.SpanContextFromContext(ctx).TraceID().String(),
 		})
 	}
 }
@@ -251,7 +241,7 @@ func (a *api) click(ctx context.Context, w http.ResponseWriter, r *http.Request,
 // token>". The order when it exists; else the reservation's fate
 // (rejected, with the reason) or "queued". Another buyer's request is 404,
 // as an unknown one; 401 no or a bad token.
-func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
+func (a *API) orderStatus(w http.ResponseWriter, r *http.Request) {
 	buyer, ok := a.authBuyer(w, r)
 	if !ok {
 		return
@@ -261,7 +251,7 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "request id must be a UUID")
 		return
 	}
-	o, err := a.s.Orders.Get(r.Context(), a.s.Pool, seckill.Request{RequestID: reqID})
+	o, err := a.s.Flow().Orders.Get(r.Context(), a.s.Flow().Pool, seckill.Request{RequestID: reqID})
 	if err == nil && o.UserID == buyer {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"status": o.Status.String(), "order_id": o.OrderID, "order_no": o.OrderNo, "amount": o.TotalAmount,
@@ -277,17 +267,17 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 		a.g.internalError(w, r, err)
 		return
 	}
-	resID, ok, err := a.s.front.ReservationOf(r.Context(), reqID)
+	resID, ok, err := a.s.FrontDoor().ReservationOf(r.Context(), reqID)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
+		writeError(w, http.StatusServiceUnavailable, StatusUnavailable, "the front door is unavailable, try again")
 		return
 	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "unknown", "no such request")
 		return
 	}
-	res, err := a.s.Inventory.GetReservation(r.Context(), a.s.Pool, resID)
+	res, err := a.s.Flow().Inventory.GetReservation(r.Context(), a.s.Flow().Pool, resID)
 	switch {
 	case errors.Is(err, inventory.ErrReservationNotFound):
 		writeJSON(w, http.StatusOK, map[string]any{"status": "queued"})
@@ -309,19 +299,19 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 // (nothing parsed, nothing written); 404 unknown order; 422 amount or
 // currency mismatch, or a callback id seen before with another payment
 // (idempotency_mismatch); 400 invalid; 413 body too large.
-func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
+func (a *API) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(w, r, 1<<14)
 	if !ok {
 		return
 	}
-	reason, err := a.g.verifyCallback(r.Context(), r.Header.Get(signatureHeader), body)
+	reason, err := a.g.verifyCallback(r.Context(), r.Header.Get(SignatureHeader), body)
 	if err != nil {
 		a.g.storeDown(w, r, "signature store", err)
 		return
 	}
 	if reason != "" {
-		a.g.refusedCallbacks.inc(1, reason)
-		w.Header().Set("WWW-Authenticate", signatureHeader)
+		a.g.refusedCallbacks.Inc(1, reason)
+		w.Header().Set("WWW-Authenticate", SignatureHeader)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"status": statusUnauthorized, "reason": reason,
 			"error": "the callback's signature is " + reason})
 		return
@@ -333,7 +323,7 @@ func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", `body must be {"order_id", "provider_trade_no", "callback_id", "amount", "currency"}`)
 		return
 	}
-	res, err := a.s.pay(r.Context(), p)
+	res, err := a.s.RecordPayment(r.Context(), p)
 	switch {
 	case errors.Is(err, order.ErrInvalidArgument):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
@@ -351,11 +341,11 @@ func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if !same {
-				writeError(w, http.StatusUnprocessableEntity, statusMismatch, "this callback id or trade number was recorded with another payment")
+				writeError(w, http.StatusUnprocessableEntity, StatusMismatch, "this callback id or trade number was recorded with another payment")
 				return
 			}
 		}
-		out := map[string]any{"result": paymentResults[res.Kind], "order_status": res.Order.Status.String(), "payment_id": res.PaymentID}
+		out := map[string]any{"result": PaymentResults[res.Kind], "order_status": res.Order.Status.String(), "payment_id": res.PaymentID}
 		if res.Refund != nil {
 			out["refund"] = res.Refund
 		}
@@ -366,8 +356,8 @@ func (a *api) paymentCallback(w http.ResponseWriter, r *http.Request) {
 // samePayment reports whether the payment recorded as id is the one p
 // describes (a redelivery), not another payment under the same callback id
 // or trade number.
-func (a *api) samePayment(ctx context.Context, p flow.Payment, id uuid.UUID) (bool, error) {
-	recs, err := a.s.Orders.Payments(ctx, a.s.Pool, p.OrderID)
+func (a *API) samePayment(ctx context.Context, p flow.Payment, id uuid.UUID) (bool, error) {
+	recs, err := a.s.Flow().Orders.Payments(ctx, a.s.Flow().Pool, p.OrderID)
 	if err != nil {
 		return false, err
 	}
@@ -380,8 +370,8 @@ func (a *api) samePayment(ctx context.Context, p flow.Payment, id uuid.UUID) (bo
 	return false, nil
 }
 
-// paymentResults names the payment outcomes in the API.
-var paymentResults = map[order.PaymentKind]string{
+// PaymentResults names the payment outcomes in the API.
+var PaymentResults = map[order.PaymentKind]string{
 	order.PaymentPaid:        "paid",
 	order.PaymentDuplicate:   "duplicate",
 	order.PaymentAfterCancel: "refund_after_cancel",
@@ -397,48 +387,38 @@ var paymentResults = map[order.PaymentKind]string{
 // when nothing is in flight. The answer has "passed", "mode" ("live" or
 // "at_rest"), "skipped" (how many checks) and "checks" (each with "at_rest"
 // and "skipped").
-func (a *api) audit(w http.ResponseWriter, r *http.Request) {
+func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	atRest := r.URL.Query().Get("at_rest") == "true"
-	checks, err := a.s.audit(r.Context(), !atRest)
+	checks, err := a.s.AuditNow(r.Context(), !atRest)
 	if err != nil {
 		a.g.internalError(w, r, err)
 		return
 	}
-	rep := report{Checks: checks}
+	passed := flow.Passed(checks)
 	code := http.StatusOK
-	if !rep.Passed() {
+	if !passed {
 		code = http.StatusInternalServerError
 	}
 	mode := "live"
 	if atRest {
 		mode = "at_rest"
 	}
-	writeJSON(w, code, map[string]any{"passed": rep.Passed(), "mode": mode, "skipped": skipped(checks), "checks": checks})
+	writeJSON(w, code, map[string]any{"passed": passed, "mode": mode, "skipped": Skipped(checks), "checks": checks})
 }
 
-// stats: GET /stats.
-func (a *api) stats(w http.ResponseWriter, r *http.Request) {
-	st, err := a.s.Outbox.Stats(r.Context(), a.s.Pool)
-	if err != nil {
-		a.g.internalError(w, r, err)
-		return
-	}
-	front, err := a.s.front.State(r.Context())
-	if err != nil {
+// stats: GET /stats: Service.Stats; 503 when a store it reads cannot
+// answer.
+func (a *API) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := a.s.Stats(r.Context())
+	switch {
+	case errors.Is(err, ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, statusUnavailable, "the front door is unavailable, try again")
-		return
+		writeError(w, http.StatusServiceUnavailable, StatusUnavailable, "the front door is unavailable, try again")
+	case err != nil:
+		a.g.internalError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, st)
 	}
-	c := &a.s.stats
-	writeJSON(w, http.StatusOK, map[string]any{
-		"clicks": c.clicks.Load(), "front_accepted": c.frontAccepted.Load(), "front_sold_out": c.frontSoldOut.Load(),
-		"orders_created": c.created.Load(), "rejected_sold_out": c.soldOut.Load(), "rejected_user_already": c.userAlready.Load(),
-		"duplicates": c.duplicates.Load(), "paid": c.paid.Load(), "cancelled": c.cancelled.Load(),
-		"queue_pending": a.s.q.Pending(r.Context()), "front_available": front.TotalAvailable(), "front_held": len(front.Held),
-		"front_door": a.s.front.Name(), "broker": a.s.q.Name(), "front_door_rebuilds": c.rebuilds.Load(),
-		"e2e_p50_ms": a.s.e2e.percentile(50).Seconds() * 1000, "e2e_p99_ms": a.s.e2e.percentile(99).Seconds() * 1000,
-		"outbox": st, "consumer_p50_ms": a.s.lat.percentile(50).Seconds() * 1000, "consumer_p99_ms": a.s.lat.percentile(99).Seconds() * 1000,
-	})
 }
 
 // reconcile: GET /reconcile. The three-way reconciliation, now, with the
@@ -448,8 +428,8 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 // instant: while the sale runs, a unit can move between two reads and look
 // unexplained, so an unexplained result is read again, up to three times,
 // 100ms apart; a difference that stays is reported.
-func (a *api) reconcile(w http.ResponseWriter, r *http.Request) {
-	rec, err := a.s.reconcileSettled(r.Context())
+func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
+	rec, err := a.s.ReconcileSettled(r.Context())
 	if err != nil {
 		a.g.internalError(w, r, err)
 		return

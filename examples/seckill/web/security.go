@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"cmp"
@@ -43,23 +43,23 @@ const (
 	EnvOperatorToken = "SECKILL_OPERATOR_TOKEN"
 )
 
-// Defaults of securityConfig.
+// Defaults of SecurityConfig.
 const (
-	defaultTolerance      = 5 * time.Minute
-	defaultIdempotencyTTL = 24 * time.Hour
+	DefaultTolerance      = 5 * time.Minute
+	DefaultIdempotencyTTL = 24 * time.Hour
 	defaultPendingLease   = 30 * time.Second
-	defaultBuyerRate      = 10
-	defaultAddrRate       = 200
+	DefaultBuyerRate      = 10
+	DefaultAddrRate       = 200
 	defaultTokenLeeway    = 30 * time.Second
 	minKeyLen             = 32
 	maxSecrets            = 2
 )
 
-// securityConfig is what the HTTP face is started with. The zero value
+// SecurityConfig is what the HTTP face is started with. The zero value
 // means: random keys (fit for a run whose buyers and payer live in the
 // same process, never for a service), no operator token, the defaults
 // below.
-type securityConfig struct {
+type SecurityConfig struct {
 	// BuyerKeys verify the buyers' HS256 tokens; the first signs the
 	// tokens the example mints. Each at least 32 bytes. Defaults to one
 	// random key.
@@ -89,7 +89,7 @@ type securityConfig struct {
 }
 
 // withDefaults fills the zero fields and checks the rest.
-func (c securityConfig) withDefaults() (securityConfig, error) {
+func (c SecurityConfig) withDefaults() (SecurityConfig, error) {
 	var err error
 	if len(c.BuyerKeys) == 0 {
 		c.BuyerKeys = [][]byte{randomKey()}
@@ -113,14 +113,14 @@ func (c securityConfig) withDefaults() (securityConfig, error) {
 	if c.OperatorToken != "" && len(c.OperatorToken) < minKeyLen {
 		err = errors.Join(err, fmt.Errorf("the operator token has %d bytes: at least %d are needed", len(c.OperatorToken), minKeyLen))
 	}
-	c.Tolerance = cmp.Or(c.Tolerance, defaultTolerance)
-	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, defaultIdempotencyTTL)
+	c.Tolerance = cmp.Or(c.Tolerance, DefaultTolerance)
+	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, DefaultIdempotencyTTL)
 	c.PendingLease = cmp.Or(c.PendingLease, defaultPendingLease)
 	if c.Tolerance < 0 || c.IdempotencyTTL < 0 || c.PendingLease < 0 {
 		err = errors.Join(err, errors.New("negative tolerance, idempotency TTL or pending lease"))
 	}
-	c.BuyerRate = cmp.Or(c.BuyerRate, defaultBuyerRate)
-	c.AddrRate = cmp.Or(c.AddrRate, defaultAddrRate)
+	c.BuyerRate = cmp.Or(c.BuyerRate, DefaultBuyerRate)
+	c.AddrRate = cmp.Or(c.AddrRate, DefaultAddrRate)
 	return c, err
 }
 
@@ -130,12 +130,12 @@ func randomKey() []byte {
 	return []byte(hex.EncodeToString(k))
 }
 
-// securityFromEnv reads the keys from EnvBuyerKeys, EnvCallbackSecrets and
+// SecurityFromEnv reads the keys from EnvBuyerKeys, EnvCallbackSecrets and
 // EnvOperatorToken. With required (a service: -serve), the buyer keys and
 // the callback secrets must be set; else a missing one is left to
 // withDefaults (random).
-func securityFromEnv(required bool) (securityConfig, error) {
-	var c securityConfig
+func SecurityFromEnv(required bool) (SecurityConfig, error) {
+	var c SecurityConfig
 	split := func(v string) [][]byte {
 		var out [][]byte
 		for p := range strings.SplitSeq(v, ",") {
@@ -163,8 +163,8 @@ func securityFromEnv(required bool) (securityConfig, error) {
 	return c.withDefaults()
 }
 
-// loopback reports whether addr (host:port) is on a loopback address.
-func loopback(addr string) bool {
+// Loopback reports whether addr (host:port) is on a loopback address.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -176,11 +176,11 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// keyTool prints a buyer token for buyer (when not 0) and the signature
+// KeyTool prints a buyer token for buyer (when not 0) and the signature
 // header of the callback body read from in (when sign), with the keys of
 // the environment.
-func keyTool(in io.Reader, out io.Writer, buyer int64, ttl time.Duration, sign bool) error {
-	sec, err := securityFromEnv(false)
+func KeyTool(in io.Reader, out io.Writer, buyer int64, ttl time.Duration, sign bool) error {
+	sec, err := SecurityFromEnv(false)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func keyTool(in io.Reader, out io.Writer, buyer int64, ttl time.Duration, sign b
 		if os.Getenv(EnvBuyerKeys) == "" {
 			return fmt.Errorf("-mint-token: set %s to the service's buyer token key", EnvBuyerKeys)
 		}
-		tok, err := mintBuyerToken(sec.BuyerKeys[0], buyer, ttl)
+		tok, err := MintBuyerToken(sec.BuyerKeys[0], buyer, ttl)
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func keyTool(in io.Reader, out io.Writer, buyer int64, ttl time.Duration, sign b
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, signCallback(time.Now(), body, sec.CallbackSecrets[0]))
+		fmt.Fprintln(out, SignCallback(time.Now(), body, sec.CallbackSecrets[0]))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"bytes"
@@ -6,13 +6,15 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/reconcile"
@@ -36,8 +38,8 @@ const (
 	keepAlive   = 15 * time.Second
 )
 
-// snapshot is what one server-sent event carries (JSON).
-type snapshot struct {
+// Snapshot is what one server-sent event carries (JSON).
+type Snapshot struct {
 	At         time.Time    `json:"at"`
 	FrontDoor  string       `json:"front_door"`
 	Broker     string       `json:"broker"`
@@ -49,10 +51,15 @@ type snapshot struct {
 	Queue      int64        `json:"queue_backlog"`
 	Outbox     int64        `json:"outbox_backlog"` // PENDING, SENDING or RETRY
 	OutboxDead int64        `json:"outbox_dead"`
-	History    []pagePoint  `json:"history"`
-	Audit      checkLine    `json:"audit"`
-	Reconcile  checkLine    `json:"reconcile"`
-	Error      string       `json:"error,omitempty"` // the last sample's failure, if it failed
+	// OutboxOldest is the age of the oldest PENDING or RETRY event, in
+	// seconds (outbox.Stats.OldestWaiting; 0 when none waits).
+	OutboxOldest float64       `json:"outbox_oldest_s"`
+	Pool         pagePool      `json:"pool"`
+	Standbys     []pageStandby `json:"standbys"` // pg_stat_replication; empty: no standby
+	History      []pagePoint   `json:"history"`
+	Audit        CheckLine     `json:"audit"`
+	Reconcile    CheckLine     `json:"reconcile"`
+	Error        string        `json:"error,omitempty"` // the last sample's failure, if it failed
 }
 
 // pageBucket is one bucket's stock in PostgreSQL and at the front door.
@@ -61,6 +68,30 @@ type pageBucket struct {
 	Total  int32 `json:"total"`
 	PG     int32 `json:"pg_available"`
 	Front  int64 `json:"front_available"` // -1 when the front door did not answer
+}
+
+// pagePool is the pool's saturation (pgxpool.Stat).
+type pagePool struct {
+	Acquired int32 `json:"acquired"` // connections in use
+	Idle     int32 `json:"idle"`
+	Max      int32 `json:"max"`
+	// AcquireMs is the mean time an acquire took over the last interval,
+	// in milliseconds (0 when none was made).
+	AcquireMs float64 `json:"acquire_ms"`
+	// EmptyAcquires counts the acquires that had to wait for a connection
+	// because none was idle, since start-up; EmptyWaitMs is their total
+	// wait.
+	EmptyAcquires int64   `json:"empty_acquires"`
+	EmptyWaitMs   float64 `json:"empty_wait_ms"`
+}
+
+// pageStandby is one standby of pg_stat_replication.
+type pageStandby struct {
+	Name      string  `json:"name"`
+	State     string  `json:"state"`
+	SyncState string  `json:"sync_state"`
+	ReplayLag float64 `json:"replay_lag_s"` // 0 once caught up and idle
+	LagBytes  int64   `json:"lag_bytes"`    // WAL not yet replayed
 }
 
 // pagePoint is one point of the time series: orders per second over the
@@ -72,27 +103,32 @@ type pagePoint struct {
 	P99ms     float64   `json:"p99_ms"`
 	Queue     int64     `json:"queue_backlog"`
 	Outbox    int64     `json:"outbox_backlog"`
+	Acquired  int32     `json:"pool_acquired"`
+	OutboxAge float64   `json:"outbox_oldest_s"`
 }
 
-// checkLine is the latest audit or reconciliation: PASS or FAIL with the
+// CheckLine is the latest audit or reconciliation: PASS or FAIL with the
 // lines that say why; PENDING before the first one; UNSETTLED for a
 // reconciliation with unexplained differences read while work was in
 // flight (confirmed, or not, at the next quiet moment). An audit line says
 // whether it was read live (during the sale: the checks exact only at rest
 // that did not hold are SKIP lines, counted in Skipped) or at rest (the
 // run's final audit: every check judged).
-type checkLine struct {
+type CheckLine struct {
 	Status  string    `json:"status"` // "PASS", "FAIL", "UNSETTLED" or "PENDING"
 	At      time.Time `json:"at,omitzero"`
 	Lines   []string  `json:"lines"`
 	Mode    string    `json:"mode,omitempty"`    // audit: "live" or "at_rest"
 	Skipped int       `json:"skipped,omitempty"` // audit: checks exact only at rest, not judged live
+	// Failed counts an audit's checks that failed (-1: the audit itself
+	// failed to run; 0 before the first).
+	Failed int `json:"failed"`
 }
 
-// monitor samples a service for the page and fans the snapshots out to
-// the event streams.
-type monitor struct {
-	s *service
+// Monitor samples a service for the operator page and fans the snapshots
+// out to the event streams (GET /events).
+type Monitor struct {
+	s Service
 
 	mu        sync.Mutex
 	data      []byte        // latest snapshot, JSON
@@ -100,13 +136,15 @@ type monitor struct {
 	seq       uint64        // its number (the SSE id)
 	changed   chan struct{} // closed when a new snapshot replaces data
 	history   []pagePoint
-	audit     checkLine
-	reconcile checkLine
+	audit     CheckLine
+	reconcile CheckLine
 	final     bool // the run is over: the snapshot no longer changes
 
 	lastOrders int64
 	lastAt     time.Time
-	lastLat    int // latencies seen so far
+	lastLat    int           // latencies seen so far
+	lastAcq    int64         // the pool's acquires at the last point
+	lastAcqDur time.Duration // and their total duration
 
 	stop      func()
 	done      chan struct{} // closed by Close: the streams end
@@ -115,11 +153,11 @@ type monitor struct {
 	keepAlive atomic.Int64 // nanoseconds between comments on a quiet stream
 }
 
-// startMonitor samples s until Close (or ctx ends).
-func startMonitor(ctx context.Context, s *service) *monitor {
-	m := &monitor{s: s, changed: make(chan struct{}), done: make(chan struct{}),
-		audit:     checkLine{Status: "PENDING", Lines: []string{"not checked yet"}},
-		reconcile: checkLine{Status: "PENDING", Lines: []string{"not checked yet"}}}
+// StartMonitor samples s until Close (or ctx ends).
+func StartMonitor(ctx context.Context, s Service) *Monitor {
+	m := &Monitor{s: s, changed: make(chan struct{}), done: make(chan struct{}),
+		audit:     CheckLine{Status: "PENDING", Lines: []string{"not checked yet"}},
+		reconcile: CheckLine{Status: "PENDING", Lines: []string{"not checked yet"}}}
 	m.keepAlive.Store(int64(keepAlive))
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -152,20 +190,39 @@ func startMonitor(ctx context.Context, s *service) *monitor {
 }
 
 // Close stops the sampling and ends the open event streams.
-func (m *monitor) Close() {
+func (m *Monitor) Close() {
 	m.stop()
 	m.closeOnce.Do(func() { close(m.done) })
 }
 
-// finish stops the sampling and publishes the run's own final audit and
-// reconciliation: the page shows the result the report prints. The
-// streams stay open until Close.
-func (m *monitor) finish(r report) {
+// Audit is the latest audit: the live one of every few seconds, or the
+// run's own at rest after Finish; Status PENDING before the first.
+func (m *Monitor) Audit() CheckLine {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.audit
+}
+
+// Stop stops the sampling; the streams stay open (until Close) with the
+// last snapshot.
+func (m *Monitor) Stop() { m.stop() }
+
+// Streams reports how many event streams are open.
+func (m *Monitor) Streams() int64 { return m.streams.Load() }
+
+// SetKeepAlive sets the time between comment lines on a quiet stream
+// (15 s by default), for the streams opened after.
+func (m *Monitor) SetKeepAlive(d time.Duration) { m.keepAlive.Store(int64(d)) }
+
+// Finish stops the sampling and publishes a run's own final audit (read at
+// rest) and reconciliation (nil: keep the last): the page shows the result
+// the run's report prints. The streams stay open until Close.
+func (m *Monitor) Finish(checks []flow.Check, rec *reconcile.Result) {
 	m.stop()
 	m.mu.Lock()
-	m.audit = auditLine(r.Checks, false)
-	if r.Reconciliation != nil {
-		m.reconcile = reconcileLine(r.Reconciliation)
+	m.audit = AuditLine(checks, false)
+	if rec != nil {
+		m.reconcile = reconcileLine(rec)
 	}
 	m.mu.Unlock()
 	m.sample(context.Background())
@@ -175,18 +232,18 @@ func (m *monitor) finish(r report) {
 }
 
 // sample reads the cheap figures and publishes a snapshot if it changed.
-func (m *monitor) sample(ctx context.Context) {
-	s := m.s
-	snap := snapshot{At: time.Now(), FrontDoor: s.front.Name(), Broker: s.q.Name(),
-		Orders: s.stats.created.Load(), Paid: s.stats.paid.Load(), Cancelled: s.stats.cancelled.Load(),
-		Refunded: s.stats.paidAfterCancel.Load(), Queue: s.q.Pending(ctx)}
+func (m *Monitor) sample(ctx context.Context) {
+	s, fs := m.s, m.s.Flow()
+	fig := s.Figures()
+	snap := Snapshot{At: time.Now(), FrontDoor: s.FrontDoor().Name(), Broker: s.Broker().Name(),
+		Orders: fig.Orders, Paid: fig.Paid, Cancelled: fig.Cancelled, Refunded: fig.Refunded, Queue: s.Broker().Pending(ctx)}
 	var errs []string
-	st, err := s.Inventory.Stock(ctx, s.Pool, s.Item.ActivityID, s.Item.SKUID)
+	st, err := fs.Inventory.Stock(ctx, fs.Pool, fs.Item.ActivityID, fs.Item.SKUID)
 	buckets := st.Buckets
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
-	front, err := s.frontAvailable(ctx)
+	front, err := s.FrontAvailable(ctx)
 	if err != nil {
 		errs = append(errs, "front door: "+err.Error())
 	}
@@ -197,10 +254,13 @@ func (m *monitor) sample(ctx context.Context) {
 		}
 		snap.Buckets = append(snap.Buckets, pb)
 	}
-	if st, err := s.Outbox.Stats(ctx, s.Pool); err != nil {
+	if st, err := fs.Outbox.Stats(ctx, fs.Pool); err != nil {
 		errs = append(errs, err.Error())
 	} else {
-		snap.Outbox, snap.OutboxDead = st.Pending+st.Sending+st.Retry, st.Dead
+		snap.Outbox, snap.OutboxDead, snap.OutboxOldest = st.Pending+st.Sending+st.Retry, st.Dead, st.OldestWaiting.Seconds()
+	}
+	if snap.Standbys, err = readStandbys(ctx, fs.Pool); err != nil {
+		errs = append(errs, "replication: "+err.Error())
 	}
 	snap.Error = strings.Join(errs, "; ")
 
@@ -209,10 +269,12 @@ func (m *monitor) sample(ctx context.Context) {
 	if m.final {
 		return
 	}
+	snap.Pool = m.poolLocked()
 	if dt := snap.At.Sub(m.lastAt).Seconds(); dt > 0 && (len(m.history) == 0 || dt >= sampleEvery.Seconds()/2) {
-		p := pagePoint{At: snap.At, PerSecond: float64(snap.Orders-m.lastOrders) / dt, Queue: snap.Queue, Outbox: snap.Outbox}
+		p := pagePoint{At: snap.At, PerSecond: float64(snap.Orders-m.lastOrders) / dt, Queue: snap.Queue, Outbox: snap.Outbox,
+			Acquired: snap.Pool.Acquired, OutboxAge: snap.OutboxOldest}
 		var window []time.Duration
-		window, m.lastLat = s.lat.since(m.lastLat)
+		window, m.lastLat = s.OrderLatencies(m.lastLat)
 		p.P50ms, p.P99ms = pct(window, 50), pct(window, 99)
 		m.history = append(m.history, p)
 		if len(m.history) > historyLen {
@@ -224,9 +286,49 @@ func (m *monitor) sample(ctx context.Context) {
 	m.publishLocked(snap)
 }
 
+// poolLocked reads the pool's saturation; the mean acquire time is over
+// the acquires since the last call. m.mu is held.
+func (m *Monitor) poolLocked() pagePool {
+	st := m.s.Flow().Pool.Stat()
+	p := pagePool{Acquired: st.AcquiredConns(), Idle: st.IdleConns(), Max: st.MaxConns(),
+		EmptyAcquires: st.EmptyAcquireCount(), EmptyWaitMs: ms(st.EmptyAcquireWaitTime())}
+	if n := st.AcquireCount() - m.lastAcq; n > 0 {
+		p.AcquireMs = ms((st.AcquireDuration() - m.lastAcqDur) / time.Duration(n))
+	}
+	m.lastAcq, m.lastAcqDur = st.AcquireCount(), st.AcquireDuration()
+	return p
+}
+
+// standbysSQL reads the standbys of a primary (none on a standby or a
+// server without replication); the lags are NULL once a standby has caught
+// up and nothing is written, reported as 0.
+const standbysSQL = `SELECT application_name, state, sync_state,
+       COALESCE(EXTRACT(EPOCH FROM replay_lag), 0)::float8,
+       COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), 0)::bigint
+  FROM pg_stat_replication
+ ORDER BY application_name`
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// readStandbys reads pg_stat_replication (empty: no standby).
+func readStandbys(ctx context.Context, pool *pgxpool.Pool) ([]pageStandby, error) {
+	rows, err := pool.Query(ctx, standbysSQL)
+	if err != nil {
+		return nil, err
+	}
+	var out []pageStandby
+	var sb pageStandby
+	_, err = pgx.ForEachRow(rows, []any{&sb.Name, &sb.State, &sb.SyncState, &sb.ReplayLag, &sb.LagBytes}, func() error {
+		out = append(out, sb)
+		return nil
+	})
+	return out, err
+}
+
 // publishLocked replaces the snapshot and wakes the streams when anything
 // but the time changed. m.mu is held.
-func (m *monitor) publishLocked(snap snapshot) {
+func (m *Monitor) publishLocked(snap Snapshot) {
 	at := snap.At
 	snap.At = time.Time{}
 	cmp, _ := json.Marshal(snap)
@@ -246,29 +348,29 @@ func (m *monitor) publishLocked(snap snapshot) {
 // database, judges every invariant that holds in any snapshot, and skips
 // (SKIP lines) the checks exact only at rest that work in flight leaves
 // unsettled; the run's final audit, at rest, replaces it (finish).
-func (m *monitor) check(ctx context.Context) {
+func (m *Monitor) check(ctx context.Context) {
 	s := m.s
-	var a checkLine
-	checks, err := s.audit(ctx, true)
+	var a CheckLine
+	checks, err := s.AuditNow(ctx, true)
 	if ctx.Err() != nil {
 		return
 	}
 	if err != nil {
-		a = checkLine{Status: "FAIL", At: time.Now(), Lines: []string{"audit error: " + err.Error()}, Mode: "live"}
+		a = CheckLine{Status: "FAIL", At: time.Now(), Lines: []string{"audit error: " + err.Error()}, Mode: "live", Failed: -1}
 	} else {
-		a = auditLine(checks, true)
+		a = AuditLine(checks, true)
 	}
-	quietBefore := s.quiet(ctx)
-	rec, err := s.reconcileSettled(ctx)
+	quietBefore := s.Quiet(ctx)
+	rec, err := s.ReconcileSettled(ctx)
 	if ctx.Err() != nil {
 		return
 	}
-	var r checkLine
+	var r CheckLine
 	if err != nil {
-		r = checkLine{Status: "FAIL", At: time.Now(), Lines: []string{"reconciliation error: " + err.Error()}}
+		r = CheckLine{Status: "FAIL", At: time.Now(), Lines: []string{"reconciliation error: " + err.Error()}}
 	} else {
 		r = reconcileLine(rec)
-		if r.Status == "FAIL" && !(quietBefore && s.quiet(ctx)) {
+		if r.Status == "FAIL" && !(quietBefore && s.Quiet(ctx)) {
 			// The three stores cannot be read at one instant: under load a
 			// difference can be work that moved between the reads. It is
 			// shown, not called a failure, until a quiet moment confirms it.
@@ -285,9 +387,9 @@ func (m *monitor) check(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// auditLine is the page's line for an audit read live or at rest.
-func auditLine(checks []flow.Check, live bool) checkLine {
-	l := checkLine{Status: "PASS", At: time.Now(), Mode: "at_rest", Skipped: skipped(checks)}
+// AuditLine is the page's line for an audit read live or at rest.
+func AuditLine(checks []flow.Check, live bool) CheckLine {
+	l := CheckLine{Status: "PASS", At: time.Now(), Mode: "at_rest", Skipped: Skipped(checks)}
 	if live {
 		l.Mode = "live"
 	}
@@ -295,13 +397,16 @@ func auditLine(checks []flow.Check, live bool) checkLine {
 		l.Status = "FAIL"
 	}
 	for _, c := range checks {
-		l.Lines = append(l.Lines, fmt.Sprintf("%s [%s] %s: %s", checkStatus(c), c.Invariant, c.Name, c.Detail))
+		if !c.Pass {
+			l.Failed++
+		}
+		l.Lines = append(l.Lines, fmt.Sprintf("%s [%s] %s: %s", CheckStatus(c), c.Invariant, c.Name, c.Detail))
 	}
 	return l
 }
 
-func reconcileLine(rec *reconcile.Result) checkLine {
-	l := checkLine{Status: "PASS", At: time.Now()}
+func reconcileLine(rec *reconcile.Result) CheckLine {
+	l := CheckLine{Status: "PASS", At: time.Now()}
 	if !rec.Passed() {
 		l.Status = "FAIL"
 	}
@@ -316,55 +421,6 @@ func reconcileLine(rec *reconcile.Result) checkLine {
 	return l
 }
 
-// quiet reports whether no order message, outbox event or click is in
-// flight.
-func (s *service) quiet(ctx context.Context) bool {
-	if s.inFlight.Load() != 0 || s.q.Pending(ctx) != 0 {
-		return false
-	}
-	st, err := s.Outbox.Stats(ctx, s.Pool)
-	return err == nil && st.Pending+st.Sending+st.Retry == 0
-}
-
-// reconcileSettled reconciles; the three stores cannot be read at one
-// instant, so an unexplained result is read again, up to three times,
-// 100ms apart; a difference that stays is reported.
-func (s *service) reconcileSettled(ctx context.Context) (*reconcile.Result, error) {
-	var rec *reconcile.Result
-	var err error
-	for attempt := range 3 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		if rec, err = s.reconcile(ctx); err != nil || rec.Passed() {
-			break
-		}
-	}
-	return rec, err
-}
-
-// frontAvailable reads the front door's per-bucket stock counters only
-// (not the held reservations): one HGETALL on Redis.
-func (s *service) frontAvailable(ctx context.Context) ([]int64, error) {
-	if s.rfront == nil {
-		st, err := s.front.State(ctx)
-		return st.Available, err
-	}
-	return s.rfront.Available(ctx)
-}
-
-// since returns the durations recorded from index i on and the new index.
-func (l *latencies) since(i int) ([]time.Duration, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	i = min(i, len(l.d))
-	return slices.Clone(l.d[i:]), len(l.d)
-}
-
 // pct is the p-th percentile of d in milliseconds, 0 when empty.
 func pct(d []time.Duration, p float64) float64 {
 	if len(d) == 0 {
@@ -375,18 +431,18 @@ func pct(d []time.Duration, p float64) float64 {
 	return d[min(max(i, 0), len(d)-1)].Seconds() * 1000
 }
 
-// servePage: GET /. The page.
-func (m *monitor) servePage(w http.ResponseWriter, _ *http.Request) {
+// ServePage serves GET /: the page.
+func (m *Monitor) ServePage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(pageHTML)
 }
 
-// serveEvents: GET /events. A server-sent event stream: "event: snapshot",
+// ServeEvents serves GET /events: A server-sent event stream: "event: snapshot",
 // "id: <n>", "data: <snapshot JSON>" at once and then whenever the
 // snapshot changes (at most every sampleEvery), a comment line every
 // keepAlive; it ends when the client goes away.
-func (m *monitor) serveEvents(w http.ResponseWriter, r *http.Request) {
+func (m *Monitor) ServeEvents(w http.ResponseWriter, r *http.Request) {
 	m.streams.Add(1)
 	defer m.streams.Add(-1)
 	rc := http.NewResponseController(w)
@@ -425,82 +481,4 @@ func (m *monitor) serveEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-}
-
-// routes adds GET / and GET /events to mux.
-func (m *monitor) routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", m.servePage)
-	mux.HandleFunc("GET /events", m.serveEvents)
-}
-
-// pageHooks serves the operator view on addr during a run (nothing when
-// addr is empty) and returns its URL: the monitor starts when the service
-// is up and ends with the run's own audit and reconciliation. stop closes
-// the server.
-func pageHooks(addr string) (hooks *saleHooks, url string, stop func(), err error) {
-	if addr == "" {
-		return nil, "", func() {}, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("-page %s: %w", addr, err)
-	}
-	var (
-		mu  sync.Mutex
-		mon *monitor
-	)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		m := mon
-		mu.Unlock()
-		if m == nil {
-			http.Error(w, "the sale is starting; reload in a moment", http.StatusServiceUnavailable)
-			return
-		}
-		m.servePage(w, r)
-	})
-	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		m := mon
-		mu.Unlock()
-		if m == nil {
-			http.Error(w, "the sale is starting", http.StatusServiceUnavailable)
-			return
-		}
-		m.serveEvents(w, r)
-	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	url = "http://" + ln.Addr().String() + "/"
-	hooks = &saleHooks{
-		started: func(s *service) {
-			m := startMonitor(s.life, s)
-			mu.Lock()
-			mon = m
-			mu.Unlock()
-		},
-		finished: func(r report) {
-			mu.Lock()
-			m := mon
-			mu.Unlock()
-			if m != nil {
-				m.finish(r)
-			}
-		},
-	}
-	stop = func() {
-		mu.Lock()
-		m := mon
-		mu.Unlock()
-		if m != nil {
-			m.Close()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if hs.Shutdown(ctx) != nil {
-			_ = hs.Close()
-		}
-	}
-	return hooks, url, stop, nil
 }

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"context"
@@ -18,28 +18,28 @@ import (
 //	Seckill-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>[,v1=<hex …>]
 //
 // where each v1 is HMAC-SHA256(secret, "<t>." + raw body) under one of the
-// provider's secrets (securityConfig.CallbackSecrets). The service checks
+// provider's secrets (SecurityConfig.CallbackSecrets). The service checks
 // the header before it parses a byte of the body: some v1 must match under
 // some active secret (compared in constant time), t must be within the
 // tolerance of now (either way), and a signature may be used once (a
 // replay within the tolerance is refused as well; the provider signs every
 // delivery afresh). Anything else is 401 and writes nothing.
 
-// signatureHeader names the callbacks' signature header.
-const signatureHeader = "Seckill-Signature"
+// SignatureHeader names the callbacks' signature header.
+const SignatureHeader = "Seckill-Signature"
 
 // The reasons a callback's signature is refused, as counted in
 // seckill_callbacks_refused_total.
 const (
-	sigMissing   = "missing"   // no header
-	sigMalformed = "malformed" // not t=…,v1=…
-	sigExpired   = "expired"   // t outside the tolerance
-	sigWrong     = "wrong"     // no v1 matches under any active secret
-	sigReplayed  = "replayed"  // this signature was used before
+	SigMissing   = "missing"   // no header
+	SigMalformed = "malformed" // not t=…,v1=…
+	SigExpired   = "expired"   // t outside the tolerance
+	SigWrong     = "wrong"     // no v1 matches under any active secret
+	SigReplayed  = "replayed"  // this signature was used before
 )
 
-// macHex is the hex HMAC-SHA256 of "<t>." + body under secret.
-func macHex(secret []byte, t int64, body []byte) string {
+// MACHex is the hex HMAC-SHA256 of "<t>." + body under secret.
+func MACHex(secret []byte, t int64, body []byte) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(strconv.FormatInt(t, 10)))
 	m.Write([]byte{'.'})
@@ -47,14 +47,14 @@ func macHex(secret []byte, t int64, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// signCallback returns the Seckill-Signature value for body at t, one v1
+// SignCallback returns the Seckill-Signature value for body at t, one v1
 // per secret (a provider rotating its secret signs with both).
-func signCallback(t time.Time, body []byte, secrets ...[]byte) string {
+func SignCallback(t time.Time, body []byte, secrets ...[]byte) string {
 	ts := t.Unix()
 	var b strings.Builder
 	b.WriteString("t=" + strconv.FormatInt(ts, 10))
 	for _, s := range secrets {
-		b.WriteString(",v1=" + macHex(s, ts, body))
+		b.WriteString(",v1=" + MACHex(s, ts, body))
 	}
 	return b.String()
 }
@@ -63,10 +63,10 @@ func signCallback(t time.Time, body []byte, secrets ...[]byte) string {
 // body; "" when it holds (and the signature is now used), else the reason.
 func (g *guard) verifyCallback(ctx context.Context, header string, body []byte) (reason string, err error) {
 	if header == "" {
-		return sigMissing, nil
+		return SigMissing, nil
 	}
 	if len(header) > 1024 {
-		return sigMalformed, nil
+		return SigMalformed, nil
 	}
 	var (
 		ts   int64
@@ -77,30 +77,30 @@ func (g *guard) verifyCallback(ctx context.Context, header string, body []byte) 
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		switch {
 		case !ok:
-			return sigMalformed, nil
+			return SigMalformed, nil
 		case k == "t":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || seen || n <= 0 {
-				return sigMalformed, nil
+				return SigMalformed, nil
 			}
 			ts, seen = n, true
 		case k == "v1":
 			if len(v) != 2*sha256.Size {
-				return sigMalformed, nil
+				return SigMalformed, nil
 			}
 			sigs = append(sigs, v)
 		}
 		// Other schemes (v0, a future v2) are ignored, as providers do.
 	}
 	if !seen || len(sigs) == 0 {
-		return sigMalformed, nil
+		return SigMalformed, nil
 	}
 	if d := time.Since(time.Unix(ts, 0)); d > g.cfg.Tolerance || d < -g.cfg.Tolerance {
-		return sigExpired, nil
+		return SigExpired, nil
 	}
 	match := ""
 	for _, secret := range g.cfg.CallbackSecrets {
-		want := []byte(macHex(secret, ts, body))
+		want := []byte(MACHex(secret, ts, body))
 		for _, s := range sigs {
 			if hmac.Equal(want, []byte(strings.ToLower(s))) {
 				match = string(want)
@@ -108,7 +108,7 @@ func (g *guard) verifyCallback(ctx context.Context, header string, body []byte) 
 		}
 	}
 	if match == "" {
-		return sigWrong, nil
+		return SigWrong, nil
 	}
 	// Used once: remembered for twice the tolerance (a timestamp is
 	// accepted up to the tolerance either side of now).
@@ -117,7 +117,7 @@ func (g *guard) verifyCallback(ctx context.Context, header string, body []byte) 
 		return "", err
 	}
 	if !first {
-		return sigReplayed, nil
+		return SigReplayed, nil
 	}
 	return "", nil
 }

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"crypto/sha256"
@@ -14,7 +14,7 @@ import (
 )
 
 // A buyer proves who they are with a bearer token, an HS256 JWT signed with
-// one of the service's buyer keys (securityConfig.BuyerKeys):
+// one of the service's buyer keys (SecurityConfig.BuyerKeys):
 //
 //	Authorization: Bearer <JWT>
 //	  header  {"alg": "HS256", "typ": "JWT"}
@@ -29,8 +29,8 @@ import (
 
 // The claims a buyer token must carry.
 const (
-	tokenIssuer   = "seckill"
-	tokenAudience = "seckill-orders"
+	TokenIssuer   = "seckill"
+	TokenAudience = "seckill-orders"
 )
 
 var (
@@ -38,14 +38,14 @@ var (
 	errBadToken = errors.New("the buyer token is not valid")
 )
 
-// mintBuyerToken signs a token for buyer with key, valid for ttl.
-func mintBuyerToken(key []byte, buyer int64, ttl time.Duration) (string, error) {
+// MintBuyerToken signs a token for buyer with key, valid for ttl.
+func MintBuyerToken(key []byte, buyer int64, ttl time.Duration) (string, error) {
 	if buyer <= 0 {
 		return "", fmt.Errorf("buyer id %d: must be positive", buyer)
 	}
 	now := time.Now()
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
-		Issuer: tokenIssuer, Audience: jwt.ClaimStrings{tokenAudience}, Subject: strconv.FormatInt(buyer, 10),
+		Issuer: TokenIssuer, Audience: jwt.ClaimStrings{TokenAudience}, Subject: strconv.FormatInt(buyer, 10),
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 	}).SignedString(key)
 }
@@ -77,7 +77,7 @@ func (g *guard) buyerOf(r *http.Request) (int64, error) {
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return jwt.VerificationKeySet{Keys: keys}, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
-		jwt.WithIssuer(tokenIssuer), jwt.WithAudience(tokenAudience), jwt.WithLeeway(defaultTokenLeeway))
+		jwt.WithIssuer(TokenIssuer), jwt.WithAudience(TokenAudience), jwt.WithLeeway(defaultTokenLeeway))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errBadToken, err)
 	}

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"bytes"
@@ -31,21 +31,21 @@ import (
 // Keys are per buyer (two buyers may pick the same key) and per route. A
 // key is at most 255 printable ASCII characters, bare or as a quoted
 // structured-field string. The records live in the front door's Redis for
-// securityConfig.IdempotencyTTL (24 hours by default: it must cover the
+// SecurityConfig.IdempotencyTTL (24 hours by default: it must cover the
 // sale), in process with -stack memory. Once a request has claimed its
 // key, it runs to its end even if the client goes away, so that the retry
 // finds its answer.
 
 // The headers of an idempotent request and of a replayed answer.
 const (
-	idempotencyHeader = "Idempotency-Key"
-	replayedHeader    = "Idempotent-Replayed"
+	IdempotencyHeader = "Idempotency-Key"
+	ReplayedHeader    = "Idempotent-Replayed"
 )
 
 // The statuses of the answers' "status" field that idempotency adds.
 const (
-	statusMismatch   = "idempotency_mismatch" // 422
-	statusInProgress = "in_progress"          // 409
+	StatusMismatch   = "idempotency_mismatch" // 422
+	StatusInProgress = "in_progress"          // 409
 )
 
 // idemRecord is what the store holds under a key: pending (Owner set)
@@ -128,16 +128,16 @@ func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *guards
 		}
 		switch {
 		case rec.Fingerprint != claim.Fingerprint:
-			g.idemOutcomes.inc(1, "conflict")
-			writeError(w, http.StatusUnprocessableEntity, statusMismatch, "this "+idempotencyHeader+" was used with another request body")
+			g.idemOutcomes.Inc(1, "conflict")
+			writeError(w, http.StatusUnprocessableEntity, StatusMismatch, "this "+IdempotencyHeader+" was used with another request body")
 		case !rec.Done:
-			g.idemOutcomes.inc(1, "in_progress")
+			g.idemOutcomes.Inc(1, "in_progress")
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusConflict, statusInProgress, "the first request with this "+idempotencyHeader+" is still running; retry")
+			writeError(w, http.StatusConflict, StatusInProgress, "the first request with this "+IdempotencyHeader+" is still running; retry")
 		default:
-			g.idemOutcomes.inc(1, "replayed")
+			g.idemOutcomes.Inc(1, "replayed")
 			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set(replayedHeader, "true")
+			w.Header().Set(ReplayedHeader, "true")
 			if rec.RetryAfter != "" {
 				w.Header().Set("Retry-After", rec.RetryAfter)
 			}
@@ -146,7 +146,7 @@ func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *guards
 		}
 		return
 	}
-	g.idemOutcomes.inc(1, "first")
+	g.idemOutcomes.Inc(1, "first")
 	// The claimed request runs to its end even if the client leaves: its
 	// retry must find the answer, not a half-done click.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.cfg.PendingLease)
@@ -175,13 +175,13 @@ func (g *guard) idempotent(w http.ResponseWriter, r *http.Request, claim *guards
 // keyOf reads a request's Idempotency-Key: "" when there is none, false
 // (and 400 answered) when it is not a valid key.
 func keyOf(w http.ResponseWriter, r *http.Request) (string, bool) {
-	vs := r.Header.Values(idempotencyHeader)
+	vs := r.Header.Values(IdempotencyHeader)
 	if len(vs) == 0 {
 		return "", true
 	}
 	k, ok := idempotencyKey(strings.TrimSpace(vs[0]))
 	if !ok || len(vs) > 1 {
-		writeError(w, http.StatusBadRequest, "invalid", idempotencyHeader+" must be one value of 1 to 255 printable ASCII characters")
+		writeError(w, http.StatusBadRequest, "invalid", IdempotencyHeader+" must be one value of 1 to 255 printable ASCII characters")
 		return "", false
 	}
 	return k, true

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"crypto/rand"
@@ -16,43 +16,41 @@ import (
 // guard is the HTTP face's security: the keys, the store of what it
 // remembers between requests, and the counters of what it refused.
 type guard struct {
-	cfg    securityConfig
+	cfg    SecurityConfig
 	stores guardstore.Store
 	prefix string // of the store's keys
 	log    *slog.Logger
+	// unavailable tells an error of an unreachable database (503).
+	unavailable func(error) bool
 
-	refusedCallbacks *family // by reason
-	refusedBuyers    *family // by reason
-	refusedOperators *family
-	rateLimited      *family // by scope
-	idemOutcomes     *family // by outcome
-	internalErrors   *family
+	refusedCallbacks Counter // by reason
+	refusedBuyers    Counter // by reason
+	refusedOperators Counter
+	rateLimited      Counter // by scope
+	idemOutcomes     Counter // by outcome
+	internalErrors   Counter
 }
 
-// newGuard builds the guard of s's HTTP face: its store is s's Redis on the
-// real stack, an in-process map with -stack memory. cfg gets its defaults.
-func newGuard(s *service, cfg securityConfig) (*guard, error) {
+// newGuard builds the guard of s's HTTP face, on s's guard store (the
+// front door's Redis on the real stack, an in-process map in memory). cfg
+// gets its defaults.
+func newGuard(s Service, cfg SecurityConfig) (*guard, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{cfg: cfg, log: s.log, prefix: "seckill:" + s.Schema + ":http:"}
-	if s.rdb != nil {
-		g.stores = guardstore.NewRedis(s.rdb)
-	} else {
-		g.stores = guardstore.NewMemory()
-	}
-	m := s.metrics
-	g.refusedCallbacks = m.counter("seckill_callbacks_refused_total",
+	g := &guard{cfg: cfg, log: s.Logger(), unavailable: s.DatabaseUnavailable}
+	g.stores, g.prefix = s.GuardStore()
+	g.refusedCallbacks = s.NewCounter("seckill.callbacks_refused",
 		"Payment callbacks refused with 401 before anything was parsed or written, by reason (missing, malformed, expired, wrong, replayed).", "reason")
-	g.refusedBuyers = m.counter("seckill_buyer_auth_refused_total",
+	g.refusedBuyers = s.NewCounter("seckill.buyer_auth_refused",
 		"Buyer requests refused with 401: no bearer token, or one that does not verify.", "reason")
-	g.refusedOperators = m.counter("seckill_operator_auth_refused_total",
+	g.refusedOperators = s.NewCounter("seckill.operator_auth_refused",
 		"Operator routes asked on the buyers' address without the operator token (401).")
-	g.rateLimited = m.counter("seckill_rate_limited_total", "POST /orders refused with 429, by scope (buyer, address).", "scope")
-	g.idemOutcomes = m.counter("seckill_idempotency_total",
+	g.rateLimited = s.NewCounter("seckill.rate_limited", "POST /orders refused with 429, by scope (buyer, address).", "scope")
+	g.idemOutcomes = s.NewCounter("seckill.idempotency",
 		"Requests under an idempotency key by outcome: first, replayed (the stored answer), conflict (422: another body), in_progress (409).", "outcome")
-	g.internalErrors = m.counter("seckill_http_internal_errors_total", "500 answers (each logged with its error_id).")
+	g.internalErrors = s.NewCounter("seckill.http_internal_errors", "500 answers (each logged with its error_id).")
 	return g, nil
 }
 
@@ -68,7 +66,7 @@ const (
 func (g *guard) storeDown(w http.ResponseWriter, r *http.Request, what string, err error) {
 	g.log.WarnContext(r.Context(), what+" unavailable", "error", err)
 	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": statusUnavailable, "reason": "store",
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": StatusUnavailable, "reason": "store",
 		"error": "the " + what + " is unavailable, try again"})
 }
 
@@ -79,25 +77,20 @@ func unauthorized(w http.ResponseWriter, scheme, msg string) {
 }
 
 // internalError answers 500 with an error id and logs the error under it:
-// the client sees the id, never the internal text (which may hold SQL).
+// the client sees the id, never the internal text (which may hold SQL). A
+// database that cannot be reached (a failover under way, a connection
+// cut, a COMMIT whose outcome is unknown: Service.DatabaseUnavailable) is
+// answered 503 with Retry-After instead: the request may be sent again,
+// and a repeated order or payment is met by its idempotency key.
 func (g *guard) internalError(w http.ResponseWriter, r *http.Request, err error) {
-	internalError(g.log, w, r, err)
-	g.internalErrors.inc(1)
-}
-
-// internalError is guard.internalError for the handlers without a guard.
-// A database that cannot be reached (a failover under way, a connection
-// cut, a COMMIT whose outcome is unknown) is answered 503 with Retry-After
-// instead: the request may be sent again, and a repeated order or payment
-// is met by its idempotency key.
-func internalError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	g.internalErrors.Inc(1)
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	log.ErrorContext(r.Context(), "request failed", "error_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
-	if databaseUnavailable(err) {
+	g.log.ErrorContext(r.Context(), "request failed", "error_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
+	if g.unavailable(err) {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": statusUnavailable, "reason": "database",
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": StatusUnavailable, "reason": "database",
 			"error": "the database is unavailable, try again", "error_id": id})
 		return
 	}

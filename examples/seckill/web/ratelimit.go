@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 )
 
 // The front door limits POST /orders per client address and per buyer: at
-// most securityConfig.AddrRate and BuyerRate requests in a one-second
+// most SecurityConfig.AddrRate and BuyerRate requests in a one-second
 // window. More get 429 with Retry-After (whole seconds until the window
 // ends). The windows live in the front door's Redis (in process with
 // -stack memory), so every instance of the service shares them; both are
@@ -20,8 +20,8 @@ import (
 
 // Rate-limit scopes, as counted in seckill_rate_limited_total.
 const (
-	scopeBuyer   = "buyer"
-	scopeAddress = "address"
+	ScopeBuyer   = "buyer"
+	ScopeAddress = "address"
 )
 
 // rateWindow is the length of a rate-limit window.
@@ -38,10 +38,10 @@ func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64, claim
 	var limits []int
 	var scopes []string
 	if g.cfg.AddrRate >= 0 {
-		keys, limits, scopes = append(keys, guardstore.Key(g.prefix, "rate:"+scopeAddress, clientAddr(r))), append(limits, g.cfg.AddrRate), append(scopes, scopeAddress)
+		keys, limits, scopes = append(keys, guardstore.Key(g.prefix, "rate:"+ScopeAddress, clientAddr(r))), append(limits, g.cfg.AddrRate), append(scopes, ScopeAddress)
 	}
 	if buyer != 0 && g.cfg.BuyerRate >= 0 {
-		keys, limits, scopes = append(keys, guardstore.Key(g.prefix, "rate:"+scopeBuyer, strconv.FormatInt(buyer, 10))), append(limits, g.cfg.BuyerRate), append(scopes, scopeBuyer)
+		keys, limits, scopes = append(keys, guardstore.Key(g.prefix, "rate:"+ScopeBuyer, strconv.FormatInt(buyer, 10))), append(limits, g.cfg.BuyerRate), append(scopes, ScopeBuyer)
 	}
 	if len(keys) == 0 && claim == nil {
 		return true
@@ -60,7 +60,7 @@ func (g *guard) allow(w http.ResponseWriter, r *http.Request, buyer int64, claim
 				g.log.WarnContext(r.Context(), "idempotency claim not given back; it lapses with its lease", "error", err)
 			}
 		}
-		g.rateLimited.inc(1, scopes[i])
+		g.rateLimited.Inc(1, scopes[i])
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		writeError(w, http.StatusTooManyRequests, statusRateLimited, fmt.Sprintf("more than %d requests per second for this %s", limits[i], scopes[i]))
 		return false
