@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,15 +31,21 @@ import (
 //
 // Redis only filters. It is filled from PostgreSQL (warm-up) and, after it
 // lost its data, rebuilt from PostgreSQL's bucket counters and reservations,
-// never the other way round.
+// never the other way round. Losing the data includes a failover: Redis
+// replication is asynchronous, so a promoted replica may lack the last
+// reservations its master acknowledged (or hold one whose answer never
+// reached the service). The front door remembers which server (run_id)
+// its last rebuild wrote to, and [Redis.Built] answers false once another
+// one serves its keys: [Redis.Recover] then rebuilds it.
 type Redis struct {
 	rdb       redis.UniversalClient
 	keys      []string // meta, stock, users, resv, req
 	buckets   int
 	nextOrder func() int64
 
-	mu    sync.Mutex
-	drift []int64 // per bucket, since the last (re)build
+	mu      sync.Mutex
+	drift   []int64 // per bucket, since the last (re)build
+	builtOn string  // run_id of the server the last (re)build wrote to
 }
 
 const (
@@ -123,7 +130,8 @@ func NewRedis(rdb redis.UniversalClient, prefix string, item flow.SKU, nextOrder
 func (f *Redis) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
 
 // down turns connection trouble, and a Redis that cannot serve yet
-// (loading, a read-only replica, a cluster without a master), into
+// (loading, a read-only replica, a cluster without a master or whose
+// slots are moving), into
 // ErrDown; other errors (a script error) stay what they are.
 func down(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -133,7 +141,7 @@ func down(err error) error {
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) {
 		msg := rerr.Error()
 		transient := false
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK"} {
 			transient = transient || strings.HasPrefix(msg, p)
 		}
 		if !transient {
@@ -347,13 +355,20 @@ func LoadImage(ctx context.Context, fs *flow.Service) (Image, error) {
 // Rebuild replaces the front door's keys with img, atomically (MULTI):
 // a script never sees half an image. The sale opens at startsAt.
 func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) error {
+	// The server is read before the MULTI: a failover between the two
+	// makes the next Built answer false (one rebuild more), never true for
+	// a server that may have missed this rebuild.
+	node, err := f.node(ctx)
+	if err != nil {
+		return down(err)
+	}
 	var left, held int64
 	stock := make([]any, 0, 2*len(img.available))
 	for b, a := range img.available {
 		stock = append(stock, strconv.Itoa(b), a)
 		left += int64(a)
 	}
-	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, f.keys...)
 		p.HSet(ctx, f.keys[keyStock], stock...)
 		const chunk = 2000
@@ -392,14 +407,98 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 	}
 	f.mu.Lock()
 	clear(f.drift)
+	f.builtOn = node
 	f.mu.Unlock()
 	return nil
 }
 
-// Built reports whether the front door's keys are there.
+// Built reports whether the front door's keys are there, on the server its
+// last rebuild wrote to. False means Redis lost them (restarted empty) or
+// another server serves them now (a failover promoted a replica, which may
+// lack the last writes): rebuild. An error means Redis cannot tell now.
 func (f *Redis) Built(ctx context.Context) (bool, error) {
 	n, err := f.rdb.Exists(ctx, f.keys[keyMeta]).Result()
-	return n == 1, down(err)
+	if err != nil || n == 0 {
+		return false, down(err)
+	}
+	node, err := f.node(ctx)
+	if err != nil {
+		return false, down(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return node == f.builtOn, nil
+}
+
+// node returns the run_id of the server that serves the front door's keys
+// (the master of their slot on Redis Cluster); "" for a client of another
+// kind, whose server is then not compared.
+func (f *Redis) node(ctx context.Context) (string, error) {
+	var c *redis.Client
+	switch rdb := f.rdb.(type) {
+	case *redis.Client:
+		c = rdb
+	case *redis.ClusterClient:
+		var err error
+		if c, err = rdb.MasterForKey(ctx, f.keys[keyMeta]); err != nil {
+			rdb.ReloadState(ctx)
+			return "", err
+		}
+	default:
+		return "", nil
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		if cc, ok := f.rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx) // the master it knew may be gone
+		}
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return id, nil
+		}
+	}
+	return "", errors.New("front door: INFO server names no run_id")
+}
+
+// Recover brings a front door that answered [ErrDown] back, once Redis
+// answers: when [Redis.Built] says its keys are gone or served by another
+// server, it calls quiesce, which must return once every reservation made
+// before the loss has reached PostgreSQL (clicks in flight published,
+// queued order messages consumed), then rebuilds the keys from load's
+// image (normally [LoadImage]) in one MULTI. It returns whether it
+// rebuilt; it tries again until ctx ends (its error then) or quiesce
+// fails. Clicks meanwhile must be answered ErrDown by the caller.
+func (f *Redis) Recover(ctx context.Context, quiesce func(context.Context) error, load func(context.Context) (Image, error), log *slog.Logger) (rebuilt bool, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for {
+		ok, err := f.Built(ctx)
+		if err == nil && ok {
+			return false, nil // not lost after all (a connection blip)
+		}
+		if err == nil {
+			if err := quiesce(ctx); err != nil {
+				return false, err
+			}
+			img, lerr := load(ctx)
+			if err = lerr; err == nil {
+				err = f.Rebuild(ctx, img, time.Now().Add(-time.Second))
+			}
+			if err == nil {
+				log.Warn("front door rebuilt from PostgreSQL", "reservations", img.Reservations())
+				return true, nil
+			}
+			log.Warn("front door rebuild failed; trying again", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Reservations is the number of reservations the image holds (held or

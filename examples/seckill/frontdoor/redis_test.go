@@ -226,7 +226,7 @@ func TestRedisClusterFrontDoor(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, stackharness.RedisClusterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,5 +263,133 @@ func TestRedisClusterFrontDoor(t *testing.T) {
 	err = rdb.Eval(ctx, "return redis.call('GET', KEYS[2])", []string{"a:{x}", "b:{y}"}).Err()
 	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("a script over two slots: %v, want CROSSSLOT", err)
+	}
+}
+
+// TestRedisClusterFailoverNeedsRebuild: on a Redis Cluster with a replica
+// per master, the master of the sale's slot acknowledges reservations its
+// replica never receives (the link cut, the replica frozen) and is killed;
+// the replica is promoted with the sale's keys but without those
+// reservations. The front door must not trust it: Built answers false
+// once the promoted replica answers, and Recover rebuilds the keys from
+// the image it is given (PostgreSQL's, in the service).
+func TestRedisClusterFailoverNeedsRebuild(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, stackharness.RedisClusterOptions{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, MaxRetries: 1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer rdb.Close()
+	var next atomic.Int64
+	f := NewRedis(rdb, "failover", flow.SKU{ActivityID: 3, SKUID: 4, Buckets: 2}, func() int64 { return next.Add(1) })
+	if err := f.Rebuild(ctx, Image{available: []int32{10, 10}, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.Built(ctx); err != nil || !ok {
+		t.Fatalf("built after the rebuild: %v, %v", ok, err)
+	}
+	kept, err := f.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := cl.KeySlot(f.keys[keyMeta])
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, replicas, err := cl.MasterOf(0, slot)
+	if err != nil || len(replicas) != 1 {
+		t.Fatalf("master of slot %d: %d, replicas %v, %v", slot, master, replicas, err)
+	}
+	replica := replicas[0]
+	// Wait until the replica has the first reservation, then cut it off.
+	waitFor(t, ctx, "the replica to receive the first reservation", func() bool {
+		v, err := cl.Read(replica, "HGET", f.keys[keyResv], kept.ReservationID.String())
+		return err == nil && v != ""
+	})
+	if err := cl.CutReplica(replica, master); err != nil {
+		t.Fatal(err)
+	}
+	var lost []Reservation
+	for u := int64(2); u <= 4; u++ {
+		r, err := f.Reserve(ctx, u)
+		if err != nil {
+			cl.Thaw(replica)
+			t.Fatal(err)
+		}
+		lost = append(lost, r)
+	}
+	cl.Kill(master)
+	cl.Thaw(replica)
+	waitFor(t, ctx, "the replica to be promoted", func() bool {
+		m, _, err := cl.MasterOf(replica, slot)
+		return err == nil && m == replica
+	})
+	// The promoted replica has the keys, not the last reservations.
+	st, err := f.State(ctx)
+	for err != nil && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		st, err = f.State(ctx)
+	}
+	if _, ok := st.Held[kept.ReservationID]; !ok || len(st.Held) != 1 || st.TotalAvailable() != 19 {
+		t.Fatalf("promoted replica: %d held, %d available; want the first reservation only (the link was cut after it)", len(st.Held), st.TotalAvailable())
+	}
+	waitFor(t, ctx, "Built to answer (false) on the promoted replica", func() bool {
+		ok, err := f.Built(ctx)
+		if ok {
+			t.Fatal("Built trusts a promoted replica that missed acknowledged reservations")
+		}
+		return err == nil
+	})
+	img := Image{available: []int32{8, 8}, users: map[int64]uuid.UUID{}}
+	for _, r := range append(lost, kept) {
+		img.resv = append(img.resv, imageReservation{id: r.ReservationID, request: r.RequestID, bucket: r.Bucket, user: r.UserID, order: r.OrderID, held: true})
+		img.users[r.UserID] = r.ReservationID
+	}
+	img.available[kept.Bucket]++
+	for _, r := range lost {
+		img.available[r.Bucket]--
+	}
+	img.available[0]++
+	img.available[1]++ // 20 units, 4 held
+	quiesced := false
+	rebuilt, err := f.Recover(ctx, func(context.Context) error { quiesced = true; return nil },
+		func(context.Context) (Image, error) { return img, nil }, nil)
+	if err != nil || !rebuilt || !quiesced {
+		t.Fatalf("recover: rebuilt %v, quiesced %v, %v", rebuilt, quiesced, err)
+	}
+	if ok, err := f.Built(ctx); err != nil || !ok {
+		t.Fatalf("built after the recovery: %v, %v", ok, err)
+	}
+	st, err = f.State(ctx)
+	if err != nil || len(st.Held) != 4 || st.TotalAvailable() != 16 {
+		t.Fatalf("after the recovery: %+v, %v; want 4 held, 16 available", st, err)
+	}
+	for _, r := range lost {
+		if _, err := f.Reserve(ctx, r.UserID); !errors.Is(err, ErrAlreadyBought) {
+			t.Fatalf("buyer %d after the recovery: %v, want ErrAlreadyBought", r.UserID, err)
+		}
+	}
+	if rebuilt, err := f.Recover(ctx, nil, nil, nil); err != nil || rebuilt {
+		t.Fatalf("a second recovery: rebuilt %v, %v; want nothing to do", rebuilt, err)
+	}
+}
+
+// waitFor polls cond every 50ms until it holds, failing the test with
+// what when a minute passes (or ctx ends) first.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
