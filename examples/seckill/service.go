@@ -277,12 +277,15 @@ func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation,
 		ctx = continueTrace(ctx, "") // a click that did not come over HTTP starts its trace here
 	}
 	s.stats.clicks.Add(1)
+	// In flight before the check: a front-door recovery that starts after
+	// the check waits for this click, whose reservation then reaches
+	// PostgreSQL before the recovery reads its image.
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	if s.rebuilding.Load() {
 		s.stats.frontDown.Add(1)
 		return frontdoor.Reservation{}, frontdoor.ErrDown
 	}
-	s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
 	r, err := s.front.Reserve(ctx, user)
 	switch {
 	case errors.Is(err, frontdoor.ErrSoldOut):

@@ -418,16 +418,30 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 // lack the last writes): rebuild. An error means Redis cannot tell now.
 func (f *Redis) Built(ctx context.Context) (bool, error) {
 	n, err := f.rdb.Exists(ctx, f.keys[keyMeta]).Result()
-	if err != nil || n == 0 {
+	if err != nil {
+		f.reload(ctx)
 		return false, down(err)
+	}
+	if n == 0 {
+		return false, nil
 	}
 	node, err := f.node(ctx)
 	if err != nil {
+		f.reload(ctx)
 		return false, down(err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return node == f.builtOn, nil
+}
+
+// reload makes a cluster client read the slots' masters again (in the
+// background): after a failover its map names a master that is gone
+// until it does, and by itself it reads the map again only every 10s.
+func (f *Redis) reload(ctx context.Context) {
+	if c, ok := f.rdb.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
 }
 
 // node returns the run_id of the server that serves the front door's keys
@@ -441,7 +455,6 @@ func (f *Redis) node(ctx context.Context) (string, error) {
 	case *redis.ClusterClient:
 		var err error
 		if c, err = rdb.MasterForKey(ctx, f.keys[keyMeta]); err != nil {
-			rdb.ReloadState(ctx)
 			return "", err
 		}
 	default:
@@ -449,9 +462,6 @@ func (f *Redis) node(ctx context.Context) (string, error) {
 	}
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
-		if cc, ok := f.rdb.(*redis.ClusterClient); ok {
-			cc.ReloadState(ctx) // the master it knew may be gone
-		}
 		return "", err
 	}
 	for _, line := range strings.Split(info, "\n") {
