@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,7 +37,9 @@ import (
 // reservations its master acknowledged (or hold one whose answer never
 // reached the service). The front door remembers which server (run_id)
 // its last rebuild wrote to, and [Redis.Built] answers false once another
-// one serves its keys: [Redis.Recover] then rebuilds it.
+// one serves its keys: [Redis.Recover] then rebuilds it. Reserve compares
+// the server too, once a second, so a failover that no call saw fail (a
+// quiet moment of the sale) is noticed at the next click.
 type Redis struct {
 	rdb       redis.UniversalClient
 	keys      []string // meta, stock, users, resv, req
@@ -46,7 +49,14 @@ type Redis struct {
 	mu      sync.Mutex
 	drift   []int64 // per bucket, since the last (re)build
 	builtOn string  // run_id of the server the last (re)build wrote to
+
+	checked atomic.Int64 // when Reserve last compared the server with builtOn (unix ns)
 }
+
+// serverCheckEvery is how often Reserve compares the server that holds
+// the keys with the one the last rebuild wrote to: a failover between two
+// failed calls is noticed within it.
+const serverCheckEvery = time.Second
 
 const (
 	keyMeta = iota
@@ -155,6 +165,9 @@ func down(err error) error {
 func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	start, err := inventory.PickBucket(strconv.FormatInt(user, 10), f.buckets)
 	if err != nil {
+		return Reservation{}, err
+	}
+	if err := f.checkServer(ctx); err != nil {
 		return Reservation{}, err
 	}
 	r := Reservation{
@@ -433,6 +446,28 @@ func (f *Redis) Built(ctx context.Context) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return node == f.builtOn, nil
+}
+
+// checkServer compares, at most once every serverCheckEvery (one caller
+// does it, the others go on), the server that serves the keys with the
+// one the last rebuild wrote to: ErrDown when it changed.
+func (f *Redis) checkServer(ctx context.Context) error {
+	now, last := time.Now().UnixNano(), f.checked.Load()
+	if now-last < int64(serverCheckEvery) || !f.checked.CompareAndSwap(last, now) {
+		return nil
+	}
+	node, err := f.node(ctx)
+	if err != nil {
+		f.reload(ctx)
+		return down(err)
+	}
+	f.mu.Lock()
+	changed := f.builtOn != "" && node != f.builtOn
+	f.mu.Unlock()
+	if changed {
+		return fmt.Errorf("%w: another Redis server holds the front door's keys (a failover: it may lack the last writes); rebuilding from PostgreSQL", ErrDown)
+	}
+	return nil
 }
 
 // reload makes a cluster client read the slots' masters again (in the

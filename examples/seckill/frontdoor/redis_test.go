@@ -329,6 +329,11 @@ func TestRedisClusterFailoverNeedsRebuild(t *testing.T) {
 		m, _, err := cl.MasterOf(replica, slot)
 		return err == nil && m == replica
 	})
+	// A click is refused (try again): the front door does not serve from
+	// a server it did not fill.
+	if _, err := f.Reserve(ctx, 9); !errors.Is(err, ErrDown) {
+		t.Fatalf("reserve on the promoted replica before the rebuild: %v, want ErrDown", err)
+	}
 	// The promoted replica has the keys, not the last reservations.
 	st, err := f.State(ctx)
 	for err != nil && ctx.Err() == nil {
