@@ -361,6 +361,14 @@ func waitUntil(t *testing.T, ctx context.Context, timeout time.Duration, what st
 	}
 }
 
+// quietRedis drops go-redis's own log lines: its pools report every
+// failed dial to the killed master on stderr, which the drill expects.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+var quietRedisOnce sync.Once
+
 // startRedisCluster starts three masters with a replica each and a
 // cluster client on them; the cleanup stops them and checks that no
 // process is left.
@@ -376,6 +384,7 @@ func startRedisCluster(t *testing.T, ctx context.Context) (*stackharness.RedisCl
 			t.Errorf("processes left after the Redis Cluster stopped: %v", left)
 		}
 	})
+	quietRedisOnce.Do(func() { redis.SetLogger(quietRedis{}) })
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, MaxRetries: 1,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 	t.Cleanup(func() { rdb.Close() })

@@ -69,10 +69,18 @@ const (
 // reserveScript: KEYS meta stock users resv req; ARGV user, first bucket,
 // buckets, reservation, request, now (ms), order id. Returns {"OK", bucket},
 // {"ALREADY", reservation}, {"SOLD_OUT"}, {"CLOSED"} or {"NOT_READY"} (the
-// keys are gone: Redis restarted empty).
+// keys are gone: Redis restarted empty). It is idempotent: go-redis sends
+// a command again when its answer did not arrive (a read timeout, a
+// dropped connection), and the same call finds its own reservation and
+// answers {"OK", bucket} again instead of "ALREADY".
 var reserveScript = redis.NewScript(`
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'NOT_READY'} end
+if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[4] then
+  local v = redis.call('HGET', KEYS[4], ARGV[4])
+  local b = v and string.match(v, '^R:(%d+):')
+  if b then return {'OK', b} end
+end
 if status ~= 'open' then return {'CLOSED'} end
 local now = tonumber(ARGV[6])
 local starts = tonumber(redis.call('HGET', KEYS[1], 'starts_ms') or '0')

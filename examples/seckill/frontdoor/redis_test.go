@@ -112,6 +112,35 @@ func TestRedisReserveReleaseIdempotent(t *testing.T) {
 	}
 }
 
+// TestRedisReserveSentTwice: go-redis sends a script again when its
+// answer was lost (a read timeout, a dropped connection); the second
+// run of the same call answers the same reservation, takes nothing more
+// and does not call the buyer a second buyer.
+func TestRedisReserveSentTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, rdb := testRedis(t, 2, []int32{2, 2})
+	res, req := uuid.NewString(), uuid.NewString()
+	run := func() []string {
+		t.Helper()
+		out, err := reserveScript.Run(ctx, rdb, f.keys, 5, 0, 2, res, req, time.Now().UnixMilli(), 77).StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first, again := run(), run()
+	if first[0] != "OK" || again[0] != "OK" || again[1] != first[1] {
+		t.Fatalf("the same reserve twice: %v then %v; want OK with the same bucket both times", first, again)
+	}
+	if st, err := f.State(ctx); err != nil || len(st.Held) != 1 || st.TotalAvailable() != 3 {
+		t.Fatalf("after the same reserve twice: %+v, %v; want one unit taken", st, err)
+	}
+	if _, err := f.Reserve(ctx, 5); !errors.Is(err, ErrAlreadyBought) {
+		t.Fatalf("another click of the same buyer: %v, want ErrAlreadyBought", err)
+	}
+}
+
 // TestRedisConcurrentReserveNeverOversells: many buyers at once on few
 // units: exactly the stock is handed out, one per buyer.
 func TestRedisConcurrentReserveNeverOversells(t *testing.T) {
