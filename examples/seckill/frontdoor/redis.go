@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,9 @@ type Redis struct {
 	builtOn string  // run_id of the server the last (re)build wrote to
 
 	checked atomic.Int64 // when Reserve last compared the server with builtOn (unix ns)
+
+	undoMu sync.Mutex
+	undos  map[uuid.UUID]int64 // reservations whose reserve answered no one and whose undo failed → user
 }
 
 // serverCheckEvery is how often Reserve compares the server that holds
@@ -178,6 +182,7 @@ func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	if err := f.checkServer(ctx); err != nil {
 		return Reservation{}, err
 	}
+	f.retryUndos(ctx)
 	r := Reservation{
 		RequestID: uuid.Must(uuid.NewV7()), ReservationID: uuid.Must(uuid.NewV7()),
 		OrderID: f.nextOrder(), UserID: user, ReservedAt: time.Now(),
@@ -185,7 +190,10 @@ func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	res, err := reserveScript.Run(ctx, f.rdb, f.keys, user, int(start), f.buckets, r.ReservationID.String(),
 		r.RequestID.String(), r.ReservedAt.UnixMilli(), r.OrderID).StringSlice()
 	if err != nil {
-		return Reservation{}, down(err)
+		if err = down(err); errors.Is(err, ErrDown) {
+			f.undo(ctx, r.ReservationID, user)
+		}
+		return Reservation{}, err
 	}
 	switch res[0] {
 	case "OK":
@@ -454,6 +462,39 @@ func (f *Redis) Built(ctx context.Context) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return node == f.builtOn, nil
+}
+
+// undo releases a reservation whose reserve got no answer (it may have
+// run: Redis took the unit and the buyer, and nobody will queue its order
+// message) and forgets its buyer, who may click again. Release is
+// idempotent and leaves a reservation that was never made unknown. An undo
+// that fails is tried again by the next Reserve.
+func (f *Redis) undo(ctx context.Context, id uuid.UUID, user int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, err := f.Release(ctx, id, user)
+	f.undoMu.Lock()
+	defer f.undoMu.Unlock()
+	switch {
+	case err == nil:
+		delete(f.undos, id)
+	case f.undos == nil:
+		f.undos = map[uuid.UUID]int64{id: user}
+	default:
+		f.undos[id] = user
+	}
+}
+
+// retryUndos tries the failed undos again, one Reserve at a time.
+func (f *Redis) retryUndos(ctx context.Context) {
+	if !f.undoMu.TryLock() {
+		return
+	}
+	pending := maps.Clone(f.undos)
+	f.undoMu.Unlock()
+	for id, user := range pending {
+		f.undo(ctx, id, user)
+	}
 }
 
 // checkServer compares, at most once every serverCheckEvery (one caller

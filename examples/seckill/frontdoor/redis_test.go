@@ -141,6 +141,52 @@ func TestRedisReserveSentTwice(t *testing.T) {
 	}
 }
 
+// TestRedisReserveWithoutAnswerIsUndone: a reserve whose answer never
+// came (the server busy past the client's read timeout, no resend) may
+// still have run; Reserve undoes it — at once, or at the next Reserve —
+// so no unit stays held without an order message and the buyer may click
+// again.
+func TestRedisReserveWithoutAnswerIsUndone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := testRedis(t, 1, []int32{5})
+	impatient := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer impatient.Close()
+	var next atomic.Int64
+	f := NewRedis(impatient, "undo:"+uuid.NewString()[:8], flow.SKU{ActivityID: 1, SKUID: 2, Buckets: 1}, func() int64 { return next.Add(1) })
+	if err := f.Rebuild(ctx, Image{available: []int32{5}, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Reserve(ctx, 9); err != nil { // the script is in the server's cache: EVALSHA runs it
+		t.Fatal(err)
+	}
+	// A script that keeps the server busy for 600ms: every command sent
+	// meanwhile runs after it, too late for the impatient client.
+	busy := make(chan error, 1)
+	go func() {
+		busy <- rdb.Eval(ctx, `local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]
+			repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 600000
+			return 1`, nil).Err()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrDown) {
+		t.Fatalf("reserve while the server is busy: %v, want ErrDown", err)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the reserve without an answer to be undone", func() bool {
+		if _, err := f.Reserve(ctx, 2); err != nil && !errors.Is(err, ErrAlreadyBought) {
+			t.Fatal(err)
+		}
+		st, err := f.State(ctx)
+		return err == nil && len(st.Held) == 2 && st.TotalAvailable() == 3
+	})
+	if _, err := f.Reserve(ctx, 1); err != nil {
+		t.Fatalf("the buyer whose reserve was undone clicks again: %v", err)
+	}
+}
+
 // TestRedisConcurrentReserveNeverOversells: many buyers at once on few
 // units: exactly the stock is handed out, one per buyer.
 func TestRedisConcurrentReserveNeverOversells(t *testing.T) {
