@@ -149,7 +149,12 @@ func NewRedis(rdb redis.UniversalClient, prefix string, item flow.SKU, nextOrder
 }
 
 // Name says what it is, for the report.
-func (f *Redis) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
+func (f *Redis) Name() string {
+	if _, ok := f.rdb.(*redis.ClusterClient); ok {
+		return "redis cluster (Lua scripts, keys in one {activity:sku} slot)"
+	}
+	return "redis (Lua scripts, keys in one {activity:sku} slot)"
+}
 
 // down turns connection trouble, and a Redis that cannot serve yet
 // (loading, a read-only replica, a cluster without a master or whose
