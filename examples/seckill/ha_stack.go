@@ -55,7 +55,12 @@ func haStack(ctx context.Context, cfg *config) (topology []string, stop func(), 
 		}
 		cfg.NATSURL = nc.URL()
 		cfg.JetStream.Replicas = 3
-		topology = append(topology, "broker: NATS JetStream cluster of 3 nodes, streams at 3 replicas")
+		// A clustered work-queue stream at its MaxMsgs with DiscardNew
+		// (the order queue's bound) acknowledges publishes it did not store
+		// and refuses some it did (nats-server 2.9: nats-io/nats-server#4247,
+		// #4771): the order queue on the cluster is never allowed to fill.
+		cfg.QueueDepth = max(cfg.QueueDepth, 2*cfg.Buyers)
+		topology = append(topology, fmt.Sprintf("broker: NATS JetStream cluster of 3 nodes, streams at 3 replicas (order queue bound %d: never full)", cfg.QueueDepth))
 	}
 	return topology, stop, nil
 }
