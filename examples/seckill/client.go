@@ -130,7 +130,7 @@ func (c *client) pay(ctx context.Context, p flow.Payment) (order.PaymentResult, 
 		code, _, out = c.do(req)
 		var wait time.Duration
 		switch {
-		case code == http.StatusUnauthorized && out["reason"] == sigReplayed && attempt < 10:
+		case code == http.StatusUnauthorized && out["reason"] == sigReplayed && attempt < 60:
 			// The same callback signed within the same second is the same
 			// signature, used already: deliver it again in a later
 			// second, as a provider retries a refused delivery. The jitter
