@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -130,11 +131,14 @@ func (c *client) pay(ctx context.Context, p flow.Payment) (order.PaymentResult, 
 		code, _, out = c.do(req)
 		var wait time.Duration
 		switch {
-		case code == http.StatusUnauthorized && out["reason"] == web.SigReplayed && attempt < 3:
+		case code == http.StatusUnauthorized && out["reason"] == web.SigReplayed && attempt < 60:
 			// The same callback signed within the same second is the same
-			// signature, used already: deliver it again in the next
-			// second, as a provider retries a refused delivery.
-			wait = time.Until(time.Now().Truncate(time.Second).Add(time.Second))
+			// signature, used already: deliver it again in a later
+			// second, as a provider retries a refused delivery. The jitter
+			// parts two deliveries of one callback retrying in step (a
+			// duplicate callback during a database outage), which would
+			// otherwise sign the same second again and again.
+			wait = time.Until(time.Now().Truncate(time.Second).Add(time.Second)) + rand.N(900*time.Millisecond)
 		case code == http.StatusServiceUnavailable && attempt < 60:
 			// The service cannot check the signature now: retry, as a
 			// provider does, signed afresh.

@@ -16,13 +16,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/internal/patroniharness"
-	"github.com/seckillkit/seckill/examples/internal/stackharness"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
 // runHA is the sale on a throwaway Patroni cluster (-ha): etcd, a leader
 // and its synchronous standby, the service on a multi-host URL with
-// target_session_attrs=read-write. When the share failoverAt of the
+// target_session_attrs=read-write; with -stack real, the broker on a
+// three-node JetStream cluster and the front door on a Redis Cluster
+// (haStack). When the share failoverAt of the
 // clicks is done, the leader is killed (kill -9 of its Patroni and
 // PostgreSQL); Patroni promotes the standby, the service follows it, and
 // the old leader is started again and rejoins (pg_rewind when needed).
@@ -50,25 +51,23 @@ func runHA(ctx context.Context, cfg config, failoverAt float64, verbose bool, le
 		return err
 	}
 	pcfg.MaxConns = int32(cfg.PoolSize)
+	pcfg.ConnConfig.Tracer = poolTracer{} // acquire time and rows written, for the order transaction's log record
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	topology := []string{fmt.Sprintf("PostgreSQL: Patroni cluster of %d nodes on etcd (synchronous_mode), a multi-host URL", len(c.Nodes))}
 	switch cfg.Stack {
 	case stackMemory:
+		topology = append(topology, "front door and broker: in-process stand-ins (-stack memory)")
 	case stackReal:
-		rs, err := stackharness.StartRedis(ctx, cfg.RedisURL)
+		more, stop, err := haStack(ctx, &cfg)
 		if err != nil {
 			return err
 		}
-		defer rs.Stop()
-		ns, err := stackharness.StartNATS(ctx, cfg.NATSURL)
-		if err != nil {
-			return err
-		}
-		defer ns.Stop()
-		cfg.RedisURL, cfg.NATSURL = rs.URL, ns.URL
+		defer stop()
+		topology = append(topology, more...)
 	default:
 		return fmt.Errorf("-stack %q: want %q or %q", cfg.Stack, stackReal, stackMemory)
 	}
@@ -89,6 +88,10 @@ func runHA(ctx context.Context, cfg config, failoverAt float64, verbose bool, le
 		return err
 	}
 	rep.print(os.Stdout)
+	fmt.Println("topology:")
+	for _, t := range topology {
+		fmt.Println("  " + t)
+	}
 	fo.print(ctx, os.Stdout, pool, cfg.Schema)
 	fmt.Printf("finished in %.1fs\n", time.Since(start).Seconds())
 	if !rep.Passed() {

@@ -101,7 +101,7 @@ func main() {
 	sign := flag.Bool("sign-callback", false, "print the "+web.SignatureHeader+" header for the callback body read from stdin, signed now with the first secret of "+web.EnvCallbackSecrets+", and exit")
 	verbose := flag.Bool("v", false, "log warnings and errors to stderr")
 	trace := flag.Bool("trace-log", false, "with -v: also log every order transaction (one record each: its ids, attempts, SQLSTATE, rows, durations, commit result) and consumed event, with its trace_id")
-	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby) and kill the leader mid-sale")
+	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby), with -stack real on a three-node JetStream cluster and a Redis Cluster (unless -redis, -nats), and kill the leader mid-sale")
 	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
 	flag.Parse()
 	if *mint != 0 || *sign {

@@ -381,7 +381,7 @@ func TestSaleOnRedisCluster(t *testing.T) {
 	ctx := pgtest.Context(t, 4*time.Minute)
 	cfg := smallConfig(t)
 	useStack(t, &cfg, stackReal, false)
-	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, stackharness.RedisClusterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -260,12 +260,13 @@ func (s *service) warmUp(ctx context.Context) error {
 	return s.rfront.Rebuild(ctx, img, time.Now().Add(-time.Second))
 }
 
-// recoverFrontDoor starts, once at a time, the rebuild of a Redis front
-// door that lost its keys: wait until Redis answers, let the clicks in
-// flight and the order messages already queued finish (so PostgreSQL
-// knows every reservation made before the loss), then copy PostgreSQL's
-// counters and reservations into Redis in one MULTI. Clicks meanwhile are
-// answered frontdoor.ErrDown.
+// recoverFrontDoor starts, once at a time, the recovery of a Redis front
+// door that answered frontdoor.ErrDown (frontdoor.Redis.Recover): wait
+// until Redis answers; if it lost its keys, or a failover put another
+// server in charge of them, let the clicks in flight and the order
+// messages already queued finish (so PostgreSQL knows every reservation
+// made before the loss), then copy PostgreSQL's counters and reservations
+// into Redis in one MULTI. Clicks meanwhile are answered frontdoor.ErrDown.
 func (s *service) recoverFrontDoor() {
 	if s.rfront == nil || !s.rebuilding.CompareAndSwap(false, true) {
 		return
@@ -274,47 +275,19 @@ func (s *service) recoverFrontDoor() {
 	go func() {
 		defer s.rebuildWG.Done()
 		defer s.rebuilding.Store(false)
-		ctx := s.life
-		pause := func() bool {
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(50 * time.Millisecond):
-				return true
-			}
-		}
-		for {
-			ok, err := s.rfront.Built(ctx)
-			if err == nil && ok {
-				return // not lost after all (a connection blip)
-			}
-			if err != nil {
-				if !pause() {
-					return
-				}
-				continue
-			}
+		quiesce := func(ctx context.Context) error {
 			for s.inFlight.Load() > 0 {
-				if !pause() {
-					return
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(50 * time.Millisecond):
 				}
 			}
-			if err := s.q.WaitIdle(ctx); err != nil {
-				return
-			}
-			img, err := frontdoor.LoadImage(ctx, s.Service)
-			if err == nil {
-				err = s.rfront.Rebuild(ctx, img, time.Now().Add(-time.Second))
-			}
-			if err == nil {
-				s.stats.rebuilds.Add(1)
-				s.log.Warn("front door rebuilt from PostgreSQL", "reservations", img.Reservations())
-				return
-			}
-			s.log.Warn("front door rebuild failed; trying again", "error", err)
-			if !pause() {
-				return
-			}
+			return s.q.WaitIdle(ctx)
+		}
+		load := func(ctx context.Context) (frontdoor.Image, error) { return frontdoor.LoadImage(ctx, s.Service) }
+		if rebuilt, _ := s.rfront.Recover(s.life, quiesce, load, s.log); rebuilt {
+			s.stats.rebuilds.Add(1)
 		}
 	}()
 }
@@ -344,12 +317,15 @@ func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation,
 		defer span.End()
 	}
 	s.stats.clicks.Add(1)
+	// In flight before the check: a front-door recovery that starts after
+	// the check waits for this click, whose reservation then reaches
+	// PostgreSQL before the recovery reads its image.
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	if s.rebuilding.Load() {
 		s.stats.frontDown.Add(1)
 		return frontdoor.Reservation{}, frontdoor.ErrDown
 	}
-	s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
 	r, err := s.front.Reserve(ctx, user)
 	switch {
 	case errors.Is(err, frontdoor.ErrSoldOut):

@@ -120,6 +120,16 @@
 //     Replicas: 3); the order stream's leader is killed mid-sale;
 //     publishes, consumers and relays go on, duplicates are absorbed by
 //     the Nats-Msg-Id window and the inbox, nothing is lost.
+//   - TestRedisMasterKilledMidSale: the sale through the Redis front door
+//     (examples/seckill/frontdoor) on a Redis Cluster of three masters with
+//     a replica each; mid-sale the master of the sale's slot acknowledges
+//     reservations its replica never receives (the replica frozen, its
+//     link cut) and is killed with SIGKILL; the replica is promoted
+//     without them. The front door sees another server holding its keys,
+//     answers ErrDown (buyers click again) and is rebuilt from PostgreSQL;
+//     the killed master comes back as a replica; every acknowledged order
+//     is present, no oversell, no second order, and the audit and the
+//     three-way reconciliation pass. The outage is reported.
 //   - TestAutovacuumHeldBack: a sale in phases while an open snapshot, then
 //     an abandoned logical replication slot, holds vacuum back; the oldest
 //     xmin age, the dead versions VACUUM cannot remove and the outbox
@@ -128,8 +138,9 @@
 // Run them alone with, e.g.,
 //
 //	go test -race -count=1 -run 'TestFault|TestCrash|TestFailover|TestReplica|TestArchive|TestSoak|TestPgBouncer|TestAutovacuum' ./examples/internal/drills/
-//	go test -race -count=1 -run 'TestPatroni|TestPgBackRest|TestJetStream' ./examples/internal/drills/
+//	go test -race -count=1 -run 'TestPatroni|TestPgBackRest|TestJetStream|TestRedis' ./examples/internal/drills/
 //
 // The Patroni and pgBackRest drills need the patroni, etcd-server and
-// pgbackrest packages; the JetStream drill nats-server.
+// pgbackrest packages; the JetStream drill nats-server; the Redis drill
+// redis-server and redis-tools (redis-cli).
 package drills

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // NATSCluster is a throwaway NATS cluster with JetStream on every node (a
@@ -108,6 +112,41 @@ func (c *NATSCluster) Kill(i int) { c.nodes[i].kill() }
 func (c *NATSCluster) Restart(ctx context.Context, i int) error {
 	c.nodes[i].kill()
 	return c.nodes[i].launch(ctx)
+}
+
+// WaitJetStream waits until the cluster's JetStream accepts a stream with
+// a replica on every node (its meta leader elected, every peer known): it
+// creates such a stream, retrying, and deletes it again.
+func (c *NATSCluster) WaitJetStream(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nc, err := nats.Connect(c.URL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		return fmt.Errorf("stackharness: NATS cluster: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("stackharness: NATS cluster: %w", err)
+	}
+	const probe = "SECKILL_HARNESS_PROBE"
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = js.CreateOrUpdateStream(cctx, jetstream.StreamConfig{Name: probe, Subjects: []string{"seckill.harness.probe"},
+			Storage: jetstream.MemoryStorage, Replicas: len(c.nodes)})
+		if err == nil {
+			err = js.DeleteStream(cctx, probe)
+		}
+		ccancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stackharness: the NATS cluster's JetStream did not accept a stream at %d replicas within %v: %w", len(c.nodes), timeout, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Stop ends every node and removes the directory. Safe to call twice.

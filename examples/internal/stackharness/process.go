@@ -95,7 +95,32 @@ func (p *process) kill() {
 	<-exited
 }
 
-// stop asks the server to end (SIGTERM), and kills it after 10s.
+// signal sends sig to the process while it runs.
+func (p *process) signal(sig syscall.Signal) {
+	if p.alive() {
+		p.mu.Lock()
+		_ = p.cmd.Process.Signal(sig)
+		p.mu.Unlock()
+	}
+}
+
+// alive reports whether the process was started and has not exited.
+func (p *process) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exited == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop asks the server to end (SIGTERM; SIGCONT too, for a frozen one),
+// and kills it after 10s.
 func (p *process) stop() {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
@@ -104,6 +129,7 @@ func (p *process) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):

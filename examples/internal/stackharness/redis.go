@@ -1,9 +1,15 @@
 package stackharness
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // EnvRedisURL names the environment variable that points tests and the
@@ -68,3 +74,64 @@ func (r *Redis) Restart(ctx context.Context) error { return r.restart(ctx) }
 // Stop ends a throwaway server and removes its directory; it does nothing
 // for a server given by URL. Safe to call more than once.
 func (r *Redis) Stop() { r.stop() }
+
+// redisDo sends one command to the Redis at addr and returns the answer
+// as text: a simple or bulk string, or an integer; a Redis error reply is
+// an error.
+func redisDo(addr string, args ...string) (string, error) { return redisDoAll(addr, args) }
+
+// redisDoAll sends commands one after the other on one connection and
+// returns the last answer (an error reply to any ends it).
+func redisDoAll(addr string, cmds ...[]string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	rd := bufio.NewReader(c)
+	var answer string
+	for _, args := range cmds {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := c.Write([]byte(b.String())); err != nil {
+			return "", err
+		}
+		if answer, err = readAnswer(rd, args); err != nil {
+			return "", err
+		}
+	}
+	return answer, nil
+}
+
+// readAnswer reads one answer that is not an array.
+func readAnswer(rd *bufio.Reader, args []string) (string, error) {
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("empty answer to %s", args[0])
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("%s: %s", strings.Join(args, " "), line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err // a nil bulk string reads as ""
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("%s: unexpected answer %q", args[0], line)
+}

@@ -35,6 +35,10 @@ type JetStreamConfig struct {
 	FetchWait   time.Duration // a pull request's expiry
 	FetchBatch  int           // messages per pull request
 	ProgressDiv int           // InProgress every AckWait/ProgressDiv while a handler runs
+	// Replicas is each stream's number of replicas (its consumers have as
+	// many): 1, the default, on one server; 3 on a three-node JetStream
+	// cluster, where a publish is acknowledged once two of them stored it.
+	Replicas int
 }
 
 func (c JetStreamConfig) withDefaults() JetStreamConfig {
@@ -62,6 +66,9 @@ func (c JetStreamConfig) withDefaults() JetStreamConfig {
 	}
 	if c.ProgressDiv == 0 {
 		c.ProgressDiv = 3
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
 	}
 	return c
 }
@@ -145,7 +152,7 @@ func (j *JetStream) setup(ctx context.Context) error {
 	_, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: j.OrderStream, Subjects: []string{j.orderSubject}, Storage: jetstream.FileStorage,
 		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, MaxMsgs: int64(j.cfg.Depth),
-		Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge,
+		Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge, Replicas: j.cfg.Replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: order stream: %w", err)
@@ -164,7 +171,7 @@ func (j *JetStream) setup(ctx context.Context) error {
 	}
 	_, err = j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: j.EventStream, Subjects: []string{j.eventPrefix + "*"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge,
+		Retention: jetstream.LimitsPolicy, Duplicates: j.cfg.Duplicates, MaxAge: j.cfg.MaxAge, Replicas: j.cfg.Replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: event stream: %w", err)
@@ -183,8 +190,8 @@ func (j *JetStream) setup(ctx context.Context) error {
 
 // Name says what it is, for the report.
 func (j *JetStream) Name() string {
-	return fmt.Sprintf("nats jetstream (server %s; streams %s, %s; dedup window %v)", j.nc.ConnectedServerVersion(),
-		j.OrderStream, j.EventStream, j.cfg.Duplicates)
+	return fmt.Sprintf("nats jetstream (server %s; streams %s, %s at %d replica(s); dedup window %v)", j.nc.ConnectedServerVersion(),
+		j.OrderStream, j.EventStream, j.cfg.Replicas, j.cfg.Duplicates)
 }
 
 // isStreamFull matches the answer of a work-queue stream at MaxMsgs with

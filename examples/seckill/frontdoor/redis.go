@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,16 +33,34 @@ import (
 //
 // Redis only filters. It is filled from PostgreSQL (warm-up) and, after it
 // lost its data, rebuilt from PostgreSQL's bucket counters and reservations,
-// never the other way round.
+// never the other way round. Losing the data includes a failover: Redis
+// replication is asynchronous, so a promoted replica may lack the last
+// reservations its master acknowledged (or hold one whose answer never
+// reached the service). The front door remembers which server (run_id)
+// its last rebuild wrote to, and [Redis.Built] answers false once another
+// one serves its keys: [Redis.Recover] then rebuilds it. Reserve compares
+// the server too, once a second, so a failover that no call saw fail (a
+// quiet moment of the sale) is noticed at the next click.
 type Redis struct {
 	rdb       redis.UniversalClient
 	keys      []string // meta, stock, users, resv, req
 	buckets   int
 	nextOrder func() int64
 
-	mu    sync.Mutex
-	drift []int64 // per bucket, since the last (re)build
+	mu      sync.Mutex
+	drift   []int64 // per bucket, since the last (re)build
+	builtOn string  // run_id of the server the last (re)build wrote to
+
+	checked atomic.Int64 // when Reserve last compared the server with builtOn (unix ns)
+
+	undoMu sync.Mutex
+	undos  map[uuid.UUID]int64 // reservations whose reserve answered no one and whose undo failed → user
 }
+
+// serverCheckEvery is how often Reserve compares the server that holds
+// the keys with the one the last rebuild wrote to: a failover between two
+// failed calls is noticed within it.
+const serverCheckEvery = time.Second
 
 const (
 	keyMeta = iota
@@ -52,10 +73,18 @@ const (
 // reserveScript: KEYS meta stock users resv req; ARGV user, first bucket,
 // buckets, reservation, request, now (ms), order id. Returns {"OK", bucket},
 // {"ALREADY", reservation}, {"SOLD_OUT"}, {"CLOSED"} or {"NOT_READY"} (the
-// keys are gone: Redis restarted empty).
+// keys are gone: Redis restarted empty). It is idempotent: go-redis sends
+// a command again when its answer did not arrive (a read timeout, a
+// dropped connection), and the same call finds its own reservation and
+// answers {"OK", bucket} again instead of "ALREADY".
 var reserveScript = redis.NewScript(`
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'NOT_READY'} end
+if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[4] then
+  local v = redis.call('HGET', KEYS[4], ARGV[4])
+  local b = v and string.match(v, '^R:(%d+):')
+  if b then return {'OK', b} end
+end
 if status ~= 'open' then return {'CLOSED'} end
 local now = tonumber(ARGV[6])
 local starts = tonumber(redis.call('HGET', KEYS[1], 'starts_ms') or '0')
@@ -120,10 +149,16 @@ func NewRedis(rdb redis.UniversalClient, prefix string, item flow.SKU, nextOrder
 }
 
 // Name says what it is, for the report.
-func (f *Redis) Name() string { return "redis (Lua scripts, keys in one {activity:sku} slot)" }
+func (f *Redis) Name() string {
+	if _, ok := f.rdb.(*redis.ClusterClient); ok {
+		return "redis cluster (Lua scripts, keys in one {activity:sku} slot)"
+	}
+	return "redis (Lua scripts, keys in one {activity:sku} slot)"
+}
 
 // down turns connection trouble, and a Redis that cannot serve yet
-// (loading, a read-only replica, a cluster without a master), into
+// (loading, a read-only replica, a cluster without a master or whose
+// slots are moving), into
 // ErrDown; other errors (a script error) stay what they are.
 func down(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -133,7 +168,7 @@ func down(err error) error {
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) {
 		msg := rerr.Error()
 		transient := false
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK"} {
 			transient = transient || strings.HasPrefix(msg, p)
 		}
 		if !transient {
@@ -149,6 +184,10 @@ func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	if err != nil {
 		return Reservation{}, err
 	}
+	if err := f.checkServer(ctx); err != nil {
+		return Reservation{}, err
+	}
+	f.retryUndos(ctx)
 	r := Reservation{
 		RequestID: uuid.Must(uuid.NewV7()), ReservationID: uuid.Must(uuid.NewV7()),
 		OrderID: f.nextOrder(), UserID: user, ReservedAt: time.Now(),
@@ -156,7 +195,10 @@ func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	res, err := reserveScript.Run(ctx, f.rdb, f.keys, user, int(start), f.buckets, r.ReservationID.String(),
 		r.RequestID.String(), r.ReservedAt.UnixMilli(), r.OrderID).StringSlice()
 	if err != nil {
-		return Reservation{}, down(err)
+		if err = down(err); errors.Is(err, ErrDown) {
+			f.undo(ctx, r.ReservationID, user)
+		}
+		return Reservation{}, err
 	}
 	switch res[0] {
 	case "OK":
@@ -347,13 +389,20 @@ func LoadImage(ctx context.Context, fs *flow.Service) (Image, error) {
 // Rebuild replaces the front door's keys with img, atomically (MULTI):
 // a script never sees half an image. The sale opens at startsAt.
 func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) error {
+	// The server is read before the MULTI: a failover between the two
+	// makes the next Built answer false (one rebuild more), never true for
+	// a server that may have missed this rebuild.
+	node, err := f.node(ctx)
+	if err != nil {
+		return down(err)
+	}
 	var left, held int64
 	stock := make([]any, 0, 2*len(img.available))
 	for b, a := range img.available {
 		stock = append(stock, strconv.Itoa(b), a)
 		left += int64(a)
 	}
-	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, f.keys...)
 		p.HSet(ctx, f.keys[keyStock], stock...)
 		const chunk = 2000
@@ -392,14 +441,163 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 	}
 	f.mu.Lock()
 	clear(f.drift)
+	f.builtOn = node
 	f.mu.Unlock()
 	return nil
 }
 
-// Built reports whether the front door's keys are there.
+// Built reports whether the front door's keys are there, on the server its
+// last rebuild wrote to. False means Redis lost them (restarted empty) or
+// another server serves them now (a failover promoted a replica, which may
+// lack the last writes): rebuild. An error means Redis cannot tell now.
 func (f *Redis) Built(ctx context.Context) (bool, error) {
 	n, err := f.rdb.Exists(ctx, f.keys[keyMeta]).Result()
-	return n == 1, down(err)
+	if err != nil {
+		f.reload(ctx)
+		return false, down(err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	node, err := f.node(ctx)
+	if err != nil {
+		f.reload(ctx)
+		return false, down(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return node == f.builtOn, nil
+}
+
+// undo releases a reservation whose reserve got no answer (it may have
+// run: Redis took the unit and the buyer, and nobody will queue its order
+// message) and forgets its buyer, who may click again. Release is
+// idempotent and leaves a reservation that was never made unknown. An undo
+// that fails is tried again by the next Reserve.
+func (f *Redis) undo(ctx context.Context, id uuid.UUID, user int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, err := f.Release(ctx, id, user)
+	f.undoMu.Lock()
+	defer f.undoMu.Unlock()
+	switch {
+	case err == nil:
+		delete(f.undos, id)
+	case f.undos == nil:
+		f.undos = map[uuid.UUID]int64{id: user}
+	default:
+		f.undos[id] = user
+	}
+}
+
+// retryUndos tries the failed undos again, one Reserve at a time.
+func (f *Redis) retryUndos(ctx context.Context) {
+	if !f.undoMu.TryLock() {
+		return
+	}
+	pending := maps.Clone(f.undos)
+	f.undoMu.Unlock()
+	for id, user := range pending {
+		f.undo(ctx, id, user)
+	}
+}
+
+// checkServer compares, at most once every serverCheckEvery (one caller
+// does it, the others go on), the server that serves the keys with the
+// one the last rebuild wrote to: ErrDown when it changed.
+func (f *Redis) checkServer(ctx context.Context) error {
+	now, last := time.Now().UnixNano(), f.checked.Load()
+	if now-last < int64(serverCheckEvery) || !f.checked.CompareAndSwap(last, now) {
+		return nil
+	}
+	node, err := f.node(ctx)
+	if err != nil {
+		f.reload(ctx)
+		return down(err)
+	}
+	f.mu.Lock()
+	changed := f.builtOn != "" && node != f.builtOn
+	f.mu.Unlock()
+	if changed {
+		return fmt.Errorf("%w: another Redis server holds the front door's keys (a failover: it may lack the last writes); rebuilding from PostgreSQL", ErrDown)
+	}
+	return nil
+}
+
+// reload makes a cluster client read the slots' masters again (in the
+// background): after a failover its map names a master that is gone
+// until it does, and by itself it reads the map again only every 10s.
+func (f *Redis) reload(ctx context.Context) {
+	if c, ok := f.rdb.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
+}
+
+// node returns the run_id of the server that serves the front door's keys
+// (the master of their slot on Redis Cluster); "" for a client of another
+// kind, whose server is then not compared.
+func (f *Redis) node(ctx context.Context) (string, error) {
+	var c *redis.Client
+	switch rdb := f.rdb.(type) {
+	case *redis.Client:
+		c = rdb
+	case *redis.ClusterClient:
+		var err error
+		if c, err = rdb.MasterForKey(ctx, f.keys[keyMeta]); err != nil {
+			return "", err
+		}
+	default:
+		return "", nil
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return id, nil
+		}
+	}
+	return "", errors.New("front door: INFO server names no run_id")
+}
+
+// Recover brings a front door that answered [ErrDown] back, once Redis
+// answers: when [Redis.Built] says its keys are gone or served by another
+// server, it calls quiesce, which must return once every reservation made
+// before the loss has reached PostgreSQL (clicks in flight published,
+// queued order messages consumed), then rebuilds the keys from load's
+// image (normally [LoadImage]) in one MULTI. It returns whether it
+// rebuilt; it tries again until ctx ends (its error then) or quiesce
+// fails. Clicks meanwhile must be answered ErrDown by the caller.
+func (f *Redis) Recover(ctx context.Context, quiesce func(context.Context) error, load func(context.Context) (Image, error), log *slog.Logger) (rebuilt bool, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for {
+		ok, err := f.Built(ctx)
+		if err == nil && ok {
+			return false, nil // not lost after all (a connection blip)
+		}
+		if err == nil {
+			if err := quiesce(ctx); err != nil {
+				return false, err
+			}
+			img, lerr := load(ctx)
+			if err = lerr; err == nil {
+				err = f.Rebuild(ctx, img, time.Now().Add(-time.Second))
+			}
+			if err == nil {
+				log.Warn("front door rebuilt from PostgreSQL", "reservations", img.Reservations())
+				return true, nil
+			}
+			log.Warn("front door rebuild failed; trying again", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Reservations is the number of reservations the image holds (held or

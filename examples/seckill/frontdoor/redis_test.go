@@ -112,6 +112,81 @@ func TestRedisReserveReleaseIdempotent(t *testing.T) {
 	}
 }
 
+// TestRedisReserveSentTwice: go-redis sends a script again when its
+// answer was lost (a read timeout, a dropped connection); the second
+// run of the same call answers the same reservation, takes nothing more
+// and does not call the buyer a second buyer.
+func TestRedisReserveSentTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, rdb := testRedis(t, 2, []int32{2, 2})
+	res, req := uuid.NewString(), uuid.NewString()
+	run := func() []string {
+		t.Helper()
+		out, err := reserveScript.Run(ctx, rdb, f.keys, 5, 0, 2, res, req, time.Now().UnixMilli(), 77).StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first, again := run(), run()
+	if first[0] != "OK" || again[0] != "OK" || again[1] != first[1] {
+		t.Fatalf("the same reserve twice: %v then %v; want OK with the same bucket both times", first, again)
+	}
+	if st, err := f.State(ctx); err != nil || len(st.Held) != 1 || st.TotalAvailable() != 3 {
+		t.Fatalf("after the same reserve twice: %+v, %v; want one unit taken", st, err)
+	}
+	if _, err := f.Reserve(ctx, 5); !errors.Is(err, ErrAlreadyBought) {
+		t.Fatalf("another click of the same buyer: %v, want ErrAlreadyBought", err)
+	}
+}
+
+// TestRedisReserveWithoutAnswerIsUndone: a reserve whose answer never
+// came (the server busy past the client's read timeout, no resend) may
+// still have run; Reserve undoes it — at once, or at the next Reserve —
+// so no unit stays held without an order message and the buyer may click
+// again.
+func TestRedisReserveWithoutAnswerIsUndone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := testRedis(t, 1, []int32{5})
+	impatient := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer impatient.Close()
+	var next atomic.Int64
+	f := NewRedis(impatient, "undo:"+uuid.NewString()[:8], flow.SKU{ActivityID: 1, SKUID: 2, Buckets: 1}, func() int64 { return next.Add(1) })
+	if err := f.Rebuild(ctx, Image{available: []int32{5}, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Reserve(ctx, 9); err != nil { // the script is in the server's cache: EVALSHA runs it
+		t.Fatal(err)
+	}
+	// A script that keeps the server busy for 600ms: every command sent
+	// meanwhile runs after it, too late for the impatient client.
+	busy := make(chan error, 1)
+	go func() {
+		busy <- rdb.Eval(ctx, `local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]
+			repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 600000
+			return 1`, nil).Err()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrDown) {
+		t.Fatalf("reserve while the server is busy: %v, want ErrDown", err)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the reserve without an answer to be undone", func() bool {
+		if _, err := f.Reserve(ctx, 2); err != nil && !errors.Is(err, ErrAlreadyBought) {
+			t.Fatal(err)
+		}
+		st, err := f.State(ctx)
+		return err == nil && len(st.Held) == 2 && st.TotalAvailable() == 3
+	})
+	if _, err := f.Reserve(ctx, 1); err != nil {
+		t.Fatalf("the buyer whose reserve was undone clicks again: %v", err)
+	}
+}
+
 // TestRedisConcurrentReserveNeverOversells: many buyers at once on few
 // units: exactly the stock is handed out, one per buyer.
 func TestRedisConcurrentReserveNeverOversells(t *testing.T) {
@@ -226,7 +301,7 @@ func TestRedisClusterFrontDoor(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := stackharness.StartThrowawayRedisCluster(ctx, 3)
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, stackharness.RedisClusterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,5 +338,138 @@ func TestRedisClusterFrontDoor(t *testing.T) {
 	err = rdb.Eval(ctx, "return redis.call('GET', KEYS[2])", []string{"a:{x}", "b:{y}"}).Err()
 	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("a script over two slots: %v, want CROSSSLOT", err)
+	}
+}
+
+// TestRedisClusterFailoverNeedsRebuild: on a Redis Cluster with a replica
+// per master, the master of the sale's slot acknowledges reservations its
+// replica never receives (the link cut, the replica frozen) and is killed;
+// the replica is promoted with the sale's keys but without those
+// reservations. The front door must not trust it: Built answers false
+// once the promoted replica answers, and Recover rebuilds the keys from
+// the image it is given (PostgreSQL's, in the service).
+func TestRedisClusterFailoverNeedsRebuild(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, err := stackharness.StartThrowawayRedisCluster(ctx, stackharness.RedisClusterOptions{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, MaxRetries: 1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer rdb.Close()
+	var next atomic.Int64
+	f := NewRedis(rdb, "failover", flow.SKU{ActivityID: 3, SKUID: 4, Buckets: 2}, func() int64 { return next.Add(1) })
+	if err := f.Rebuild(ctx, Image{available: []int32{10, 10}, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.Built(ctx); err != nil || !ok {
+		t.Fatalf("built after the rebuild: %v, %v", ok, err)
+	}
+	kept, err := f.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := cl.KeySlot(f.keys[keyMeta])
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, replicas, err := cl.MasterOf(0, slot)
+	if err != nil || len(replicas) != 1 {
+		t.Fatalf("master of slot %d: %d, replicas %v, %v", slot, master, replicas, err)
+	}
+	replica := replicas[0]
+	// Wait until the replica has the first reservation, then cut it off.
+	waitFor(t, ctx, "the replica to receive the first reservation", func() bool {
+		v, err := cl.Read(replica, "HGET", f.keys[keyResv], kept.ReservationID.String())
+		return err == nil && v != ""
+	})
+	if err := cl.CutReplica(replica, master); err != nil {
+		t.Fatal(err)
+	}
+	var lost []Reservation
+	for u := int64(2); u <= 4; u++ {
+		r, err := f.Reserve(ctx, u)
+		if err != nil {
+			cl.Thaw(replica)
+			t.Fatal(err)
+		}
+		lost = append(lost, r)
+	}
+	cl.Kill(master)
+	cl.Thaw(replica)
+	waitFor(t, ctx, "the replica to be promoted", func() bool {
+		m, _, err := cl.MasterOf(replica, slot)
+		return err == nil && m == replica
+	})
+	// A click is refused (try again): the front door does not serve from
+	// a server it did not fill.
+	if _, err := f.Reserve(ctx, 9); !errors.Is(err, ErrDown) {
+		t.Fatalf("reserve on the promoted replica before the rebuild: %v, want ErrDown", err)
+	}
+	// The promoted replica has the keys, not the last reservations.
+	st, err := f.State(ctx)
+	for err != nil && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		st, err = f.State(ctx)
+	}
+	if _, ok := st.Held[kept.ReservationID]; !ok || len(st.Held) != 1 || st.TotalAvailable() != 19 {
+		t.Fatalf("promoted replica: %d held, %d available; want the first reservation only (the link was cut after it)", len(st.Held), st.TotalAvailable())
+	}
+	waitFor(t, ctx, "Built to answer (false) on the promoted replica", func() bool {
+		ok, err := f.Built(ctx)
+		if ok {
+			t.Fatal("Built trusts a promoted replica that missed acknowledged reservations")
+		}
+		return err == nil
+	})
+	img := Image{available: []int32{8, 8}, users: map[int64]uuid.UUID{}}
+	for _, r := range append(lost, kept) {
+		img.resv = append(img.resv, imageReservation{id: r.ReservationID, request: r.RequestID, bucket: r.Bucket, user: r.UserID, order: r.OrderID, held: true})
+		img.users[r.UserID] = r.ReservationID
+	}
+	img.available[kept.Bucket]++
+	for _, r := range lost {
+		img.available[r.Bucket]--
+	}
+	img.available[0]++
+	img.available[1]++ // 20 units, 4 held
+	quiesced := false
+	rebuilt, err := f.Recover(ctx, func(context.Context) error { quiesced = true; return nil },
+		func(context.Context) (Image, error) { return img, nil }, nil)
+	if err != nil || !rebuilt || !quiesced {
+		t.Fatalf("recover: rebuilt %v, quiesced %v, %v", rebuilt, quiesced, err)
+	}
+	if ok, err := f.Built(ctx); err != nil || !ok {
+		t.Fatalf("built after the recovery: %v, %v", ok, err)
+	}
+	st, err = f.State(ctx)
+	if err != nil || len(st.Held) != 4 || st.TotalAvailable() != 16 {
+		t.Fatalf("after the recovery: %+v, %v; want 4 held, 16 available", st, err)
+	}
+	for _, r := range lost {
+		if _, err := f.Reserve(ctx, r.UserID); !errors.Is(err, ErrAlreadyBought) {
+			t.Fatalf("buyer %d after the recovery: %v, want ErrAlreadyBought", r.UserID, err)
+		}
+	}
+	if rebuilt, err := f.Recover(ctx, nil, nil, nil); err != nil || rebuilt {
+		t.Fatalf("a second recovery: rebuilt %v, %v; want nothing to do", rebuilt, err)
+	}
+}
+
+// waitFor polls cond every 50ms until it holds, failing the test with
+// what when a minute passes (or ctx ends) first.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
