@@ -73,26 +73,21 @@ func pageHooks(addr string) (hooks *saleHooks, url string, stop func(), err erro
 		mon *web.Monitor
 	)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		m := mon
-		mu.Unlock()
-		if m == nil {
-			http.Error(w, "the sale is starting; reload in a moment", http.StatusServiceUnavailable)
-			return
+	// withMonitor answers with the page's monitor once the sale has one.
+	withMonitor := func(starting string, serve func(*web.Monitor, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			m := mon
+			mu.Unlock()
+			if m == nil {
+				http.Error(w, starting, http.StatusServiceUnavailable)
+				return
+			}
+			serve(m, w, r)
 		}
-		m.ServePage(w, r)
-	})
-	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		m := mon
-		mu.Unlock()
-		if m == nil {
-			http.Error(w, "the sale is starting", http.StatusServiceUnavailable)
-			return
-		}
-		m.ServeEvents(w, r)
-	})
+	}
+	mux.HandleFunc("GET /{$}", withMonitor("the sale is starting; reload in a moment", (*web.Monitor).ServePage))
+	mux.HandleFunc("GET /events", withMonitor("the sale is starting", (*web.Monitor).ServeEvents))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	url = "http://" + ln.Addr().String() + "/"
