@@ -293,12 +293,7 @@ func TestArchiveInterruptedThenResumed(t *testing.T) {
 			} else if _, err := b.pool.Exec(b.ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 				t.Fatal(err)
 			}
-			var r result
-			select {
-			case r = <-res:
-			case <-b.ctx.Done():
-				t.Fatal("the interrupted archive did not return")
-			}
+			r := testwait.Recv(t, res, "the interrupted archive did not return")
 			if r.err == nil || r.n%10 != 0 {
 				t.Fatalf("interrupted Archive = %d, %v; want whole batches and an error", r.n, r.err)
 			}
@@ -332,6 +327,7 @@ func TestArchiveInterruptedThenResumed(t *testing.T) {
 // waitFor polls query (one parameter, pid) until it returns true.
 func waitFor(t *testing.T, b *testBundle, query string, pid uint32) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var ok bool
 		if err := b.pool.QueryRow(b.ctx, query, pid).Scan(&ok); err != nil {
@@ -341,8 +337,8 @@ func waitFor(t *testing.T, b *testBundle, query string, pid uint32) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatalf("never true: %s", query)
+		case <-ctx.Done():
+			t.Fatalf("not true within %v: %s", testwait.Step, query)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
