@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -355,12 +356,7 @@ func TestArchiveSentInterruptedThenResumed(t *testing.T) {
 			} else {
 				b.exec(t, `SELECT pg_terminate_backend($1)`, pid)
 			}
-			var r result
-			select {
-			case r = <-res:
-			case <-b.ctx.Done():
-				t.Fatal("the interrupted archive did not return")
-			}
+			r := testwait.Recv(t, res, "the interrupted archive did not return")
 			if r.err == nil || r.n != 10 {
 				t.Fatalf("interrupted ArchiveSent = %d, %v; want the first batch (10) and an error", r.n, r.err)
 			}
@@ -396,6 +392,7 @@ func TestArchiveSentInterruptedThenResumed(t *testing.T) {
 // waitBlocked waits until backend pid waits for a lock.
 func waitBlocked(t *testing.T, b *bundle, pid uint32) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var waiting bool
 		if err := b.pool.QueryRow(b.ctx, `SELECT coalesce(cardinality(pg_blocking_pids($1)) > 0, false)`, pid).Scan(&waiting); err != nil {
@@ -405,8 +402,8 @@ func waitBlocked(t *testing.T, b *bundle, pid uint32) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatal("the archive never waited for the blocking transaction")
+		case <-ctx.Done():
+			t.Fatalf("the archive did not wait for the blocking transaction within %v", testwait.Step)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -415,6 +412,7 @@ func waitBlocked(t *testing.T, b *bundle, pid uint32) {
 // waitIdle waits until backend pid runs no statement (or is gone).
 func waitIdle(t *testing.T, b *bundle, pid uint32) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var active bool
 		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active')`, pid).Scan(&active); err != nil {
@@ -424,8 +422,8 @@ func waitIdle(t *testing.T, b *bundle, pid uint32) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatal("the interrupted archive's statement never ended")
+		case <-ctx.Done():
+			t.Fatalf("the interrupted archive's statement did not end within %v", testwait.Step)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

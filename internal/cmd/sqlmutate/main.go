@@ -44,6 +44,7 @@ type config struct {
 	only     *regexp.Regexp
 	list     bool
 	dump     string
+	stopAt   time.Time
 }
 
 func main() {
@@ -51,15 +52,19 @@ func main() {
 	pkgs := flag.String("pkg", "inbox,outbox,order,inventory", "the packages, comma-separated")
 	flag.StringVar(&cfg.work, "work", filepath.Join(os.TempDir(), "sqlmutate"), "work directory: test binaries, recordings, results")
 	flag.IntVar(&cfg.parallel, "parallel", 2, "-test.parallel of each test run")
-	flag.DurationVar(&cfg.timeout, "timeout", 0, "deadline of one mutant's run (0: three times the recorded time of its tests, at least 60s)")
+	flag.DurationVar(&cfg.timeout, "timeout", 0, "deadline of one mutant's run (0: four times the recorded time of its tests, at least 2m)")
 	only := flag.String("only", "", "run only the statements whose pkg.name matches this regexp")
 	flag.BoolVar(&cfg.list, "list", false, "print the mutants and stop")
 	flag.StringVar(&cfg.dump, "dump", "", "with -list: write each mutant's text to this directory, as <pkg.name>-<n>.sql")
+	stop := flag.Duration("stop", 0, "start no mutant after this long; the rest are reported as not run (0: no limit)")
 	flag.Parse()
+	if *stop > 0 {
+		cfg.stopAt = time.Now().Add(*stop)
+	}
 	cfg.pkgs = strings.Split(*pkgs, ",")
 	cfg.only = regexp.MustCompile(*only)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "sqlmutate:", err)
 		os.Exit(1)

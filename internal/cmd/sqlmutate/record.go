@@ -31,8 +31,8 @@ type testRun struct {
 	Statements []string      `json:"statements"`
 }
 
-// testsOf returns the tests that passed and executed statement, sorted,
-// and the time they took together.
+// testsOf returns the tests that passed and executed statement, the
+// fastest first, and the time they took together.
 func (r *record) testsOf(statement string) ([]string, time.Duration) {
 	var out []string
 	var took time.Duration
@@ -42,8 +42,25 @@ func (r *record) testsOf(statement string) ([]string, time.Duration) {
 			took += t.Took
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool {
+		a, b := r.Tests[out[i]].Took, r.Tests[out[j]].Took
+		return a < b || a == b && out[i] < out[j]
+	})
 	return out, took
+}
+
+// stages splits tests (fastest first) into the fast ones, run first, and
+// the rest, run only when the fast ones all pass: most mutants are killed
+// by a fast test.
+func (r *record) stages(tests []string) [][]string {
+	var fast time.Duration
+	for i, name := range tests {
+		fast += r.Tests[name].Took
+		if fast > 2*time.Second && i > 0 && i < len(tests)-1 {
+			return [][]string{tests[:i], tests[i:]}
+		}
+	}
+	return [][]string{tests}
 }
 
 func contains(list []string, s string) bool {

@@ -17,8 +17,8 @@ func report(w io.Writer, pkg string, rs []result, wall time.Duration) {
 	if detected+n[lived] > 0 {
 		efficacy = 100 * float64(detected) / float64(detected+n[lived])
 	}
-	fmt.Fprintf(w, "== %s: %d mutants: %d killed, %d lived, %d invalid, %d timed out, %d not covered; efficacy %.1f%%; wall %s\n",
-		pkg, len(rs), n[killed], n[lived], n[invalid], n[timedOut], n[uncovered], efficacy, wall.Round(time.Second))
+	fmt.Fprintf(w, "== %s: %d mutants: %d killed, %d lived, %d invalid, %d timed out, %d not covered, %d not run; efficacy %.1f%%; wall %s\n",
+		pkg, len(rs), n[killed], n[lived], n[invalid], n[timedOut], n[uncovered], n[notRun], efficacy, wall.Round(time.Second))
 	for _, r := range rs {
 		switch r.Outcome {
 		case lived, timedOut, uncovered:

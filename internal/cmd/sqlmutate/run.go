@@ -35,6 +35,7 @@ const (
 	invalid   = "invalid"
 	timedOut  = "timed out"
 	uncovered = "not covered"
+	notRun    = "not run" // interrupted, or past -stop
 )
 
 // result is one mutant's outcome.
@@ -117,13 +118,16 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 		return err
 	}
 	for i := range rs {
+		if ctx.Err() != nil || !cfg.stopAt.IsZero() && time.Now().After(cfg.stopAt) {
+			if rs[i].Outcome == "" {
+				rs[i].Outcome = notRun
+			}
+			continue
+		}
 		if rs[i].Outcome == "" {
 			rs[i] = runMutant(ctx, cfg, srv.URL, pkg, bin, rec, rs[i])
 			fmt.Fprintf(os.Stderr, "%s %s: %s %s (%s)\n", rs[i].Statement, rs[i].Desc, rs[i].Outcome, rs[i].By, rs[i].Took.Round(time.Second))
 		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
 	}
 	report(os.Stdout, pkg, rs, time.Since(began))
 	b, err := json.MarshalIndent(rs, "", "\t")
@@ -150,13 +154,23 @@ func runMutant(ctx context.Context, cfg config, url, pkg, bin string, rec *recor
 	}
 	timeout := cfg.timeout
 	if timeout == 0 {
-		timeout = max(60*time.Second, 3*budget)
+		timeout = max(2*time.Minute, 4*budget)
 	}
-	out, code, took := runTests(ctx, bin, pkg, tests, cfg.parallel, timeout, []string{
+	env := []string{
 		pgharness.EnvURL + "=" + url,
 		sqlfile.EnvMutateStatement + "=" + r.Statement,
 		sqlfile.EnvMutateFile + "=" + file,
-	})
+	}
+	var out []byte
+	var code int
+	var took time.Duration
+	for _, stage := range rec.stages(tests) {
+		o, c, t := runTests(ctx, bin, pkg, stage, cfg.parallel, timeout, env)
+		out, code, took = o, c, took+t
+		if code != 0 {
+			break
+		}
+	}
 	r.Took = took
 	switch {
 	case code == 0:
