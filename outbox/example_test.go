@@ -90,7 +90,8 @@ func ExampleStore_ClaimOutboxBatch() {
 }
 
 func ExampleRelay() {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The relay runs until cancel below, or for a minute at most.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
 	pool, schema := db.Pool, db.Schema
