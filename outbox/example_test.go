@@ -90,8 +90,8 @@ func ExampleStore_ClaimOutboxBatch() {
 }
 
 func ExampleRelay() {
-	// The relay runs until cancel below, or for a minute at most.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// The relay runs until cancel below, or for 30 seconds at most.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
 	pool, schema := db.Pool, db.Schema
