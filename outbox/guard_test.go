@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -35,6 +38,48 @@ func TestRetentionHorizon(t *testing.T) {
 			}
 			if b.count(t, `event_id = $1`, atHorizon) != 1 {
 				t.Errorf("%s removed the event sent at the horizon itself", name)
+			}
+		})
+	}
+}
+
+// A claim of one event passes over the older events that are not ready
+// (SENT, SENDING) and claims the PENDING one behind them: the status test
+// is in the candidates, before the LIMIT, not only in the UPDATE.
+func TestClaimPassesOverEventsNotReady(t *testing.T) {
+	t.Parallel()
+	for name, claim := range map[string]func(b *bundle) []uuid.UUID{
+		"ClaimOutboxBatch": func(b *bundle) []uuid.UUID { return claimIDs(b.claim(t, "r2", 1)) },
+		"claim_after": func(b *bundle) []uuid.UUID {
+			// The statement of a relay's cursor, from the zero cursor.
+			zero := time.Unix(0, 0)
+			rows, err := b.pool.Query(b.ctx, outbox.ClaimAfterSQL(b.store), 1, "r2", zero, zero, uuid.Nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+				vals, err := row.Values()
+				if err != nil {
+					return uuid.Nil, err
+				}
+				return uuid.UUID(vals[0].([16]byte)), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{})
+			b.enqueue(t, event(1))
+			b.sendAll(t) // the oldest event is SENT
+			b.enqueue(t, event(2))
+			b.claim(t, "r1", 1) // the next one SENDING
+			ready := b.enqueue(t, event(3))[0].EventID
+			if got := claim(b); len(got) != 1 || got[0] != ready {
+				t.Fatalf("claimed %v; want the PENDING event %s behind the SENT and SENDING ones", got, ready)
 			}
 		})
 	}
