@@ -51,23 +51,8 @@ func TestClaimPassesOverEventsNotReady(t *testing.T) {
 	for name, claim := range map[string]func(b *bundle) []uuid.UUID{
 		"ClaimOutboxBatch": func(b *bundle) []uuid.UUID { return claimIDs(b.claim(t, "r2", 1)) },
 		"claim_after": func(b *bundle) []uuid.UUID {
-			// The statement of a relay's cursor, from the zero cursor.
-			zero := time.Unix(0, 0)
-			rows, err := b.pool.Query(b.ctx, outbox.ClaimAfterSQL(b.store), 1, "r2", zero, zero, uuid.Nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
-				vals, err := row.Values()
-				if err != nil {
-					return uuid.Nil, err
-				}
-				return uuid.UUID(vals[0].([16]byte)), nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return ids
+			zero := time.Unix(0, 0) // the statement of a relay's cursor, from the zero cursor
+			return claimAfter(t, b, 1, zero, zero, uuid.Nil)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -83,4 +68,47 @@ func TestClaimPassesOverEventsNotReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The claim after a relay's cursor claims the ready events past the
+// cursor — PENDING and RETRY — and neither the events before it nor those
+// not yet available.
+func TestClaimAfterCursor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	var ids []uuid.UUID
+	for i := range 4 {
+		ids = append(ids, b.enqueue(t, event(i))[0].EventID)
+	}
+	b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
+	b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1 WHERE event_id = $1`, ids[3])
+	var at, created time.Time
+	if err := b.pool.QueryRow(b.ctx, `SELECT available_at, created_at FROM `+b.table()+` WHERE event_id = $1`, ids[0]).Scan(&at, &created); err != nil {
+		t.Fatal(err)
+	}
+	got := claimAfter(t, b, 10, at, created, ids[0])
+	if len(got) != 2 || !(got[0] == ids[1] && got[1] == ids[3] || got[0] == ids[3] && got[1] == ids[1]) {
+		t.Fatalf("claimed %v after the cursor at %s; want the PENDING %s and the RETRY %s (not the cursor's own, not the one available in an hour)", got, ids[0], ids[1], ids[3])
+	}
+}
+
+// claimAfter runs the claim statement of a relay's cursor for owner "r2"
+// and returns the ids it claimed.
+func claimAfter(t *testing.T, b *bundle, limit int, at, created time.Time, id uuid.UUID) []uuid.UUID {
+	t.Helper()
+	rows, err := b.pool.Query(b.ctx, outbox.ClaimAfterSQL(b.store), limit, "r2", at, created, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+		vals, err := row.Values()
+		if err != nil {
+			return uuid.Nil, err
+		}
+		return uuid.UUID(vals[0].([16]byte)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
