@@ -1,6 +1,9 @@
 package outbox_test
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,18 +58,20 @@ func TestClaimPassesOverEventsNotReady(t *testing.T) {
 			return claimAfter(t, b, 1, zero, zero, uuid.Nil)
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, outbox.Config{})
-			b.enqueue(t, event(1))
-			b.sendAll(t) // the oldest event is SENT
-			b.enqueue(t, event(2))
-			b.claim(t, "r1", 1) // the next one SENDING
-			ready := b.enqueue(t, event(3))[0].EventID
-			if got := claim(b); len(got) != 1 || got[0] != ready {
-				t.Fatalf("claimed %v; want the PENDING event %s behind the SENT and SENDING ones", got, ready)
-			}
-		})
+		for _, deadBlocks := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/DeadBlocksKey=%v", name, deadBlocks), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, outbox.Config{DeadBlocksKey: deadBlocks})
+				b.enqueue(t, event(1))
+				b.sendAll(t) // the oldest event is SENT
+				b.enqueue(t, event(2))
+				b.claim(t, "r1", 1) // the next one SENDING
+				ready := b.enqueue(t, event(3))[0].EventID
+				if got := claim(b); len(got) != 1 || got[0] != ready {
+					t.Fatalf("claimed %v; want the PENDING event %s behind the SENT and SENDING ones", got, ready)
+				}
+			})
+		}
 	}
 }
 
@@ -75,20 +80,41 @@ func TestClaimPassesOverEventsNotReady(t *testing.T) {
 // not yet available.
 func TestClaimAfterCursor(t *testing.T) {
 	t.Parallel()
-	b := setup(t, outbox.Config{})
-	var ids []uuid.UUID
-	for i := range 4 {
-		ids = append(ids, b.enqueue(t, event(i))[0].EventID)
-	}
-	b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
-	b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1 WHERE event_id = $1`, ids[3])
-	var at, created time.Time
-	if err := b.pool.QueryRow(b.ctx, `SELECT available_at, created_at FROM `+b.table()+` WHERE event_id = $1`, ids[0]).Scan(&at, &created); err != nil {
-		t.Fatal(err)
-	}
-	got := claimAfter(t, b, 10, at, created, ids[0])
-	if len(got) != 2 || !(got[0] == ids[1] && got[1] == ids[3] || got[0] == ids[3] && got[1] == ids[1]) {
-		t.Fatalf("claimed %v after the cursor at %s; want the PENDING %s and the RETRY %s (not the cursor's own, not the one available in an hour)", got, ids[0], ids[1], ids[3])
+	for _, deadBlocks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeadBlocksKey=%v", deadBlocks), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{DeadBlocksKey: deadBlocks})
+			// A PENDING event of key A, before the cursor and first in seq.
+			older := event(9)
+			older.OrderingKey = "A"
+			aID := b.enqueue(t, older)[0].EventID
+			b.exec(t, `UPDATE `+b.table()+` SET available_at = available_at - interval '1 day', created_at = created_at - interval '1 day' WHERE event_id = $1`, aID)
+			var ids []uuid.UUID
+			for i := range 5 {
+				e := event(i)
+				if i == 4 {
+					e.OrderingKey = "B" // the head of its key
+				}
+				ids = append(ids, b.enqueue(t, e)[0].EventID)
+			}
+			b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
+			b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1 WHERE event_id = $1`, ids[3])
+			var at, created time.Time
+			if err := b.pool.QueryRow(b.ctx, `SELECT available_at, created_at FROM `+b.table()+` WHERE event_id = $1`, ids[0]).Scan(&at, &created); err != nil {
+				t.Fatal(err)
+			}
+			got := claimAfter(t, b, 10, at, created, ids[0])
+			slices.SortFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+			want := []uuid.UUID{ids[1], ids[3], ids[4]}
+			if !slices.Equal(got, want) {
+				t.Fatalf("claimed %v after the cursor at %s; want the PENDING %s, the RETRY %s and the head of key B %s (not the cursor's own, not the one available in an hour, not key A's older event)", got, ids[0], ids[1], ids[3], ids[4])
+			}
+			for _, id := range want {
+				if st, _, _ := b.status(t, id); st != outbox.StatusSending {
+					t.Errorf("claimed event %s is %v, want SENDING", id, st)
+				}
+			}
+		})
 	}
 }
 
