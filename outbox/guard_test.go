@@ -138,3 +138,45 @@ func claimAfter(t *testing.T, b *bundle, limit int, at, created time.Time, id uu
 	}
 	return ids
 }
+
+// A claim takes the ready events — PENDING, and RETRY whose time has come
+// — up to its limit, leaves an event not yet available, and in ordered
+// mode claims the successor of a SENT event but not that of a RETRY event
+// waiting for its backoff. With and without DeadBlocksKey.
+func TestClaimReadyEvents(t *testing.T) {
+	t.Parallel()
+	for _, deadBlocks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeadBlocksKey=%v", deadBlocks), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{DeadBlocksKey: deadBlocks})
+			sentHead := event(10)
+			sentHead.OrderingKey = "A"
+			b.enqueue(t, sentHead)
+			b.sendAll(t) // key A's head is SENT
+			var ids []uuid.UUID
+			for i := range 6 {
+				e := event(i)
+				switch i {
+				case 3:
+					e.OrderingKey = "A" // after the SENT head
+				case 4, 5:
+					e.OrderingKey = "C" // 5 waits behind 4
+				}
+				ids = append(ids, b.enqueue(t, e)[0].EventID)
+			}
+			b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1 WHERE event_id = $1`, ids[1])
+			b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
+			b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1, available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[4])
+			first := claimIDs(b.claim(t, "r1", 1))
+			if len(first) != 1 {
+				t.Fatalf("a claim of 1 claimed %d events", len(first))
+			}
+			got := append(first, claimIDs(b.claim(t, "r1", 10))...)
+			slices.SortFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+			want := []uuid.UUID{ids[0], ids[1], ids[3]}
+			if !slices.Equal(got, want) {
+				t.Fatalf("claimed %v; want the PENDING %s, the RETRY %s and %s after its key's SENT head; not %s (available in an hour) nor %s (behind a RETRY of its key)", got, ids[0], ids[1], ids[3], ids[2], ids[5])
+			}
+		})
+	}
+}
