@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -229,9 +230,10 @@ func TestArchiveSkipsUncommittedProcessing(t *testing.T) {
 	if c, err := b.in.ClaimMessage(b.ctx, claiming, withResult(fresh, inbox.Result{Code: "OK"})); err != nil || !c.Fresh {
 		t.Fatalf("claim = %+v, %v", c, err)
 	}
-	n, err := b.in.Archive(b.ctx, b.pool, time.Now().Add(time.Hour), 0)
+	// Archive must pass the locked rows over, not wait for them.
+	n, err := b.in.Archive(testwait.Context(t, b.ctx, testwait.Step), b.pool, time.Now().Add(time.Hour), 0)
 	if err != nil || n != 1 {
-		t.Fatalf("Archive with processing in flight = %d, %v; want 1", n, err)
+		t.Fatalf("Archive with processing in flight = %d, %v; want 1 without waiting for the locked rows", n, err)
 	}
 	if hist := b.rows(t, b.history()); len(hist) != 1 || hist[done.Group+"/"+done.MessageID.String()] == "" {
 		t.Fatalf("history %v, want only the finished message", hist)
@@ -291,12 +293,7 @@ func TestArchiveInterruptedThenResumed(t *testing.T) {
 			} else if _, err := b.pool.Exec(b.ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 				t.Fatal(err)
 			}
-			var r result
-			select {
-			case r = <-res:
-			case <-b.ctx.Done():
-				t.Fatal("the interrupted archive did not return")
-			}
+			r := testwait.Recv(t, res, "the interrupted archive did not return")
 			if r.err == nil || r.n%10 != 0 {
 				t.Fatalf("interrupted Archive = %d, %v; want whole batches and an error", r.n, r.err)
 			}
@@ -330,6 +327,7 @@ func TestArchiveInterruptedThenResumed(t *testing.T) {
 // waitFor polls query (one parameter, pid) until it returns true.
 func waitFor(t *testing.T, b *testBundle, query string, pid uint32) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var ok bool
 		if err := b.pool.QueryRow(b.ctx, query, pid).Scan(&ok); err != nil {
@@ -339,8 +337,8 @@ func waitFor(t *testing.T, b *testBundle, query string, pid uint32) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatalf("never true: %s", query)
+		case <-ctx.Done():
+			t.Fatalf("not true within %v: %s", testwait.Step, query)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

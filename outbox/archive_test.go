@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -205,9 +206,10 @@ func TestArchiveSentSkipsRowsInFlight(t *testing.T) {
 	if res, err := b.store.Mark(b.ctx, marker, outbox.Outcome{Lease: c2.Lease, Sent: claimIDs(c2)}); err != nil || res.Marked != 2 {
 		t.Fatalf("MarkSent in the open transaction = %+v, %v", res, err)
 	}
-	n, err := b.store.ArchiveSent(b.ctx, b.pool, time.Now().Add(time.Hour), 0)
+	// ArchiveSent must pass the locked rows over, not wait for them.
+	n, err := b.store.ArchiveSent(testwait.Context(t, b.ctx, testwait.Step), b.pool, time.Now().Add(time.Hour), 0)
 	if err != nil || n != 1 {
-		t.Fatalf("ArchiveSent with rows in flight = %d, %v; want 1 (only %s)", n, err, other)
+		t.Fatalf("ArchiveSent with rows in flight = %d, %v; want 1 (only %s) without waiting for the locked rows", n, err, other)
 	}
 	if hist := b.rows(t, b.history()); len(hist) != 1 || hist[other] == "" {
 		t.Fatalf("history %v, want only %s", hist, other)
@@ -355,12 +357,7 @@ func TestArchiveSentInterruptedThenResumed(t *testing.T) {
 			} else {
 				b.exec(t, `SELECT pg_terminate_backend($1)`, pid)
 			}
-			var r result
-			select {
-			case r = <-res:
-			case <-b.ctx.Done():
-				t.Fatal("the interrupted archive did not return")
-			}
+			r := testwait.Recv(t, res, "the interrupted archive did not return")
 			if r.err == nil || r.n != 10 {
 				t.Fatalf("interrupted ArchiveSent = %d, %v; want the first batch (10) and an error", r.n, r.err)
 			}
@@ -396,6 +393,7 @@ func TestArchiveSentInterruptedThenResumed(t *testing.T) {
 // waitBlocked waits until backend pid waits for a lock.
 func waitBlocked(t *testing.T, b *bundle, pid uint32) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var waiting bool
 		if err := b.pool.QueryRow(b.ctx, `SELECT coalesce(cardinality(pg_blocking_pids($1)) > 0, false)`, pid).Scan(&waiting); err != nil {
@@ -405,8 +403,8 @@ func waitBlocked(t *testing.T, b *bundle, pid uint32) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatal("the archive never waited for the blocking transaction")
+		case <-ctx.Done():
+			t.Fatalf("the archive did not wait for the blocking transaction within %v", testwait.Step)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -415,6 +413,7 @@ func waitBlocked(t *testing.T, b *bundle, pid uint32) {
 // waitIdle waits until backend pid runs no statement (or is gone).
 func waitIdle(t *testing.T, b *bundle, pid uint32) {
 	t.Helper()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
 	for {
 		var active bool
 		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active')`, pid).Scan(&active); err != nil {
@@ -424,8 +423,8 @@ func waitIdle(t *testing.T, b *bundle, pid uint32) {
 			return
 		}
 		select {
-		case <-b.ctx.Done():
-			t.Fatal("the interrupted archive's statement never ended")
+		case <-ctx.Done():
+			t.Fatalf("the interrupted archive's statement did not end within %v", testwait.Step)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

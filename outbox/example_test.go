@@ -90,7 +90,8 @@ func ExampleStore_ClaimOutboxBatch() {
 }
 
 func ExampleRelay() {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The relay runs until cancel below, or for 30 seconds at most.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
 	pool, schema := db.Pool, db.Schema

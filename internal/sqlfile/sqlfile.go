@@ -88,6 +88,7 @@ type Statement struct {
 
 // Set is the statements of one package.
 type Set struct {
+	pkg    string // the last element of the parsing package's path, under the sqlmutate tag
 	list   []*Statement
 	byName map[string]*Statement
 	files  []File
@@ -156,6 +157,7 @@ func MustParse(fsys fs.FS, dir string) *Set {
 	if err != nil {
 		panic(err)
 	}
+	s.pkg = callerPackage()
 	return s
 }
 
@@ -385,7 +387,11 @@ func (b Bound) Get(name string) string {
 	if !ok {
 		panic(fmt.Sprintf("sqlfile: no statement named %q", name))
 	}
-	return strings.ReplaceAll(st.Text, "{schema}", b.quoted)
+	text := st.Text
+	if textHook != nil {
+		text = textHook(b.set.pkg, st)
+	}
+	return strings.ReplaceAll(text, "{schema}", b.quoted)
 }
 
 // Fragment returns the part of the statement called name that starts at

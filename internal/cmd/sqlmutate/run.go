@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/internal/sqlfile"
+	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+)
+
+// checkSchema is the migrated schema the mutants are prepared against.
+const checkSchema = "sqlmutate_check"
+
+// The outcomes of a mutant.
+const (
+	killed    = "killed"
+	lived     = "LIVED"
+	invalid   = "invalid"
+	timedOut  = "timed out"
+	uncovered = "not covered"
+	notRun    = "not run" // interrupted, or past -stop
+)
+
+// result is one mutant's outcome.
+type result struct {
+	mutant
+	Outcome string        `json:"outcome"`
+	By      string        `json:"by,omitempty"` // the first failing test, or the server's refusal
+	Tests   int           `json:"tests"`        // how many tests ran it
+	Took    time.Duration `json:"took"`
+}
+
+func migrateCheckSchema(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = migrate.Apply(ctx, conn, checkSchema, inventory.Migrations, order.Migrations, inbox.Migrations, outbox.Migrations)
+	return err
+}
+
+// validity marks the mutants the server refuses to prepare as invalid.
+// A statement whose original text does not prepare either (it needs
+// something the check schema lacks) leaves its mutants unchecked.
+func validity(ctx context.Context, url, pkg string, rs []result) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	quoted, err := migrate.QuoteSchema(checkSchema)
+	if err != nil {
+		return err
+	}
+	set, err := sqlfile.Parse(os.DirFS(pkg), "sql")
+	if err != nil {
+		return err
+	}
+	bound := set.Bind(quoted)
+	origOK := map[string]bool{}
+	for i := range rs {
+		r := &rs[i]
+		name := strings.TrimPrefix(r.Statement, pkg+".")
+		ok, seen := origOK[name]
+		if !seen {
+			_, perr := conn.Prepare(ctx, "", bound.Get(name))
+			ok, origOK[name] = perr == nil, perr == nil
+		}
+		if !ok {
+			continue
+		}
+		if _, perr := conn.Prepare(ctx, "", strings.ReplaceAll(r.Text, "{schema}", quoted)); perr != nil {
+			r.Outcome, r.By = invalid, oneLine(perr.Error())
+		}
+	}
+	return nil
+}
+
+// runPackage runs every mutant of pkg and prints its report.
+func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg string) error {
+	began := time.Now()
+	bin := filepath.Join(cfg.work, pkg+".test")
+	build := exec.CommandContext(ctx, "go", "test", "-c", "-tags", "sqlmutate", "-o", bin, "./"+pkg)
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go test -c: %w: %s", err, out)
+	}
+	ms, err := packageMutants(pkg, cfg.only)
+	if err != nil {
+		return err
+	}
+	rs := make([]result, len(ms))
+	for i, m := range ms {
+		rs[i].mutant = m
+	}
+	if err := validity(ctx, srv.URL, pkg, rs); err != nil {
+		return err
+	}
+	rec, err := recording(ctx, cfg, srv, pkg, bin)
+	if err != nil {
+		return err
+	}
+	for i := range rs {
+		if ctx.Err() != nil || !cfg.stopAt.IsZero() && time.Now().After(cfg.stopAt) {
+			if rs[i].Outcome == "" {
+				rs[i].Outcome = notRun
+			}
+			continue
+		}
+		if rs[i].Outcome == "" {
+			rs[i] = runMutant(ctx, cfg, srv.URL, pkg, bin, rec, rs[i])
+			fmt.Fprintf(os.Stderr, "%s %s: %s %s (%s)\n", rs[i].Statement, rs[i].Desc, rs[i].Outcome, rs[i].By, rs[i].Took.Round(time.Second))
+		}
+	}
+	report(os.Stdout, pkg, rs, time.Since(began))
+	b, err := json.MarshalIndent(rs, "", "\t")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cfg.work, pkg+".results.json"), b, 0o644)
+}
+
+var failLine = regexp.MustCompile(`--- FAIL: (\S+)`)
+
+// runMutant runs the tests that execute the mutant's statement against it.
+func runMutant(ctx context.Context, cfg config, url, pkg, bin string, rec *record, r result) result {
+	tests, budget := rec.testsOf(r.Statement)
+	r.Tests = len(tests)
+	if len(tests) == 0 {
+		r.Outcome = uncovered
+		return r
+	}
+	file := filepath.Join(cfg.work, "mutant.sql")
+	if err := os.WriteFile(file, []byte(r.Text), 0o644); err != nil {
+		r.Outcome, r.By = invalid, err.Error()
+		return r
+	}
+	timeout := cfg.timeout
+	if timeout == 0 {
+		timeout = max(2*time.Minute, 4*budget)
+	}
+	env := []string{
+		pgharness.EnvURL + "=" + url,
+		sqlfile.EnvMutateStatement + "=" + r.Statement,
+		sqlfile.EnvMutateFile + "=" + file,
+	}
+	var out []byte
+	var code int
+	var took time.Duration
+	for _, stage := range rec.stages(tests) {
+		o, c, t := runTests(ctx, bin, pkg, stage, cfg.parallel, timeout, env)
+		out, code, took = o, c, took+t
+		if code != 0 {
+			break
+		}
+	}
+	r.Took = took
+	switch {
+	case code == 0:
+		r.Outcome = lived
+	case code < 0 || bytes.Contains(out, []byte("panic: test timed out")):
+		r.Outcome, r.By = timedOut, fmt.Sprintf("after %s", timeout)
+		log := filepath.Join(cfg.work, fmt.Sprintf("timeout-%s-%d.log", r.Statement, r.Line))
+		if err := os.WriteFile(log, out, 0o644); err == nil {
+			r.By += ", output in " + log
+		}
+	default:
+		r.Outcome = killed
+		if m := failLine.FindSubmatch(out); m != nil {
+			r.By = string(m[1])
+		}
+	}
+	return r
+}
+
+// runTests runs the top-level tests of the test binary bin in the
+// package's directory; code is -1 when the deadline killed it.
+func runTests(ctx context.Context, bin, pkg string, tests []string, parallel int, timeout time.Duration, env []string) (out []byte, code int, took time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin,
+		"-test.run", "^("+strings.Join(tests, "|")+")$", "-test.count", "1", "-test.failfast",
+		"-test.parallel", fmt.Sprint(parallel), "-test.timeout", timeout.String())
+	cmd.Dir = pkg
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	took = time.Since(began)
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return out, -1, took
+	case errors.As(err, &exit):
+		return out, exit.ExitCode(), took
+	case err != nil:
+		return []byte(err.Error()), 1, took
+	}
+	return out, 0, took
+}
