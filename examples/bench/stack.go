@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,10 +32,11 @@ type stackRun struct {
 	buyer int64 // the last buyer id used
 }
 
-// runStack runs the -stack mode: the kit-alone flow at saturation (64
-// buckets, 32 consumers), then the example service's real stack at each
-// offered rate, on the same throwaway PostgreSQL; it prints a table per
-// rate and its own RESULT line.
+// runStack runs the -stack mode on one throwaway PostgreSQL: the kit
+// alone at saturation (64 buckets, 32 consumers), the example service's
+// real stack at each offered rate, the kit alone again once the service
+// has stopped; it prints a table per rate and its own RESULT line, whose
+// stack_vs_kit is against the mean of the two kit runs.
 func runStack(ctx context.Context, o options) error {
 	began := time.Now()
 	srv, err := pgharness.Start(ctx, pgharness.Options{Settings: []string{
@@ -58,8 +58,8 @@ func runStack(ctx context.Context, o options) error {
 	if sr.pgPID, err = postmasterPID(ctx, pool); err != nil {
 		return err
 	}
-	kit, err := kitAlone(ctx, pool, o, &rt)
-	if err != nil {
+	var kit [2]float64 // the kit alone before and after the stack
+	if kit[0], err = kitAlone(ctx, pool, o, &rt, 0); err != nil {
 		return err
 	}
 	if sr.redis, err = stackharness.StartThrowawayRedis(ctx); err != nil {
@@ -82,6 +82,10 @@ func runStack(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(stderr, "bench: stack %5d/s offered: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
 		results = append(results, r)
+	}
+	sr.svc.stop() // the kit runs alone again, without the service's background work
+	if kit[1], err = kitAlone(ctx, pool, o, &rt, 1); err != nil {
+		return err
 	}
 	out := os.Stdout
 	reportStack(out, o, kit, results)
@@ -106,8 +110,9 @@ func postmasterPID(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 
 // kitAlone runs the bench's kit variant (flow.Service.PlaceOrder, closed
 // loop: saturated) at 64 buckets and 32 consumers for o.duration, after
-// an untimed warm-up, and audits it; it returns its orders/s.
-func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.Counter) (float64, error) {
+// an untimed warm-up, in a new schema (run tells them apart), and audits
+// it; it returns its orders/s.
+func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.Counter, run int) (float64, error) {
 	vs, err := pickVariants("kit")
 	if err != nil {
 		return 0, err
@@ -126,8 +131,9 @@ func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.
 	var res cellResult
 	for i, d := range []time.Duration{2 * o.warmup, o.duration} {
 		ko.duration = d
-		fmt.Fprintf(stderr, "bench: kit alone, 64 buckets, 32 consumers (%s)\n", map[int]string{0: "warm-up", 1: "timed"}[i])
-		r, fails, err := runVariant(ctx, pool, "bench_stack_kit_"+strconv.Itoa(i), vs[0], 64, 32, ko, &ids, &users, rt, sampler)
+		fmt.Fprintf(stderr, "bench: kit alone (%s), 64 buckets, 32 consumers (%s)\n", [2]string{"before the stack", "after"}[run], [2]string{"warm-up", "timed"}[i])
+		schema := fmt.Sprintf("bench_stack_kit_%d_%d", run, i)
+		r, fails, err := runVariant(ctx, pool, schema, vs[0], 64, 32, ko, &ids, &users, rt, sampler)
 		if err != nil {
 			return 0, err
 		}

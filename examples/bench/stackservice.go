@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ type serviceProc struct {
 	addr   string // the buyers' address, 127.0.0.1:port
 	key    []byte // the buyer token key it verifies with
 	dir    string
+	once   sync.Once
 }
 
 // startService builds the example into a temporary directory and starts
@@ -107,16 +109,18 @@ func (sp *serviceProc) waitReady(ctx context.Context) error {
 func (sp *serviceProc) pid() int { return sp.cmd.Process.Pid }
 
 // stop ends the service (SIGTERM, then SIGKILL after 15s) and removes its
-// binary.
+// binary. Stopping it again does nothing.
 func (sp *serviceProc) stop() {
-	_ = sp.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-sp.exited:
-	case <-time.After(15 * time.Second):
-		_ = sp.cmd.Process.Kill()
-		<-sp.exited
-	}
-	os.RemoveAll(sp.dir)
+	sp.once.Do(func() {
+		_ = sp.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-sp.exited:
+		case <-time.After(15 * time.Second):
+			_ = sp.cmd.Process.Kill()
+			<-sp.exited
+		}
+		os.RemoveAll(sp.dir)
+	})
 }
 
 // mintTokens signs a token for each of n buyers from first on.
