@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseProcStat(t *testing.T) {
+	t.Parallel()
 	// A command name with spaces and a ')' of its own; utime 7, stime 3,
 	// cutime 20, cstime 5 (fields 14-17).
 	line := "4242 (postgres: a) b) S 17 4242 4242 0 -1 4194560 100 0 0 0 7 3 20 5 20 0 1 0 12345 0 0\n"
@@ -29,6 +30,7 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestTreeCPUOfThisProcess(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc:", err)
 	}
@@ -49,6 +51,7 @@ func TestTreeCPUOfThisProcess(t *testing.T) {
 }
 
 func TestParseLSN(t *testing.T) {
+	t.Parallel()
 	got, err := parseLSN("1/2A")
 	if err != nil || got != 1<<32|0x2A {
 		t.Fatalf("parseLSN(1/2A) = %d, %v", got, err)
@@ -63,6 +66,7 @@ func TestParseLSN(t *testing.T) {
 // server slower than the interval between clicks still gets them all
 // within about the schedule's length.
 func TestClickLoadOpenLoop(t *testing.T) {
+	t.Parallel()
 	var (
 		mu   sync.Mutex
 		seen = map[string]bool{}

@@ -13,14 +13,14 @@ import (
 func reportStack(out io.Writer, o options, kit [2]float64, rs []rateResult) {
 	fmt.Fprintf(out, "\n## The real stack under a fixed offered rate (%s warm-up + %s window per rate)\n\n", o.warmup, o.duration)
 	fmt.Fprintf(out, "kit alone (flow.Service.PlaceOrder, 64 buckets, 32 consumers, closed loop), same PostgreSQL: %.0f orders/s before the stack, %.0f after\n\n", kit[0], kit[1])
-	fmt.Fprintln(out, "| offered/s | orders/s | click→order p50 ms | p99 ms | PostgreSQL µs/order | service | nats-server | redis-server | stack total | load generator | WAL B/order |")
-	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| offered/s | orders/s | click→order p50 ms | p99 ms | PostgreSQL µs/order | service | nats-server | redis-server | stack total | load generator | stack's cores | WAL B/order |")
+	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i := range rs {
 		r := &rs[i]
-		fmt.Fprintf(out, "| %d | %.0f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", r.offered, r.ordersPerSec(),
+		fmt.Fprintf(out, "| %d | %.0f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f |\n", r.offered, r.ordersPerSec(),
 			ms(r.pct(0.50)), ms(r.pct(0.99)), r.perOrder(r.cpu[cpuPostgres]), r.perOrder(r.cpu[cpuService]),
 			r.perOrder(r.cpu[cpuNATS]), r.perOrder(r.cpu[cpuRedis]), r.perOrder(r.totalCPU()), r.perOrder(r.cpu[cpuLoad]),
-			ratio(float64(r.walBytes), float64(r.orders)))
+			ratio(r.totalCPU().Seconds(), r.window.Seconds()), ratio(float64(r.walBytes), float64(r.orders)))
 	}
 	fmt.Fprintln(out, "\n| offered/s | window clicks | answered 202 | failed (not 202) | with an order | late to leave | not sent | every answer (warm-up included) |")
 	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---|")
