@@ -66,6 +66,9 @@ func TestThrowawayNATSKillRestartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Stop()
+	if n.PID() == 0 {
+		t.Fatal("PID of a running throwaway nats-server is 0")
+	}
 	if err := n.Kill(); err != nil {
 		t.Fatal(err)
 	}
