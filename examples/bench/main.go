@@ -35,6 +35,15 @@
 //
 // It prints a markdown table and, last, one RESULT line. -quick finishes in
 // under 5 minutes on 2 cores.
+//
+// -stack measures the whole stack instead: the example service in -serve
+// mode (a child process) on a throwaway PostgreSQL, redis-server and
+// nats-server -js, under open-loop clicks of new buyers at each rate of
+// -stack-rates, beside the kit alone (the kit variant, 64 buckets, 32
+// consumers) on the same PostgreSQL. Per rate: orders/s, click → order
+// latency, each component's CPU per order from /proc, WAL per order and
+// the window's top statements from pg_stat_statements; then its own RESULT
+// line. See the README, "The whole stack".
 package main
 
 import (
@@ -65,6 +74,9 @@ type options struct {
 	statements  bool
 	variants    string
 	cpuprofile  string
+	stack       bool
+	stackRates  []int
+	stackStock  int
 
 	bucketSet, consumerSet []int
 	statementsDone         map[string]bool
@@ -101,10 +113,16 @@ func main() {
 	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound)")
 	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
 	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
+	flag.BoolVar(&o.stack, "stack", false, "measure the example service's real stack (PostgreSQL, redis-server, nats-server -js, the service in -serve mode) under fixed offered rates, beside the kit alone, instead of the order and outbox runs")
+	rates := flag.String("stack-rates", "150,300,600,1200", "with -stack: the offered rates of clicks/s, in order (the last should saturate the stack)")
+	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
 	flag.Parse()
 	var err error
 	if o.bucketSet, err = intList(*buckets); err == nil {
 		o.consumerSet, err = intList(*consumers)
+	}
+	if err == nil {
+		o.stackRates, err = intList(*rates)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -131,7 +149,11 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	runner := run
+	if o.stack {
+		runner = runStack
+	}
+	if err := runner(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

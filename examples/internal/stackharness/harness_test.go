@@ -32,14 +32,24 @@ func TestThrowawayRedisKillRestartStop(t *testing.T) {
 	if !r.Owned() || !strings.HasPrefix(r.URL, "redis://127.0.0.1:") {
 		t.Fatalf("URL %q owned %v", r.URL, r.Owned())
 	}
+	pid := r.PID()
+	if pid == 0 {
+		t.Fatal("PID of a running throwaway redis-server is 0")
+	}
 	if err := r.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	if probe(t, r.URL, "redis://") == nil {
 		t.Fatal("killed redis still accepts connections")
 	}
+	if got := r.PID(); got != 0 {
+		t.Fatalf("PID of a killed redis-server is %d, want 0", got)
+	}
 	if err := r.Restart(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if r.PID() == 0 {
+		t.Fatalf("PID after the restart is 0 (before the kill: %d)", pid)
 	}
 	if err := probe(t, r.URL, "redis://"); err != nil {
 		t.Fatalf("restarted redis: %v", err)
@@ -59,6 +69,9 @@ func TestThrowawayNATSKillRestartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Stop()
+	if n.PID() == 0 {
+		t.Fatal("PID of a running throwaway nats-server is 0")
+	}
 	if err := n.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +90,7 @@ func TestThrowawayNATSKillRestartStop(t *testing.T) {
 
 func TestURLGivenIsNotOwned(t *testing.T) {
 	r, err := StartRedis(context.Background(), "redis://example.invalid:6379/0")
-	if err != nil || r.Owned() || r.Kill() == nil || r.Restart(context.Background()) == nil {
+	if err != nil || r.Owned() || r.PID() != 0 || r.Kill() == nil || r.Restart(context.Background()) == nil {
 		t.Fatalf("a Redis given by URL: err %v owned %v", err, r.Owned())
 	}
 	r.Stop()

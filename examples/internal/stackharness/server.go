@@ -117,3 +117,22 @@ func natsReady(c net.Conn) error {
 	}
 	return nil
 }
+
+// PID is the throwaway server's process id: 0 for a server given by URL or
+// one not running (killed and not restarted).
+func (s server) PID() int {
+	if s.proc == nil {
+		return 0
+	}
+	s.proc.mu.Lock()
+	defer s.proc.mu.Unlock()
+	if s.proc.cmd == nil || s.proc.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-s.proc.exited:
+		return 0
+	default:
+	}
+	return s.proc.cmd.Process.Pid
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckillkit/seckill/examples/internal/orderid"
+	"github.com/seckillkit/seckill/examples/internal/stackharness"
+	"github.com/seckillkit/seckill/internal/pgharness"
+	"github.com/seckillkit/seckill/internal/roundtrip"
+)
+
+// stackSchema is the schema the example service runs its sale in (its
+// -schema default).
+const stackSchema = "seckill"
+
+// stackRun is the -stack mode: the example service on the throwaway
+// servers, and what the measurements read.
+type stackRun struct {
+	o     options
+	pool  *pgxpool.Pool // the bench's own: the kit-alone flow and the measurements
+	pgPID int           // the postmaster
+	redis *stackharness.Redis
+	nats  *stackharness.NATS
+	svc   *serviceProc
+	buyer int64 // the last buyer id used
+}
+
+// runStack runs the -stack mode on one throwaway PostgreSQL: the kit
+// alone at saturation (64 buckets, 32 consumers), the example service's
+// real stack at each offered rate, the kit alone again once the service
+// has stopped; it prints a table per rate and its own RESULT line, whose
+// stack_vs_kit is against the mean of the two kit runs.
+func runStack(ctx context.Context, o options) error {
+	began := time.Now()
+	srv, err := pgharness.Start(ctx, pgharness.Options{Settings: []string{
+		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=top"}})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	var rt roundtrip.Counter
+	pool, err := newPool(ctx, srv.URL, o.poolSize, &rt)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		return fmt.Errorf("-stack reads pg_stat_statements (a throwaway server loads it; a server of %s must have it in shared_preload_libraries): %w", pgharness.EnvURL, err)
+	}
+	sr := &stackRun{o: o, pool: pool}
+	if sr.pgPID, err = postmasterPID(ctx, pool); err != nil {
+		return err
+	}
+	var kit [2]float64 // the kit alone before and after the stack
+	if kit[0], err = kitAlone(ctx, pool, o, &rt, 0); err != nil {
+		return err
+	}
+	if sr.redis, err = stackharness.StartThrowawayRedis(ctx); err != nil {
+		return err
+	}
+	defer sr.redis.Stop()
+	if sr.nats, err = stackharness.StartThrowawayNATS(ctx); err != nil {
+		return err
+	}
+	defer sr.nats.Stop()
+	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock); err != nil {
+		return err
+	}
+	defer sr.svc.stop()
+	var results []rateResult
+	for _, rate := range o.stackRates {
+		r, err := sr.measureRate(ctx, rate)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench: stack %5d/s offered: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
+		results = append(results, r)
+	}
+	sr.svc.stop() // the kit runs alone again, without the service's background work
+	if kit[1], err = kitAlone(ctx, pool, o, &rt, 1); err != nil {
+		return err
+	}
+	out := os.Stdout
+	reportStack(out, o, kit, results)
+	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
+	printStackResult(out, kit, results)
+	return nil
+}
+
+// postmasterPID is the process id of the postmaster: the parent of this
+// connection's backend. It fails when the server is not on this machine.
+func postmasterPID(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var backend int
+	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return 0, err
+	}
+	t, err := readProcTimes(backend)
+	if err != nil {
+		return 0, fmt.Errorf("-stack reads PostgreSQL's CPU time from /proc: the server must run on this machine (backend %d: %w)", backend, err)
+	}
+	return t.ppid, nil
+}
+
+// kitAlone runs the bench's kit variant (flow.Service.PlaceOrder, closed
+// loop: saturated) at 64 buckets and 32 consumers for o.duration, after
+// an untimed warm-up, in a new schema (run tells them apart), and audits
+// it; it returns its orders/s.
+func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.Counter, run int) (float64, error) {
+	vs, err := pickVariants("kit")
+	if err != nil {
+		return 0, err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	sampler := &waitSampler{conn: conn.Conn(), app: benchApp}
+	var ids orderid.Generator
+	var users atomic.Int64
+	ko := o
+	ko.statements = false
+	ko.statementsDone = map[string]bool{}
+	var res cellResult
+	for i, d := range []time.Duration{2 * o.warmup, o.duration} {
+		ko.duration = d
+		fmt.Fprintf(stderr, "bench: kit alone (%s), 64 buckets, 32 consumers (%s)\n", [2]string{"before the stack", "after"}[run], [2]string{"warm-up", "timed"}[i])
+		schema := fmt.Sprintf("bench_stack_kit_%d_%d", run, i)
+		r, fails, err := runVariant(ctx, pool, schema, vs[0], 64, 32, ko, &ids, &users, rt, sampler)
+		if err != nil {
+			return 0, err
+		}
+		if len(fails) > 0 {
+			return 0, fmt.Errorf("kit alone: audit failed: %s", strings.Join(fails, "; "))
+		}
+		res = r
+	}
+	return float64(res.orders) / res.elapsed.Seconds(), nil
+}

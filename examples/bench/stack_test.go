@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseProcStat(t *testing.T) {
+	t.Parallel()
+	// A command name with spaces and a ')' of its own; utime 7, stime 3,
+	// cutime 20, cstime 5 (fields 14-17).
+	line := "4242 (postgres: a) b) S 17 4242 4242 0 -1 4194560 100 0 0 0 7 3 20 5 20 0 1 0 12345 0 0\n"
+	got, err := parseProcStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procTimes{ppid: 17, self: 10 * clockTick, child: 25 * clockTick}
+	if got != want {
+		t.Fatalf("parseProcStat = %+v, want %+v", got, want)
+	}
+	if _, err := parseProcStat("4242 no name S 1"); err == nil {
+		t.Fatal("a line without a command name parsed")
+	}
+}
+
+func TestTreeCPUOfThisProcess(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc:", err)
+	}
+	self, err := readProcTimes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := treeCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree < self.self+self.child {
+		t.Fatalf("treeCPU %v is less than the root's own and waited-for children's %v", tree, self.self+self.child)
+	}
+	if processCPUOf(0) != 0 {
+		t.Fatal("processCPUOf(0) is not 0")
+	}
+}
+
+func TestParseLSN(t *testing.T) {
+	t.Parallel()
+	got, err := parseLSN("1/2A")
+	if err != nil || got != 1<<32|0x2A {
+		t.Fatalf("parseLSN(1/2A) = %d, %v", got, err)
+	}
+	if _, err := parseLSN("12"); err == nil {
+		t.Fatal("an LSN without '/' parsed")
+	}
+}
+
+// TestClickLoadOpenLoop: every click is sent, by its own buyer, with a
+// token and an idempotency key, and none waits for an earlier answer: a
+// server slower than the interval between clicks still gets them all
+// within about the schedule's length.
+func TestClickLoadOpenLoop(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+	)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")] = r.Header.Get("Idempotency-Key") != ""
+		n := len(seen)
+		mu.Unlock()
+		if n == 20 {
+			close(release)
+		}
+		select { // no answer before every click has arrived
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	tokens := make([]string, 20)
+	for i := range tokens {
+		tokens[i] = "buyer-" + strings.Repeat("x", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := clickLoad{url: srv.URL, client: newLoadClient(), rate: 200, first: 7, tokens: tokens}
+	c := l.run(ctx, time.Now())
+	if ctx.Err() != nil {
+		t.Fatal("the clicks were not all answered within 30s: the load waited for answers before sending")
+	}
+	for i, st := range c.status {
+		if st != http.StatusAccepted {
+			t.Fatalf("click %d: status %d", i, st)
+		}
+	}
+	for tok, key := range seen {
+		if !key {
+			t.Fatalf("click %q came without an Idempotency-Key", tok)
+		}
+	}
+	if len(seen) != len(tokens) || c.first != 7 || c.sched(10).Sub(c.sched(0)) != 50*time.Millisecond {
+		t.Fatalf("%d distinct buyers, first %d, click 10 at +%v", len(seen), c.first, c.sched(10).Sub(c.sched(0)))
+	}
+}
