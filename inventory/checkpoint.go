@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,10 +41,14 @@ import (
 //     concurrent Checkpoints the first to commit wins; the other changes
 //     nothing and returns the watermark it started from.
 //
-// The rule assumes ledger ids come from the identity (the package never
-// inserts one of its own; OVERRIDING SYSTEM VALUE below the watermark is
-// out of its reach) and that ledger rows are never deleted while the
-// checkpoint holds their sums.
+// The rule assumes ledger ids come from the identity in order: its
+// sequence must cache one id at a time (the migration's default; a larger
+// CACHE hands each session a range, out of order, and Checkpoint refuses
+// it), no row is inserted with an id of its own (OVERRIDING SYSTEM VALUE
+// below the watermark is out of its reach), and no ledger row is deleted
+// while the checkpoint holds its sums. With Config.Citus it refuses: the
+// coordinator's pg_locks does not show the writers on the node that holds
+// the schema, and AuditIncremental then replays the whole ledger.
 //
 // db must run each statement in a snapshot of its own: a pool or a
 // connection outside a transaction (or a Read Committed transaction that
@@ -59,17 +64,23 @@ func (s *Store) Checkpoint(ctx context.Context, db pgtx.Querier) (_ int64, err e
 	if db == nil {
 		return 0, nilHandle("db")
 	}
+	if s.citus {
+		return 0, errors.New("inventory: checkpoint: not with Config.Citus: the coordinator's pg_locks does not show the ledger's writers on the node that holds the schema")
+	}
 	ledger := pgx.Identifier{s.schema, "inventory_ledger"}.Sanitize()
 	var (
-		from, through int64
-		iso           string
-		holders       []string
+		from, through, cache int64
+		iso                  string
+		holders              []string
 	)
-	if err := db.QueryRow(ctx, s.sql.checkpointCandidate, ledger).Scan(&from, &through, &iso, &holders); err != nil {
+	if err := db.QueryRow(ctx, s.sql.checkpointCandidate, ledger).Scan(&from, &through, &iso, &cache, &holders); err != nil {
 		return 0, fmt.Errorf("inventory: checkpoint: %w", err)
 	}
 	if iso != "read committed" {
 		return 0, fmt.Errorf("inventory: checkpoint: needs a snapshot per statement (a pool, or Read Committed), got %s", iso)
+	}
+	if cache != 1 {
+		return 0, fmt.Errorf("inventory: checkpoint: the ledger_id sequence caches %d ids per session, which hands them out of order: set its CACHE back to 1 (the migration's)", cache)
 	}
 	if through <= from {
 		return from, nil

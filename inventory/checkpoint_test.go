@@ -299,3 +299,43 @@ func TestAuditIncrementalAgreesDuringSale(t *testing.T) {
 	}
 	t.Logf("%d audits during the sale", audits)
 }
+
+// Checkpoint refuses what would make its rule unsafe: a ledger_id
+// sequence that caches ids per session (they are then handed out of
+// order), a Repeatable Read transaction (one snapshot for the wait and
+// the sums), and Config.Citus (the coordinator's pg_locks does not show
+// the writers). The watermark does not move.
+func TestCheckpointRefusesUnsafeSetups(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 2)
+	if _, err := tb.pool.Exec(tb.ctx, `ALTER TABLE `+tb.table("inventory_ledger")+` ALTER COLUMN ledger_id SET CACHE 20`); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := tb.store.Checkpoint(tb.ctx, tb.pool); err == nil {
+		t.Fatalf("Checkpoint with a sequence cache of 20 = %d, nil; want a refusal", w)
+	}
+	if _, err := tb.pool.Exec(tb.ctx, `ALTER TABLE `+tb.table("inventory_ledger")+` ALTER COLUMN ledger_id SET CACHE 1`); err != nil {
+		t.Fatal(err)
+	}
+	err := pgx.BeginTxFunc(tb.ctx, tb.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		_, err := tb.store.Checkpoint(tb.ctx, tx)
+		return err
+	})
+	if err == nil {
+		t.Fatal("Checkpoint in a Repeatable Read transaction succeeded; want a refusal")
+	}
+	citus, err := inventory.New(inventory.Config{Schema: tb.schema, Citus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := citus.Checkpoint(tb.ctx, tb.pool); err == nil {
+		t.Fatal("Checkpoint with Config.Citus succeeded; want a refusal")
+	}
+	if got := tb.count(t, `SELECT through_ledger_id FROM `+tb.table("inventory_audit_watermark")); got != 0 {
+		t.Fatalf("watermark %d after refusals, want 0", got)
+	}
+	if w, err := tb.store.Checkpoint(tb.ctx, tb.pool); err != nil || w == 0 {
+		t.Fatalf("Checkpoint once the cache is 1 again = %d, %v", w, err)
+	}
+}

@@ -5,7 +5,9 @@
 -- name: checkpoint_candidate
 -- Checkpoint's first step: the watermark in force, the candidate (the
 -- highest ledger id this statement's snapshot sees), the isolation level,
--- and the transactions that hold a lock on the ledger now. Every ledger id
+-- the cache size of the ledger_id identity's sequence (a cache above 1
+-- hands ids out of order across sessions), and the transactions that hold
+-- a lock on the ledger now. Every ledger id
 -- at or below the candidate was taken before this statement's snapshot, by
 -- an INSERT that locked the ledger (ROW EXCLUSIVE, held to the end of its
 -- transaction) before taking the id; pg_locks is read after the snapshot,
@@ -16,6 +18,8 @@
 SELECT w.through_ledger_id,
        coalesce((SELECT max(ledger_id) FROM {schema}.inventory_ledger), 0),
        current_setting('transaction_isolation'),
+       (SELECT q.seqcache FROM pg_catalog.pg_sequence AS q
+         WHERE q.seqrelid = pg_catalog.pg_get_serial_sequence($1, 'ledger_id')::regclass),
        ARRAY(SELECT DISTINCT l.virtualtransaction FROM pg_catalog.pg_locks AS l
               WHERE l.locktype = 'relation' AND l.relation = $1::regclass
                 AND l.pid IS DISTINCT FROM pg_backend_pid())
