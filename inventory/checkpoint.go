@@ -26,12 +26,13 @@ import (
 // back, and Checkpoint establishes that as follows:
 //
 //  1. One statement reads the highest ledger id its snapshot sees (the
-//     candidate) and then, from pg_locks, the transactions holding a lock
-//     on the ledger. Every id at or below the candidate was taken before
-//     that snapshot, by an INSERT that locked the ledger (ROW EXCLUSIVE,
-//     held to its transaction's end) before taking the id. Such a
-//     transaction is therefore either still listed when pg_locks is read
-//     (after the snapshot), or has already ended.
+//     candidate) and then, from pg_locks, the transactions holding a ROW
+//     EXCLUSIVE lock on the ledger. Every id at or below the candidate was
+//     taken before that snapshot, by an INSERT that locked the ledger in
+//     that mode (held to its transaction's end) before taking the id. Such
+//     a transaction is therefore either still listed when pg_locks is read
+//     (after the snapshot), or has already ended. A vacuum of the ledger
+//     holds another mode and is not waited for.
 //  2. Checkpoint waits until none of the listed transactions holds its lock
 //     any more (polling pg_locks; writers are never blocked).
 //  3. A new statement, whose snapshot is taken after the wait, sees every

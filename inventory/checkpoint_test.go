@@ -339,3 +339,24 @@ func TestCheckpointRefusesUnsafeSetups(t *testing.T) {
 		t.Fatalf("Checkpoint once the cache is 1 again = %d, %v", w, err)
 	}
 }
+
+// A vacuum or an analyze of the ledger (SHARE UPDATE EXCLUSIVE, held here
+// by an open transaction) inserts nothing: Checkpoint does not wait for it.
+func TestCheckpointDoesNotWaitForVacuum(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 2)
+	tx, err := tb.pool.Begin(tb.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(tb.ctx)) }()
+	if _, err := tx.Exec(tb.ctx, `LOCK TABLE `+tb.table("inventory_ledger")+` IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if w, err := tb.store.Checkpoint(ctx, tb.pool); err != nil || w == 0 {
+		t.Fatalf("Checkpoint while the ledger is held in SHARE UPDATE EXCLUSIVE mode = %d, %v; want it to move within 30s", w, err)
+	}
+}

@@ -13,6 +13,10 @@
 -- transaction) before taking the id; pg_locks is read after the snapshot,
 -- so such an insert whose outcome the snapshot does not know is either
 -- listed here or already decided. Checkpoint waits for the listed ones.
+-- Only ROW EXCLUSIVE holders are listed: every transaction that inserted
+-- holds that mode (a stronger lock it also holds is a separate entry), and
+-- a vacuum or an analyze of the ledger (SHARE UPDATE EXCLUSIVE), which
+-- inserts nothing and may run for minutes, is not waited for.
 -- $1 = ledger (text): the ledger's qualified, quoted name, as regclass
 -- index: inventory_ledger_pkey
 SELECT w.through_ledger_id,
@@ -21,21 +25,21 @@ SELECT w.through_ledger_id,
        (SELECT q.seqcache FROM pg_catalog.pg_sequence AS q
          WHERE q.seqrelid = pg_catalog.pg_get_serial_sequence($1, 'ledger_id')::regclass),
        ARRAY(SELECT DISTINCT l.virtualtransaction FROM pg_catalog.pg_locks AS l
-              WHERE l.locktype = 'relation' AND l.relation = $1::regclass
+              WHERE l.locktype = 'relation' AND l.relation = $1::regclass AND l.mode = 'RowExclusiveLock'
                 AND l.pid IS DISTINCT FROM pg_backend_pid())
   FROM {schema}.inventory_audit_watermark AS w
  WHERE w.singleton
 
 -- name: checkpoint_pending
 -- Checkpoint's wait: how many of the transactions checkpoint_candidate
--- listed still hold their lock on the ledger (a table lock is held to the
--- end of the transaction, prepared ones included).
+-- listed still hold their ROW EXCLUSIVE lock on the ledger (a table lock is
+-- held to the end of the transaction, prepared ones included).
 -- $1 = ledger (text): the ledger's qualified, quoted name, as regclass
 -- $2 = holders (text[]): the virtual transaction ids checkpoint_candidate listed
 -- index: none (reads pg_locks, the server's lock table, no table of the schema)
 SELECT count(*)
   FROM pg_catalog.pg_locks AS l
- WHERE l.locktype = 'relation' AND l.relation = $1::regclass
+ WHERE l.locktype = 'relation' AND l.relation = $1::regclass AND l.mode = 'RowExclusiveLock'
    AND l.virtualtransaction = ANY ($2::text[])
 
 -- name: checkpoint_advance
