@@ -94,32 +94,47 @@ type Finding struct {
 // (pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly});
 // on a pool or a Read Committed transaction each audit reads its own
 // moment.
+//
+// It replays the whole ledger of the SKUs it checks: its cost grows with
+// the history. During a sale use [Store.AuditIncremental], which replays
+// only the rows after the last [Store.Checkpoint]; keep Audit for audits
+// at rest (after the sale, or now and then off-peak): it is the only one
+// that checks every reservation and every ledger row.
 func (s *Store) Audit(ctx context.Context, db pgtx.Querier, activityID, skuID int64) (_ []Finding, err error) {
 	defer s.fail.Explain(&err)
+	act, sku, err := auditScope(db, activityID, skuID)
+	if err != nil {
+		return nil, err
+	}
+	return s.audit(ctx, db, s.sql.audit, act, sku)
+}
+
+// auditScope checks the arguments of an audit and returns the activity and
+// SKU as the statement takes them (NULL for every one).
+func auditScope(db pgtx.Querier, activityID, skuID int64) (act, sku *int64, err error) {
 	if db == nil {
-		return nil, nilHandle("db")
+		return nil, nil, nilHandle("db")
 	}
 	if activityID < 0 {
-		return nil, invalid("activityID", "must not be negative")
+		return nil, nil, invalid("activityID", "must not be negative")
 	}
 	if skuID < 0 {
-		return nil, invalid("skuID", "must not be negative")
+		return nil, nil, invalid("skuID", "must not be negative")
 	}
 	if activityID == 0 && skuID != 0 {
-		return nil, invalid("skuID", "must be 0 when activityID is 0")
+		return nil, nil, invalid("skuID", "must be 0 when activityID is 0")
 	}
-	var act, sku *int64
 	if activityID > 0 {
 		act = &activityID
 	}
 	if skuID > 0 {
 		sku = &skuID
 	}
-	return s.audit(ctx, db, act, sku)
+	return act, sku, nil
 }
 
-func (s *Store) audit(ctx context.Context, db pgtx.Querier, activityID, skuID *int64) ([]Finding, error) {
-	rows, err := db.Query(ctx, s.sql.audit, activityID, skuID)
+func (s *Store) audit(ctx context.Context, db pgtx.Querier, query string, activityID, skuID *int64) ([]Finding, error) {
+	rows, err := db.Query(ctx, query, activityID, skuID)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: audit: %w", err)
 	}

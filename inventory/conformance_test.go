@@ -141,6 +141,11 @@ func inventoryEntries(tb testBundle) []conformance.Entry {
 			{Name: "one SKU", Do: func(ctx context.Context) error { _, err := s().Audit(ctx, nil, 1, 1); return err }},
 			{Name: "all", Do: func(ctx context.Context) error { _, err := s().Audit(ctx, nil, 0, 0); return err }},
 		}},
+		{Method: "AuditIncremental", Nil: []conformance.Call{
+			{Name: "one SKU", Do: func(ctx context.Context) error { _, err := s().AuditIncremental(ctx, nil, 1, 1); return err }},
+			{Name: "all", Do: func(ctx context.Context) error { _, err := s().AuditIncremental(ctx, nil, 0, 0); return err }},
+		}},
+		{Method: "Checkpoint", Nil: nilCall("db", func(ctx context.Context) error { _, err := s().Checkpoint(ctx, nil); return err })},
 		{Method: "ReservationLedger", Nil: nilCall("id", func(ctx context.Context) error {
 			_, err := s().ReservationLedger(ctx, nil, id)
 			return err
@@ -291,7 +296,8 @@ func TestNoSQLInjection(t *testing.T) {
 			t.Errorf("failure code %q (%v), want %q", got.FailureCode, err, h)
 		}
 	}
-	tablesIntact(t, tb, "inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger", "inventory_sale_log")
+	tablesIntact(t, tb, "inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger", "inventory_sale_log",
+		"inventory_audit_watermark", "inventory_audit_checkpoint")
 	tb.auditClean(t, 1, 1)
 }
 
@@ -453,6 +459,12 @@ func TestQueryExecModes(t *testing.T) {
 		}
 		if f, err := store.Audit(ctx, pool, 0, 0); err != nil || len(f) != 0 {
 			t.Fatalf("AuditAll = %v, %v", f, err)
+		}
+		if w, err := store.Checkpoint(ctx, pool); err != nil || w != tb.count(t, `SELECT max(ledger_id) FROM `+tb.table("inventory_ledger")) {
+			t.Fatalf("Checkpoint = %d, %v", w, err)
+		}
+		if f, err := store.AuditIncremental(ctx, pool, 1, 100); err != nil || len(f) != 0 {
+			t.Fatalf("AuditIncremental = %v, %v", f, err)
 		}
 	})
 }

@@ -175,6 +175,14 @@
 // with its ALLOCATE, and reservation statuses agreeing with the ledger. It
 // returns typed [Finding] values; none means consistent.
 //
+// Audit replays the whole ledger, so its cost grows with every order: it
+// is the audit at rest. During a sale, [Store.Checkpoint] keeps the
+// ledger's sums per bucket up to a watermark (moved only past ledger ids
+// whose transactions have ended, since ids become visible out of order),
+// and [Store.AuditIncremental] replays only the rows after it: the same
+// bucket, SKU and replay checks, exact, with the per-reservation checks
+// limited to the reservations the new rows touch.
+//
 // # Observing
 //
 // [Config].Observer, a struct of hook functions (AllocateEnd, ReleaseEnd;

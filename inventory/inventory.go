@@ -133,6 +133,8 @@ type statements struct {
 	allocationOf, releasePlaceholder, releaseRouted                                     string
 
 	decrementThenRaise, allocationLedgerFromBucket, allocationLedgerFromBucketReturning string
+
+	checkpointCandidate, checkpointPending, checkpointAdvance, auditIncremental string
 }
 
 func buildStatements(quotedSchema string) statements {
@@ -150,6 +152,10 @@ func buildStatements(quotedSchema string) statements {
 		stock:                               q.Get("stock"),
 		ledgerByReservation:                 q.Get("ledger_by_reservation"),
 		audit:                               q.Get("audit"),
+		auditIncremental:                    q.Get("audit_incremental"),
+		checkpointCandidate:                 q.Get("checkpoint_candidate"),
+		checkpointPending:                   q.Get("checkpoint_pending"),
+		checkpointAdvance:                   q.Get("checkpoint_advance"),
 		setSale:                             q.Get("set_sale"),
 		saleLog:                             q.Get("sale_log"),
 		expire:                              q.Get("expire"),

@@ -25,6 +25,9 @@ import (
 func (s *service) audit(ctx context.Context, live bool) ([]flow.Check, error) {
 	var checks []flow.Check
 	var inboxRows, sent, liveOrders, manual, poison int64
+	if live {
+		s.CheckpointAudit(ctx)
+	}
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		if checks, err = s.AuditTx(ctx, tx, flow.AuditOptions{Live: live}); err != nil {

@@ -5,6 +5,10 @@
 -- audit checks every inventory invariant in one statement, hence one
 -- snapshot: the findings are consistent with each other even while
 -- allocations run. $1/$2 restrict it to an activity / SKU when not NULL.
+-- res_led joins the reservations with their ledger counts once, and the
+-- three reservation checks filter it: a join of the two CTEs in each check
+-- let the planner pick a nested loop over two CTE scans (it cannot
+-- estimate their filters), quadratic in the reservations.
 -- $1 = activity_id (int8): NULL for every activity
 -- $2 = sku_id (int8): NULL for every SKU
 -- index: none (it replays the whole ledger of the SKUs it checks)
@@ -36,6 +40,10 @@ WITH inv AS (
 	       sum(available_delta) FILTER (WHERE ledger_type = 20) AS rel_qty
 	  FROM led WHERE reservation_id IS NOT NULL
 	 GROUP BY reservation_id
+), res_led AS (
+	SELECT r.reservation_id, r.activity_id, r.sku_id, r.inventory_bucket, r.status,
+	       coalesce(p.allocates, 0) AS allocates, coalesce(p.releases, 0) AS releases, p.alloc_qty
+	  FROM res AS r LEFT JOIN per_res AS p USING (reservation_id)
 )
 SELECT 'bucket_conservation', activity_id, sku_id, bucket_no::int, NULL::uuid,
        available_stock::bigint + allocated_stock, total_stock::bigint
@@ -89,17 +97,17 @@ SELECT 'release_mismatch', activity_id, sku_id, rel_bucket, reservation_id, allo
   FROM per_res
  WHERE allocates = 1 AND releases = 1 AND (alloc_qty <> rel_qty OR alloc_bucket <> rel_bucket)
 UNION ALL
-SELECT 'reservation_without_allocate', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 1, 0
-  FROM res AS r LEFT JOIN per_res AS p USING (reservation_id)
- WHERE r.status IN (10, 30, 40) AND coalesce(p.allocates, 0) = 0
+SELECT 'reservation_without_allocate', activity_id, sku_id, inventory_bucket, reservation_id, 1, 0
+  FROM res_led
+ WHERE status IN (10, 30, 40) AND allocates = 0
 UNION ALL
-SELECT 'reservation_without_release', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 1, 0
-  FROM res AS r LEFT JOIN per_res AS p USING (reservation_id)
- WHERE r.status = 40 AND coalesce(p.releases, 0) = 0
+SELECT 'reservation_without_release', activity_id, sku_id, inventory_bucket, reservation_id, 1, 0
+  FROM res_led
+ WHERE status = 40 AND releases = 0
 UNION ALL
-SELECT 'leaked_allocation', r.activity_id, r.sku_id, r.inventory_bucket, r.reservation_id, 0, p.alloc_qty
-  FROM res AS r JOIN per_res AS p USING (reservation_id)
- WHERE r.status IN (0, 20, 50) AND p.allocates > 0 AND p.releases = 0
+SELECT 'leaked_allocation', activity_id, sku_id, inventory_bucket, reservation_id, 0, alloc_qty
+  FROM res_led
+ WHERE status IN (0, 20, 50) AND allocates > 0 AND releases = 0
 UNION ALL
 SELECT 'adjust_without_evidence', activity_id, sku_id, inventory_bucket, NULL, 0, total_delta
   FROM led

@@ -136,7 +136,11 @@ INSERT INTO {dst}.inventory_ledger OVERRIDING SYSTEM VALUE SELECT * FROM moved`
 // sale-status log and their SENT SALE_STATUS_CHANGED events: the last
 // statement of an activity's archive (its rows are few: at most
 // 256 buckets per SKU). It returns the SKUs and events
-// moved.
+// moved. The activity's ledger has left by then, so its sums leave the
+// active schema's audit checkpoint (inventory.Store.Checkpoint) too; the
+// archive received ledger rows with their old ids, which may lie below its
+// own checkpoint's watermark, so its checkpoint starts again from 0 (its
+// next incremental audit replays its whole ledger).
 const archiveSKUsSQL = `WITH batch AS (
 	SELECT activity_id, sku_id FROM {src}.inventory_sku WHERE activity_id = $1 FOR UPDATE
 ), buckets AS (
@@ -153,6 +157,13 @@ const archiveSKUsSQL = `WITH batch AS (
 	DELETE FROM {src}.event_outbox_history AS t USING batch AS b
 	WHERE t.aggregate_type = 'SKU' AND t.aggregate_id = b.activity_id || ':' || b.sku_id
 	RETURNING t.*
+), checkpoint AS (
+	DELETE FROM {src}.inventory_audit_checkpoint AS t USING batch AS b
+	WHERE t.activity_id = b.activity_id AND t.sku_id = b.sku_id
+), dst_checkpoint AS (
+	DELETE FROM {dst}.inventory_audit_checkpoint
+), dst_watermark AS (
+	UPDATE {dst}.inventory_audit_watermark SET through_ledger_id = 0, advanced_at = statement_timestamp()
 ), gone AS (
 	DELETE FROM {src}.inventory_sku AS t USING batch AS b
 	WHERE t.activity_id = b.activity_id AND t.sku_id = b.sku_id RETURNING t.*

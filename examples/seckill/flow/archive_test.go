@@ -36,14 +36,20 @@ func (b bundle) publishAll(t *testing.T) {
 	}
 }
 
-// passes fails the test unless every audit check and every
-// reconciliation difference of s passes.
+// passes fails the test unless every audit check, at rest and live (the
+// live one moves the inventory audit checkpoint and replays from it), and
+// every reconciliation difference of s passes.
 func passes(t *testing.T, b bundle, what string) {
 	t.Helper()
 	checks, err := b.s.Audit(b.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	live, err := b.s.AuditLive(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks = append(checks, live...)
 	for _, c := range checks {
 		if !c.Pass {
 			t.Errorf("%s: audit FAIL [%s] %s: %s", what, c.Invariant, c.Name, c.Detail)

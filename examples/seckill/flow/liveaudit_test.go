@@ -179,12 +179,14 @@ func TestAuditLiveNeverFailsAValidFlow(t *testing.T) {
 
 	const rounds = 15
 	var overlapped, skipped, checks int
+	var cs0 []flow.Check // the last live audit's checks
 	for i := 0; i < rounds; i++ {
 		before := f.marks()
 		cs, err := b.s.AuditLive(b.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		cs0 = cs
 		rec, err := b.s.Reconcile(b.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -220,6 +222,19 @@ func TestAuditLiveNeverFailsAValidFlow(t *testing.T) {
 	}
 	if overlapped == 0 {
 		t.Error("no audit ran while every part of the flow was working: the test proves nothing")
+	}
+	// The live audits replayed the ledger from a checkpoint that moved
+	// during the sale (CheckpointAudit before each).
+	var watermark int64
+	if err := b.pool.QueryRow(b.ctx, fmtSchema(`SELECT through_ledger_id FROM %s.inventory_audit_watermark`, b.s.Schema)).Scan(&watermark); err != nil || watermark == 0 {
+		t.Errorf("inventory audit watermark %d (%v) after %d live audits: the checkpoint never moved", watermark, err, rounds)
+	}
+	incremental := false
+	for _, c := range cs0 {
+		incremental = incremental || strings.HasPrefix(c.Name, "ledger replay reproduces each bucket's counters (inventory audit, incremental")
+	}
+	if !incremental {
+		t.Errorf("the live audit's ledger replay is not the incremental one: %+v", cs0)
 	}
 	t.Logf("%d live audits (%d overlapped the whole flow), %d checks, %d skipped; %d orders placed, %d paid, %d cancelled, %d events relayed",
 		rounds, overlapped, checks, skipped, f.placed.Load(), f.paid.Load(), f.cancelled.Load(), f.relayed.Load())

@@ -32,7 +32,7 @@ import (
 var generated = map[string]bool{
 	"created_at": true, "updated_at": true, "processed_at": true, "ordered_at": true, "released_at": true,
 	"changed_at": true, "available_at": true, "ledger_id": true, "event_id": true, "seq": true, "version": true,
-	"id": true, "applied_at": true,
+	"id": true, "applied_at": true, "advanced_at": true,
 }
 
 // dump returns every row of every table in schema as JSON without the
