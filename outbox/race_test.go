@@ -186,8 +186,9 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 	// The sweeps that pass over a row another transaction is marking
 	// (SKIP LOCKED): recovery of an expired lease, claims and the purge.
 	type sweep struct {
-		prepare func(t *testing.T, b *bundle) outbox.Claim
-		call    func(ctx context.Context, b *bundle, tx pgx.Tx, c outbox.Claim) (int, error)
+		deadBlocksKey bool // the store's Config.DeadBlocksKey (its own claim statement)
+		prepare       func(t *testing.T, b *bundle) outbox.Claim
+		call          func(ctx context.Context, b *bundle, tx pgx.Tx, c outbox.Claim) (int, error)
 	}
 	expiredLease := func(t *testing.T, b *bundle) outbox.Claim {
 		b.enqueue(t, event(1))
@@ -203,6 +204,10 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 			return len(rec), err
 		}},
 		"ClaimOutboxBatch": {call: func(ctx context.Context, b *bundle, tx pgx.Tx, _ outbox.Claim) (int, error) {
+			c, err := b.store.ClaimOutboxBatch(ctx, tx, "relay-2", 10)
+			return len(c.Messages), err
+		}},
+		"ClaimOutboxBatch DeadBlocksKey": {deadBlocksKey: true, call: func(ctx context.Context, b *bundle, tx pgx.Tx, _ outbox.Claim) (int, error) {
 			c, err := b.store.ClaimOutboxBatch(ctx, tx, "relay-2", 10)
 			return len(c.Messages), err
 		}},
@@ -234,7 +239,7 @@ func outboxRaces(shared *bundle, citus bool) []racetest.Race {
 		races = append(races, racetest.Race{
 			Method: method, State: mode + "_row_locked", Skips: true,
 			Setup: func(t *testing.T) racetest.Round {
-				b := setup(t, outbox.Config{Citus: citus}) // a sweep sees the whole schema
+				b := setup(t, outbox.Config{Citus: citus, DeadBlocksKey: sw.deadBlocksKey}) // a sweep sees the whole schema
 				var c outbox.Claim
 				if sw.prepare != nil {
 					c = sw.prepare(t, b)
