@@ -330,6 +330,11 @@ func TestEveryHelperOnCitus(t *testing.T) {
 			if err == nil && len(f) != 0 {
 				err = fmt.Errorf("inventory audit: %v", f)
 			}
+			if err == nil { // with Config.Citus it replays the whole ledger
+				if f, err = k.inv.AuditIncremental(k.ctx, tx, 0, 0); err == nil && len(f) != 0 {
+					err = fmt.Errorf("inventory incremental audit: %v", f)
+				}
+			}
 			if err == nil {
 				var of []order.Finding
 				if of, err = k.ord.Audit(k.ctx, tx); err == nil && len(of) != 0 {
