@@ -10,4 +10,17 @@
 // Idempotency-Key in the same round trip ([Store.Hit] with a [Claim]),
 // settles the claim with the response ([Store.Settle]), and refuses a
 // replayed payment callback signature ([Store.UseOnce]).
+//
+// # Sent again
+//
+// go-redis sends a command again when its answer was lost (a read
+// timeout, a cut connection: its MaxRetries). The writes of [Redis] are
+// safe to send again: each stores a value unique to its call and counts
+// finding its own value as its own effect. [Redis.UseOnce] stores a random
+// token of the call, so the call sent again is still the signature's first
+// use and a second delivery (another call) is the replay; a [Claim] sent
+// again finds its own pending (unique: the guard puts a random owner in
+// it) and is claimed, not in progress; a [Store.Settle] sent again finds
+// its final and answers true. A rate window sent again counts its request
+// twice: the limit errs on the strict side.
 package guardstore

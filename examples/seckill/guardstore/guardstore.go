@@ -2,6 +2,7 @@ package guardstore
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,8 @@ import (
 // semantics. Keys are hashed: a client's key never becomes a Redis key.
 type Store interface {
 	// UseOnce reports whether key is used for the first time within ttl.
+	// One call is one use: a command the client sends again after a lost
+	// answer does not make the call's own first use a replay.
 	UseOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	// Hit counts one request in each key's fixed window of length window
 	// and, when claim is not nil, runs it, all in one round trip; for a
@@ -26,13 +29,17 @@ type Store interface {
 	Hit(ctx context.Context, keys []string, limits []int, window time.Duration, claim *Claim) ([]time.Duration, error)
 	// Settle replaces pending by final for ttl (final "" deletes), only
 	// if key still holds pending; false when it did not (the lease ran out
-	// and another request took the key).
+	// and another request took the key). A settle sent again after a lost
+	// answer finds final and answers true again.
 	Settle(ctx context.Context, key, pending, final string, ttl time.Duration) (bool, error)
 }
 
 // Claim claims an idempotency key: it stores pending under key for
 // lease unless key holds a value. Claimed tells whether it stored; else
-// Held is the value held.
+// Held is the value held. Pending must be unique to the request (the
+// guard puts a random owner in it): key holding pending counts as claimed,
+// so that a claim the client sends again after a lost answer finds its
+// own claim, not a request in progress.
 type Claim struct {
 	Key, Pending string
 	Lease        time.Duration
@@ -68,17 +75,37 @@ if t <= 0 then
 end
 return t
 `)
+	// useOnceScript: KEYS key; ARGV token (random, one per call), ttl
+	// (ms). 1 when the key was absent (now it holds token) or holds token
+	// (the same call sent again: its answer was lost), else 0.
+	useOnceScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] then return 1 end
+return 0
+`)
 	// claimScript: KEYS key; ARGV pending, lease (ms). The value held, or
-	// nil when pending was stored.
+	// nil when pending was stored or was there already (the same claim
+	// sent again).
 	claimScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return false end
 if v then return v end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return false
 `)
 	// settleScript: KEYS key; ARGV pending, final ("" deletes), ttl (ms).
+	// 1 when key held pending, or holds final already (the same settle
+	// sent again), else 0.
 	settleScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local v = redis.call('GET', KEYS[1])
+if v ~= ARGV[1] then
+  if ARGV[2] ~= '' and v == ARGV[2] then return 1 end
+  return 0
+end
 if ARGV[2] == '' then
   redis.call('DEL', KEYS[1])
 else
@@ -88,9 +115,18 @@ return 1
 `)
 )
 
-// UseOnce implements [Store].
+// UseOnce implements [Store]. The key holds a random token of the call,
+// so that the script go-redis sends again after a lost answer (the same
+// bytes, the same token) finds the call's own use and answers true again;
+// another call, with another token, is the replay.
 func (s Redis) UseOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return s.rdb.SetNX(ctx, key, 1, ttl).Result()
+	return s.useOnce(ctx, key, rand.Text(), ttl)
+}
+
+// useOnce is UseOnce with the call's token.
+func (s Redis) useOnce(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	n, err := useOnceScript.Run(ctx, s.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
+	return n == 1, err
 }
 
 // Hit implements [Store].
