@@ -2,6 +2,9 @@ package guardstore
 
 import (
 	"context"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,5 +139,107 @@ func TestRedisSettleSentTwice(t *testing.T) {
 	}
 	if v, err := rdb.Get(ctx, key).Result(); err != nil || v != "final" {
 		t.Fatalf("the key holds %q, %v; want final", v, err)
+	}
+}
+
+// losingProxy passes TCP between go-redis and a redis-server, and loses
+// the server's next answer once armed: it reads the answer and cuts the
+// client's connection instead of passing it on.
+type losingProxy struct {
+	ln    net.Listener
+	to    string
+	armed atomic.Bool
+	lost  atomic.Int32
+	wg    sync.WaitGroup
+}
+
+func startLosingProxy(t *testing.T, to string) *losingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &losingProxy{ln: ln, to: to}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); p.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *losingProxy) serve(c net.Conn) {
+	defer c.Close()
+	s, err := net.Dial("tcp", p.to)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	go func() { // client to server; ends when either side closes
+		buf := make([]byte, 4096)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				s.Close()
+				return
+			}
+			if _, err := s.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 4096)
+	for {
+		n, err := s.Read(buf)
+		if err != nil {
+			return
+		}
+		if p.armed.CompareAndSwap(true, false) {
+			p.lost.Add(1)
+			return // the answer is lost; the connection is cut
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// TestRedisUseOnceAnswerLost: the answer to UseOnce is lost on the way
+// (the connection cut after the server ran it); go-redis sends it again on
+// a new connection, and the callback's first delivery is still its first
+// use.
+func TestRedisUseOnceAnswerLost(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb, prefix := testRedis(t)
+	p := startLosingProxy(t, rdb.Options().Addr)
+	via := redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: 3})
+	defer via.Close()
+	s := NewRedis(via)
+	// Warm up: the connection is open and the script is in the server's
+	// cache, so the next command is the EVALSHA alone.
+	if _, err := s.UseOnce(ctx, Key(prefix, "sig", "warm-up"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	key := Key(prefix, "sig", "a signature")
+	p.armed.Store(true)
+	first, err := s.UseOnce(ctx, key, time.Minute)
+	if p.lost.Load() != 1 {
+		t.Fatalf("the proxy lost %d answers, want 1", p.lost.Load())
+	}
+	if err != nil || !first {
+		t.Fatalf("a first delivery whose answer was lost and sent again: first=%v, %v; want its first use", first, err)
+	}
+	if first, err := s.UseOnce(ctx, key, time.Minute); err != nil || first {
+		t.Fatalf("a second delivery: first=%v, %v; want a replay", first, err)
 	}
 }
