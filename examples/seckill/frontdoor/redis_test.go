@@ -24,17 +24,7 @@ func testRedis(t *testing.T, buckets int16, stock []int32) (*Redis, *redis.Clien
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := stackharness.StartRedis(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	opts, err := redis.ParseURL(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
+	rdb := stackharness.RedisClient(t)
 	var next atomic.Int64
 	f := NewRedis(rdb, "test:"+uuid.NewString()[:8], flow.SKU{ActivityID: 7, SKUID: 9, Buckets: buckets}, func() int64 { return next.Add(1) })
 	if err := f.Rebuild(ctx, Image{available: stock, users: map[int64]uuid.UUID{}}, time.Now().Add(-time.Second)); err != nil {

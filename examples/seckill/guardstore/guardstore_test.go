@@ -18,20 +18,7 @@ import (
 // key prefix of the test's own.
 func testRedis(t *testing.T) (*redis.Client, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := stackharness.StartRedis(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	opts, err := redis.ParseURL(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb, "test:" + uuid.NewString()[:8] + ":"
+	return stackharness.RedisClient(t), "test:" + uuid.NewString()[:8] + ":"
 }
 
 // TestRedisUseOnceSentTwice: go-redis sends a command again when its
