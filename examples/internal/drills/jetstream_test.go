@@ -2,7 +2,6 @@ package drills
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,24 +312,5 @@ func TestJetStreamClusterNodeKilledMidSale(t *testing.T) {
 // JetStream acknowledged, to the rig's recorder).
 func (r *rig) startJSRelays(pub func(context.Context, []outbox.Message) []error, n int) (stop func()) {
 	r.t.Helper()
-	ctx, cancel := context.WithCancel(r.ctx)
-	var wg sync.WaitGroup
-	for i := range n {
-		rl, err := outbox.NewRelay(r.svc.Pool, outbox.RelayConfig{
-			Store: r.svc.Outbox, Publish: pub, Observer: r.pub.observer(), Owner: "drill-js-relay-" + strconv.Itoa(i),
-			BatchSize: 50, PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
-			Lease: 5 * time.Second, RecoverInterval: 500 * time.Millisecond,
-		})
-		if err != nil {
-			cancel()
-			wg.Wait()
-			r.t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = rl.Run(ctx) }()
-	}
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
-	r.t.Cleanup(stop)
-	return stop
+	return r.startRelays(r.svc.Pool, n, outbox.RelayConfig{Publish: pub, Lease: 5 * time.Second, RecoverInterval: 500 * time.Millisecond})
 }

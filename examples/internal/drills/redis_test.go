@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -302,29 +301,12 @@ func (f *redisFront) applyRelease(ctx context.Context, m outbox.Message) error {
 // failed release again after 100ms, doubling up to 1s (the front door's
 // outage is seconds long).
 func (f *redisFront) startRelays(n int) (stop func()) {
-	r := f.r
-	ctx, cancel := context.WithCancel(r.ctx)
-	var wg sync.WaitGroup
-	for i := range n {
-		rl, err := outbox.NewRelay(r.svc.Pool, outbox.RelayConfig{
-			Store: r.svc.Outbox, Publish: f.publisher(), Observer: r.pub.observer(), Owner: "drill-redis-relay-" + strconv.Itoa(i),
-			BatchSize: 50, PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
-			Backoff: func(attempt int) time.Duration {
-				return min(100*time.Millisecond<<min(max(attempt-1, 0), 4), time.Second)
-			},
-		})
-		if err != nil {
-			cancel()
-			wg.Wait()
-			r.t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = rl.Run(ctx) }()
-	}
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
-	r.t.Cleanup(stop)
-	return stop
+	return f.r.startRelays(f.r.svc.Pool, n, outbox.RelayConfig{
+		Publish: f.publisher(),
+		Backoff: func(attempt int) time.Duration {
+			return min(100*time.Millisecond<<min(max(attempt-1, 0), 4), time.Second)
+		},
+	})
 }
 
 // counts returns how many reservations were acknowledged, when the first

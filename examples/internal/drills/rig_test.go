@@ -540,14 +540,17 @@ func (p *recorder) count(id uuid.UUID) int {
 	return p.seen[id]
 }
 
-// startRelays runs n relays on pool with cfg (Store, Publisher, Observer
-// and Owner filled in). stop ends them and waits; it may be called twice.
+// startRelays runs n relays on pool with cfg (Store, Observer and Owner
+// filled in, Publish when cfg has none: the rig's recorder). stop ends
+// them and waits; it may be called twice.
 func (r *rig) startRelays(pool *pgxpool.Pool, n int, cfg outbox.RelayConfig) (stop func()) {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(r.ctx)
 	var wg sync.WaitGroup
 	cfg.Store = r.svc.Outbox
-	cfg.Publish = r.pub.Publish
+	if cfg.Publish == nil {
+		cfg.Publish = r.pub.Publish
+	}
 	cfg.Observer = r.pub.observer()
 	cfg.BatchSize = cmpOr(cfg.BatchSize, 50)
 	cfg.PollInterval = cmpOr(cfg.PollInterval, 10*time.Millisecond)

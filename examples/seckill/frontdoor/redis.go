@@ -159,9 +159,13 @@ func (f *Redis) Name() string {
 // down turns connection trouble, and a Redis that cannot serve yet
 // (loading, a read-only replica, a cluster without a master or whose
 // slots are moving), into
-// ErrDown; other errors (a script error) stay what they are.
-func down(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// ErrDown; other errors (a script error) stay what they are, and so does
+// any error once ctx is done (the caller gave up: not Redis's failure).
+// A dial or read timeout of go-redis's own is connection trouble, though
+// it matches context.DeadlineExceeded (net's timeout error does), so ctx,
+// not the error, tells the two apart.
+func down(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
 		return err
 	}
 	var rerr redis.Error
@@ -195,7 +199,7 @@ func (f *Redis) Reserve(ctx context.Context, user int64) (Reservation, error) {
 	res, err := reserveScript.Run(ctx, f.rdb, f.keys, user, int(start), f.buckets, r.ReservationID.String(),
 		r.RequestID.String(), r.ReservedAt.UnixMilli(), r.OrderID).StringSlice()
 	if err != nil {
-		if err = down(err); errors.Is(err, ErrDown) {
+		if err = down(ctx, err); errors.Is(err, ErrDown) {
 			f.undo(ctx, r.ReservationID, user)
 		}
 		return Reservation{}, err
@@ -229,7 +233,7 @@ func (f *Redis) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (Re
 	res, err := releaseScript.Run(ctx, f.rdb, []string{f.keys[keyMeta], f.keys[keyStock], f.keys[keyResv], f.keys[keyUsers]},
 		id.String(), forget).Text()
 	if err != nil {
-		return 0, down(err)
+		return 0, down(ctx, err)
 	}
 	switch res {
 	case "RELEASED":
@@ -246,7 +250,7 @@ func (f *Redis) Release(ctx context.Context, id uuid.UUID, forgetUser int64) (Re
 
 // Forget implements [Door].
 func (f *Redis) Forget(ctx context.Context, user int64) error {
-	return down(f.rdb.HDel(ctx, f.keys[keyUsers], strconv.FormatInt(user, 10)).Err())
+	return down(ctx, f.rdb.HDel(ctx, f.keys[keyUsers], strconv.FormatInt(user, 10)).Err())
 }
 
 // AddDrift implements [Door].
@@ -261,7 +265,7 @@ func (f *Redis) AddDrift(ctx context.Context, extra int32) error {
 		}
 		res, err := driftScript.Run(ctx, f.rdb, f.keys[:2], b, n).Text()
 		if err != nil {
-			return down(err)
+			return down(ctx, err)
 		}
 		if res != "OK" {
 			return ErrDown
@@ -280,7 +284,7 @@ func (f *Redis) ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UU
 		return uuid.Nil, false, nil
 	}
 	if err != nil {
-		return uuid.Nil, false, down(err)
+		return uuid.Nil, false, down(ctx, err)
 	}
 	id, err := uuid.Parse(v)
 	return id, err == nil, err
@@ -291,7 +295,7 @@ func (f *Redis) State(ctx context.Context) (State, error) {
 	st := State{Available: make([]int64, f.buckets), Held: map[uuid.UUID]int16{}}
 	stock, err := f.rdb.HGetAll(ctx, f.keys[keyStock]).Result()
 	if err != nil {
-		return st, down(err)
+		return st, down(ctx, err)
 	}
 	for k, v := range stock {
 		b, err1 := strconv.Atoi(k)
@@ -305,7 +309,7 @@ func (f *Redis) State(ctx context.Context) (State, error) {
 	for {
 		kv, next, err := f.rdb.HScan(ctx, f.keys[keyResv], cursor, "", 1000).Result()
 		if err != nil {
-			return st, down(err)
+			return st, down(ctx, err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			id, err := uuid.Parse(kv[i])
@@ -394,7 +398,7 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 	// a server that may have missed this rebuild.
 	node, err := f.node(ctx)
 	if err != nil {
-		return down(err)
+		return down(ctx, err)
 	}
 	var left, held int64
 	stock := make([]any, 0, 2*len(img.available))
@@ -437,7 +441,7 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 		return nil
 	})
 	if err != nil {
-		return down(err)
+		return down(ctx, err)
 	}
 	f.mu.Lock()
 	clear(f.drift)
@@ -454,7 +458,7 @@ func (f *Redis) Built(ctx context.Context) (bool, error) {
 	n, err := f.rdb.Exists(ctx, f.keys[keyMeta]).Result()
 	if err != nil {
 		f.reload(ctx)
-		return false, down(err)
+		return false, down(ctx, err)
 	}
 	if n == 0 {
 		return false, nil
@@ -462,7 +466,7 @@ func (f *Redis) Built(ctx context.Context) (bool, error) {
 	node, err := f.node(ctx)
 	if err != nil {
 		f.reload(ctx)
-		return false, down(err)
+		return false, down(ctx, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -513,7 +517,7 @@ func (f *Redis) checkServer(ctx context.Context) error {
 	node, err := f.node(ctx)
 	if err != nil {
 		f.reload(ctx)
-		return down(err)
+		return down(ctx, err)
 	}
 	f.mu.Lock()
 	changed := f.builtOn != "" && node != f.builtOn

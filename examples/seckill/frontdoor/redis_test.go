@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"context"
 	"errors"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -461,5 +462,25 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 			t.Fatalf("waiting for %s: %v", what, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestDownClassifiesTimeouts: a dial or read timeout of go-redis's own is
+// the front door being down (ErrDown: the click is answered "try again"),
+// though net's timeout error matches context.DeadlineExceeded; once the
+// caller's context is done the error stays the caller's.
+func TestDownClassifiesTimeouts(t *testing.T) {
+	t.Parallel()
+	_, err := (&net.Dialer{Timeout: time.Nanosecond}).Dial("tcp", "127.0.0.1:1")
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial with a 1ns timeout: %v; want a timeout matching context.DeadlineExceeded", err)
+	}
+	if got := down(context.Background(), err); !errors.Is(got, ErrDown) {
+		t.Errorf("down(live ctx, %v) = %v; want ErrDown", err, got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := down(ctx, err); errors.Is(got, ErrDown) || got != err {
+		t.Errorf("down(done ctx, %v) = %v; want the error itself", err, got)
 	}
 }
