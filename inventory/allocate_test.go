@@ -585,3 +585,36 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 		})
 	}
 }
+
+// A release whose bucket holds less allocated stock than the ALLOCATE row
+// (an invariant broken outside the library) is refused with
+// ErrInconsistent and changes nothing.
+func TestReleaseRefusesBucketShortOfAllocatedStock(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 5, 1)
+	r := tb.newReservation(1, 1, 0)
+	if err := tb.buy(tb.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	tb.exec(t, `UPDATE `+tb.table("sku_inventory")+` SET available_stock = total_stock, allocated_stock = 0
+ WHERE activity_id = 1 AND sku_id = 1 AND bucket_no = 0`)
+	before, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
+		return err
+	})
+	if !errors.Is(err, inventory.ErrInconsistent) {
+		t.Fatalf("release from a bucket without the allocated stock: %v, want ErrInconsistent", err)
+	}
+	if after, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 0); err != nil || after.Available != before.Available ||
+		after.Allocated != before.Allocated || after.Version != before.Version {
+		t.Fatalf("bucket %+v, %v after the refused release, want %+v", after, err, before)
+	}
+	if ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID); err != nil || len(ledger) != 1 {
+		t.Fatalf("ledger %+v, %v; want the ALLOCATE row only", ledger, err)
+	}
+}
