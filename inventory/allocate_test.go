@@ -585,3 +585,102 @@ func TestQueueAllocateAndRelease(t *testing.T) {
 		})
 	}
 }
+
+// A release whose bucket holds less allocated stock than the ALLOCATE row
+// (an invariant broken outside the library) is refused with
+// ErrInconsistent and changes nothing.
+func TestReleaseRefusesBucketShortOfAllocatedStock(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 5, 1)
+	r := tb.newReservation(1, 1, 0)
+	if err := tb.buy(tb.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	tb.exec(t, `UPDATE `+tb.table("sku_inventory")+` SET available_stock = total_stock, allocated_stock = 0
+ WHERE activity_id = 1 AND sku_id = 1 AND bucket_no = 0`)
+	before, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
+		return err
+	})
+	if !errors.Is(err, inventory.ErrInconsistent) {
+		t.Fatalf("release from a bucket without the allocated stock: %v, want ErrInconsistent", err)
+	}
+	if after, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 0); err != nil || after.Available != before.Available ||
+		after.Allocated != before.Allocated || after.Version != before.Version {
+		t.Fatalf("bucket %+v, %v after the refused release, want %+v", after, err, before)
+	}
+	if ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID); err != nil || len(ledger) != 1 {
+		t.Fatalf("ledger %+v, %v; want the ALLOCATE row only", ledger, err)
+	}
+}
+
+// A release touches only its own bucket: the bucket of the same SKU id and
+// bucket number in another activity keeps its stock.
+func TestReleaseTouchesOnlyItsActivity(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	var rs []inventory.NewReservation
+	for _, act := range []int64{1, 2} {
+		tb.provision(t, act, 1, 5, 1)
+		r := tb.newReservation(act, 1, 0)
+		if err := tb.buy(tb.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: rs[1].ReservationID}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("release in activity 2: %v", err)
+	}
+	for act, want := range map[int64]int32{1: 1, 2: 0} {
+		if b, err := tb.store.GetBucket(tb.ctx, tb.pool, act, 1, 0); err != nil || b.Allocated != want {
+			t.Errorf("activity %d: bucket %+v, %v; want %d allocated", act, b, err, want)
+		}
+	}
+}
+
+// A release delivered again in a later transaction finds the RELEASE row
+// before it touches the bucket: ErrAlreadyApplied with that row's id, and
+// the transaction still usable. Another buyer's allocation keeps the
+// bucket's allocated stock above the quantity, so only the RELEASE row
+// stops the increment.
+func TestReleaseAgainKeepsTheTransaction(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 5, 1)
+	r := tb.newReservation(1, 1, 0)
+	for _, b := range []inventory.NewReservation{r, tb.newReservation(1, 1, 0)} {
+		if err := tb.buy(tb.ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rel := inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}}
+	var first inventory.Allocated
+	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var err error
+		first, err = tb.store.ReleaseStock(tb.ctx, tx, rel)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.ReleaseStock(tb.ctx, tx, rel)
+		var e *inventory.Error
+		if !errors.As(err, &e) || !errors.Is(err, inventory.ErrAlreadyApplied) || e.TxAborted || e.LedgerID != first.LedgerID {
+			t.Errorf("second release: %v (%+v); want ErrAlreadyApplied naming ledger row %d, transaction not aborted", err, e, first.LedgerID)
+		}
+		var one int
+		return tx.QueryRow(tb.ctx, `SELECT 1`).Scan(&one)
+	})
+	if err != nil {
+		t.Fatalf("the transaction after the duplicate release: %v", err)
+	}
+}

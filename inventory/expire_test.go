@@ -105,8 +105,18 @@ func TestExpireRacesLateOrderMessage(t *testing.T) {
 	if err != nil || acq.Created || acq.Reservation.Status != inventory.StatusPendingDB {
 		t.Fatalf("late message acquire: %+v, %v", acq, err)
 	}
-	if got := tb.expire(t, 10); len(got) != 0 {
-		t.Fatalf("the sweeper expired a reservation being ordered: %+v", got)
+	// The sweeper must pass over the locked row, not wait for it.
+	var skipped []inventory.Reservation
+	stepCtx := testwait.Context(t, tb.ctx, testwait.Step)
+	if err := inTx(stepCtx, tb.pool, func(tx pgx.Tx) error {
+		var err error
+		skipped, err = tb.store.ExpireReservations(stepCtx, tx, 10)
+		return err
+	}); err != nil {
+		t.Fatalf("the sweep beside the order transaction holding the reservation (it must skip the row, not wait for it): %v", err)
+	}
+	if len(skipped) != 0 {
+		t.Fatalf("the sweeper expired a reservation being ordered: %+v", skipped)
 	}
 	if _, err := tb.store.AllocateBucket(tb.ctx, order, acq.Reservation.Allocation(9, r.MessageID)); err != nil {
 		t.Fatal(err)
@@ -164,4 +174,46 @@ func TestExpireRacesLateOrderMessage(t *testing.T) {
 		t.Fatalf("totals %+v: only the first order holds stock", tot)
 	}
 	tb.auditClean(t, 1, 1)
+}
+
+// The sweeper takes and locks only the reservations it expires: an ORDERED
+// reservation past its expiry neither takes a place of the batch nor is
+// locked, and neither is a PENDING_DB one still valid (an order message for
+// it must not wait for a sweep).
+func TestExpireTakesOnlyDueReservations(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 1)
+	ordered := tb.newReservation(1, 1, 0)
+	ordered.ReservedAt, ordered.ExpiresAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	tb.insertReservations(t, []inventory.NewReservation{ordered})
+	if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{ReservationID: ordered.ReservationID, To: inventory.StatusOrdered, OrderID: 5}); err != nil {
+		t.Fatal(err)
+	}
+	first := tb.pastDue(t)
+	if got := tb.expire(t, 1); len(got) != 1 || got[0].ReservationID != first.ReservationID {
+		t.Fatalf("sweep of one: %+v; want the due reservation %s, not the older ORDERED one", got, first.ReservationID)
+	}
+
+	second := tb.pastDue(t)
+	valid := tb.reserved(t, 1, 1, 0, 1)
+	sweep, err := tb.pool.BeginTx(tb.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sweep.Rollback(context.WithoutCancel(tb.ctx))
+	if got, err := tb.store.ExpireReservations(tb.ctx, sweep, 10); err != nil || len(got) != 1 || got[0].ReservationID != second.ReservationID {
+		t.Fatalf("sweep: %+v, %v; want the due reservation %s", got, err, second.ReservationID)
+	}
+	for name, id := range map[string]any{"ORDERED past its expiry": ordered.ReservationID, "still valid": valid.ReservationID} {
+		var one int
+		err := tb.pool.QueryRow(tb.ctx, `SELECT 1 FROM `+tb.table("inventory_reservation")+
+			` WHERE reservation_id = $1 FOR UPDATE NOWAIT`, id).Scan(&one)
+		if err != nil {
+			t.Errorf("the reservation %s is locked by the open sweep: %v", name, err)
+		}
+	}
+	if err := sweep.Commit(tb.ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -378,6 +378,14 @@ func TestTransitionEveryPair(t *testing.T) {
 				if to == inventory.StatusReleased && got.ReleasedAt.IsZero() {
 					t.Errorf("%s -> RELEASED: no released_at", from)
 				}
+				// A transition stamps only its own target's columns.
+				if to != inventory.StatusOrdered && (got.OrderID != before.OrderID || !got.OrderedAt.Equal(before.OrderedAt)) {
+					t.Errorf("%s -> %s: order %d, ordered_at %v; want them kept (%d, %v)",
+						from, to, got.OrderID, got.OrderedAt, before.OrderID, before.OrderedAt)
+				}
+				if to != inventory.StatusReleased && !got.ReleasedAt.Equal(before.ReleasedAt) {
+					t.Errorf("%s -> %s: released_at %v; want it kept (%v)", from, to, got.ReleasedAt, before.ReleasedAt)
+				}
 			case from == to:
 				if !errors.Is(err, inventory.ErrAlreadyInState) || errors.Is(err, inventory.ErrIllegalTransition) ||
 					!errors.As(err, &te) || te.Current != from || te.Target != to || te.Reservation.Version != before.Version {
