@@ -26,8 +26,44 @@ func TestAuditFindsEveryKind(t *testing.T) {
 		t.Fatalf("healthy schema: %v, %v", f, err)
 	}
 
+	// Healthy rows the audit must pass over: a paid order later closed,
+	// with its payment; a failed payment of another amount.
+	closed := b.create(t, newOrder(3))
+	if res, err := b.pay(newPayment(closed)); err != nil || res.Kind != order.PaymentPaid {
+		t.Fatal(res, err)
+	}
+	b.exec(t, `UPDATE orders SET status = 50 WHERE order_id = $1`, closed.OrderID)
+	failed := newPayment(closed)
+	b.exec(t, `INSERT INTO payment_record (payment_id, payment_request_id, order_id, provider, provider_trade_no,
+		amount, currency, status) VALUES ($1, gen_random_uuid(), $2, 'x', 'T-failed', 1, 'USD', 30)`, failed.PaymentID, closed.OrderID)
+	unpaidFailed := b.create(t, newOrder(4)) // a failed payment on an unpaid order
+	b.exec(t, `INSERT INTO payment_record (payment_id, payment_request_id, order_id, provider, provider_trade_no,
+		amount, currency, status) VALUES (gen_random_uuid(), gen_random_uuid(), $1, 'x', 'T-failed-2', 9900, 'CNY', 30)`, unpaidFailed.OrderID)
+	if f, err := b.store.Audit(b.ctx, b.pool); err != nil || f != nil {
+		t.Fatalf("healthy closed order and failed payments: %v, %v", f, err)
+	}
+
 	b.exec(t, `ALTER TABLE orders DROP CONSTRAINT uq_orders_user_sku,
-		DROP CONSTRAINT ck_orders_not_paid_and_cancelled, DROP CONSTRAINT ck_orders_amount`)
+		DROP CONSTRAINT ck_orders_not_paid_and_cancelled, DROP CONSTRAINT ck_orders_amount,
+		DROP CONSTRAINT ck_orders_cancelled_at, DROP CONSTRAINT ck_orders_status`)
+	// Each of these breaks one condition of a finding alone.
+	paidCancelledAt := b.create(t, newOrder(16)) // PAID with cancelled_at
+	b.exec(t, `UPDATE orders SET status = 30, paid_at = now(), cancelled_at = now() WHERE order_id = $1`, paidCancelledAt.OrderID)
+	paid40 := b.create(t, newOrder(17)) // CANCELLED without cancelled_at, paid
+	b.exec(t, `UPDATE orders SET status = 40, paid_at = now(), cancel_reason = 'X' WHERE order_id = $1`, paid40.OrderID)
+	unknown := b.create(t, newOrder(18)) // a status outside the model
+	b.exec(t, `UPDATE orders SET status = 70, paid_at = now() WHERE order_id = $1`, unknown.OrderID)
+	itemQty := b.create(t, newOrder(19)) // the line's quantity only
+	b.exec(t, `UPDATE order_items SET quantity = 2, unit_price = unit_price / 2 WHERE order_id = $1`, itemQty.OrderID)
+	currency := b.create(t, newOrder(20)) // the payment's currency only
+	if res, err := b.pay(newPayment(currency)); err != nil || res.Kind != order.PaymentPaid {
+		t.Fatal(res, err)
+	}
+	b.exec(t, `UPDATE payment_record SET currency = 'USD' WHERE order_id = $1`, currency.OrderID)
+	closedUnpaid := b.create(t, newOrder(21)) // CLOSED after a cancel, with a succeeded payment
+	b.exec(t, `UPDATE orders SET status = 50, cancelled_at = now(), cancel_reason = 'X' WHERE order_id = $1`, closedUnpaid.OrderID)
+	b.exec(t, `INSERT INTO payment_record (payment_id, payment_request_id, order_id, provider, provider_trade_no,
+		amount, currency, status, paid_at) VALUES (gen_random_uuid(), gen_random_uuid(), $1, 'x', 'T-closed', 9900, 'CNY', 20, now())`, closedUnpaid.OrderID)
 	dup1, dup2 := b.create(t, newOrder(10)), b.create(t, newOrder(10))
 	both := b.create(t, newOrder(11))
 	b.exec(t, `UPDATE orders SET status = 40, cancelled_at = now(), cancel_reason = 'X', paid_at = now() WHERE order_id = $1`, both.OrderID)
@@ -63,6 +99,14 @@ func TestAuditFindsEveryKind(t *testing.T) {
 		fmt.Sprintf("STATUS_TIMESTAMPS %d", both.OrderID),
 		fmt.Sprintf("STATUS_TIMESTAMPS %d", stamps.OrderID),
 		fmt.Sprintf("TOTAL_AMOUNT %d", total.OrderID),
+		fmt.Sprintf("PAID_AND_CANCELLED %d", paidCancelledAt.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", paidCancelledAt.OrderID),
+		fmt.Sprintf("PAID_AND_CANCELLED %d", paid40.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", paid40.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", unknown.OrderID),
+		fmt.Sprintf("ITEMS_TOTAL %d", itemQty.OrderID),
+		fmt.Sprintf("PAYMENT_AMOUNT %d", currency.OrderID),
+		fmt.Sprintf("PAYMENT_ON_UNPAID_ORDER %d", closedUnpaid.OrderID),
 	}
 	slices.Sort(got)
 	slices.Sort(want)

@@ -152,14 +152,27 @@ func TestCreateConflictClassification(t *testing.T) {
 				t.Fatalf("got %v; want order_no collision", err)
 			}
 		})
-		t.Run("request reused by another user", func(t *testing.T) {
-			in := newOrder(4)
-			in.RequestID = first.RequestID
-			_, err := b.createOnce(in)
-			if !errors.Is(err, order.ErrModel) {
-				t.Fatalf("got %v; want ErrModel", err)
-			}
-		})
+		// A request, reservation or message id reused by another user's
+		// order is a model error naming the order that holds it: the
+		// classification must find that order by the reused key alone.
+		for i, reuse := range []struct {
+			key string
+			set func(*order.NewOrder)
+		}{
+			{"request", func(in *order.NewOrder) { in.RequestID = first.RequestID }},
+			{"reservation", func(in *order.NewOrder) { in.ReservationID = first.ReservationID }},
+			{"message", func(in *order.NewOrder) { in.MessageID = first.MessageID }},
+		} {
+			t.Run(reuse.key+" reused by another user", func(t *testing.T) {
+				in := newOrder(int64(4 + i))
+				reuse.set(&in)
+				_, err := b.createOnce(in)
+				var me *order.Error
+				if !errors.As(err, &me) || !errors.Is(err, order.ErrModel) || me.OrderID != o.OrderID {
+					t.Fatalf("got %v; want ErrModel naming order %d", err, o.OrderID)
+				}
+			})
+		}
 		if n := b.count(t, "orders"); n != 1 {
 			t.Fatalf("%d orders, want 1", n)
 		}

@@ -213,6 +213,9 @@ func ExampleStore_RecordPayment() {
 // is released in the same transaction.
 func ExampleStore_CancelExpired() {
 	ctx, pool, store := exampleStore()
+	// A sweep has a deadline of its own, like any background job.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
 		for user := range int64(5) {
 			expire := time.Now().Add(-time.Minute) // expired

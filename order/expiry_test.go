@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -70,7 +71,8 @@ func TestDueForExpirySkipLocked(t *testing.T) {
 	if !slices.IsSortedFunc(first, func(x, y order.Order) int { return x.ExpireAt.Compare(y.ExpireAt) }) {
 		t.Fatal("batch not ordered by expire_at")
 	}
-	second, err := b.store.DueForExpiry(b.ctx, tx2, 100)
+	// SKIP LOCKED: the second finder does not wait for the first's locks.
+	second, err := b.store.DueForExpiry(testwait.Context(t, b.ctx, testwait.Step), tx2, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestCancelExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := b.store.CancelExpired(b.ctx, tx2, 100)
+	r2, err := b.store.CancelExpired(testwait.Context(t, b.ctx, testwait.Step), tx2, 100) // does not wait for tx1's locks
 	if err != nil {
 		t.Fatal(err)
 	}

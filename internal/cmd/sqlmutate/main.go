@@ -45,6 +45,7 @@ type config struct {
 	list     bool
 	dump     string
 	stopAt   time.Time
+	resume   bool
 }
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	flag.BoolVar(&cfg.list, "list", false, "print the mutants and stop")
 	flag.StringVar(&cfg.dump, "dump", "", "with -list: write each mutant's text to this directory, as <pkg.name>-<n>.sql")
 	stop := flag.Duration("stop", 0, "start no mutant after this long; the rest are reported as not run (0: no limit)")
+	flag.BoolVar(&cfg.resume, "resume", false, "keep the killed and invalid mutants of the last run's results in the work directory; test the rest")
 	flag.Parse()
 	if *stop > 0 {
 		cfg.stopAt = time.Now().Add(*stop)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +47,13 @@ type result struct {
 	By      string        `json:"by,omitempty"` // the first failing test, or the server's refusal
 	Tests   int           `json:"tests"`        // how many tests ran it
 	Took    time.Duration `json:"took"`
+	Hash    string        `json:"hash"`             // of the mutated statement's text
+	Reused  bool          `json:"reused,omitempty"` // the outcome of an earlier run (-resume)
+}
+
+// key identifies a mutant across runs.
+func (r *result) key() string {
+	return strings.Join([]string{r.Statement, fmt.Sprint(r.Line), r.Desc, r.Orig, r.New, r.Hash}, "\x00")
 }
 
 func migrateCheckSchema(ctx context.Context, url string) error {
@@ -109,6 +118,8 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 	rs := make([]result, len(ms))
 	for i, m := range ms {
 		rs[i].mutant = m
+		sum := sha256.Sum256([]byte(m.Text))
+		rs[i].Hash = hex.EncodeToString(sum[:8])
 	}
 	if err := validity(ctx, srv.URL, pkg, rs); err != nil {
 		return err
@@ -116,6 +127,12 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 	rec, err := recording(ctx, cfg, srv, pkg, bin)
 	if err != nil {
 		return err
+	}
+	resultsFile := filepath.Join(cfg.work, pkg+".results.json")
+	if cfg.resume {
+		if err := reuse(resultsFile, rs); err != nil {
+			return err
+		}
 	}
 	for i := range rs {
 		if ctx.Err() != nil || !cfg.stopAt.IsZero() && time.Now().After(cfg.stopAt) {
@@ -127,14 +144,57 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 		if rs[i].Outcome == "" {
 			rs[i] = runMutant(ctx, cfg, srv.URL, pkg, bin, rec, rs[i])
 			fmt.Fprintf(os.Stderr, "%s %s: %s %s (%s)\n", rs[i].Statement, rs[i].Desc, rs[i].Outcome, rs[i].By, rs[i].Took.Round(time.Second))
+			if err := writeResults(resultsFile, rs); err != nil { // a run cut short resumes from here
+				return err
+			}
 		}
 	}
 	report(os.Stdout, pkg, rs, time.Since(began))
+	return writeResults(resultsFile, rs)
+}
+
+func writeResults(file string, rs []result) error {
 	b, err := json.MarshalIndent(rs, "", "\t")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(cfg.work, pkg+".results.json"), b, 0o644)
+	return os.WriteFile(file, b, 0o644)
+}
+
+// reuse takes from the results of an earlier run the mutants it found
+// killed or invalid, when the mutant is the same (statement, line,
+// mutation and the whole mutated text): after new tests, a run with
+// -resume tests again only the survivors, the timeouts and the rest.
+func reuse(file string, rs []result) error {
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var prev []result
+	if err := json.Unmarshal(b, &prev); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	done := map[string]result{}
+	for _, p := range prev {
+		if p.Outcome == killed || p.Outcome == invalid {
+			done[p.key()] = p
+		}
+	}
+	for i := range rs {
+		p, ok := done[rs[i].key()]
+		if !ok { // results written before the hash was kept
+			r := rs[i]
+			r.Hash = ""
+			p, ok = done[r.key()]
+		}
+		if ok && rs[i].Outcome == "" {
+			rs[i].Outcome, rs[i].By, rs[i].Tests, rs[i].Took = p.Outcome, p.By, p.Tests, p.Took
+			rs[i].Reused = true
+		}
+	}
+	return nil
 }
 
 var failLine = regexp.MustCompile(`--- FAIL: (\S+)`)
