@@ -3,6 +3,7 @@ package order_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -476,5 +477,55 @@ func bothModes(t *testing.T, test func(t *testing.T, citus bool)) {
 			t.Parallel()
 			test(t, citus)
 		})
+	}
+}
+
+// TestPayingOrderIsPaid: a payment for an order in PAYING (the buyer opened
+// the cashier) makes it PAID, as one for a CREATED order does, in every
+// form of the call: RecordPayment, and QueueRecordPayment with pgtx.Return
+// and with pgtx.Abort.
+func TestPayingOrderIsPaid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, mode := range []string{"RecordPayment", "Return", "Abort"} {
+		t.Run(mode, func(t *testing.T) {
+			o := b.create(t, newOrder(int64(i+1)))
+			err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+				res, err := b.store.TransitionOrder(b.ctx, tx, order.Transition{OrderID: o.OrderID, To: order.StatusPaying})
+				if err == nil && (!res.Changed || res.Order.Status != order.StatusPaying) {
+					err = fmt.Errorf("to PAYING: %+v", res)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res order.PaymentResult
+			err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+				if mode == "RecordPayment" {
+					res, err = b.store.RecordPayment(b.ctx, tx, newPayment(o))
+					return err
+				}
+				batch := &pgx.Batch{}
+				on := pgtx.Return
+				if mode == "Abort" {
+					on = pgtx.Abort
+				}
+				if err := b.store.QueueRecordPayment(batch, newPayment(o), &res, on); err != nil {
+					return err
+				}
+				return tx.SendBatch(b.ctx, batch).Close()
+			})
+			if err != nil || res.Kind != order.PaymentPaid || res.PaymentStatus != order.PaymentSucceeded ||
+				res.Order.Status != order.StatusPaid || res.Order.PaidAt == nil {
+				t.Fatalf("payment of a PAYING order: %+v, %v; want PAID", res, err)
+			}
+			if got, err := b.store.Get(b.ctx, b.pool, seckill.Request{OrderID: o.OrderID}); err != nil || got.Status != order.StatusPaid {
+				t.Fatalf("stored order %+v, %v; want PAID", got, err)
+			}
+		})
+	}
+	if f, err := b.store.Audit(b.ctx, b.pool); err != nil || len(f) != 0 {
+		t.Fatalf("Audit = %v, %v", f, err)
 	}
 }
