@@ -83,6 +83,14 @@ func recordpayment(t *testing.T, citus bool) {
 			t.Fatalf("got %+v, %v; want Duplicate", res, err)
 		}
 	})
+	t.Run("same payment request, other trade no and callback", func(t *testing.T) {
+		p := newPayment(o) // found by its payment request id alone
+		p.PaymentRequestID = first.PaymentRequestID
+		res, err := b.pay(p)
+		if err != nil || res.Kind != order.PaymentDuplicate || res.PaymentID != first.PaymentID {
+			t.Fatalf("got %+v, %v; want Duplicate of %s", res, err, first.PaymentID)
+		}
+	})
 	t.Run("exact redelivery", func(t *testing.T) {
 		res, err := b.pay(first)
 		if err != nil || res.Kind != order.PaymentDuplicate || res.PaymentID != first.PaymentID {
