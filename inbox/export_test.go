@@ -15,4 +15,5 @@ const (
 	MaxArchiveBatchSize     = maxArchiveBatchSize
 	DefaultArchiveBatchSize = defaultArchiveBatchSize
 	ConstraintClaimed       = constraintClaimed
+	MaxClaimAttempts        = maxClaimAttempts
 )
