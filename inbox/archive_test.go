@@ -173,7 +173,7 @@ func TestRetentionGuard(t *testing.T) {
 	b.processed(t, "guard", 6, 0)
 	horizon := time.Now().Add(-time.Hour / 2)
 	for op, call := range map[string]func() (int64, error){
-		"purge":   func() (int64, error) { return in.Purge(b.ctx, b.pool, horizon, 0) },
+		"purge":   func() (int64, error) { return in.Purge(testwait.Context(t, b.ctx, testwait.Step), b.pool, horizon, 0) },
 		"archive": func() (int64, error) { return in.Archive(b.ctx, b.pool, horizon, 0) },
 	} {
 		n, err := call()
@@ -195,7 +195,7 @@ func TestRetentionGuard(t *testing.T) {
 		t.Fatalf("Archive past the window = %d, %v; want the 4 old rows", n, err)
 	}
 	b.processed(t, "guard", 2, 4*time.Hour)
-	if n, err := in.Purge(b.ctx, b.pool, time.Now().Add(-replay-time.Minute), 0); err != nil || n != 2 {
+	if n, err := in.Purge(testwait.Context(t, b.ctx, testwait.Step), b.pool, time.Now().Add(-replay-time.Minute), 0); err != nil || n != 2 {
 		t.Fatalf("Purge past the window = %d, %v; want 2", n, err)
 	}
 	if got := b.count(t, nil); got != 11 {

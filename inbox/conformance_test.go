@@ -21,6 +21,7 @@ import (
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/conformance"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -300,7 +301,7 @@ func execModeScenario(t *testing.T, b *testBundle) {
 	if _, err := b.in.Lookup(b.ctx, b.pool, newMessage("g'1").Key()); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("Lookup of an unknown key = %v, want ErrNotFound", err)
 	}
-	if n, err := b.in.Purge(b.ctx, b.pool, time.Now().Add(time.Hour), 2); err != nil || n != 3 {
+	if n, err := b.in.Purge(testwait.Context(t, b.ctx, testwait.Step), b.pool, time.Now().Add(time.Hour), 2); err != nil || n != 3 {
 		t.Fatalf("Purge = %d, %v, want 3", n, err)
 	}
 }

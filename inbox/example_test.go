@@ -106,7 +106,8 @@ func ExampleStore_QueueClaimMessage() {
 // A retention job deletes rows older than the broker can replay, in small
 // batches.
 func ExampleStore_Purge() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a job has a deadline
+	defer cancel()
 	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
 	pool, schema := db.Pool, db.Schema
 	in, _ := inbox.New(inbox.Config{Schema: schema})
@@ -124,7 +125,8 @@ func ExampleStore_Purge() {
 // consumer_inbox_history; Config.MinRetention refuses a horizon inside the
 // replay window.
 func ExampleStore_Archive() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a job has a deadline
+	defer cancel()
 	db := seckilltest.Example(inbox.Migrations) // a fresh schema with the inbox tables
 	pool, schema := db.Pool, db.Schema
 	const replayWindow = 7 * 24 * time.Hour // the broker's MaxAge, plus repair time

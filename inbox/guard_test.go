@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -47,7 +48,7 @@ func TestRetentionHorizonAndGroups(t *testing.T) {
 	t.Parallel()
 	for name, remove := range map[string]func(b *testBundle, db pgtx.Querier, before time.Time) (int64, error){
 		"Purge": func(b *testBundle, db pgtx.Querier, before time.Time) (int64, error) {
-			return b.in.Purge(b.ctx, db, before, 0)
+			return b.in.Purge(testwait.Context(t, b.ctx, testwait.Step), db, before, 0)
 		},
 		"Archive": func(b *testBundle, db pgtx.Querier, before time.Time) (int64, error) {
 			return b.in.Archive(b.ctx, db, before, 0)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -51,7 +52,7 @@ func TestPurge(t *testing.T) {
 	cutoff := time.Now().Add(-24 * time.Hour)
 
 	q := &countingQuerier{Querier: b.pool}
-	n, err := b.in.Purge(b.ctx, q, cutoff, 10)
+	n, err := b.in.Purge(testwait.Context(t, b.ctx, testwait.Step), q, cutoff, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +74,11 @@ func TestPurge(t *testing.T) {
 	// Nothing older left: one statement, zero rows. An exact multiple of the
 	// batch size needs one more, empty, batch.
 	q.execs.Store(0)
-	if n, err := b.in.Purge(b.ctx, q, cutoff, 0); err != nil || n != 0 || q.execs.Load() != 1 {
+	if n, err := b.in.Purge(testwait.Context(t, b.ctx, testwait.Step), q, cutoff, 0); err != nil || n != 0 || q.execs.Load() != 1 {
 		t.Fatalf("second purge = %d, %v after %d statements; want 0 after 1", n, err, q.execs.Load())
 	}
 	q.execs.Store(0)
-	if n, err := b.in.Purge(b.ctx, q, time.Now().Add(time.Hour), recent); err != nil || n != recent || q.execs.Load() != 2 {
+	if n, err := b.in.Purge(testwait.Context(t, b.ctx, testwait.Step), q, time.Now().Add(time.Hour), recent); err != nil || n != recent || q.execs.Load() != 2 {
 		t.Fatalf("purge all = %d, %v after %d statements; want %d after 2", n, err, q.execs.Load(), recent)
 	}
 

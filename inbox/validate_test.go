@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/pgtx"
 )
 
@@ -103,7 +104,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		olderThan time.Time
 		batch     int
 	}{{time.Time{}, 10}, {time.Now(), -1}, {time.Now(), inbox.MaxPurgeBatchSize + 1}} {
-		_, err := b.in.Purge(b.ctx, b.pool, c.olderThan, c.batch)
+		_, err := b.in.Purge(testwait.Context(t, b.ctx, testwait.Step), b.pool, c.olderThan, c.batch)
 		check(t, "Purge", err, "")
 	}
 	// Nil batch.
@@ -132,5 +133,32 @@ func TestCheckConstraintsBackValidation(t *testing.T) {
 		if !errors.As(err, &pe) || pe.ConstraintName != c.constraint {
 			t.Errorf("%s: %v, want violation of %s", c.sql, err, c.constraint)
 		}
+	}
+}
+
+// TestInputAtTheLimitsIsAccepted: every length limit is inclusive — a
+// message whose every field is exactly at its limit, with a result code
+// and payload exactly at theirs, is claimed, stored and read back whole.
+func TestInputAtTheLimitsIsAccepted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := newMessage(strings.Repeat("g", inbox.MaxGroupLen))
+	m.Topic = strings.Repeat("t", inbox.MaxTopicLen)
+	m.Tag = strings.Repeat("é", inbox.MaxTagLen)
+	m.MessageKey = strings.Repeat("k", inbox.MaxMessageKeyLen)
+	m.Ref = strings.Repeat("r", inbox.MaxRefLen)
+	m.PayloadHash = make([]byte, inbox.MaxPayloadHashLen)
+	res := inbox.Result{
+		Code:    strings.Repeat("c", inbox.MaxResultCodeLen),
+		Payload: []byte(`"` + strings.Repeat("x", inbox.MaxResultPayloadBytes-2) + `"`),
+	}
+	var c inbox.Claim
+	b.inTx(t, func(tx pgx.Tx) error {
+		var err error
+		c, err = b.in.ClaimMessage(b.ctx, tx, withResult(m, res))
+		return err
+	})
+	if !c.Fresh || c.Record.Result.Code != res.Code || len(c.Record.Result.Payload) != inbox.MaxResultPayloadBytes {
+		t.Fatalf("claim at the limits: %+v", c)
 	}
 }

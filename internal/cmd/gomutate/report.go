@@ -79,7 +79,7 @@ func report(w io.Writer, pkg string, res *gremlinsResult, tests int, wall time.D
 		for _, mu := range f.Mutations {
 			n[mu.Status]++
 			if mu.Status == "LIVED" || mu.Status == "TIMED OUT" {
-				notable = append(notable, fmt.Sprintf("%s %s:%d:%d %s\t%s", mu.Status, f.Name, mu.Line, mu.Column, mu.Type, sourceLine(f.Name, mu.Line)))
+				notable = append(notable, fmt.Sprintf("%s %s:%d:%d %s\t%s", mu.Status, f.Name, mu.Line, mu.Column, mu.Type, sourceLine(filepath.Join(pkg, filepath.Base(f.Name)), mu.Line)))
 			}
 		}
 	}
