@@ -151,7 +151,7 @@ func firstTokenDiff(a, b []byte) int {
 	for {
 		pa, ta, la := sa.Scan()
 		_, tb, lb := sb.Scan()
-		if ta != tb || la != lb {
+		if ta != tb || la != lb && ta != token.SEMICOLON { // "\n" or ";"
 			return fa.Line(pa)
 		}
 		if ta == token.EOF {
