@@ -25,6 +25,26 @@
 -- by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
 -- missing bucket, otherwise sold out.
 --
+-- Token stock (migration 010): for a SKU provisioned with tokens there is
+-- no bucket row, and pick and claim take the place of upd: rl locks the
+-- reservation (FOR NO KEY UPDATE, a lock the order transaction already
+-- holds), bound to the allocation as upd's guard binds it, and only for a
+-- token SKU and bucket 0 (its only bucket); pick locks $4 free tokens of the SKU in token order with SKIP
+-- LOCKED, under upd's guards on the ledger key and the sale; claim gives
+-- them to the reservation when pick found all $4 (otherwise nothing is
+-- claimed: sold out). took is the one change either made, with the
+-- counters the ledger row records: the bucket's, or for tokens those of the
+-- units claimed (before_available = $4, after_available = 0,
+-- before_allocated = 0, after_allocated = $4) and the highest version
+-- among them. SKIP LOCKED never waits: a token locked by another
+-- allocation is skipped, the lock of rl is what a concurrent duplicate
+-- waits for, and after that wait rl re-reads the reservation as committed;
+-- a duplicate then meets the unique index or, finding no token, the
+-- ledger probe, as for a bucket. A token locked by an allocation that then
+-- rolls back is skipped while it is locked: an allocation can be refused
+-- as sold out while such a unit is about to come back; none is ever
+-- claimed twice.
+--
 -- Binding to the reservation: the UPDATE decrements only when the
 -- reservation row ($6) exists with exactly the caller's activity, SKU,
 -- bucket, quantity and user, in PENDING_DB or ORDERED, so a caller cannot
@@ -85,6 +105,35 @@ WITH r AS (
 	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), rl AS (
+	SELECT r.reservation_id
+	  FROM {schema}.inventory_reservation AS r
+	 WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	   AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
+	   FOR NO KEY UPDATE OF r
+), pick AS (
+	SELECT t.token_no
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
+	  FROM pick AS p
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0
 ), led AS (
 	INSERT INTO {schema}.inventory_ledger (
 		idempotency_key, reservation_id, order_id, source_message_id,
@@ -94,7 +143,7 @@ WITH r AS (
 	SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
 	       0, -$4::int, $4::int,
 	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $10
-	  FROM upd AS u
+	  FROM took AS u
 	RETURNING ledger_id, created_at
 )
 SELECT l.ledger_id, l.created_at,
@@ -105,7 +154,7 @@ SELECT l.ledger_id, l.created_at,
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (VALUES (1)) AS one (x)
-  LEFT JOIN upd AS u ON true
+  LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
   LEFT JOIN r ON true
   LEFT JOIN sk ON true
@@ -123,7 +172,10 @@ SELECT l.ledger_id, l.created_at,
 -- missing bucket from one without the stock; the available stock a refusal
 -- reports comes from available_now, the batch's next statement (the
 -- function allocate reads it with cannot run on a Citus worker: it
--- would query a distributed table from a shard's query).
+-- would query a distributed table from a shard's query). A token SKU
+-- (migration 010) is served by allocate's rl, pick, claim and took,
+-- guarded by the placeholder instead of the absence of a ledger row; the
+-- bucket read is of inventory_stock_row, which has bucket 0 of a token SKU.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 -- $6 reservation, $7 the placeholder's marker, $8 reason, $9 user.
@@ -164,17 +216,46 @@ WITH r AS (
 	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), rl AS (
+	SELECT r.reservation_id
+	  FROM {schema}.inventory_reservation AS r
+	 WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	   AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
+	   FOR NO KEY UPDATE OF r
+), pick AS (
+	SELECT t.token_no
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
+	  FROM pick AS p
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
 	       reason = $8
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $5 AND l.reason = $7
 	RETURNING l.ledger_id, l.created_at
 ), del AS (
 	DELETE FROM {schema}.inventory_ledger
-	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM upd)
+	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM took)
 )
 SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
@@ -182,12 +263,12 @@ SELECT l.ledger_id, l.created_at,
          (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
            WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
        CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+         (SELECT b.available_stock FROM {schema}.inventory_stock_row AS b
            WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (SELECT 1) AS one
-  LEFT JOIN upd AS u ON true
+  LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
   LEFT JOIN r ON true
   LEFT JOIN sk ON true
@@ -367,12 +448,13 @@ ON CONFLICT DO NOTHING
 -- available stock ($1 activity, $2 SKU, $3 bucket), read by a statement of
 -- its own. Its snapshot is taken after allocate_routed ended, so it sees
 -- what a transaction that statement waited for left (one row, NULL for a
--- missing bucket).
+-- missing bucket; inventory_stock_row: for a token SKU, bucket 0's free
+-- tokens).
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
 -- index: pk_sku_inventory
-SELECT (SELECT available_stock FROM {schema}.sku_inventory
+SELECT (SELECT available_stock FROM {schema}.inventory_stock_row
          WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3)
 
 -- name: decrement_abort
