@@ -11,6 +11,11 @@ import "testing"
 func TestSharedSQLFragments(t *testing.T) {
 	t.Parallel()
 	checks := []struct{ a, b, from, to string }{
+		// the token claim (pick and claim) of the one-batch allocations
+		{"decrement_abort", "decrement_then_raise", "), pick AS (", "RETURNING t.version"},
+		// the token claim of the plain and Citus allocations
+		{"allocate", "allocate_routed", "), rl AS (", "FOR NO KEY UPDATE OF r"},
+		{"allocate", "allocate_routed", "), claim AS (", "SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0"},
 		// the decrement's guard on the reservation and the sale, and its RETURNING (plain and Citus allocation)
 		{"allocate", "allocate_routed", "AND EXISTS (SELECT 1 FROM r", "allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version"},
 		// what explains a refusal: the reservation and the sale (plain and Citus allocation)
@@ -22,7 +27,7 @@ func TestSharedSQLFragments(t *testing.T) {
 		// the refusal read of the one-batch decrements
 		{"decrement_abort", "decrement_then_raise", "LEFT JOIN LATERAL (", "WHERE u.version IS NULL) AS w ON true"},
 		// the end of the one-batch stock changes
-		{"decrement_abort", "release_abort", ")),", "FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true"},
+		{"decrement_abort", "release_abort", ")),", "FROM (SELECT 1) AS one LEFT JOIN took AS u ON true"},
 		// the ledger CTE of the one-batch stock changes
 		{"decrement_abort", "release_abort", ", led AS (", "WHERE l.idempotency_key ="},
 		// the decrement of one bucket
@@ -61,7 +66,7 @@ func TestSharedSQLFragments(t *testing.T) {
 		{"acquire", "transition", "RETURNING reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,", "redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at"},
 		{"acquire", "transition_abort", "RETURNING reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,", "redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at"},
 		// the sold-out condition
-		{"sold_out_abort", "sold_out_code", "SELECT CASE\n\t               WHEN k.sku_id IS NULL THEN 'SK004'", "LEFT JOIN {schema}.sku_inventory AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3"},
+		{"sold_out_abort", "sold_out_code", "SELECT CASE\n\t               WHEN k.sku_id IS NULL THEN 'SK004'", "LEFT JOIN {schema}.inventory_stock_row AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3"},
 		// the CTEs of the transition
 		{"transition", "transition_abort", "WITH lk AS (", "redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at\n)"},
 		// the findings of the audit, whole and from the checkpoint (the replay CTEs differ)

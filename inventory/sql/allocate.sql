@@ -323,6 +323,10 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 -- committing first) decrements and then raises unique_violation on the
 -- ledger key, which aborts the decrement with the rest. Its parameters
 -- are allocate's.
+-- For a token SKU (migration 010), which has no bucket row, the row
+-- comes from inventory_sku with the counters of the tokens claimed
+-- (before_available = quantity, after_available = 0, before_allocated = 0,
+-- after_allocated = quantity): decrement_then_raise claimed them or raised.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2): the reservation's bucket
@@ -333,7 +337,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 -- $8 = message_id (uuid): the message being processed
 -- $9 = user_id (int8): the buyer
 -- $10 = reason (text): the ledger reason
--- index: pk_sku_inventory
+-- index: pk_sku_inventory, pk_inventory_sku
 INSERT INTO {schema}.inventory_ledger (
 	idempotency_key, reservation_id, order_id, source_message_id,
 	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
@@ -344,10 +348,20 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
        b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
   FROM {schema}.sku_inventory AS b
  WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
+UNION ALL
+SELECT $5::text, $6::uuid, $7::int8, $8::uuid, $1::int8, $2::int8, $9::int8, $3::int2, 10,
+       0, -$4::int, $4::int,
+       $4::int, 0, 0, $4::int, $10::text
+  FROM {schema}.inventory_sku AS k
+ WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0
 
 -- name: allocation_ledger_from_bucket_returning
 -- allocation_ledger_from_bucket returning the ledger row's id, time and
 -- counters (the queued form's dst is not nil).
+-- For a token SKU (migration 010), which has no bucket row, the row
+-- comes from inventory_sku with the counters of the tokens claimed
+-- (before_available = quantity, after_available = 0, before_allocated = 0,
+-- after_allocated = quantity): decrement_then_raise claimed them or raised.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2): the reservation's bucket
@@ -358,7 +372,7 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
 -- $8 = message_id (uuid): the message being processed
 -- $9 = user_id (int8): the buyer
 -- $10 = reason (text): the ledger reason
--- index: pk_sku_inventory
+-- index: pk_sku_inventory, pk_inventory_sku
 INSERT INTO {schema}.inventory_ledger (
 	idempotency_key, reservation_id, order_id, source_message_id,
 	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
@@ -369,6 +383,12 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
        b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
   FROM {schema}.sku_inventory AS b
  WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
+UNION ALL
+SELECT $5::text, $6::uuid, $7::int8, $8::uuid, $1::int8, $2::int8, $9::int8, $3::int2, 10,
+       0, -$4::int, $4::int,
+       $4::int, 0, 0, $4::int, $10::text
+  FROM {schema}.inventory_sku AS k
+ WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0
 RETURNING ledger_id, created_at, before_available, after_available, before_allocated, after_allocated
 
 -- name: allocation_ledger_returning
@@ -471,6 +491,11 @@ SELECT (SELECT available_stock FROM {schema}.inventory_stock_row
 -- Both CTEs are UPDATEs of tables in the same schema, read by a SELECT: one
 -- statement that Citus routes to one node whole.
 --
+-- Token stock (migration 010): pick and claim are allocate's, under this
+-- statement's guards (the reservation, the sale), and took is the one
+-- change either made; the refusal read's bucket comes from
+-- inventory_stock_row, which has bucket 0 of a token SKU.
+--
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5
 -- reservation, $6 user, $7 ledger key.
 -- $1 = activity_id (int8)
@@ -502,16 +527,42 @@ WITH upd AS (
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), pick AS (
+	SELECT t.token_no
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL AND $3 = 0
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
+	  FROM pick AS p
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $7
 )
 SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text)),
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true
+  FROM (SELECT 1) AS one LEFT JOIN took AS u ON true
   LEFT JOIN LATERAL (
 	SELECT CASE
 	         WHEN k.sku_id IS NULL THEN 'SK004'
@@ -521,7 +572,7 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 	         WHEN r.reservation_id IS NULL THEN 'SK009'
 	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
 	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
-	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
+	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.inventory_stock_row AS b
 	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
 	         ELSE 'SK001'
 	       END AS code
@@ -538,6 +589,11 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 -- the bucket's new version. The ledger row is then written once, with its
 -- counters (the Citus pair writes it twice: a placeholder, then the
 -- counters). Its parameters are decrement_abort's first six.
+--
+-- Token stock (migration 010): pick and claim are allocate's, under this
+-- statement's guards (the reservation, the sale), and took is the one
+-- change either made; the refusal read's bucket comes from
+-- inventory_stock_row, which has bucket 0 of a token SKU.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
@@ -565,9 +621,35 @@ WITH upd AS (
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING version
+), pick AS (
+	SELECT t.token_no
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL AND $3 = 0
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
+	  FROM pick AS p
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT version FROM upd
+	UNION ALL
+	SELECT max(version) FROM claim HAVING count(*) > 0
 )
 SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text))
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true
+  FROM (SELECT 1) AS one LEFT JOIN took AS u ON true
   LEFT JOIN LATERAL (
 	SELECT CASE
 	         WHEN k.sku_id IS NULL THEN 'SK004'
@@ -577,7 +659,7 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 	         WHEN r.reservation_id IS NULL THEN 'SK009'
 	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
 	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
-	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
+	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.inventory_stock_row AS b
 	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
 	         ELSE 'SK001'
 	       END AS code

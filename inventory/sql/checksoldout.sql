@@ -1,6 +1,7 @@
 -- Store.QueueCheckSoldOut: the sold-out condition of a bucket, as a value
 -- (pgtx.Return) or raised (pgtx.Abort). Both share the refusal read (a test
--- checks).
+-- checks). The bucket is read from inventory_stock_row (migration 010):
+-- for a token SKU, bucket 0 with its free tokens as available stock.
 
 -- name: sold_out_code
 -- sold_out_code is sold_out_abort's condition: NULL when the bucket is
@@ -20,7 +21,7 @@ SELECT CASE
 	             END AS code
 	        FROM (SELECT 1) AS o
 	        LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
-	        LEFT JOIN {schema}.sku_inventory AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
+	        LEFT JOIN {schema}.inventory_stock_row AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
 
 -- name: sold_out_abort
 -- sold_out_abort raises unless the sale of $1/$2 is on (status and
@@ -47,4 +48,4 @@ SELECT CASE WHEN w.code IS NULL THEN 1
 	             END AS code
 	        FROM (SELECT 1) AS o
 	        LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
-	        LEFT JOIN {schema}.sku_inventory AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) AS w
+	        LEFT JOIN {schema}.inventory_stock_row AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) AS w

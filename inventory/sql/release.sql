@@ -168,7 +168,9 @@ RETURNING ledger_id, created_at
 -- previous statement inserted. When the UPDATE takes nothing, the SELECT
 -- calls inventory_refuse with the condition the release's refusal read finds (see
 -- countersSelect). UPDATEs in CTEs read by a SELECT: routed whole to one
--- node on Citus.
+-- node on Citus. For a token SKU (migration 010) held and freed free the
+-- tokens the ALLOCATE row's reservation holds, when they are exactly its
+-- quantity, and took is the one change either made.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
 -- key, $6 the RELEASE key, $7 user.
@@ -193,16 +195,35 @@ WITH upd AS (
 	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), held AS (
+	SELECT t.token_no
+	  FROM {schema}.inventory_token AS t
+	  JOIN {schema}.inventory_ledger AS l ON l.reservation_id = t.reservation_id
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND $3 = 0
+	   AND l.idempotency_key = $5 AND l.activity_id = $1 AND l.sku_id = $2
+	   AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7
+	   FOR UPDATE OF t
+), freed AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
+	  FROM held AS h
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = h.token_no
+	   AND (SELECT count(*) FROM held) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT 0, $4::int, $4::int, 0, max(version) FROM freed HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $6
 )
 SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text)),
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true
+  FROM (SELECT 1) AS one LEFT JOIN took AS u ON true
   LEFT JOIN LATERAL (
 	SELECT CASE
 	         WHEN l.ledger_id IS NULL THEN 'SK006'
