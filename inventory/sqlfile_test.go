@@ -66,7 +66,7 @@ func TestSharedSQLFragments(t *testing.T) {
 		{"acquire", "transition", "RETURNING reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,", "redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at"},
 		{"acquire", "transition_abort", "RETURNING reservation_id, request_id, first_message_id, activity_id, sku_id, user_id,", "redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at"},
 		// the sold-out condition
-		{"sold_out_abort", "sold_out_code", "SELECT CASE\n\t               WHEN k.sku_id IS NULL THEN 'SK004'", "LEFT JOIN {schema}.inventory_stock_row AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3"},
+		{"sold_out_abort", "sold_out_code", "SELECT CASE\n\t               WHEN k.sku_id IS NULL THEN 'SK004'", "LEFT JOIN {schema}.sku_inventory AS b ON b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3"},
 		// the CTEs of the transition
 		{"transition", "transition_abort", "WITH lk AS (", "redis_reserved_at, expires_at, ordered_at, released_at, version, created_at, updated_at\n)"},
 		// the findings of the audit, whole and from the checkpoint (the replay CTEs differ)

@@ -312,3 +312,33 @@ func TestTokensAuditFindsCorruptTokens(t *testing.T) {
 		AND token_no = (SELECT max(token_no) FROM `+tb.table("inventory_token")+`)`)
 	kinds(inventory.FindingSKUTotal, inventory.FindingReplayAvailable, inventory.FindingReplayTotal)
 }
+
+// Rebalance and AdjustStock act on bucket rows; a token SKU has none: they
+// refuse it and write nothing.
+func TestTokensNotRebalancedOrAdjusted(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.tokens = true
+	tb.provision(t, 4, 4, 6, 1)
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.Rebalance(tb.ctx, tx, inventory.RebalanceRequest{ActivityID: 4, SKUID: 4})
+		return err
+	})
+	if !errors.Is(err, inventory.ErrUnknownSKU) {
+		t.Fatalf("Rebalance = %v; want ErrUnknownSKU (no bucket rows)", err)
+	}
+	for _, delta := range []int32{3, -3} {
+		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AdjustStock(tb.ctx, tx, inventory.Adjustment{ActivityID: 4, SKUID: 4, Bucket: 0, Delta: delta,
+				Operator: "ops", ApprovalRef: "CR-1", Reason: "tokens"})
+			return err
+		})
+		if !errors.Is(err, inventory.ErrUnknownBucket) {
+			t.Fatalf("AdjustStock(%d) = %v; want ErrUnknownBucket", delta, err)
+		}
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type <> 40`); n != 0 {
+		t.Fatalf("%d ledger rows written", n)
+	}
+	tb.auditClean(t, 4, 4)
+}

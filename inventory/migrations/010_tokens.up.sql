@@ -76,11 +76,13 @@ SELECT k.activity_id, k.sku_id, 0::smallint,
  WHERE k.token_stock
  GROUP BY k.activity_id, k.sku_id;
 
--- inventory_available_now (migration 007) also answers for a token SKU:
--- bucket 0's free tokens, read with a snapshot of its own (a refusal's
--- count; it runs only on the refusal branch).
+-- inventory_available_units_now: inventory_available_now (migration 007)
+-- that also answers for a token SKU: bucket 0's free tokens, read with a
+-- snapshot of its own (the count a refused allocation reports; it runs
+-- only on the refusal branch). AdjustStock keeps inventory_available_now:
+-- a token SKU has no bucket row to adjust.
 -- +goose StatementBegin
-CREATE OR REPLACE FUNCTION inventory_available_now(p_activity BIGINT, p_sku BIGINT, p_bucket SMALLINT)
+CREATE FUNCTION inventory_available_units_now(p_activity BIGINT, p_sku BIGINT, p_bucket SMALLINT)
 RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE

@@ -23,7 +23,9 @@
 -- reservation; the ledger INSERT runs only for the updated row. When nothing
 -- was updated the final SELECT classifies why: an existing ledger row, read
 -- by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
--- missing bucket, otherwise sold out.
+-- missing bucket, otherwise sold out. The available stock a refusal
+-- reports is read by inventory_available_units_now (migration 010), which
+-- counts a token SKU's free tokens.
 --
 -- Token stock (migration 010): for a SKU provisioned with tokens there is
 -- no bucket row, and pick and claim take the place of upd: rl locks the
@@ -32,7 +34,10 @@
 -- token SKU and bucket 0 (its only bucket); pick locks $4 free tokens of the SKU in token order with SKIP
 -- LOCKED, under upd's guards on the ledger key and the sale; claim gives
 -- them to the reservation when pick found all $4 (otherwise nothing is
--- claimed: sold out). took is the one change either made, with the
+-- claimed: sold out), by the row addresses (ctid) pick locked: the rows
+-- stay where pick found them, locked, until claim updates them, and a TID
+-- scan finds them whatever the planner estimates of a table whose tokens
+-- were just provisioned (no other condition gives it an index to prefer). took is the one change either made, with the
 -- counters the ledger row records: the bucket's, or for tokens those of the
 -- units claimed (before_available = $4, after_available = 0,
 -- before_allocated = 0, after_allocated = $4) and the highest version
@@ -114,7 +119,7 @@ WITH r AS (
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
 	   FOR NO KEY UPDATE OF r
 ), pick AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
 	   AND EXISTS (SELECT 1 FROM rl)
@@ -126,8 +131,7 @@ WITH r AS (
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM pick AS p
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
 	   AND (SELECT count(*) FROM pick) = $4::int
 	RETURNING t.version
 ), took AS (
@@ -150,7 +154,7 @@ SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
-         {schema}.inventory_available_now($1, $2, $3::smallint) END,
+         {schema}.inventory_available_units_now($1, $2, $3::smallint) END,
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (VALUES (1)) AS one (x)
@@ -225,7 +229,7 @@ WITH r AS (
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
 	   FOR NO KEY UPDATE OF r
 ), pick AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
 	   AND EXISTS (SELECT 1 FROM rl)
@@ -237,8 +241,7 @@ WITH r AS (
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM pick AS p
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
 	   AND (SELECT count(*) FROM pick) = $4::int
 	RETURNING t.version
 ), took AS (
@@ -468,15 +471,22 @@ ON CONFLICT DO NOTHING
 -- available stock ($1 activity, $2 SKU, $3 bucket), read by a statement of
 -- its own. Its snapshot is taken after allocate_routed ended, so it sees
 -- what a transaction that statement waited for left (one row, NULL for a
--- missing bucket; inventory_stock_row: for a token SKU, bucket 0's free
--- tokens).
+-- missing bucket). For bucket 0 of a token SKU (migration 010) it counts
+-- the free tokens, only when reservation $4 holds none (the allocation was
+-- refused): a successful allocation does not pay for the count.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
--- index: pk_sku_inventory
-SELECT (SELECT available_stock FROM {schema}.inventory_stock_row
-         WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3)
-
+-- $4 = reservation_id (uuid): the allocation's reservation
+-- index: pk_sku_inventory, pk_inventory_sku
+SELECT CASE WHEN k.token_stock AND $3 = 0 THEN
+         CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.inventory_token AS h WHERE h.reservation_id = $4) THEN
+           (SELECT count(*)::int FROM {schema}.inventory_token AS t
+             WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL) END
+       ELSE (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+              WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+  FROM (SELECT 1) AS o
+  LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
 -- name: decrement_abort
 -- decrement_abort is the decrement of allocate with the same guards
 -- on the reservation and the sale (status and window), after
@@ -493,8 +503,7 @@ SELECT (SELECT available_stock FROM {schema}.inventory_stock_row
 --
 -- Token stock (migration 010): pick and claim are allocate's, under this
 -- statement's guards (the reservation, the sale), and took is the one
--- change either made; the refusal read's bucket comes from
--- inventory_stock_row, which has bucket 0 of a token SKU.
+-- change either made; the refusal read knows bucket 0 of a token SKU.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5
 -- reservation, $6 user, $7 ledger key.
@@ -528,7 +537,7 @@ WITH upd AS (
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
 ), pick AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL AND $3 = 0
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
@@ -545,8 +554,7 @@ WITH upd AS (
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM pick AS p
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
 	   AND (SELECT count(*) FROM pick) = $4::int
 	RETURNING t.version
 ), took AS (
@@ -572,8 +580,9 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 	         WHEN r.reservation_id IS NULL THEN 'SK009'
 	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
 	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
-	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.inventory_stock_row AS b
-	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
+	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
+	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3)
+	              AND NOT (k.token_stock AND $3 = 0) THEN 'SK003'
 	         ELSE 'SK001'
 	       END AS code
 	  FROM (SELECT 1) AS o
@@ -592,8 +601,7 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 --
 -- Token stock (migration 010): pick and claim are allocate's, under this
 -- statement's guards (the reservation, the sale), and took is the one
--- change either made; the refusal read's bucket comes from
--- inventory_stock_row, which has bucket 0 of a token SKU.
+-- change either made; the refusal read knows bucket 0 of a token SKU.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
@@ -622,7 +630,7 @@ WITH upd AS (
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING version
 ), pick AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL AND $3 = 0
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
@@ -639,8 +647,7 @@ WITH upd AS (
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM pick AS p
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = p.token_no AND t.reservation_id IS NULL
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
 	   AND (SELECT count(*) FROM pick) = $4::int
 	RETURNING t.version
 ), took AS (
@@ -659,8 +666,9 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 	         WHEN r.reservation_id IS NULL THEN 'SK009'
 	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
 	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
-	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.inventory_stock_row AS b
-	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
+	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
+	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3)
+	              AND NOT (k.token_stock AND $3 = 0) THEN 'SK003'
 	         ELSE 'SK001'
 	       END AS code
 	  FROM (SELECT 1) AS o

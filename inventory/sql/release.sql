@@ -26,7 +26,8 @@ SELECT activity_id, sku_id, inventory_bucket, allocated_delta::smallint, user_id
 --
 -- Token stock (migration 010): held locks the tokens the reservation
 -- holds (FOR UPDATE, waiting for a concurrent release of them, after which
--- they are re-read as committed: freed ones no longer match), under upd's
+-- they are re-read as committed: freed ones no longer match; freed updates
+-- them by the row addresses held locked, as allocate's claim), under upd's
 -- guard on the RELEASE key; freed frees them when they are exactly the
 -- ALLOCATE row's quantity (otherwise nothing: inconsistent, as a bucket
 -- with less allocated stock). took is the one change either made; for
@@ -59,7 +60,7 @@ WITH a AS (
 	          s.available_stock - a.qty AS before_available, s.available_stock AS after_available,
 	          s.allocated_stock + a.qty AS before_allocated, s.allocated_stock AS after_allocated, s.version
 ), held AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	  JOIN a ON t.reservation_id = a.reservation_id AND t.activity_id = a.activity_id AND t.sku_id = a.sku_id
 	 WHERE a.inventory_bucket = 0
@@ -68,8 +69,8 @@ WITH a AS (
 ), freed AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM a, held AS h
-	 WHERE t.activity_id = a.activity_id AND t.sku_id = a.sku_id AND t.token_no = h.token_no
+	  FROM a
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM held))
 	   AND (SELECT count(*) FROM held) = a.qty
 	RETURNING t.version
 ), took AS (
@@ -196,7 +197,7 @@ WITH upd AS (
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
 ), held AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	  JOIN {schema}.inventory_ledger AS l ON l.reservation_id = t.reservation_id
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND $3 = 0
@@ -206,8 +207,7 @@ WITH upd AS (
 ), freed AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM held AS h
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = h.token_no
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM held))
 	   AND (SELECT count(*) FROM held) = $4::int
 	RETURNING t.version
 ), took AS (
@@ -295,7 +295,7 @@ WITH upd AS (
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
 ), held AS (
-	SELECT t.token_no
+	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.reservation_id = $6 AND t.activity_id = $1 AND t.sku_id = $2 AND $3 = 0
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger
@@ -304,8 +304,7 @@ WITH upd AS (
 ), freed AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
-	  FROM held AS h
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.token_no = h.token_no
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM held))
 	   AND (SELECT count(*) FROM held) = $4::int
 	RETURNING t.version
 ), took AS (
