@@ -31,8 +31,15 @@
 -- no bucket row, and pick and claim take the place of upd: rl locks the
 -- reservation (FOR NO KEY UPDATE, a lock the order transaction already
 -- holds), bound to the allocation as upd's guard binds it, and only for a
--- token SKU and bucket 0 (its only bucket); pick locks $4 free tokens of the SKU in token order with SKIP
--- LOCKED, under upd's guards on the ledger key and the sale; claim gives
+-- token SKU and bucket 0 (its only bucket); pick takes $4 free tokens of
+-- the SKU, locked with SKIP LOCKED by pick_from (and pick_before when
+-- pick_from found fewer), under upd's guards on the ledger key and the
+-- sale, in token order from a token number hashed from the reservation
+-- (then from 0 up to it): concurrent allocations start in different places
+-- of the index, and none walks every claimed token before the first free
+-- one (the claimed tokens' entries stay in idx_token_free until vacuum);
+-- the guards are constant for the statement, so they are tested before a
+-- token is locked. claim gives
 -- them to the reservation when pick found all $4 (otherwise nothing is
 -- claimed: sold out), by the row addresses (ctid) pick locked: the rows
 -- stay where pick found them, locked, until claim updates them, and a TID
@@ -118,16 +125,35 @@ WITH r AS (
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
 	   FOR NO KEY UPDATE OF r
-), pick AS (
+), pick_from AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM rl)
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
 	   AND (SELECT selling FROM sk)
 	 ORDER BY t.token_no
 	 LIMIT $4::int
 	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
@@ -228,16 +254,35 @@ WITH r AS (
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
 	   FOR NO KEY UPDATE OF r
-), pick AS (
+), pick_from AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM rl)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
 	   AND (SELECT selling FROM sk)
 	 ORDER BY t.token_no
 	 LIMIT $4::int
 	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
@@ -536,10 +581,12 @@ WITH upd AS (
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-), pick AS (
+), pick_from AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL AND $3 = 0
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
 	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
@@ -548,9 +595,33 @@ WITH upd AS (
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
 	 ORDER BY t.token_no
 	 LIMIT $4::int
 	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
@@ -629,10 +700,12 @@ WITH upd AS (
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING version
-), pick AS (
+), pick_from AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
-	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL AND $3 = 0
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
 	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
@@ -641,9 +714,33 @@ WITH upd AS (
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
 	 ORDER BY t.token_no
 	 LIMIT $4::int
 	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
 ), claim AS (
 	UPDATE {schema}.inventory_token AS t
 	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
