@@ -24,8 +24,10 @@ ALTER TABLE inventory_sku
 -- is free. The key starts with (activity_id, sku_id), as the buckets'
 -- does: hash distribution by activity_id keeps a SKU's tokens on the node
 -- of its buckets, reservations and ledger. Updates change reservation_id,
--- which the partial indexes below read, so they are not HOT: the table's
--- fillfactor is left at its default.
+-- which the partial indexes below read, so they are not HOT; fillfactor
+-- 50 leaves room on each page for the new version of each of its tokens, so
+-- a claim or a release writes one page, not that one and the table's end
+-- (which every concurrent claim would extend at once).
 CREATE TABLE inventory_token (
     activity_id    BIGINT      NOT NULL,
     sku_id         BIGINT      NOT NULL,
@@ -43,7 +45,8 @@ CREATE TABLE inventory_token (
         CHECK (token_no >= 0),
     CONSTRAINT ck_inventory_token_version
         CHECK (version >= 0)
-);
+)
+WITH (fillfactor = 50);
 
 -- The free tokens of a SKU in token order: what an allocation claims.
 CREATE INDEX idx_token_free

@@ -34,10 +34,12 @@
 -- token SKU and bucket 0 (its only bucket); pick takes $4 free tokens of
 -- the SKU, locked with SKIP LOCKED by pick_from (and pick_before when
 -- pick_from found fewer), under upd's guards on the ledger key and the
--- sale, in token order from a token number hashed from the reservation
--- (then from 0 up to it): concurrent allocations start in different places
--- of the index, and none walks every claimed token before the first free
--- one (the claimed tokens' entries stay in idx_token_free until vacuum);
+-- sale, in token order from the start of one of 64 lanes (equal ranges of
+-- token numbers) chosen by a hash of the reservation, then from 0 up to
+-- it: concurrent allocations claim in different lanes, each lane from its
+-- start, so they rarely meet on a page and none walks every claimed
+-- token before the first free one (the claimed tokens' entries stay in
+-- idx_token_free until vacuum); no lane sells out on its own;
 -- the guards are constant for the statement, so they are tested before a
 -- token is locked. claim gives
 -- them to the reservation when pick found all $4 (otherwise nothing is
@@ -129,7 +131,7 @@ WITH r AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no >= (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no >= (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM rl)
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
@@ -141,7 +143,7 @@ WITH r AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no < (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no < (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM rl)
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
@@ -258,7 +260,7 @@ WITH r AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no >= (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no >= (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM rl)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
@@ -270,7 +272,7 @@ WITH r AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no < (SELECT abs(hashtext($6::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no < (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM rl)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
@@ -585,7 +587,7 @@ WITH upd AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no >= (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no >= (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
@@ -603,7 +605,7 @@ WITH upd AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no < (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no < (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
@@ -704,7 +706,7 @@ WITH upd AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no >= (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no >= (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
@@ -722,7 +724,7 @@ WITH upd AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
 	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
-	   AND t.token_no < (SELECT abs(hashtext($5::text)::int8) % greatest(k.planned_stock, 1)
+	   AND t.token_no < (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
 	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
 	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
