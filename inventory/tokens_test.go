@@ -309,7 +309,10 @@ func TestTokensAuditFindsCorruptTokens(t *testing.T) {
 	tb.exec(t, `UPDATE `+tb.table("inventory_token")+` SET reservation_id = $1 WHERE reservation_id = $2`, r.ReservationID, stranger)
 	tb.auditClean(t, 9, 1)
 	tb.exec(t, `DELETE FROM `+tb.table("inventory_token")+` WHERE activity_id = 9 AND sku_id = 1 AND reservation_id IS NULL
-		AND token_no = (SELECT max(token_no) FROM `+tb.table("inventory_token")+`)`)
+		AND token_no = (SELECT max(token_no) FROM `+tb.table("inventory_token")+` WHERE reservation_id IS NULL)`)
+	if n := tb.tokensHeld(t, 9, 1, nil); n != 2 {
+		t.Fatalf("%d free tokens after deleting one, want 2", n)
+	}
 	kinds(inventory.FindingSKUTotal, inventory.FindingReplayAvailable, inventory.FindingReplayTotal)
 }
 
