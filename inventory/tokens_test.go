@@ -345,3 +345,43 @@ func TestTokensNotRebalancedOrAdjusted(t *testing.T) {
 	}
 	tb.auditClean(t, 4, 4)
 }
+
+// The one-batch forms (pgtx.Abort) on a token SKU: the fresh path's batch
+// claims a token, the one-batch release frees it with the RELEASE row's
+// counters those of the unit freed, a second release aborts its batch on
+// the RELEASE key and writes nothing; the audit stays clean.
+func TestTokensOneBatchAllocateAndRelease(t *testing.T) {
+	t.Parallel()
+	tokenModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 12, 121, 3, 1)
+		r := tb.newReservation(12, 121, 0)
+		a := allocationOf(r, 901)
+		var got inventory.Allocated
+		if err := tb.buyOrAbort(t, r, 901, a, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.BeforeAvailable != 1 || got.AfterAvailable != 0 || got.AfterAllocated != 1 {
+			t.Fatalf("allocated %+v; want the claimed unit's counters", got)
+		}
+		if n := tb.tokensHeld(t, 12, 121, &r.ReservationID); n != 1 {
+			t.Fatalf("reservation holds %d tokens, want 1", n)
+		}
+		var rel inventory.Allocated
+		if err := tb.releaseOrAbort(t, a, &rel); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		if rel.LedgerID == 0 || rel.BeforeAvailable != 0 || rel.AfterAvailable != 1 || rel.BeforeAllocated != 1 || rel.AfterAllocated != 0 {
+			t.Fatalf("released %+v; want the freed unit's counters", rel)
+		}
+		if n := tb.tokensHeld(t, 12, 121, nil); n != 3 {
+			t.Fatalf("%d free tokens after the release, want 3", n)
+		}
+		if err := tb.releaseOrAbort(t, a, nil); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Fatalf("second release: %v; want ErrAlreadyApplied", err)
+		}
+		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 20`); n != 1 {
+			t.Fatalf("%d RELEASE rows, want 1", n)
+		}
+		tb.auditClean(t, 12, 121)
+	})
+}
