@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgtest"
@@ -12,7 +13,9 @@ import (
 
 // The flow on a SKU of inventory tokens (SKU.Tokens): the fresh path's one
 // batch claims a token per order, the order past the stock is sold out and
-// compensated, and the audit (which reads the tokens as bucket 0) passes.
+// compensated, the audit (which reads the tokens as bucket 0) and the
+// invariant queries of testdata pass, and a lost token breaks the SKU's
+// conservation.
 func TestTokenStockSellsOut(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, 3*time.Minute)
@@ -42,4 +45,17 @@ func TestTokenStockSellsOut(t *testing.T) {
 		t.Errorf("compensation events = %d, want 1", n)
 	}
 	b.auditClean(t)
+	for _, f := range testdataFiles(t, "invariants") {
+		if n := b.runTestdata(t, f); n != 0 {
+			t.Errorf("%s: %d violations", f, n)
+		}
+	}
+	// A token lost from the table breaks invariant 2 (the SKU's stock).
+	if _, err := pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{s.Schema, "inventory_token"}.Sanitize()+` WHERE reservation_id IS NOT NULL
+		AND token_no = (SELECT min(token_no) FROM `+pgx.Identifier{s.Schema, "inventory_token"}.Sanitize()+` WHERE reservation_id IS NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.runTestdata(t, "invariants/03_sku_conservation.sql"); n != 1 {
+		t.Errorf("SKU conservation after a lost token: %d violations, want 1", n)
+	}
 }
