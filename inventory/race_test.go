@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill"
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/racetest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
@@ -56,6 +58,10 @@ func TestRaceTableCoversStore(t *testing.T) {
 func TestGuardedRaces(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {
+		// The table's setups share tb.ctx: a budget for the whole table
+		// (bucket and token races), above setup's two minutes, so that a
+		// machine busy with the rest of the suite does not cut it short.
+		tb.ctx = pgtest.Context(t, 5*time.Minute)
 		racetest.Run(t, inventoryRaces(raceBundle{tb: tb}))
 	})
 }
