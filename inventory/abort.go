@@ -65,7 +65,7 @@ var refusals = map[string]error{
 func abortClassifier(schema string) *failure.Classifier {
 	return &failure.Classifier{Schema: schema, Component: "inventory", Codes: refusals,
 		Objects: []string{"inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger",
-			"inventory_sale_log", "inventory_ledger_id_now", "inventory_refuse"},
+			"inventory_sale_log", "inventory_ledger_id_now", "inventory_refuse", "inventory_token", "inventory_stock_row", "inventory_available_units_now"},
 		Constraints: map[string]error{
 			"uq_inventory_ledger_idempotency": ErrAlreadyApplied,
 			"inventory_reservation_pkey":      ErrReservationConflict,

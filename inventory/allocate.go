@@ -557,7 +557,7 @@ func (s *Store) allocateRouted(a Allocation) twin.Batch[Allocated] {
 			}
 			return s.observeAllocate(ctx, batch, a, err)
 		})
-		b.Queue(s.sql.availableNow, a.ActivityID, a.SKUID, a.Bucket).QueryRow(func(row pgx.Row) error {
+		b.Queue(s.sql.availableNow, a.ActivityID, a.SKUID, a.Bucket, pgval.UUID(a.ReservationID)).QueryRow(func(row pgx.Row) error {
 			var avail *int32
 			if err := row.Scan(&avail); err != nil {
 				return &driverError{fmt.Errorf("inventory: allocate %s: available stock: %w", allocateKey(a.ReservationID), err)}

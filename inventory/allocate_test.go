@@ -22,10 +22,11 @@ import (
 
 // The last unit: stock 1, 1,000 buyers, each in its own
 // transaction (reservation insert and lock, AllocateBucket, reservation
-// ORDERED or REJECTED, commit): exactly one gets it.
+// ORDERED or REJECTED, commit): exactly one gets it. With the stock as
+// one bucket and as inventory tokens.
 func TestAllocateStockOneThousandBuyers(t *testing.T) {
 	t.Parallel()
-	bothModes(t, func(t *testing.T, tb testBundle) {
+	stockModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 1, 1, 1, 1)
 		// A pool of its own: 1,000 goroutines queue for its 32 connections
 		// instead of starving the other tests of the shared pool.
@@ -65,7 +66,7 @@ func TestAllocateStockOneThousandBuyers(t *testing.T) {
 		if ok.Load() != 1 || soldOut.Load() != buyers-1 {
 			t.Fatalf("ok %d, sold out %d; want 1 and %d", ok.Load(), soldOut.Load(), buyers-1)
 		}
-		if n := tb.count(t, `SELECT sum(allocated_stock) FROM `+tb.table("sku_inventory")+` WHERE activity_id = 1 AND sku_id = 1`); n != 1 {
+		if n := tb.count(t, `SELECT sum(allocated_stock) FROM `+tb.table("inventory_stock_row")+` WHERE activity_id = 1 AND sku_id = 1`); n != 1 {
 			t.Fatalf("allocated sum %d, want 1", n)
 		}
 		if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 1 {

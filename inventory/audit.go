@@ -28,6 +28,7 @@ const (
 	findingMissingRelease        = "reservation_without_release"
 	findingLeakedAllocation      = "leaked_allocation"
 	findingAdjustWithoutEvidence = "adjust_without_evidence"
+	findingTokenClaim            = "token_claim"
 )
 
 // Finding is one broken invariant. Fields that do not apply to its Kind are
@@ -59,6 +60,13 @@ const (
 //   - "adjust_without_evidence": an ADJUST row has no operator or no
 //     approval reference (rows written before migration 005; Bucket set,
 //     Actual: the row's total delta).
+//   - "token_claim": the tokens a reservation holds do not match its
+//     ledger (a token SKU; Bucket 0, Expected: the ALLOCATE row's quantity
+//     while there is no RELEASE row, else 0; Actual: the tokens held).
+//
+// A token SKU ([SKU].Tokens) is checked as one bucket, bucket 0, whose
+// total, available and allocated stock are its token count, its free and
+// its claimed tokens.
 type Finding struct {
 	Kind          string    // the invariant (see above); it says what Expected and Actual hold
 	ActivityID    int64     // the SKU's activity (always set)
@@ -80,7 +88,10 @@ type Finding struct {
 //   - per reservation: at most one ALLOCATE and one RELEASE, every RELEASE
 //     pairs with an ALLOCATE of the same bucket and quantity; ORDERED,
 //     RELEASE_PENDING and RELEASED reservations have their ALLOCATE,
-//     RELEASED ones also their RELEASE, and PENDING_DB/REJECTED/EXPIRED ones hold no stock.
+//     RELEASED ones also their RELEASE, and PENDING_DB/REJECTED/EXPIRED ones hold no stock;
+//   - a token SKU: each reservation holds exactly the tokens its ledger
+//     says (its ALLOCATE quantity until its RELEASE, then none), and no
+//     token is held by a reservation without them.
 //
 // activityID 0 audits every SKU of the schema, skuID 0 every SKU of the
 // activity (skuID must be 0 when activityID is).

@@ -297,7 +297,7 @@ func TestNoSQLInjection(t *testing.T) {
 		}
 	}
 	tablesIntact(t, tb, "inventory_sku", "sku_inventory", "inventory_reservation", "inventory_ledger", "inventory_sale_log",
-		"inventory_audit_watermark", "inventory_audit_checkpoint")
+		"inventory_audit_watermark", "inventory_audit_checkpoint", "inventory_token")
 	tb.auditClean(t, 1, 1)
 }
 

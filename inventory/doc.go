@@ -21,6 +21,10 @@
 //     construction, increasing over time); the migration file
 //     explains this and every other choice of the DDL. ADJUST
 //     rows also carry operator and approval_ref (migration 005).
+//   - inventory_token (migration 010): for a SKU provisioned with
+//     [SKU].Tokens, one row per unit, free or held by a reservation,
+//     instead of bucket rows; the view inventory_stock_row shows it as
+//     bucket 0 with its token counts.
 //   - inventory_sale_log (migration 003): every change of a SKU's sale
 //     status and window, with operator, reason and time, and the SKU's
 //     sale version after it (migration 006); the status and window
@@ -41,6 +45,39 @@
 // stock. [Store.Rebalance] evens out the available stock of a SKU's buckets
 // under row locks taken in bucket order, with paired ADJUST ledger rows, and
 // is safe to run while orders are being placed.
+//
+// # Buckets or tokens
+//
+// One bucket's limit is the update rate of one row: every allocation of
+// the bucket queues on its row lock. Buckets divide the queue; inventory
+// tokens remove it. A SKU provisioned with [SKU].Tokens holds its stock as
+// one inventory_token row per unit (at most 10,000,000), and has one
+// bucket, bucket 0, with no counter row. [Store.AllocateBucket] (and every
+// Queue form, both refusal modes, with or without Config.Citus) claims
+// free tokens with FOR UPDATE SKIP LOCKED, so concurrent allocations take
+// different rows and never wait for one another; [Store.ReleaseStock]
+// frees the tokens the reservation holds. Nothing else changes: the same
+// calls, one round trip, the same ledger rows and idempotency keys (the
+// counters of an ALLOCATE or RELEASE row are those of the units it moved:
+// quantity to 0 available, 0 to quantity allocated, and back), the same
+// guards on the reservation and the sale, the same refusals. [Store.Stock],
+// [Store.GetBucket] and the audits read a token SKU as bucket 0 whose
+// total, available and allocated stock are its token count, its free and
+// its held tokens, and the audits also compare the tokens each
+// reservation holds with its ledger (finding "token_claim").
+//
+// Choose tokens for a hot SKU of modest stock (thousands to a few
+// million units), buckets otherwise. Tokens cost one row per unit at
+// provisioning (a million rows, and their two indexes, for a million
+// units) and a non-HOT update per allocation; buckets cost a few rows and
+// partial sell-outs: a bucket can be empty while others hold stock, which
+// [Store.Rebalance] moves. Tokens need no rebalancing: any free unit
+// serves any allocation. SKIP LOCKED never waits, so a token held by a
+// transaction that then rolls back is passed over while it is held: an
+// allocation at the very last units can be refused as sold out while such
+// a unit is about to come back (never an oversell). [Store.Rebalance] and
+// [Store.AdjustStock] act on bucket rows, which a token SKU has none of:
+// they refuse it ([ErrUnknownSKU], [ErrUnknownBucket]).
 //
 // # Contract
 //

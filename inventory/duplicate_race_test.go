@@ -139,7 +139,7 @@ func allAlreadyApplied(t *testing.T, what string, errs []error, citus bool) {
 // one release, eleven already applied, none "inconsistent".
 func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 	t.Parallel()
-	bothModes(t, func(t *testing.T, tb testBundle) {
+	stockModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 1, 1, 1, 1)
 		r := tb.newReservation(1, 1, 0)
 		acq, err := tb.acquire(r)
@@ -179,13 +179,17 @@ func TestConcurrentDuplicatesAtTheLastUnit(t *testing.T) {
 	})
 }
 
-// At scale: 10,000 buyers for 100 units in 16 buckets, then
+// At scale: 10,000 buyers for 100 units in 16 buckets (or 100 tokens), then
 // every allocated reservation released twice at once. Every pair gives one
 // release and one already applied, whatever the bucket's stock.
 func TestConcurrentDoubleReleasesAtScale(t *testing.T) {
 	t.Parallel()
-	bothModes(t, func(t *testing.T, tb testBundle) {
-		tb.provision(t, 1, 1, 100, 16)
+	stockModes(t, func(t *testing.T, tb testBundle) {
+		buckets := int16(16) // token stock: 100 token rows, bucket 0
+		if tb.tokens {
+			buckets = 1
+		}
+		tb.provision(t, 1, 1, 100, buckets)
 
 		const buyers, workers = 10_000, 16
 		// The attempts are plain allocations of recorded reservations, each a
@@ -193,7 +197,7 @@ func TestConcurrentDoubleReleasesAtScale(t *testing.T) {
 		// durability is not under test here (the releases below wait for it).
 		all := make([]inventory.NewReservation, buyers)
 		for i := range all {
-			all[i] = tb.newReservation(1, 1, int16(i%16))
+			all[i] = tb.newReservation(1, 1, int16(i)%buckets)
 		}
 		tb.insertReservations(t, all)
 		fast := tb

@@ -46,7 +46,7 @@ var (
 	ErrInconsistent = errors.New("inventory: inconsistent inventory state")
 
 	// ErrProvisionConflict: the SKU is already provisioned with a different
-	// stock or bucket count. The concrete type is *Error.
+	// stock, bucket count or mode (buckets or tokens). The concrete type is *Error.
 	ErrProvisionConflict = errors.New("inventory: SKU provisioned differently")
 
 	// ErrReservationNotFound: no reservation has the id.
@@ -112,7 +112,8 @@ var (
 //     (the allocation's; for "status" the allowed statuses), as text.
 //   - [ErrProvisionConflict]: ActivityID, SKUID, ExistingStock,
 //     ExistingBuckets (what the database holds), RequestedStock and
-//     RequestedBuckets (what the call asked for).
+//     RequestedBuckets (what the call asked for); when the mode differs,
+//     also Field "token_stock" with Found and Asked "tokens" or "buckets".
 //   - [ErrReservationConflict]: ReservationID (the id asked for), Field
 //     ("request_id" when another reservation holds the request id,
 //     "order_id" when another holds the order id of an Ordered
@@ -179,6 +180,10 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("inventory: allocation for reservation %s: %s is %s in the reservation, %s in the allocation",
 			e.ReservationID, e.Field, e.Found, e.Asked)
 	case ErrProvisionConflict:
+		if e.Field == "token_stock" {
+			return fmt.Sprintf("inventory: activity %d sku %d is provisioned with %s, not %s",
+				e.ActivityID, e.SKUID, e.Found, e.Asked)
+		}
 		return fmt.Sprintf("inventory: activity %d sku %d is provisioned with stock %d in %d buckets, not stock %d in %d buckets",
 			e.ActivityID, e.SKUID, e.ExistingStock, e.ExistingBuckets, e.RequestedStock, e.RequestedBuckets)
 	case ErrReservationConflict:

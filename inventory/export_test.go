@@ -45,6 +45,7 @@ const (
 	FindingMissingRelease        = findingMissingRelease
 	FindingLeakedAllocation      = findingLeakedAllocation
 	FindingAdjustWithoutEvidence = findingAdjustWithoutEvidence
+	FindingTokenClaim            = findingTokenClaim
 )
 
 var (

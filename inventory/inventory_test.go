@@ -27,6 +27,7 @@ type testBundle struct {
 	store  *inventory.Store
 	ids    *atomic.Int64 // order ids and user ids unique within the test
 	citus  bool          // store has Config.Citus
+	tokens bool          // provision provisions inventory tokens (SKU.Tokens)
 }
 
 func setup(t *testing.T) testBundle { return setupMode(t, false) }
@@ -64,9 +65,31 @@ func bothModes(t *testing.T, fn func(t *testing.T, tb testBundle)) {
 	}
 }
 
+// stockModes runs fn as bothModes does, and twice more with the stock
+// provisioned as inventory tokens: "tokens" (default statements) and
+// "tokens_citus" (the statements of Config.Citus).
+func stockModes(t *testing.T, fn func(t *testing.T, tb testBundle)) {
+	t.Helper()
+	bothModes(t, fn)
+	for _, citus := range []bool{false, true} {
+		name := "tokens"
+		if citus {
+			name = "tokens_citus"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tb := setupMode(t, citus)
+			tb.tokens = true
+			fn(t, tb)
+		})
+	}
+}
+
+// provision provisions a SKU, as inventory tokens when tb.tokens (then
+// buckets must be 1).
 func (tb testBundle) provision(t *testing.T, activity, sku int64, stock int32, buckets int16) {
 	t.Helper()
-	res, err := tb.store.Provision(tb.ctx, tb.pool, inventory.SKU{ActivityID: activity, SKUID: sku, Stock: stock, Buckets: buckets})
+	res, err := tb.store.Provision(tb.ctx, tb.pool, inventory.SKU{ActivityID: activity, SKUID: sku, Stock: stock, Buckets: buckets, Tokens: tb.tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,10 @@ import (
 // numbers run from 0 to maxBuckets-1.
 const maxBuckets = 256
 
+// maxTokens is the largest stock a SKU may be provisioned with as tokens
+// (one row per unit).
+const maxTokens = 10_000_000
+
 // SKU identifies a SKU's stock and how it is split: the input of
 // [Store.Provision].
 type SKU struct {
@@ -24,6 +28,14 @@ type SKU struct {
 	// Buckets is the number of buckets, 1 to 256. 1 is the plain
 	// single-row case (bucket 0 only).
 	Buckets int16
+	// Tokens provisions the stock as inventory tokens, one row per unit
+	// (at most 10,000,000), instead of counters in buckets: an allocation
+	// claims free tokens with FOR UPDATE SKIP LOCKED, so concurrent
+	// allocations of one SKU never wait for one another, and a release
+	// frees them (see "Buckets or tokens" in the package doc). Buckets
+	// must be 1: the reservations and the ledger rows of a token SKU name
+	// bucket 0.
+	Tokens bool
 }
 
 func (k SKU) validate() error {
@@ -36,6 +48,10 @@ func (k SKU) validate() error {
 		return invalid("Stock", "must not be negative")
 	case k.Buckets < 1 || k.Buckets > maxBuckets:
 		return invalid("Buckets", fmt.Sprintf("must be between 1 and %d", maxBuckets))
+	case k.Tokens && k.Buckets != 1:
+		return invalid("Buckets", "must be 1 with Tokens")
+	case k.Tokens && k.Stock > maxTokens:
+		return invalid("Stock", fmt.Sprintf("must be at most %d with Tokens (one row per unit)", maxTokens))
 	}
 	return nil
 }
@@ -46,7 +62,7 @@ type Provisioned struct {
 	// false when the identical split already existed (nothing written).
 	Created bool
 	// Buckets is the number of bucket rows this call inserted (0 when not
-	// Created).
+	// Created, and for token stock).
 	Buckets int
 }
 
@@ -76,9 +92,12 @@ func bucketStock(stock int32, n int16, b int16) (int32, error) {
 // PROVISION ledger row per bucket, all in one statement: either everything
 // is written or nothing.
 //
-// It is idempotent: when the SKU already exists with the same stock and
-// bucket count it writes nothing and returns Created false ("already
-// provisioned"); with a different stock or bucket count it returns a
+// With k.Tokens it writes one free token row per unit instead of the
+// buckets, and one PROVISION row (bucket 0).
+//
+// It is idempotent: when the SKU already exists with the same stock,
+// bucket count and mode (buckets or tokens) it writes nothing and returns Created false ("already
+// provisioned"); with a different stock, bucket count or mode it returns a
 // *Error (matching [ErrProvisionConflict]) and writes
 // nothing. Bad input gives a *Error before anything is sent.
 //
@@ -98,27 +117,40 @@ func (s *Store) Provision(ctx context.Context, db pgtx.Querier, k SKU) (_ Provis
 			created bool
 			stock   int32
 			buckets int16
+			tokens  bool
 			n       int
 		)
-		err := db.QueryRow(ctx, s.sql.provision, k.ActivityID, k.SKUID, k.Stock, k.Buckets).Scan(&created, &stock, &buckets, &n)
+		err := db.QueryRow(ctx, s.sql.provision, k.ActivityID, k.SKUID, k.Stock, k.Buckets, k.Tokens).Scan(&created, &stock, &buckets, &tokens, &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // a concurrent provisioning committed after our snapshot
 		}
 		if err != nil {
 			return Provisioned{}, fmt.Errorf("inventory: provision activity %d sku %d: %w", k.ActivityID, k.SKUID, err)
 		}
-		if !created && (stock != k.Stock || buckets != k.Buckets) {
-			return Provisioned{}, &Error{Err: ErrProvisionConflict,
+		if !created && (stock != k.Stock || buckets != k.Buckets || tokens != k.Tokens) {
+			e := &Error{Err: ErrProvisionConflict,
 				ActivityID: k.ActivityID, SKUID: k.SKUID,
 				ExistingStock: stock, ExistingBuckets: buckets,
 				RequestedStock: k.Stock, RequestedBuckets: k.Buckets,
 			}
+			if tokens != k.Tokens {
+				e.Field, e.Found, e.Asked = "token_stock", stockMode(tokens), stockMode(k.Tokens)
+			}
+			return Provisioned{}, e
 		}
 		if created {
 			s.log.InfoContext(ctx, "inventory: provisioned", "activity_id", k.ActivityID, "sku_id", k.SKUID,
-				"stock", k.Stock, "buckets", k.Buckets)
+				"stock", k.Stock, "buckets", k.Buckets, "tokens", k.Tokens)
 		}
 		return Provisioned{Created: created, Buckets: n}, nil
 	}
 	return Provisioned{}, fmt.Errorf("inventory: provision activity %d sku %d: %w", k.ActivityID, k.SKUID, ErrConcurrentInsert)
+}
+
+// stockMode names how a SKU's stock is kept: "tokens" or "buckets".
+func stockMode(tokens bool) string {
+	if tokens {
+		return "tokens"
+	}
+	return "buckets"
 }

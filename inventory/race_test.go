@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill"
+	"github.com/seckillkit/seckill/internal/pgtest"
 	"github.com/seckillkit/seckill/internal/racetest"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
@@ -56,6 +58,10 @@ func TestRaceTableCoversStore(t *testing.T) {
 func TestGuardedRaces(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, tb testBundle) {
+		// The table's setups share tb.ctx: a budget for the whole table
+		// (bucket and token races), above setup's two minutes, so that a
+		// machine busy with the rest of the suite does not cut it short.
+		tb.ctx = pgtest.Context(t, 5*time.Minute)
 		racetest.Run(t, inventoryRaces(raceBundle{tb: tb}))
 	})
 }
@@ -106,6 +112,21 @@ func (rb raceBundle) reservation(t *testing.T, stock int32, status inventory.Res
 		t.Fatalf("reservation prepared as %s, want %s", res.Status, status)
 	}
 	return res
+}
+
+// tokenReservation records a PENDING_DB reservation on a fresh SKU of
+// stock inventory tokens.
+func (rb raceBundle) tokenReservation(t *testing.T, stock int32) inventory.Reservation {
+	t.Helper()
+	tb := rb.tb
+	tb.tokens = true
+	act, sku := tb.ids.Add(1), tb.ids.Add(1)
+	tb.provision(t, act, sku, stock, 1)
+	acq, err := tb.acquire(tb.newReservation(act, sku, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acq.Reservation
 }
 
 func (rb raceBundle) get(t *testing.T, id uuid.UUID) inventory.Reservation {
@@ -527,6 +548,65 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		}
 	}
 
+	// The same entry points on a token SKU (SKU.Tokens); the one-batch
+	// forms serve bucket stock only. A claims the last token for another
+	// reservation: B passes it over (SKIP LOCKED) and is refused as sold
+	// out while A still holds it, whatever A then does; the free count it
+	// reports is read with a snapshot of its own, in which A's token is
+	// still free. A allocates the same reservation: B waits for A's lock on
+	// the reservation and is then a concurrent duplicate, never sold out.
+	for _, method := range []string{"AllocateBucket", "QueueAllocateBucket"} {
+		call := allocs[method]
+		races = append(races, racetest.Race{
+			Method: method, State: "last_token_taken", Skips: true,
+			Setup: func(t *testing.T) racetest.Round {
+				mine := rb.tokenReservation(t, 1)
+				other := tb.newReservation(mine.ActivityID, mine.SKUID, 0)
+				if _, err := tb.acquire(other); err != nil {
+					t.Fatal(err)
+				}
+				return racetest.Round{
+					Pool: tb.pool,
+					Hold: func(ctx context.Context, tx pgx.Tx) error {
+						_, err := tb.store.AllocateBucket(ctx, tx, r2ToAlloc(other))
+						return err
+					},
+					Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, mine.Allocation(0, uuid.Nil)) },
+					Check: func(t *testing.T, end racetest.End, got any, err error) {
+						var so *inventory.Error
+						if !errors.As(err, &so) || !errors.Is(err, inventory.ErrSoldOut) || so.Available != 1 {
+							t.Fatalf("got %+v, %v; want sold out, the locked token counted as free", got, err)
+						}
+					},
+				}
+			},
+		})
+		for _, stock := range []int32{1, 3} {
+			races = append(races, racetest.Race{
+				Method: method, State: fmt.Sprintf("same_reservation_allocated_tokens_%d", stock),
+				Setup: func(t *testing.T) racetest.Round {
+					mine := rb.tokenReservation(t, stock)
+					return racetest.Round{
+						Pool: tb.pool,
+						Hold: func(ctx context.Context, tx pgx.Tx) error {
+							_, err := tb.store.AllocateBucket(ctx, tx, mine.Allocation(0, uuid.Nil))
+							return err
+						},
+						Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, mine.Allocation(0, uuid.Nil)) },
+						Check: func(t *testing.T, end racetest.End, got any, err error) {
+							if end == racetest.Rollback && err != nil || end == racetest.Commit && !errors.Is(err, inventory.ErrAlreadyApplied) {
+								t.Fatalf("A %s: err = %v; want allocated after a rollback, ErrAlreadyApplied after a commit", end, err)
+							}
+							if b := rb.bucket(t, mine.ActivityID, mine.SKUID); b.Allocated != 1 || b.Available != stock-1 {
+								t.Fatalf("tokens %+v: want 1 claimed", b)
+							}
+						},
+					}
+				},
+			})
+		}
+	}
+
 	// ReleaseStock and its twins: A releases the same reservation (B is a
 	// concurrent duplicate).
 	type releaseCall func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error)
@@ -579,6 +659,43 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 						}
 						if b := rb.bucket(t, r.ActivityID, r.SKUID); b.Available != 3 || b.Allocated != 0 {
 							t.Fatalf("bucket %+v, want 3 available and 0 allocated", b)
+						}
+					},
+				}
+			},
+		})
+	}
+	// The same on a token SKU: B waits for A's lock on the reservation's
+	// token (the one-batch form serves bucket stock only).
+	for _, method := range []string{"ReleaseStock", "QueueReleaseStock"} {
+		call := releases[method]
+		races = append(races, racetest.Race{
+			Method: method, State: "same_reservation_released_tokens",
+			Setup: func(t *testing.T) racetest.Round {
+				r := rb.tokenReservation(t, 3)
+				if _, err := rb.tb.allocateIn(t, rb.tb.newReservation(r.ActivityID, r.SKUID, 0)); err != nil {
+					t.Fatal(err)
+				}
+				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					_, err := tb.store.AllocateBucket(tb.ctx, tx, r.Allocation(0, uuid.Nil))
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return racetest.Round{
+					Pool: tb.pool,
+					Hold: func(ctx context.Context, tx pgx.Tx) error {
+						_, err := tb.store.ReleaseStock(ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
+						return err
+					},
+					Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, r) },
+					Check: func(t *testing.T, end racetest.End, got any, err error) {
+						if end == racetest.Rollback && err != nil || end == racetest.Commit && !errors.Is(err, inventory.ErrAlreadyApplied) {
+							t.Fatalf("A %s: got %+v, %v; want released after a rollback, ErrAlreadyApplied after a commit", end, got, err)
+						}
+						if b := rb.bucket(t, r.ActivityID, r.SKUID); b.Available != 2 || b.Allocated != 1 {
+							t.Fatalf("tokens %+v, want 2 free and 1 claimed (the other reservation's)", b)
 						}
 					},
 				}

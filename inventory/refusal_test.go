@@ -16,7 +16,7 @@ import (
 // illegal) and nothing of the batch commits; a legal one fills dst.
 func TestQueueTransitionReservationAbort(t *testing.T) {
 	t.Parallel()
-	bothModes(t, func(t *testing.T, tb testBundle) {
+	stockModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 21, 210, 5, 1)
 		r := tb.newReservation(21, 210, 0)
 		if _, err := tb.acquire(r); err != nil {
@@ -51,7 +51,7 @@ func TestQueueTransitionReservationAbort(t *testing.T) {
 // dst receives the inserted row (PENDING_DB, ORDERED or REJECTED).
 func TestQueueAcquireReservationAbortReturnsRow(t *testing.T) {
 	t.Parallel()
-	bothModes(t, func(t *testing.T, tb testBundle) {
+	stockModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 22, 220, 5, 1)
 		for _, c := range []struct {
 			name    string
@@ -90,7 +90,7 @@ func TestQueueAcquireReservationAbortReturnsRow(t *testing.T) {
 // transaction stays usable.
 func TestQueueCheckSoldOutReturn(t *testing.T) {
 	t.Parallel()
-	bothModes(t, func(t *testing.T, tb testBundle) {
+	stockModes(t, func(t *testing.T, tb testBundle) {
 		tb.provision(t, 23, 230, 1, 1)
 		r := tb.newReservation(23, 230, 0)
 		a := allocationOf(r, 0)

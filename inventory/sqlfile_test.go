@@ -11,6 +11,12 @@ import "testing"
 func TestSharedSQLFragments(t *testing.T) {
 	t.Parallel()
 	checks := []struct{ a, b, from, to string }{
+		// the token claim (pick and claim) of the one-batch allocations
+		{"decrement_abort", "decrement_then_raise", "), pick_from AS (", "RETURNING t.version"},
+		// the token claim of the plain and Citus allocations
+		{"allocate", "allocate_routed", "), rl AS (", "FOR NO KEY UPDATE OF r"},
+		{"allocate", "allocate_routed", "), pick_from AS (", "FROM {schema}.inventory_token AS t"},
+		{"allocate", "allocate_routed", "), pick AS (", "SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0"},
 		// the decrement's guard on the reservation and the sale, and its RETURNING (plain and Citus allocation)
 		{"allocate", "allocate_routed", "AND EXISTS (SELECT 1 FROM r", "allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version"},
 		// what explains a refusal: the reservation and the sale (plain and Citus allocation)
@@ -22,7 +28,7 @@ func TestSharedSQLFragments(t *testing.T) {
 		// the refusal read of the one-batch decrements
 		{"decrement_abort", "decrement_then_raise", "LEFT JOIN LATERAL (", "WHERE u.version IS NULL) AS w ON true"},
 		// the end of the one-batch stock changes
-		{"decrement_abort", "release_abort", ")),", "FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true"},
+		{"decrement_abort", "release_abort", ")),", "FROM (SELECT 1) AS one LEFT JOIN took AS u ON true"},
 		// the ledger CTE of the one-batch stock changes
 		{"decrement_abort", "release_abort", ", led AS (", "WHERE l.idempotency_key ="},
 		// the decrement of one bucket

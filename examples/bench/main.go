@@ -10,7 +10,10 @@
 //   - seed: the textbook statement sequence the kit started from (inbox,
 //     reservation insert and lock, order, bucket decrement, item, ledger,
 //     reservation ORDERED, outbox), one statement per round trip, hand-written;
-//   - kit:  flow.Service.PlaceOrder, the transaction examples/seckill runs.
+//   - kit:  flow.Service.PlaceOrder, the transaction examples/seckill runs;
+//   - kit-tokens: the same on a SKU provisioned as inventory tokens (one
+//     row per unit, claimed with FOR UPDATE SKIP LOCKED), measured once
+//     per consumer count beside the 1- and 64-bucket cells.
 //
 // Each variant has its own schema (the same DDL: the kit's migrations);
 // every (round, buckets, consumers) cell provisions a new SKU and runs the
@@ -110,7 +113,7 @@ func main() {
 	flag.BoolVar(&o.waits, "waits", false, "print the wait events sampled per variant")
 	flag.BoolVar(&o.statements, "statements", false, "load pg_stat_statements (throwaway server) and print each variant's costliest statements (64 buckets, 32 consumers, first round)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the order runs to this file")
-	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound)")
+	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit,kit-tokens", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound), kit-tokens (the kit on a SKU of inventory tokens; run in the cells of the first bucket count only)")
 	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
 	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
 	flag.BoolVar(&o.stack, "stack", false, "measure the example service's real stack (PostgreSQL, redis-server, nats-server -js, the service in -serve mode) under fixed offered rates, beside the kit alone, instead of the order and outbox runs")

@@ -39,11 +39,16 @@ type variant struct {
 	place func(ctx context.Context, svc *flow.Service, o orderMsg) error
 	// cfg adjusts the flow configuration (kit variants only).
 	cfg func(*flow.Config)
+	// tokens marks a variant whose SKU is provisioned as inventory tokens:
+	// the bucket count does not apply, so it runs only in the cells of the
+	// first bucket count, reported as "tokens".
+	tokens bool
 }
 
 // allVariants are the variants -variants can name: raw, the limits
-// (limit-min, limit-full: one statement, implicit commit), seed and kit, and
-// the kit with one of its optimisations switched off, for comparison.
+// (limit-min, limit-full: one statement, implicit commit), seed and kit,
+// the kit with one of its optimisations switched off, for comparison, and
+// the kit selling a SKU of inventory tokens (kit-tokens).
 func allVariants() []variant {
 	return []variant{
 		{name: "raw", place: placeRaw},
@@ -53,7 +58,18 @@ func allVariants() []variant {
 		{name: "kit", place: placeKit},
 		{name: "kit-notify", place: placeKit, cfg: func(c *flow.Config) { c.Notify = true }},
 		{name: "kit-ungated", place: placeKit, cfg: func(c *flow.Config) { c.BucketConcurrency = -1 }},
+		{name: "kit-tokens", place: placeKit, cfg: withTokens, tokens: true},
 	}
+}
+
+// tokenStock is the stock of the kit-tokens SKU: one token row per unit,
+// provisioned for every run, far more than a run sells.
+const tokenStock = 200_000
+
+// withTokens makes the flow's SKU one of inventory tokens (inventory.SKU's
+// Tokens): one row per unit, claimed with FOR UPDATE SKIP LOCKED.
+func withTokens(c *flow.Config) {
+	c.Item.Tokens, c.Item.Buckets, c.Item.Stock = true, 1, tokenStock
 }
 
 // placeKit is examples/seckill's consumer: flow.Service.PlaceOrder.

@@ -230,7 +230,11 @@ func (rs *orderRuns) runRounds(ctx context.Context) error {
 				off := (r + inRound) % len(vs)
 				inRound++
 				for i := range vs {
-					if err := rs.runOne(ctx, r, cell, vs[(i+off)%len(vs)], b, c); err != nil {
+					v := vs[(i+off)%len(vs)]
+					if v.tokens && b != o.bucketSet[0] {
+						continue // the bucket count does not apply: measured once per consumer count
+					}
+					if err := rs.runOne(ctx, r, cell, v, b, c); err != nil {
 						return err
 					}
 				}
@@ -281,9 +285,18 @@ func (rs *orderRuns) report(out io.Writer) error {
 		for _, c := range o.consumerSet {
 			for _, v := range vs {
 				a := rs.results[cellKey{v.name, b, c}]
-				fmt.Fprintf(out, "| %s | %d | %d | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %d |\n", v.name, b, c, a.ordersPerSec(),
+				if a == nil {
+					continue // kit-tokens: in the cells of the first bucket count only
+				}
+				bs := fmt.Sprint(b)
+				if v.tokens {
+					bs = "tokens"
+				}
+				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %d |\n", v.name, bs, c, a.ordersPerSec(),
 					ms(a.pct(0.50)), ms(a.pct(0.99)), a.rtPerOrder(), a.cpuPerOrder(), a.waits.meanLockWaiters(), a.errors)
-				plotRows = append(plotRows, orderRow{v.name, b, c, a.ordersPerSec()})
+				if !v.tokens {
+					plotRows = append(plotRows, orderRow{v.name, b, c, a.ordersPerSec()})
+				}
 			}
 		}
 	}
@@ -304,6 +317,9 @@ func (rs *orderRuns) report(out io.Writer) error {
 			for _, v := range vs {
 				c := o.consumerSet[len(o.consumerSet)-1]
 				a := rs.results[cellKey{v.name, b, c}]
+				if a == nil {
+					continue
+				}
 				fmt.Fprintf(out, "- %s, %d buckets, %d consumers: %s\n", v.name, b, c, topWaits(a.waits, 6))
 			}
 		}
@@ -370,14 +386,19 @@ func (rs *orderRuns) printResult(out io.Writer, ob outboxResult) {
 	if a := rs.results[cellKey{"kit", 64, 32}]; a != nil {
 		cpuKit = a.cpuPerOrder()
 	}
-	fmt.Fprintf(out, "RESULT flow_vs_seed_min=%.2f flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_limit_b1=%.2f flow_vs_limit_b64=%.2f limit_full_vs_min_b1=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f cpu_us_per_order=%.0f outbox_events_per_s=%.0f outbox_vs_raw=%.2f outbox_vs_river=%s outbox_intx_events_per_s=%.0f outbox_intx_vs_river=%s drain_backlog_ratio=%s claim_history_ratio=%.2f\n",
+	// The kit on a SKU of inventory tokens against the single-row
+	// decrement's limit (limit-min, 1 bucket) and against the kit on 64
+	// buckets, at 32 consumers.
+	tokens := rs.rate("kit-tokens", rs.o.bucketSet[0], 32)
+	fmt.Fprintf(out, "RESULT flow_vs_seed_min=%.2f flow_vs_seed_b1=%.2f flow_vs_seed_b64=%.2f flow_vs_limit_b1=%.2f flow_vs_limit_b64=%.2f limit_full_vs_min_b1=%.2f flow_vs_raw_b64=%.2f roundtrips=%.2f cpu_us_per_order=%.0f outbox_events_per_s=%.0f outbox_vs_raw=%.2f outbox_vs_river=%s outbox_intx_events_per_s=%.0f outbox_intx_vs_river=%s drain_backlog_ratio=%s claim_history_ratio=%.2f tokens_vs_limit_min_b1=%s tokens_vs_buckets_b64=%s\n",
 		flowVsSeedMin, ratio(rate("kit", 1, 32), rate("seed", 1, 32)), ratio(rate("kit", 64, 32), rate("seed", 64, 32)),
 		ratio(rate("kit", 1, 32), rate("limit-full", 1, 32)), ratio(rate("kit", 64, 32), rate("limit-full", 64, 32)),
 		ratio(rate("limit-full", 1, 32), rate("limit-min", 1, 32)),
 		ratio(rate("kit", 64, 32), rate("raw", 64, 32)), ratio(float64(krt), float64(kn)), cpuKit,
 		ob.relayRate, ratio(ob.relayRate, ob.rawRate), optRatio(ob.relayRate, ob.riverRate),
 		ob.relayTxRate, optRatio(ob.relayTxRate, ob.riverRate),
-		optRatio(ob.drainLarge, ob.drainSmall), ratio(float64(ob.claimHist), float64(ob.claimNone)))
+		optRatio(ob.drainLarge, ob.drainSmall), ratio(float64(ob.claimHist), float64(ob.claimNone)),
+		tokensRatio(tokens, rate("limit-min", 1, 32)), tokensRatio(tokens, rate("kit", 64, 32)))
 }
 
 // auditErr is the error of the first variant whose audit failed.
@@ -397,6 +418,15 @@ func optRatio(num, den float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", num/den)
+}
+
+// tokensRatio is optRatio, and "n/a" too when kit-tokens (num) was not
+// measured.
+func tokensRatio(num, den float64) string {
+	if num == 0 {
+		return "n/a"
+	}
+	return optRatio(num, den)
 }
 
 func verdict(fails []string) string {

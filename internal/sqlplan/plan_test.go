@@ -155,7 +155,8 @@ func load(t *testing.T, ctx context.Context, conn *pgx.Conn, schema string) {
 		`SET session_replication_role = DEFAULT`,
 		`ANALYZE ` + s + `.event_outbox, ` + s + `.event_outbox_history, ` + s + `.consumer_inbox, ` +
 			s + `.consumer_inbox_history, ` + s + `.orders, ` + s + `.order_items, ` + s + `.payment_record, ` + s + `.payment_review, ` +
-			s + `.inventory_sku, ` + s + `.sku_inventory, ` + s + `.inventory_reservation, ` + s + `.inventory_ledger, ` + s + `.inventory_sale_log`,
+			s + `.inventory_sku, ` + s + `.sku_inventory, ` + s + `.inventory_reservation, ` + s + `.inventory_ledger, ` + s + `.inventory_sale_log, ` +
+			s + `.inventory_token`,
 	} {
 		run(t, ctx, conn, q)
 	}
@@ -181,7 +182,8 @@ func run(t *testing.T, ctx context.Context, conn *pgx.Conn, q string) {
 // (g % 100 < 70 ordered, < 80 pending and live, < 82 pending and
 // expired, < 85 release pending, < 95 released, else rejected) with the
 // ALLOCATE ledger row of every one that took stock and the RELEASE row
-// of every released one; a sale log of three changes per SKU. The
+// of every released one; a sale log of three changes per SKU; 10 token
+// SKUs of 10,000 tokens each (SKU.Tokens), the first 3,000 of each held. The
 // SKUs are on sale. FK triggers are off (session_replication_role):
 // the load is consistent.
 func loadInventory(t *testing.T, ctx context.Context, conn *pgx.Conn, s string) {
@@ -225,6 +227,13 @@ func loadInventory(t *testing.T, ctx context.Context, conn *pgx.Conn, s string) 
 		 SELECT 'RELEASE:' || reservation_id, reservation_id, order_id, first_message_id, activity_id, sku_id, user_id,
 		   inventory_bucket, 20, 1, -1, 49, 50, 11, 10, 'ORDER_CANCELLED', now() - interval '1 minute'
 		 FROM ` + s + `.inventory_reservation WHERE status = 40`,
+		`INSERT INTO ` + s + `.inventory_sku (activity_id, sku_id, planned_stock, bucket_count, sale_status, sale_version, token_stock)
+		 SELECT 1 + g % 10, g, 10000, 1, 10, 0, true FROM generate_series(20001, 20010) AS g`,
+		`INSERT INTO ` + s + `.inventory_token (activity_id, sku_id, token_no, reservation_id, version)
+		 SELECT k.activity_id, k.sku_id, n,
+		   CASE WHEN n < 3000 THEN ('01a30000-0000-4000-8000-' || lpad(to_hex(k.sku_id * 10000 + n), 12, '0'))::uuid END,
+		   CASE WHEN n < 3000 THEN 1 ELSE 0 END
+		 FROM ` + s + `.inventory_sku AS k, generate_series(0, k.planned_stock - 1) AS n WHERE k.token_stock`,
 		`INSERT INTO ` + s + `.inventory_sale_log (activity_id, sku_id, from_status, to_status, operator, reason, sale_version)
 		 SELECT activity_id, sku_id, CASE WHEN v = 2 THEN 20 ELSE 10 END, CASE WHEN v = 2 THEN 10 ELSE 20 END, 'ops', 'plan', v
 		 FROM ` + s + `.inventory_sku, generate_series(1, 3) AS v`,

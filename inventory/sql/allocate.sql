@@ -23,7 +23,41 @@
 -- reservation; the ledger INSERT runs only for the updated row. When nothing
 -- was updated the final SELECT classifies why: an existing ledger row, read
 -- by inventory_ledger_id_now with a fresh snapshot (migration 002), then a
--- missing bucket, otherwise sold out.
+-- missing bucket, otherwise sold out. The available stock a refusal
+-- reports is read by inventory_available_units_now (migration 010), which
+-- counts a token SKU's free tokens.
+--
+-- Token stock (migration 010): for a SKU provisioned with tokens there is
+-- no bucket row, and pick and claim take the place of upd: rl locks the
+-- reservation (FOR NO KEY UPDATE, a lock the order transaction already
+-- holds), bound to the allocation as upd's guard binds it, and only for a
+-- token SKU and bucket 0 (its only bucket); pick takes $4 free tokens of
+-- the SKU, locked with SKIP LOCKED by pick_from (and pick_before when
+-- pick_from found fewer), under upd's guards on the ledger key and the
+-- sale, in token order from the start of one of 64 lanes (equal ranges of
+-- token numbers) chosen by a hash of the reservation, then from 0 up to
+-- it: concurrent allocations claim in different lanes, each lane from its
+-- start, so they rarely meet on a page and none walks every claimed
+-- token before the first free one (the claimed tokens' entries stay in
+-- idx_token_free until vacuum); no lane sells out on its own;
+-- the guards are constant for the statement, so they are tested before a
+-- token is locked. claim gives
+-- them to the reservation when pick found all $4 (otherwise nothing is
+-- claimed: sold out), by the row addresses (ctid) pick locked: the rows
+-- stay where pick found them, locked, until claim updates them, and a TID
+-- scan finds them whatever the planner estimates of a table whose tokens
+-- were just provisioned (no other condition gives it an index to prefer). took is the one change either made, with the
+-- counters the ledger row records: the bucket's, or for tokens those of the
+-- units claimed (before_available = $4, after_available = 0,
+-- before_allocated = 0, after_allocated = $4) and the highest version
+-- among them. SKIP LOCKED never waits: a token locked by another
+-- allocation is skipped, the lock of rl is what a concurrent duplicate
+-- waits for, and after that wait rl re-reads the reservation as committed;
+-- a duplicate then meets the unique index or, finding no token, the
+-- ledger probe, as for a bucket. A token locked by an allocation that then
+-- rolls back is skipped while it is locked: an allocation can be refused
+-- as sold out while such a unit is about to come back; none is ever
+-- claimed twice.
 --
 -- Binding to the reservation: the UPDATE decrements only when the
 -- reservation row ($6) exists with exactly the caller's activity, SKU,
@@ -85,6 +119,53 @@ WITH r AS (
 	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), rl AS (
+	SELECT r.reservation_id
+	  FROM {schema}.inventory_reservation AS r
+	 WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	   AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
+	   FOR NO KEY UPDATE OF r
+), pick_from AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0
 ), led AS (
 	INSERT INTO {schema}.inventory_ledger (
 		idempotency_key, reservation_id, order_id, source_message_id,
@@ -94,18 +175,18 @@ WITH r AS (
 	SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
 	       0, -$4::int, $4::int,
 	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $10
-	  FROM upd AS u
+	  FROM took AS u
 	RETURNING ledger_id, created_at
 )
 SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
-         {schema}.inventory_available_now($1, $2, $3::smallint) END,
+         {schema}.inventory_available_units_now($1, $2, $3::smallint) END,
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (VALUES (1)) AS one (x)
-  LEFT JOIN upd AS u ON true
+  LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
   LEFT JOIN r ON true
   LEFT JOIN sk ON true
@@ -123,7 +204,10 @@ SELECT l.ledger_id, l.created_at,
 -- missing bucket from one without the stock; the available stock a refusal
 -- reports comes from available_now, the batch's next statement (the
 -- function allocate reads it with cannot run on a Citus worker: it
--- would query a distributed table from a shard's query).
+-- would query a distributed table from a shard's query). A token SKU
+-- (migration 010) is served by allocate's rl, pick, claim and took,
+-- guarded by the placeholder instead of the absence of a ledger row; the
+-- bucket read is of inventory_stock_row, which has bucket 0 of a token SKU.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 ledger key,
 -- $6 reservation, $7 the placeholder's marker, $8 reason, $9 user.
@@ -164,17 +248,64 @@ WITH r AS (
 	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), rl AS (
+	SELECT r.reservation_id
+	  FROM {schema}.inventory_reservation AS r
+	 WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
+	   AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
+	   FOR NO KEY UPDATE OF r
+), pick_from AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT (abs(hashtext($6::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM rl)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5 AND reason = $7)
+	   AND (SELECT selling FROM sk)
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $6, version = t.version + 1, updated_at = statement_timestamp()
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
 	       reason = $8
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $5 AND l.reason = $7
 	RETURNING l.ledger_id, l.created_at
 ), del AS (
 	DELETE FROM {schema}.inventory_ledger
-	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM upd)
+	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM took)
 )
 SELECT l.ledger_id, l.created_at,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
@@ -182,12 +313,12 @@ SELECT l.ledger_id, l.created_at,
          (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
            WHERE x.idempotency_key = $5 AND x.reason <> $7) END,
        CASE WHEN l.ledger_id IS NULL THEN
-         (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+         (SELECT b.available_stock FROM {schema}.inventory_stock_row AS b
            WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
        r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (SELECT 1) AS one
-  LEFT JOIN upd AS u ON true
+  LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
   LEFT JOIN r ON true
   LEFT JOIN sk ON true
@@ -242,6 +373,10 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 -- committing first) decrements and then raises unique_violation on the
 -- ledger key, which aborts the decrement with the rest. Its parameters
 -- are allocate's.
+-- For a token SKU (migration 010), which has no bucket row, the row
+-- comes from inventory_sku with the counters of the tokens claimed
+-- (before_available = quantity, after_available = 0, before_allocated = 0,
+-- after_allocated = quantity): decrement_then_raise claimed them or raised.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2): the reservation's bucket
@@ -252,7 +387,7 @@ VALUES ($5, $6, $7, $8, $1, $2, $9, $3, 10,
 -- $8 = message_id (uuid): the message being processed
 -- $9 = user_id (int8): the buyer
 -- $10 = reason (text): the ledger reason
--- index: pk_sku_inventory
+-- index: pk_sku_inventory, pk_inventory_sku
 INSERT INTO {schema}.inventory_ledger (
 	idempotency_key, reservation_id, order_id, source_message_id,
 	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
@@ -263,10 +398,20 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
        b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
   FROM {schema}.sku_inventory AS b
  WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
+UNION ALL
+SELECT $5::text, $6::uuid, $7::int8, $8::uuid, $1::int8, $2::int8, $9::int8, $3::int2, 10,
+       0, -$4::int, $4::int,
+       $4::int, 0, 0, $4::int, $10::text
+  FROM {schema}.inventory_sku AS k
+ WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0
 
 -- name: allocation_ledger_from_bucket_returning
 -- allocation_ledger_from_bucket returning the ledger row's id, time and
 -- counters (the queued form's dst is not nil).
+-- For a token SKU (migration 010), which has no bucket row, the row
+-- comes from inventory_sku with the counters of the tokens claimed
+-- (before_available = quantity, after_available = 0, before_allocated = 0,
+-- after_allocated = quantity): decrement_then_raise claimed them or raised.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2): the reservation's bucket
@@ -277,7 +422,7 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
 -- $8 = message_id (uuid): the message being processed
 -- $9 = user_id (int8): the buyer
 -- $10 = reason (text): the ledger reason
--- index: pk_sku_inventory
+-- index: pk_sku_inventory, pk_inventory_sku
 INSERT INTO {schema}.inventory_ledger (
 	idempotency_key, reservation_id, order_id, source_message_id,
 	activity_id, sku_id, user_id, inventory_bucket, ledger_type,
@@ -288,6 +433,12 @@ SELECT $5, $6, $7, $8, $1, $2, $9, $3, 10,
        b.available_stock + $4::int, b.available_stock, b.allocated_stock - $4::int, b.allocated_stock, $10
   FROM {schema}.sku_inventory AS b
  WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3
+UNION ALL
+SELECT $5::text, $6::uuid, $7::int8, $8::uuid, $1::int8, $2::int8, $9::int8, $3::int2, 10,
+       0, -$4::int, $4::int,
+       $4::int, 0, 0, $4::int, $10::text
+  FROM {schema}.inventory_sku AS k
+ WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0
 RETURNING ledger_id, created_at, before_available, after_available, before_allocated, after_allocated
 
 -- name: allocation_ledger_returning
@@ -367,14 +518,22 @@ ON CONFLICT DO NOTHING
 -- available stock ($1 activity, $2 SKU, $3 bucket), read by a statement of
 -- its own. Its snapshot is taken after allocate_routed ended, so it sees
 -- what a transaction that statement waited for left (one row, NULL for a
--- missing bucket).
+-- missing bucket). For bucket 0 of a token SKU (migration 010) it counts
+-- the free tokens, only when reservation $4 holds none (the allocation was
+-- refused): a successful allocation does not pay for the count.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
--- index: pk_sku_inventory
-SELECT (SELECT available_stock FROM {schema}.sku_inventory
-         WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3)
-
+-- $4 = reservation_id (uuid): the allocation's reservation
+-- index: pk_sku_inventory, pk_inventory_sku
+SELECT CASE WHEN k.token_stock AND $3 = 0 THEN
+         CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.inventory_token AS h WHERE h.reservation_id = $4) THEN
+           (SELECT count(*)::int FROM {schema}.inventory_token AS t
+             WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL) END
+       ELSE (SELECT b.available_stock FROM {schema}.sku_inventory AS b
+              WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END
+  FROM (SELECT 1) AS o
+  LEFT JOIN {schema}.inventory_sku AS k ON k.activity_id = $1 AND k.sku_id = $2
 -- name: decrement_abort
 -- decrement_abort is the decrement of allocate with the same guards
 -- on the reservation and the sale (status and window), after
@@ -388,6 +547,10 @@ SELECT (SELECT available_stock FROM {schema}.sku_inventory
 --
 -- Both CTEs are UPDATEs of tables in the same schema, read by a SELECT: one
 -- statement that Citus routes to one node whole.
+--
+-- Token stock (migration 010): pick and claim are allocate's, under this
+-- statement's guards (the reservation, the sale), and took is the one
+-- change either made; the refusal read knows bucket 0 of a token SKU.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5
 -- reservation, $6 user, $7 ledger key.
@@ -420,16 +583,67 @@ WITH upd AS (
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), pick_from AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $7
 )
 SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text)),
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true
+  FROM (SELECT 1) AS one LEFT JOIN took AS u ON true
   LEFT JOIN LATERAL (
 	SELECT CASE
 	         WHEN k.sku_id IS NULL THEN 'SK004'
@@ -440,7 +654,8 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
 	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
 	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
-	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
+	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3)
+	              AND NOT (k.token_stock AND $3 = 0) THEN 'SK003'
 	         ELSE 'SK001'
 	       END AS code
 	  FROM (SELECT 1) AS o
@@ -456,6 +671,10 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 -- the bucket's new version. The ledger row is then written once, with its
 -- counters (the Citus pair writes it twice: a placeholder, then the
 -- counters). Its parameters are decrement_abort's first six.
+--
+-- Token stock (migration 010): pick and claim are allocate's, under this
+-- statement's guards (the reservation, the sale), and took is the one
+-- change either made; the refusal read knows bucket 0 of a token SKU.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
@@ -483,9 +702,60 @@ WITH upd AS (
 	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
 	RETURNING version
+), pick_from AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no >= (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick_before AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	   AND t.token_no < (SELECT (abs(hashtext($5::text)::int8) % 64) * k.planned_stock / 64
+	                          FROM {schema}.inventory_sku AS k WHERE k.activity_id = $1 AND k.sku_id = $2)
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r
+	                WHERE r.reservation_id = $5 AND r.activity_id = $1 AND r.sku_id = $2
+	                  AND r.inventory_bucket = $3 AND r.quantity = $4::int AND r.user_id = $6
+	                  AND r.status IN (0, 10))
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
+	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.sale_status = 10
+	                  AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
+	                  AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))
+	   AND $3 = 0
+	 ORDER BY t.token_no
+	 LIMIT $4::int
+	   FOR UPDATE OF t SKIP LOCKED
+), pick AS (
+	SELECT ctid FROM pick_from
+	UNION ALL
+	SELECT ctid FROM pick_before
+	 LIMIT $4::int
+), claim AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = $5::uuid, version = t.version + 1, updated_at = statement_timestamp()
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM pick)) AND t.reservation_id IS NULL
+	   AND (SELECT count(*) FROM pick) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT version FROM upd
+	UNION ALL
+	SELECT max(version) FROM claim HAVING count(*) > 0
 )
 SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text))
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true
+  FROM (SELECT 1) AS one LEFT JOIN took AS u ON true
   LEFT JOIN LATERAL (
 	SELECT CASE
 	         WHEN k.sku_id IS NULL THEN 'SK004'
@@ -496,7 +766,8 @@ SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5:
 	         WHEN NOT (r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3 AND r.quantity = $4::int
 	                   AND r.user_id = $6 AND r.status IN (0, 10)) THEN 'SK005'
 	         WHEN NOT EXISTS (SELECT 1 FROM {schema}.sku_inventory AS b
-	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) THEN 'SK003'
+	                           WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3)
+	              AND NOT (k.token_stock AND $3 = 0) THEN 'SK003'
 	         ELSE 'SK001'
 	       END AS code
 	  FROM (SELECT 1) AS o

@@ -85,15 +85,17 @@ SELECT (SELECT through_ledger_id FROM mv), (SELECT count(*) FROM up)
 -- of the SKUs, as audit does. The upper bound on ledger_id only tells the
 -- planner that the range is narrow (the watermark is not known when the
 -- statement is planned): it excludes nothing. res_led joins the
--- reservations with their ledger counts once, as in audit.
+-- reservations with their ledger counts once, as in audit. A token SKU's
+-- counts are read whole (inventory_stock_row counts its tokens); tok and
+-- token_claim check the tokens of the touched reservations.
 -- $1 = activity_id (int8): NULL for every activity
 -- $2 = sku_id (int8): NULL for every SKU
 -- index: inventory_ledger_pkey, idx_ledger_reservation, inventory_reservation_pkey
--- full scan: sku_inventory, inventory_sku, inventory_audit_checkpoint (one row per bucket: the counters the replay is compared with)
+-- full scan: sku_inventory, inventory_token, inventory_sku, inventory_audit_checkpoint (one row per bucket, or per token of a token SKU: the counters the replay is compared with)
 WITH wm AS (
 	SELECT through_ledger_id FROM {schema}.inventory_audit_watermark WHERE singleton
 ), inv AS (
-	SELECT * FROM {schema}.sku_inventory
+	SELECT * FROM {schema}.inventory_stock_row
 	 WHERE ($1::bigint IS NULL OR activity_id = $1) AND ($2::bigint IS NULL OR sku_id = $2)
 ), sku AS (
 	SELECT * FROM {schema}.inventory_sku
@@ -132,6 +134,12 @@ WITH wm AS (
 	SELECT r.reservation_id, r.activity_id, r.sku_id, r.inventory_bucket, r.status,
 	       coalesce(p.allocates, 0) AS allocates, coalesce(p.releases, 0) AS releases, p.alloc_qty
 	  FROM res AS r LEFT JOIN per_res AS p USING (reservation_id)
+), tok AS (
+	SELECT reservation_id, activity_id, sku_id, count(*) AS n
+	  FROM {schema}.inventory_token
+	 WHERE reservation_id IN (SELECT reservation_id FROM touched) AND reservation_id IS NOT NULL
+	   AND ($1::bigint IS NULL OR activity_id = $1) AND ($2::bigint IS NULL OR sku_id = $2)
+	 GROUP BY 1, 2, 3
 )
 SELECT 'bucket_conservation', activity_id, sku_id, bucket_no::int, NULL::uuid,
        available_stock::bigint + allocated_stock, total_stock::bigint
@@ -196,6 +204,15 @@ UNION ALL
 SELECT 'leaked_allocation', activity_id, sku_id, inventory_bucket, reservation_id, 0, alloc_qty
   FROM res_led
  WHERE status IN (0, 20, 50) AND allocates > 0 AND releases = 0
+UNION ALL
+SELECT 'token_claim', coalesce(t.activity_id, p.activity_id), coalesce(t.sku_id, p.sku_id), 0,
+       coalesce(t.reservation_id, p.reservation_id), coalesce(p.held, 0), coalesce(t.n, 0)
+  FROM tok AS t
+  FULL JOIN (SELECT pr.reservation_id, pr.activity_id, pr.sku_id,
+                    CASE WHEN pr.releases = 0 THEN pr.alloc_qty ELSE 0 END AS held
+               FROM per_res AS pr JOIN sku AS k USING (activity_id, sku_id)
+              WHERE k.token_stock AND pr.allocates > 0) AS p USING (reservation_id)
+ WHERE coalesce(p.held, 0) <> coalesce(t.n, 0)
 UNION ALL
 SELECT 'adjust_without_evidence', activity_id, sku_id, inventory_bucket, NULL, 0, total_delta
   FROM led

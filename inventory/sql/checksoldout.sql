@@ -1,6 +1,8 @@
 -- Store.QueueCheckSoldOut: the sold-out condition of a bucket, as a value
 -- (pgtx.Return) or raised (pgtx.Abort). Both share the refusal read (a test
--- checks).
+-- checks). Bucket 0 of a token SKU (migration 010) is sold out when fewer
+-- than the quantity of its tokens are free (counted up to the quantity, by
+-- idx_token_free).
 
 -- name: sold_out_code
 -- sold_out_code is sold_out_abort's condition: NULL when the bucket is
@@ -15,6 +17,10 @@ SELECT CASE
 	               WHEN NOT (k.sale_status = 10
 	                         AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                         AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at)) THEN 'SK002'
+	               WHEN k.token_stock AND $3 = 0 THEN
+	                 CASE WHEN (SELECT count(*) FROM (SELECT 1 FROM {schema}.inventory_token AS t
+	                                                   WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	                                                   LIMIT $4::int) AS f) >= $4::int THEN 'SK008' END
 	               WHEN b.bucket_no IS NULL THEN 'SK003'
 	               WHEN b.available_stock >= $4::int THEN 'SK008'
 	             END AS code
@@ -42,6 +48,10 @@ SELECT CASE WHEN w.code IS NULL THEN 1
 	               WHEN NOT (k.sale_status = 10
 	                         AND (k.sale_starts_at IS NULL OR k.sale_starts_at <= statement_timestamp())
 	                         AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at)) THEN 'SK002'
+	               WHEN k.token_stock AND $3 = 0 THEN
+	                 CASE WHEN (SELECT count(*) FROM (SELECT 1 FROM {schema}.inventory_token AS t
+	                                                   WHERE t.activity_id = $1 AND t.sku_id = $2 AND t.reservation_id IS NULL
+	                                                   LIMIT $4::int) AS f) >= $4::int THEN 'SK008' END
 	               WHEN b.bucket_no IS NULL THEN 'SK003'
 	               WHEN b.available_stock >= $4::int THEN 'SK008'
 	             END AS code

@@ -23,12 +23,23 @@ SELECT activity_id, sku_id, inventory_bucket, allocated_delta::smallint, user_id
 -- quantity and no RELEASE row yet; the unique index is the final guard
 -- against a concurrent duplicate, and the zero-row branch re-reads the
 -- RELEASE key with a fresh snapshot, as for allocate.
+--
+-- Token stock (migration 010): held locks the tokens the reservation
+-- holds (FOR UPDATE, waiting for a concurrent release of them, after which
+-- they are re-read as committed: freed ones no longer match; freed updates
+-- them by the row addresses held locked, as allocate's claim), under upd's
+-- guard on the RELEASE key; freed frees them when they are exactly the
+-- ALLOCATE row's quantity (otherwise nothing: inconsistent, as a bucket
+-- with less allocated stock). took is the one change either made; for
+-- tokens the counters are those of the units freed (before_available = 0,
+-- after_available = quantity, before_allocated = quantity,
+-- after_allocated = 0) and the version the highest among them.
 -- $1 = allocate_key (text): ALLOCATE:<reservation_id>
 -- $2 = release_key (text): RELEASE:<reservation_id>
 -- $3 = order_id (int8): NULL to keep the ALLOCATE row's
 -- $4 = message_id (uuid): NULL to keep the ALLOCATE row's
 -- $5 = reason (text): the ledger reason
--- index: uq_inventory_ledger_idempotency, pk_sku_inventory
+-- index: uq_inventory_ledger_idempotency, pk_sku_inventory, idx_token_reservation
 WITH a AS (
 	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id,
 	       source_message_id, allocated_delta AS qty
@@ -48,6 +59,28 @@ WITH a AS (
 	          a.source_message_id, a.qty,
 	          s.available_stock - a.qty AS before_available, s.available_stock AS after_available,
 	          s.allocated_stock + a.qty AS before_allocated, s.allocated_stock AS after_allocated, s.version
+), held AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	  JOIN a ON t.reservation_id = a.reservation_id AND t.activity_id = a.activity_id AND t.sku_id = a.sku_id
+	 WHERE a.inventory_bucket = 0
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $2)
+	   FOR UPDATE OF t
+), freed AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
+	  FROM a
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM held))
+	   AND (SELECT count(*) FROM held) = a.qty
+	RETURNING t.version
+), took AS (
+	SELECT reservation_id, activity_id, sku_id, inventory_bucket, user_id, order_id, source_message_id, qty,
+	       before_available, after_available, before_allocated, after_allocated, version
+	  FROM upd
+	UNION ALL
+	SELECT a.reservation_id, a.activity_id, a.sku_id, a.inventory_bucket, a.user_id, a.order_id,
+	       a.source_message_id, a.qty, 0, a.qty, a.qty, 0, f.version
+	  FROM a, (SELECT max(version) AS version FROM freed HAVING count(*) > 0) AS f
 ), led AS (
 	INSERT INTO {schema}.inventory_ledger (
 		idempotency_key, reservation_id, order_id, source_message_id,
@@ -58,7 +91,7 @@ WITH a AS (
 	       u.activity_id, u.sku_id, u.user_id, u.inventory_bucket, 20,
 	       0, u.qty, -u.qty,
 	       u.before_available, u.after_available, u.before_allocated, u.after_allocated, $5
-	  FROM upd AS u
+	  FROM took AS u
 	RETURNING ledger_id, created_at
 )
 SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a.qty::smallint,
@@ -66,7 +99,7 @@ SELECT l.ledger_id, l.created_at, a.activity_id, a.sku_id, a.inventory_bucket, a
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($2) END
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN a ON true
-  LEFT JOIN upd AS u ON true
+  LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
 
 -- name: release_ledger
@@ -136,7 +169,9 @@ RETURNING ledger_id, created_at
 -- previous statement inserted. When the UPDATE takes nothing, the SELECT
 -- calls inventory_refuse with the condition the release's refusal read finds (see
 -- countersSelect). UPDATEs in CTEs read by a SELECT: routed whole to one
--- node on Citus.
+-- node on Citus. For a token SKU (migration 010) held and freed free the
+-- tokens the ALLOCATE row's reservation holds, when they are exactly its
+-- quantity, and took is the one change either made.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity, $5 the ALLOCATE
 -- key, $6 the RELEASE key, $7 user.
@@ -161,16 +196,34 @@ WITH upd AS (
 	                  AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), held AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	  JOIN {schema}.inventory_ledger AS l ON l.reservation_id = t.reservation_id
+	 WHERE t.activity_id = $1 AND t.sku_id = $2 AND $3 = 0
+	   AND l.idempotency_key = $5 AND l.activity_id = $1 AND l.sku_id = $2
+	   AND l.inventory_bucket = $3 AND l.allocated_delta = $4::int AND l.user_id = $7
+	   FOR UPDATE OF t
+), freed AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM held))
+	   AND (SELECT count(*) FROM held) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT 0, $4::int, $4::int, 0, max(version) FROM freed HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $6
 )
 SELECT coalesce(u.version, {schema}.inventory_refuse(w.code, $1, $2, $3, $4, $5::text)),
        u.before_available, u.after_available, u.before_allocated, u.after_allocated
-  FROM (SELECT 1) AS one LEFT JOIN upd AS u ON true
+  FROM (SELECT 1) AS one LEFT JOIN took AS u ON true
   LEFT JOIN LATERAL (
 	SELECT CASE
 	         WHEN l.ledger_id IS NULL THEN 'SK006'
@@ -211,7 +264,9 @@ ON CONFLICT DO NOTHING
 -- release_routed follows release_placeholder in the same batch: the
 -- increment of release, guarded by the placeholder, the counters and
 -- the real reason written into it (led), or the placeholder deleted when
--- the increment took nothing (del). It returns release's columns.
+-- the increment took nothing (del). It returns release's columns. For a
+-- token SKU (migration 010) held and freed free the reservation's tokens
+-- as release's do, and took is the one change either made.
 --
 -- Parameters: $1 activity, $2 SKU, $3 bucket, $4 quantity (the ALLOCATE
 -- row's), $5 the RELEASE key, $6 reservation, $7 the placeholder's marker,
@@ -226,7 +281,7 @@ ON CONFLICT DO NOTHING
 -- $8 = reason (text): the ledger reason
 -- (Its generic plan reads the placeholder guard by idx_ledger_reservation,
 -- a reservation's two or three ledger rows; the rest by the key.)
--- index: uq_inventory_ledger_idempotency, pk_sku_inventory
+-- index: uq_inventory_ledger_idempotency, pk_sku_inventory, idx_token_reservation
 WITH upd AS (
 	UPDATE {schema}.sku_inventory
 	   SET available_stock = available_stock + $4::int,
@@ -239,17 +294,34 @@ WITH upd AS (
 	                WHERE idempotency_key = $5 AND reason = $7 AND reservation_id = $6)
 	RETURNING available_stock - $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock + $4::int AS before_allocated, allocated_stock AS after_allocated, version
+), held AS (
+	SELECT t.ctid
+	  FROM {schema}.inventory_token AS t
+	 WHERE t.reservation_id = $6 AND t.activity_id = $1 AND t.sku_id = $2 AND $3 = 0
+	   AND EXISTS (SELECT 1 FROM {schema}.inventory_ledger
+	                WHERE idempotency_key = $5 AND reason = $7 AND reservation_id = $6)
+	   FOR UPDATE OF t
+), freed AS (
+	UPDATE {schema}.inventory_token AS t
+	   SET reservation_id = NULL, version = t.version + 1, updated_at = statement_timestamp()
+	 WHERE t.ctid = ANY (ARRAY(SELECT ctid FROM held))
+	   AND (SELECT count(*) FROM held) = $4::int
+	RETURNING t.version
+), took AS (
+	SELECT before_available, after_available, before_allocated, after_allocated, version FROM upd
+	UNION ALL
+	SELECT 0, $4::int, $4::int, 0, max(version) FROM freed HAVING count(*) > 0
 ), led AS (
 	UPDATE {schema}.inventory_ledger AS l
 	   SET before_available = u.before_available, after_available = u.after_available,
 	       before_allocated = u.before_allocated, after_allocated = u.after_allocated,
 	       reason = $8
-	  FROM upd AS u
+	  FROM took AS u
 	 WHERE l.idempotency_key = $5 AND l.reason = $7
 	RETURNING l.ledger_id, l.created_at
 ), del AS (
 	DELETE FROM {schema}.inventory_ledger
-	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM upd)
+	 WHERE idempotency_key = $5 AND reason = $7 AND NOT EXISTS (SELECT 1 FROM took)
 )
 SELECT l.ledger_id, l.created_at, $1::int8, $2::int8, $3::int2, $4::int2,
        u.before_available, u.after_available, u.before_allocated, u.after_allocated, u.version,
@@ -257,5 +329,5 @@ SELECT l.ledger_id, l.created_at, $1::int8, $2::int8, $3::int2, $4::int2,
          (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
            WHERE x.idempotency_key = $5 AND x.reason <> $7) END
   FROM (SELECT 1) AS one
-  LEFT JOIN upd AS u ON true
+  LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true

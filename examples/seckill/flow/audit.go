@@ -198,11 +198,11 @@ func (a *auditor) checkOrdersAndBuckets(dupOrders int64) {
 	s := a.s
 	orders := a.count(`SELECT count(*) FROM {s}.orders`)
 	a.add("1", "one order per (activity, sku, user)", dupOrders == 0, "%d orders, %d duplicated keys", orders, dupOrders)
-	badBuckets := a.count(`SELECT count(*) FROM {s}.sku_inventory WHERE total_stock <> available_stock + allocated_stock OR available_stock < 0 OR allocated_stock < 0`)
-	buckets := a.count(`SELECT count(*) FROM {s}.sku_inventory`)
+	badBuckets := a.count(`SELECT count(*) FROM {s}.inventory_stock_row WHERE total_stock <> available_stock + allocated_stock OR available_stock < 0 OR allocated_stock < 0`)
+	buckets := a.count(`SELECT count(*) FROM {s}.inventory_stock_row`)
 	a.add("2", "per bucket: total = available + allocated, all >= 0", badBuckets == 0, "%d buckets, %d broken", buckets, badBuckets)
 
-	total := a.count(`SELECT coalesce(sum(total_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID)
+	total := a.count(`SELECT coalesce(sum(total_stock), 0) FROM {s}.inventory_stock_row WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID)
 	a.add("2", "per SKU: sum of bucket totals = planned stock", total == int64(s.Item.Stock), "%d of %d planned", total, s.Item.Stock)
 }
 
@@ -257,7 +257,7 @@ func (a *auditor) checkAudits(live int64) {
 	a.keep(err)
 	a.add("3", "ledger replay reproduces each bucket's counters ("+how+")", len(invFindings) == 0, "%d findings%s", len(invFindings), firstFindings(lines(invFindings)))
 
-	allocated := a.count(`SELECT coalesce(sum(allocated_stock), 0) FROM {s}.sku_inventory WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID)
+	allocated := a.count(`SELECT coalesce(sum(allocated_stock), 0) FROM {s}.inventory_stock_row WHERE activity_id = $1 AND sku_id = $2`, s.Item.ActivityID, s.Item.SKUID)
 	a.add("3", "allocated stock = live orders", allocated == live, "%d allocated, %d live orders", allocated, live)
 
 	paidCancelled := a.count(`SELECT count(*) FROM {s}.orders WHERE status = 40 AND paid_at IS NOT NULL`)

@@ -131,6 +131,10 @@ type SKU struct {
 	Currency   string
 	Stock      int32
 	Buckets    int16
+	// Tokens provisions the stock as inventory tokens (inventory.SKU's
+	// Tokens; Buckets must be 1): no hot row, so the per-bucket bound of
+	// Config.BucketConcurrency does not apply.
+	Tokens bool
 }
 
 // Config configures a Service.
@@ -191,7 +195,7 @@ type Config struct {
 	// cost: each holds a connection and a backend that PostgreSQL's lock
 	// manager wakes and re-queues at every commit. They wait here instead,
 	// in a channel, at no cost to the database (examples/bench: 1 bucket,
-	// 32 consumers).
+	// 32 consumers). A token SKU (SKU.Tokens) has no hot row and no bound.
 	BucketConcurrency int
 }
 
@@ -282,7 +286,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 	if cfg.BucketConcurrency == 0 {
 		cfg.BucketConcurrency = DefaultBucketConcurrency
 	}
-	if cfg.BucketConcurrency > 0 {
+	if cfg.BucketConcurrency > 0 && !cfg.Item.Tokens {
 		s.gates = make([]chan struct{}, maxBuckets)
 		for i := range s.gates {
 			s.gates[i] = make(chan struct{}, cfg.BucketConcurrency)
@@ -317,7 +321,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 		}
 	}
 	it := cfg.Item
-	if _, err = s.Inventory.Provision(ctx, pool, inventory.SKU{ActivityID: it.ActivityID, SKUID: it.SKUID, Stock: it.Stock, Buckets: it.Buckets}); err != nil {
+	if _, err = s.Inventory.Provision(ctx, pool, inventory.SKU{ActivityID: it.ActivityID, SKUID: it.SKUID, Stock: it.Stock, Buckets: it.Buckets, Tokens: it.Tokens}); err != nil {
 		return nil, err
 	}
 	return s, nil
