@@ -1,0 +1,80 @@
+package pgtx_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// TestCommitErrorText: a CommitError says which outcome it is, and its
+// transaction id and resolution when it has them.
+func TestCommitErrorText(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("connection reset")
+	for _, c := range []struct {
+		err  pgtx.CommitError
+		want string
+	}{
+		{pgtx.CommitError{Err: cause, Unknown: true}, "pgtx: commit outcome unknown: connection reset"},
+		{pgtx.CommitError{Err: cause}, "pgtx: commit failed, transaction not committed: connection reset"},
+		{pgtx.CommitError{Err: cause, Unknown: true, XID: 42}, "pgtx: commit outcome unknown (xid 42): connection reset"},
+		{pgtx.CommitError{Err: cause, Unknown: true, XID: 42, Resolution: "in progress"},
+			"pgtx: commit outcome unknown (xid 42, resolution: in progress): connection reset"},
+		{pgtx.CommitError{Err: cause, Resolution: "aborted"}, "pgtx: commit failed, transaction not committed (resolution: aborted): connection reset"},
+		{pgtx.CommitError{Unknown: true}, "pgtx: commit outcome unknown"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("%+v:\n got %q\nwant %q", c.err, got, c.want)
+		}
+	}
+}
+
+// TestUniqueViolationOfCitusNames: a unique violation a Citus coordinator
+// relays names the shard's constraint; only a trailing "_<digits>" after
+// a non-empty name is a shard suffix.
+func TestUniqueViolationOfCitusNames(t *testing.T) {
+	t.Parallel()
+	const where = "while executing command on 10.0.0.2:5432"
+	for _, c := range []struct{ constraint, message, want string }{
+		{"uq_orders_request_102008", "", "uq_orders_request"},
+		{"", `duplicate key value violates unique constraint "uq_orders_request_102008"`, "uq_orders_request"},
+		{"items_pkey", "", "items_pkey"},       // no shard suffix
+		{"_102008", "", "_102008"},             // nothing before the underscore
+		{"uq_orders_", "", "uq_orders_"},       // nothing after it
+		{"uq_orders_v2x", "", "uq_orders_v2x"}, // not digits
+		{"a_1", "", "a"},
+	} {
+		err := &pgconn.PgError{Code: "23505", ConstraintName: c.constraint, Message: c.message, Where: where}
+		if got, ok := pgtx.UniqueViolationOf(err); !ok || got != c.want {
+			t.Errorf("%+v: %q, %v; want %q", c, got, ok, c.want)
+		}
+	}
+	// Not relayed: the name is the server's, as it is.
+	if got, _ := pgtx.UniqueViolationOf(&pgconn.PgError{Code: "23505", ConstraintName: "uq_x_1"}); got != "uq_x_1" {
+		t.Errorf("plain PostgreSQL: %q, want uq_x_1", got)
+	}
+}
+
+// TestObserverWithOneHook: an Observer with only one hook set has it
+// called: TxStart alone, AttemptStart alone.
+func TestObserverWithOneHook(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var txStarts, attemptStarts int
+	for _, obs := range []pgtx.Observer{
+		{TxStart: func(ctx context.Context, _ pgtx.Event) context.Context { txStarts++; return ctx }},
+		{AttemptStart: func(ctx context.Context, _ pgtx.Event) context.Context { attemptStarts++; return ctx }},
+	} {
+		if err := pgtx.RunInTx(b.ctx, b.pool, pgtx.Options{Observer: obs}, func(pgx.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if txStarts != 1 || attemptStarts != 1 {
+		t.Fatalf("TxStart called %d times, AttemptStart %d; want 1 and 1", txStarts, attemptStarts)
+	}
+}
