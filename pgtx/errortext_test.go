@@ -78,3 +78,24 @@ func TestObserverWithOneHook(t *testing.T) {
 		t.Fatalf("TxStart called %d times, AttemptStart %d; want 1 and 1", txStarts, attemptStarts)
 	}
 }
+
+// TestStatementErrorText: a StatementError names the call, or the
+// statement's index (0 is the first statement), or says that the batch
+// failed before its first statement ran (index -1).
+func TestStatementErrorText(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("boom")
+	for _, c := range []struct {
+		err  pgtx.StatementError
+		want string
+	}{
+		{pgtx.StatementError{Call: "order.QueueCreate", Index: 3, Err: cause}, "pgtx: batch call order.QueueCreate failed, nothing committed: boom"},
+		{pgtx.StatementError{Index: 0, Err: cause}, "pgtx: batch statement 0 failed, nothing committed: boom"},
+		{pgtx.StatementError{Index: 2, Err: cause}, "pgtx: batch statement 2 failed, nothing committed: boom"},
+		{pgtx.StatementError{Index: -1, Err: cause}, "pgtx: batch failed before its first statement ran: boom"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("%+v:\n got %q\nwant %q", c.err, got, c.want)
+		}
+	}
+}
