@@ -156,9 +156,12 @@ CREATE TABLE `+q+`.seckill_schema_migrations (
 	PRIMARY KEY (component, version)
 );
 CREATE TABLE `+q+`.widget (id bigint PRIMARY KEY, name text NOT NULL);
-INSERT INTO `+q+`.seckill_schema_migrations (component, version, name) VALUES ('widgets', 1, '001_init.up.sql')`); err != nil {
+INSERT INTO `+q+`.seckill_schema_migrations (component, version, name) VALUES ('widgets', 1, '001_init.up.sql'),
+	('gadgets', 1, '001_init.up.sql'), ('gadgets', 2, '002_more.up.sql')`); err != nil {
 		t.Fatal(err)
 	}
+	// Another component's bookkeeping in the same table: its versions
+	// are not widgets', and its rows stay as they were.
 	if err := migrate.Validate(ctx, pool, schema, good); err != nil {
 		t.Fatalf("Validate of a database without checksums: %v", err)
 	}
@@ -167,7 +170,12 @@ INSERT INTO `+q+`.seckill_schema_migrations (component, version, name) VALUES ('
 		t.Fatalf("Apply on a database without checksums = %v, %v; want version 2 applied", res, err)
 	}
 	ms, _ := v2.Migrations()
-	rows, err := pool.Query(ctx, `SELECT version, checksum FROM `+q+`.seckill_schema_migrations ORDER BY version`)
+	var others int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+q+`.seckill_schema_migrations
+		WHERE component = 'gadgets' AND checksum IS NULL`).Scan(&others); err != nil || others != 2 {
+		t.Fatalf("gadgets rows without checksum: %d, %v; want 2, untouched", others, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT version, checksum FROM `+q+`.seckill_schema_migrations WHERE component = 'widgets' ORDER BY version`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +196,43 @@ INSERT INTO `+q+`.seckill_schema_migrations (component, version, name) VALUES ('
 	}
 	if err := migrate.Validate(ctx, pool, schema, v2); err != nil {
 		t.Fatalf("Validate after Apply: %v", err)
+	}
+}
+
+// TestLegacyBookkeepingOfEveryVersion: on a bookkeeping table without
+// checksums where both versions are recorded, Apply applies nothing and
+// gives each version its own checksum.
+func TestLegacyBookkeepingOfEveryVersion(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, time.Minute)
+	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
+	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+q+`;
+CREATE TABLE `+q+`.seckill_schema_migrations (
+	component  text        NOT NULL,
+	version    integer     NOT NULL,
+	name       text        NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT statement_timestamp(),
+	PRIMARY KEY (component, version)
+);
+INSERT INTO `+q+`.seckill_schema_migrations (component, version, name)
+	VALUES ('widgets', 1, '001_init.up.sql'), ('widgets', 2, '002_color.up.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := migrate.Apply(ctx, pool, schema, v2)
+	if err != nil || len(res.Applied["widgets"]) != 0 {
+		t.Fatalf("Apply = %v, %v; want nothing applied", res, err)
+	}
+	ms, _ := v2.Migrations()
+	for _, m := range ms {
+		var sum *string
+		if err := pool.QueryRow(ctx, `SELECT checksum FROM `+q+`.seckill_schema_migrations
+			WHERE component = 'widgets' AND version = $1`, m.Version).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum == nil || *sum != m.Checksum {
+			t.Fatalf("version %d: checksum %v, want its own %s", m.Version, sum, m.Checksum)
+		}
 	}
 }
 

@@ -47,6 +47,19 @@ func TestCreate(t *testing.T) {
 		if by, err := b.store.Get(b.ctx, b.pool, seckill.Request{ActivityID: in.ActivityID, SKUID: in.SKUID, UserID: in.UserID}); err != nil || by.OrderID != in.OrderID {
 			t.Fatalf("Get by buyer = %+v, %v", by, err)
 		}
+		// The same buyer's orders of another activity and of another SKU:
+		// each key names its own order.
+		otherActivity, otherSKU := newOrder(in.UserID), newOrder(in.UserID)
+		otherActivity.ActivityID = in.ActivityID + 1
+		otherSKU.SKUID = in.SKUID + 1
+		b.create(t, otherActivity)
+		b.create(t, otherSKU)
+		for _, want := range []order.NewOrder{in, otherActivity, otherSKU} {
+			by, err := b.store.Get(b.ctx, b.pool, seckill.Request{ActivityID: want.ActivityID, SKUID: want.SKUID, UserID: want.UserID})
+			if err != nil || by.OrderID != want.OrderID {
+				t.Fatalf("Get by buyer (activity %d, SKU %d) = order %d, %v; want %d", want.ActivityID, want.SKUID, by.OrderID, err, want.OrderID)
+			}
+		}
 		if _, err := b.store.Get(b.ctx, b.pool, seckill.Request{ActivityID: in.ActivityID, SKUID: in.SKUID, UserID: in.UserID + 1000}); !errors.Is(err, order.ErrNotFound) {
 			t.Fatalf("Get by buyer missing: %v", err)
 		}

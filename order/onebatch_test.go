@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -170,6 +171,20 @@ func TestQueueTransitionOrderAbort(t *testing.T) {
 			if err := run(order.Transition{OrderID: o.OrderID, To: order.StatusPaying}, &res); err != nil ||
 				res.Changed || !res.Existing || res.From != order.StatusPaying {
 				t.Fatalf("repeated transition: %+v, %v", res, err)
+			}
+			// A timeout cancel of an expired order is allowed; so is PAID,
+			// which writes no cancel.
+			late := b.create(t, newOrder(5))
+			b.force(t, late.OrderID, order.StatusCreated, time.Now().Add(-time.Minute))
+			marker = newOrder(6)
+			if err := run(order.TimeoutCancel(late.OrderID), &res); err != nil || !res.Changed ||
+				res.Order.Status != order.StatusCancelled || res.Order.CancelReason != "PAY_TIMEOUT" || res.Order.CancelledAt == nil {
+				t.Fatalf("timeout cancel of an expired order: %+v, %v", res, err)
+			}
+			marker = newOrder(7)
+			if err := run(order.Transition{OrderID: o.OrderID, To: order.StatusPaid}, &res); err != nil || !res.Changed ||
+				res.Order.Status != order.StatusPaid || res.Order.PaidAt == nil || res.Order.CancelledAt != nil || res.Order.CancelReason != "" {
+				t.Fatalf("PAYING to PAID: %+v, %v", res, err)
 			}
 		})
 	}

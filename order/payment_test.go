@@ -91,10 +91,15 @@ func recordpayment(t *testing.T, citus bool) {
 			t.Fatalf("got %+v, %v; want Duplicate of %s", res, err, first.PaymentID)
 		}
 	})
+	paidAt := *res.Order.PaidAt
 	t.Run("exact redelivery", func(t *testing.T) {
 		res, err := b.pay(first)
 		if err != nil || res.Kind != order.PaymentDuplicate || res.PaymentID != first.PaymentID {
 			t.Fatalf("got %+v, %v; want Duplicate", res, err)
+		}
+		// No duplicate wrote the paid order.
+		if got := b.get(t, o.OrderID); got.Status != order.StatusPaid || got.Version != 1 || got.PaidAt == nil || !got.PaidAt.Equal(paidAt) {
+			t.Fatalf("paid order after duplicates: %+v; want version 1, paid at %v", got, paidAt)
 		}
 	})
 	t.Run("second payment on a paid order", func(t *testing.T) {
@@ -177,6 +182,22 @@ func recordpayment(t *testing.T, citus bool) {
 	if n := b.count(t, "payment_record"); n != payments {
 		t.Fatalf("%d payment records after rejected payments, want %d", n, payments)
 	}
+	t.Run("failed attempt with the same payment id", func(t *testing.T) {
+		// Another component recorded the attempt as FAILED (30): the
+		// callback conflicts with it and pays nothing.
+		u := b.create(t, newOrder(4))
+		p := newPayment(u)
+		b.exec(t, `INSERT INTO payment_record (payment_id, payment_request_id, order_id, provider, provider_trade_no,
+			amount, currency, status) VALUES ($1, $2, $3, $4, $5, $6, $7, 30)`,
+			p.PaymentID, p.PaymentRequestID, u.OrderID, p.Provider, p.ProviderTradeNo, p.Amount, p.Currency)
+		res, err := b.pay(p)
+		if err != nil || res.Kind != order.PaymentDuplicate || res.PaymentID != p.PaymentID || res.PaymentStatus != 30 || res.Refund != nil {
+			t.Fatalf("payment over a failed attempt: %+v, %v; want Duplicate of the FAILED payment", res, err)
+		}
+		if got := b.get(t, u.OrderID); got.Status != order.StatusCreated || got.Version != 0 || got.PaidAt != nil {
+			t.Fatalf("order paid through a failed payment: %+v", got)
+		}
+	})
 	if v := version(fresh.OrderID); v != 0 {
 		t.Fatalf("order version %d after rejected payments, want 0", v)
 	}
@@ -490,12 +511,16 @@ func bothModes(t *testing.T, test func(t *testing.T, citus bool)) {
 
 // TestPayingOrderIsPaid: a payment for an order in PAYING (the buyer opened
 // the cashier) makes it PAID, as one for a CREATED order does, in every
-// form of the call: RecordPayment, and QueueRecordPayment with pgtx.Return
-// and with pgtx.Abort.
+// form of the call: RecordPayment (and its Citus form), and
+// QueueRecordPayment with pgtx.Return and with pgtx.Abort.
 func TestPayingOrderIsPaid(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for i, mode := range []string{"RecordPayment", "Return", "Abort"} {
+	citus, err := order.New(order.Config{Schema: b.schema, Citus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []string{"RecordPayment", "Return", "Abort", "Citus"} {
 		t.Run(mode, func(t *testing.T) {
 			o := b.create(t, newOrder(int64(i+1)))
 			err := inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
@@ -510,8 +535,12 @@ func TestPayingOrderIsPaid(t *testing.T) {
 			}
 			var res order.PaymentResult
 			err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
-				if mode == "RecordPayment" {
+				switch mode {
+				case "RecordPayment":
 					res, err = b.store.RecordPayment(b.ctx, tx, newPayment(o))
+					return err
+				case "Citus":
+					res, err = citus.RecordPayment(b.ctx, tx, newPayment(o))
 					return err
 				}
 				batch := &pgx.Batch{}

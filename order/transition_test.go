@@ -278,3 +278,35 @@ func TestTransitionConcurrentCancelsClassifiedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestClosingACancelledOrderKeepsItsCancel: CLOSED after CANCELLED keeps
+// cancelled_at and cancel_reason (only a cancel writes them), in both
+// forms of the transition statement (pgtx.Return and pgtx.Abort).
+func TestClosingACancelledOrderKeepsItsCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, on := range []pgtx.OnRefusal{pgtx.Return, pgtx.Abort} {
+		mode := map[pgtx.OnRefusal]string{pgtx.Return: "Return", pgtx.Abort: "Abort"}[on]
+		o := b.create(t, newOrder(int64(i+1)))
+		cancelled, err := b.transition(userCancel(o.OrderID))
+		if err != nil || !cancelled.Changed || cancelled.Order.CancelledAt == nil {
+			t.Fatalf("cancel: %+v, %v", cancelled, err)
+		}
+		var (
+			res   order.Result
+			batch pgx.Batch
+		)
+		if err := b.store.QueueTransitionOrder(&batch, order.Transition{OrderID: o.OrderID, To: order.StatusClosed}, &res, on); err != nil {
+			t.Fatal(err)
+		}
+		if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, &batch); err != nil || !res.Changed {
+			t.Fatalf("close (%s): %+v, %v", mode, res, err)
+		}
+		for _, got := range []order.Order{res.Order, b.get(t, o.OrderID)} {
+			if got.Status != order.StatusClosed || got.CancelReason != "USER_CANCEL" || got.CancelledAt == nil ||
+				!got.CancelledAt.Equal(*cancelled.Order.CancelledAt) || got.PaidAt != nil {
+				t.Fatalf("closed order (%s) = %+v; want the cancel's reason and time %v", mode, got, *cancelled.Order.CancelledAt)
+			}
+		}
+	}
+}

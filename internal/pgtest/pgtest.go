@@ -229,8 +229,22 @@ func openPool(t testing.TB, cfg *pgxpool.Config, configure func(*pgxpool.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { closePool(t, p) })
 	return p
+}
+
+// closePool closes p, failing t instead of hanging when a connection is
+// still acquired after ten seconds: pgxpool's Close waits for every
+// acquired connection, and a connection the code under test never
+// released would block the test until the package's timeout.
+func closePool(t testing.TB, p *pgxpool.Pool) {
+	done := make(chan struct{})
+	go func() { p.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("pgtest: closing the pool: %d connections still acquired after 10s: one was never released", p.Stat().AcquiredConns())
+	}
 }
 
 // PgBouncer returns the process's PgBouncer, in transaction pooling mode in
@@ -313,9 +327,19 @@ func Schema(t testing.TB) string {
 			t.Logf("pgtest: kept schema %s", name)
 			return
 		}
+		// A lock still held by a transaction the test leaked (the test has
+		// failed then) must not hold the cleanup up: the schema stays, in
+		// a throwaway cluster.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+			return err
+		})
+		if err != nil {
 			t.Logf("pgtest: drop schema %s: %v", name, err)
 		}
 	})

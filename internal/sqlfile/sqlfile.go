@@ -342,6 +342,9 @@ func (s *Set) Get(name string) string {
 	if strings.Contains(st.Text, "{schema}") {
 		panic(fmt.Sprintf("sqlfile: statement %q names {schema}: use Bind", name))
 	}
+	if textHook != nil {
+		return textHook(s.pkg, st)
+	}
 	return st.Text
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,7 +24,8 @@ import (
 // record is which statements each top-level test executes, from one run of
 // each test alone.
 type record struct {
-	Tests map[string]testRun `json:"tests"`
+	Binary string             `json:"binary"` // hash of the test binary recorded
+	Tests  map[string]testRun `json:"tests"`
 }
 
 type testRun struct {
@@ -78,11 +81,18 @@ var marker = regexp.MustCompile(`/\* sqlmutate:([a-z0-9_]+\.[a-z0-9_]+) \*/`)
 // record in the work directory) each top-level test not yet recorded.
 func recording(ctx context.Context, cfg config, srv *pgharness.Server, pkg, bin string) (*record, error) {
 	cache := filepath.Join(cfg.work, pkg+".record.json")
+	sum, err := fileHash(bin)
+	if err != nil {
+		return nil, err
+	}
 	rec := &record{Tests: map[string]testRun{}}
 	if b, err := os.ReadFile(cache); err == nil {
 		if err := json.Unmarshal(b, rec); err != nil {
 			return nil, fmt.Errorf("%s: %w", cache, err)
 		}
+	}
+	if rec.Binary != sum { // another build: a test or a statement changed
+		rec = &record{Binary: sum, Tests: map[string]testRun{}}
 	}
 	env := []string{pgharness.EnvURL + "=" + srv.URL}
 	list := exec.CommandContext(ctx, bin, "-test.list", ".")
@@ -173,4 +183,18 @@ func logStatements(ctx context.Context, url, level string) error {
 	}
 	time.Sleep(500 * time.Millisecond) // the postmaster signals its children
 	return nil
+}
+
+// fileHash returns the SHA-256 of a file, in hex.
+func fileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -18,6 +18,8 @@ var statusEnums = map[string]enums{
 	"outbox":    {"status": {0, 10, 20, 30, 40}},
 	"order":     {"status": {10, 20, 30, 40, 50, 60}},
 	"inventory": {"status": {0, 10, 20, 30, 40, 50, 60}, "sale_status": {10, 20, 30}},
+	"pgtx":      {},
+	"migrate":   {},
 }
 
 // packageMutants returns the mutants of every statement of pkg whose
@@ -30,7 +32,7 @@ func packageMutants(pkg string, only *regexp.Regexp) ([]mutant, error) {
 func packageMutantsIn(root, pkg string, only *regexp.Regexp) ([]mutant, error) {
 	enumOf, ok := statusEnums[pkg]
 	if !ok {
-		return nil, fmt.Errorf("unknown package %q (want inbox, outbox, order or inventory)", pkg)
+		return nil, fmt.Errorf("unknown package %q (want inbox, outbox, order, inventory, pgtx or migrate)", pkg)
 	}
 	set, err := sqlfile.Parse(os.DirFS(filepath.Join(root, pkg)), "sql")
 	if err != nil {
