@@ -3,7 +3,9 @@ package pgtx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -98,4 +100,47 @@ func TestStatementErrorText(t *testing.T) {
 			t.Errorf("%+v:\n got %q\nwant %q", c.err, got, c.want)
 		}
 	}
+}
+
+// TestBackoffOptions: the waits between attempts (as the Observer sees
+// them) follow BaseBackoff and MaxBackoff, and their defaults (10ms, 1s)
+// when they are zero.
+func TestBackoffOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// waits runs RunInTx whose fn fails with a serialization failure on
+	// every attempt but the last, and returns the Observer's backoffs.
+	waits := func(opts pgtx.Options) []time.Duration {
+		var got []time.Duration
+		opts.Observer = pgtx.Observer{AttemptEnd: func(_ context.Context, e pgtx.Event) {
+			if e.Retry {
+				got = append(got, e.Backoff)
+			}
+		}}
+		runs := 0
+		err := pgtx.RunInTx(b.ctx, b.pool, opts, func(pgx.Tx) error {
+			if runs++; runs < opts.MaxAttempts {
+				return fmt.Errorf("fn: %w", &pgconn.PgError{Code: "40001"})
+			}
+			return nil
+		})
+		if err != nil || len(got) != opts.MaxAttempts-1 {
+			t.Fatalf("%+v: %v, %d waits", opts, err, len(got))
+		}
+		return got
+	}
+	within := func(what string, d, lo, hi time.Duration) {
+		t.Helper()
+		if d < lo || d > hi {
+			t.Errorf("%s: wait %v, want within [%v, %v]", what, d, lo, hi)
+		}
+	}
+	w := waits(pgtx.Options{MaxAttempts: 2}) // the defaults
+	within("default base", w[0], 5*time.Millisecond, 10*time.Millisecond)
+	w = waits(pgtx.Options{MaxAttempts: 2, BaseBackoff: 40 * time.Millisecond})
+	within("BaseBackoff 40ms", w[0], 20*time.Millisecond, 40*time.Millisecond)
+	w = waits(pgtx.Options{MaxAttempts: 7, BaseBackoff: time.Millisecond}) // default cap 1s
+	within("6th wait, default cap", w[5], 16*time.Millisecond, 32*time.Millisecond)
+	w = waits(pgtx.Options{MaxAttempts: 6, BaseBackoff: time.Millisecond, MaxBackoff: 3 * time.Millisecond})
+	within("5th wait, MaxBackoff 3ms", w[4], 1500*time.Microsecond, 3*time.Millisecond)
 }
