@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -143,4 +144,28 @@ func TestBackoffOptions(t *testing.T) {
 	within("6th wait, default cap", w[5], 16*time.Millisecond, 32*time.Millisecond)
 	w = waits(pgtx.Options{MaxAttempts: 6, BaseBackoff: time.Millisecond, MaxBackoff: 3 * time.Millisecond})
 	within("5th wait, MaxBackoff 3ms", w[4], 1500*time.Microsecond, 3*time.Millisecond)
+}
+
+// TestBackoffEdges: the waits at the edges of backoff's arithmetic — a
+// wait of 1ns is exactly that, a wait of 2ns is 1 or 2 (both drawn), and
+// a cap near the largest duration does not cut the doubling short.
+func TestBackoffEdges(t *testing.T) {
+	t.Parallel()
+	seen := map[time.Duration]bool{}
+	for range 256 {
+		if got := pgtx.Backoff(1, 1, time.Second); got != 1 {
+			t.Fatalf("Backoff(1, 1ns, 1s) = %v, want 1ns", got)
+		}
+		got := pgtx.Backoff(1, 2, time.Second)
+		if got != 1 && got != 2 {
+			t.Fatalf("Backoff(1, 2ns, 1s) = %v, want 1ns or 2ns", got)
+		}
+		seen[got] = true
+		if got := pgtx.Backoff(2, time.Millisecond, math.MaxInt64); got < time.Millisecond || got > 2*time.Millisecond {
+			t.Fatalf("Backoff(2, 1ms, max) = %v, want within [1ms, 2ms]", got)
+		}
+	}
+	if !seen[1] || !seen[2] {
+		t.Fatalf("Backoff(1, 2ns, 1s) drew %v in 256 tries; want both 1ns and 2ns", seen)
+	}
 }
