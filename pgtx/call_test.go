@@ -120,6 +120,8 @@ func TestNameCall(t *testing.T) {
 	batch.Queue(`SELECT 1`)
 	pgtx.NameCall(batch, 5, "x", nil)
 	pgtx.NameCall(batch, -1, "x", nil)
+	pgtx.NameCall(batch, batch.Len(), "x", nil)
+	pgtx.NameCall(batch, batch.Len(), "x", func(err error) error { return err }) // one past the last
 	if batch.QueuedQueries[0].Fn != nil {
 		t.Fatal("NameCall out of range marked a statement")
 	}
@@ -169,5 +171,15 @@ func TestNameCallUnplaced(t *testing.T) {
 	err = pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
 	if !errors.As(err, &se) || se.Call != "test.QueueMissingAgain" || !errors.Is(err, errNoTable) {
 		t.Fatalf("reset batch: %v (%+v), want the call test.QueueMissingAgain", err, se)
+	}
+
+	// Reset once more, now shorter than the position of the call it had:
+	// that call is recognised as gone, not looked up past the end.
+	*batch = pgx.Batch{}
+	batch.Queue(`INSERT INTO ` + missing + ` VALUES (3)`)
+	pgtx.NameCall(batch, 0, "test.QueueMissingThird", noTable)
+	err = pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch)
+	if !errors.As(err, &se) || se.Call != "test.QueueMissingThird" || !errors.Is(err, errNoTable) {
+		t.Fatalf("shorter reset batch: %v (%+v), want the call test.QueueMissingThird", err, se)
 	}
 }

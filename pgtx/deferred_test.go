@@ -529,3 +529,46 @@ func TestDeferBeginConnAndLargeObjectsUseRunInTxContext(t *testing.T) {
 		}
 	}
 }
+
+// TestDeferBeginConnectionLostBeforeReady: the connection breaks after
+// the server answered the first statement, sent behind BEGIN in one
+// pipeline, but before its ReadyForQuery. The statement reports the broken
+// connection (Exec's error; Query's rows.Err once the rows are read),
+// never success, and RunInTx returns that error: nothing committed.
+func TestDeferBeginConnectionLostBeforeReady(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, query := range []bool{false, true} {
+		pool, px := proxied(t)
+		var executed, done atomic.Bool
+		px.SetRule(func(m faultproxy.Message) faultproxy.Action {
+			if m.Type == 'E' {
+				executed.Store(true)
+			}
+			if m.Type == 'S' && executed.Load() && done.CompareAndSwap(false, true) {
+				return faultproxy.CutBeforeReady
+			}
+			return faultproxy.Forward
+		})
+		var stmtErr error
+		err := pgtx.RunInTx(b.ctx, pool, pgtx.Options{DeferBegin: true}, func(tx pgx.Tx) error {
+			sql := `INSERT INTO ` + b.table + ` VALUES ($1, 0) RETURNING id`
+			if query {
+				rows, _ := tx.Query(b.ctx, sql, 700+i)
+				for rows.Next() {
+				}
+				stmtErr = rows.Err()
+			} else {
+				_, stmtErr = tx.Exec(b.ctx, sql, 700+i)
+			}
+			return stmtErr
+		})
+		if px.Cuts() != 1 || stmtErr == nil || err == nil || errors.As(err, new(*pgtx.CommitError)) || !pgtx.Classify(err).NotCommitted {
+			t.Fatalf("query %v: %d cuts, statement error %v, RunInTx %v; want the statement's error for the broken connection, not committed",
+				query, px.Cuts(), stmtErr, err)
+		}
+		if n := b.count(t, fmt.Sprintf("id = %d", 700+i)); n != 0 {
+			t.Fatalf("query %v: %d rows committed", query, n)
+		}
+	}
+}

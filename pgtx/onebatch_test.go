@@ -414,3 +414,41 @@ func TestRunBatchModes(t *testing.T) {
 		run(t, b, pgtest.PgBouncerPool(t, func(c *pgxpool.Config) { c.MaxConns = 2 }))
 	})
 }
+
+// pair is a pgx.RowScanner: it decodes a whole row itself.
+type pair struct {
+	id, v   int
+	scanned bool
+}
+
+func (p *pair) ScanRow(rows pgx.Rows) error {
+	p.scanned = true
+	return rows.Scan(&p.id, &p.v)
+}
+
+// TestRunBatchCallbackRowScanner: a callback that scans its row into one
+// pgx.RowScanner reads it through the scanner's ScanRow, as pgx's own
+// QueryRow and Rows.Scan do, in both QueryRow and Query callbacks.
+func TestRunBatchCallbackRowScanner(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var one, each pair
+	batch := insertBatch(b.table, 3, 21)
+	batch.Queue(`SELECT id, v FROM `+b.table+` WHERE id = $1`, 21).QueryRow(func(r pgx.Row) error { return r.Scan(&one) })
+	batch.Queue(`SELECT id, v FROM `+b.table+` WHERE id = $1`, 21).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&each); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err := pgtx.RunBatch(b.ctx, b.pool, pgtx.Options{}, batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []pair{one, each} {
+		if !p.scanned || p.id != 21 || p.v != 3 {
+			t.Fatalf("row scanner %+v; want ScanRow called with (21, 3)", p)
+		}
+	}
+}

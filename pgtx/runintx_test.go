@@ -123,7 +123,7 @@ type bundle struct {
 // setup creates a fresh schema with a table items(id int primary key, v int).
 func setup(t testing.TB) bundle {
 	t.Helper()
-	ctx := pgtest.Context(t, 2*time.Minute)
+	ctx := pgtest.Context(t, testwait.Step) // every test takes seconds; a broken guard fails in 30 s
 	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
 	table := pgx.Identifier{schema, "items"}.Sanitize()
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;

@@ -31,6 +31,11 @@ const (
 	// it completely (ReadyForQuery), swallows the answer and drops the
 	// connection: the server did the work, the client never learns it.
 	CutAfter
+	// CutBeforeReady forwards the message and the server's whole answer
+	// but its ReadyForQuery, then drops the connection: the client reads
+	// every result, and the connection breaks before the server says it
+	// is ready for the next query.
+	CutBeforeReady
 )
 
 // Message is a client (frontend) message as the rule sees it.
@@ -197,16 +202,17 @@ func (p *Proxy) serve(id int, pr *pair) {
 		p.mu.Unlock()
 	}()
 	var mute atomic.Bool            // swallow server messages
+	var holdReady atomic.Bool       // swallow the next ReadyForQuery only
 	answered := make(chan struct{}) // closed when a muted ReadyForQuery arrived
 	done := make(chan struct{})
 	go func() { // server → client
 		defer close(done)
 		defer pr.close()
 		var closeOnce sync.Once
-		_ = copyBackend(pr.server, pr.client, &mute, func() { closeOnce.Do(func() { close(answered) }) })
+		_ = copyBackend(pr.server, pr.client, &mute, &holdReady, func() { closeOnce.Do(func() { close(answered) }) })
 	}()
 	// client → server
-	err := p.copyFrontend(id, pr, &mute, answered)
+	err := p.copyFrontend(id, pr, &mute, &holdReady, answered)
 	_ = err
 	pr.close()
 	<-done
@@ -214,7 +220,7 @@ func (p *Proxy) serve(id int, pr *pair) {
 
 // copyFrontend relays client messages, consulting the rule for each typed
 // message after start-up.
-func (p *Proxy) copyFrontend(id int, pr *pair, mute *atomic.Bool, answered chan struct{}) error {
+func (p *Proxy) copyFrontend(id int, pr *pair, mute, holdReady *atomic.Bool, answered chan struct{}) error {
 	var hdr [5]byte
 	// Start-up phase: untyped messages (length first). SSLRequest and
 	// GSSENCRequest are answered by one byte and followed by another
@@ -261,8 +267,12 @@ func (p *Proxy) copyFrontend(id int, pr *pair, mute *atomic.Bool, answered chan 
 		case CutBefore:
 			p.cuts.Add(1)
 			return nil
-		case CutAfter:
-			mute.Store(true)
+		case CutAfter, CutBeforeReady:
+			if act == CutAfter {
+				mute.Store(true)
+			} else {
+				holdReady.Store(true)
+			}
 			if _, err := pr.server.Write(buf); err != nil {
 				return err
 			}
@@ -278,12 +288,13 @@ func (p *Proxy) copyFrontend(id int, pr *pair, mute *atomic.Bool, answered chan 
 }
 
 // copyBackend relays server messages; while mute is set it swallows them
-// and calls onReady at the first ReadyForQuery.
-func copyBackend(server, client net.Conn, mute *atomic.Bool, onReady func()) error {
+// and calls onReady at the first ReadyForQuery; while holdReady is set it
+// relays them but swallows the first ReadyForQuery, and calls onReady.
+func copyBackend(server, client net.Conn, mute, holdReady *atomic.Bool, onReady func()) error {
 	var hdr [5]byte
 	for {
 		if _, err := io.ReadFull(server, hdr[:5]); err != nil {
-			if mute.Load() {
+			if mute.Load() || holdReady.Load() {
 				onReady() // the server went away: nothing more to wait for
 			}
 			return err
@@ -300,6 +311,10 @@ func copyBackend(server, client net.Conn, mute *atomic.Bool, onReady func()) err
 			if hdr[0] == 'Z' {
 				onReady()
 			}
+			continue
+		}
+		if hdr[0] == 'Z' && holdReady.Load() {
+			onReady()
 			continue
 		}
 		if _, err := client.Write(append(hdr[:5:5], body...)); err != nil {
