@@ -132,10 +132,11 @@ const archiveLedgerSQL = `WITH moved AS (
 )
 INSERT INTO {dst}.inventory_ledger OVERRIDING SYSTEM VALUE SELECT * FROM moved`
 
-// archiveSKUsSQL moves the SKUs of activity $1 with their buckets, their
-// sale-status log and their SENT SALE_STATUS_CHANGED events: the last
-// statement of an activity's archive (its rows are few: at most
-// 256 buckets per SKU). It returns the SKUs and events
+// archiveSKUsSQL moves the SKUs of activity $1 with their buckets, the
+// tokens of a token SKU, their sale-status log and their SENT
+// SALE_STATUS_CHANGED events: the last statement of an activity's archive
+// (its rows are few: at most 256 buckets per SKU; a token SKU moves one
+// row per unit of its stock in this one statement). It returns the SKUs and events
 // moved. The activity's ledger has left by then, so its sums leave the
 // active schema's audit checkpoint (inventory.Store.Checkpoint) too; the
 // archive received ledger rows with their old ids, which may lie below its
@@ -145,6 +146,9 @@ const archiveSKUsSQL = `WITH batch AS (
 	SELECT activity_id, sku_id FROM {src}.inventory_sku WHERE activity_id = $1 FOR UPDATE
 ), buckets AS (
 	DELETE FROM {src}.sku_inventory AS t USING batch AS b
+	WHERE t.activity_id = b.activity_id AND t.sku_id = b.sku_id RETURNING t.*
+), tokens AS (
+	DELETE FROM {src}.inventory_token AS t USING batch AS b
 	WHERE t.activity_id = b.activity_id AND t.sku_id = b.sku_id RETURNING t.*
 ), log AS (
 	DELETE FROM {src}.inventory_sale_log AS t USING batch AS b
@@ -171,6 +175,8 @@ const archiveSKUsSQL = `WITH batch AS (
 	INSERT INTO {dst}.inventory_sku SELECT * FROM gone RETURNING 1
 ), kept_buckets AS (
 	INSERT INTO {dst}.sku_inventory SELECT * FROM buckets
+), kept_tokens AS (
+	INSERT INTO {dst}.inventory_token SELECT * FROM tokens
 ), kept_log AS (
 	INSERT INTO {dst}.inventory_sale_log OVERRIDING SYSTEM VALUE SELECT * FROM log
 ), kept_events AS (
