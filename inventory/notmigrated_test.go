@@ -97,3 +97,19 @@ func TestNotMigratedFunction(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckNeedsTheNewestMigration: a schema migrated by an older release
+// (here: without migration 010's inventory_token, dropped) fails Check
+// with a *migrate.NotMigratedError naming the schema, not at the first
+// Provision with an unknown column.
+func TestCheckNeedsTheNewestMigration(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	if err := tb.store.Check(tb.ctx, tb.pool); err != nil {
+		t.Fatalf("Check of the migrated schema: %v", err)
+	}
+	if _, err := tb.pool.Exec(tb.ctx, `DROP TABLE `+pgx.Identifier{inventory.SchemaOf(tb.store), "inventory_token"}.Sanitize()+` CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	schematest.NotMigrated(t, "Check without inventory_token", tb.store.Check(tb.ctx, tb.pool), inventory.SchemaOf(tb.store), "inventory")
+}
