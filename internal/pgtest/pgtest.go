@@ -118,6 +118,9 @@ func WithExecMode(mode pgx.QueryExecMode) func(*pgxpool.Config) {
 func Main(m *testing.M) {
 	code := m.Run()
 	Stop()
+	if leaked && code == 0 {
+		code = 1
+	}
 	if code == 0 {
 		if err := leakcheck.Wait("", 5*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -126,6 +129,9 @@ func Main(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// leaked is set by [Stop] when the shared pool still held a connection.
+var leaked bool
 
 // Stop runs the cleanups of [ExampleTB] (last registered first), closes
 // the shared pool, and stops the PgBouncer and the throwaway server of
@@ -141,7 +147,15 @@ func Stop() {
 	mu.Lock()
 	defer mu.Unlock()
 	if shared != nil {
-		shared.Close()
+		// A connection a test never released would hold Close forever.
+		done := make(chan struct{})
+		go func() { shared.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			fmt.Fprintf(os.Stderr, "pgtest: closing the shared pool: %d connections still acquired after 10s: a test never released one\n", shared.Stat().AcquiredConns())
+			leaked = true
+		}
 		shared = nil
 	}
 	if bouncer != nil {
