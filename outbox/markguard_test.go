@@ -1,0 +1,250 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/pgtx"
+)
+
+// markOps are the three lists of an Outcome, each as a call of Store.Mark
+// on ids under lease l.
+func markOps(b *bundle) map[string]func(l outbox.Lease, ids ...uuid.UUID) (outbox.MarkResult, error) {
+	return map[string]func(l outbox.Lease, ids ...uuid.UUID) (outbox.MarkResult, error){
+		"Sent": func(l outbox.Lease, ids ...uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Sent: ids})
+		},
+		"Failed": func(l outbox.Lease, ids ...uuid.UUID) (outbox.MarkResult, error) {
+			fs := make([]outbox.Failure, len(ids))
+			for i, id := range ids {
+				fs[i] = outbox.Failure{EventID: id, Err: errors.New("broker down")}
+			}
+			return b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Failed: fs})
+		},
+		"Released": func(l outbox.Lease, ids ...uuid.UUID) (outbox.MarkResult, error) {
+			return b.store.Mark(b.ctx, b.pool, outbox.Outcome{Lease: l, Released: ids})
+		},
+	}
+}
+
+// A lease is its owner AND its claim time: a relay that presents another
+// relay's claim time under its own name touches nothing (the event stays
+// SENDING under its owner), and the lost event is reported once, as it is
+// now, in a table that holds other events.
+func TestMarkUnderAnotherOwnerTouchesNothing(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"Sent", "Failed", "Released"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{})
+			b.enqueue(t, event(1), event(2), event(3))
+			c := b.claim(t, "relay-a", 2)
+			if len(c.Messages) != 2 {
+				t.Fatalf("claimed %d, want 2", len(c.Messages))
+			}
+			id := c.Messages[0].EventID
+			thief := outbox.Lease{Owner: "relay-b", LockedAt: c.LockedAt}
+			res, err := markOps(b)[name](thief, id)
+			var lost *outbox.Error
+			if !errors.Is(err, outbox.ErrLeaseLost) || !errors.As(err, &lost) || res.Marked != 0 || res.Dead != 0 {
+				t.Fatalf("Mark(%s) under relay-b with relay-a's claim time = %+v, %v; want ErrLeaseLost, nothing marked", name, res, err)
+			}
+			want := outbox.LostEvent{EventID: id, Exists: true, Status: outbox.StatusSending, LockedBy: "relay-a"}
+			for _, got := range [][]outbox.LostEvent{res.Lost, lost.Lost} {
+				if len(got) != 1 || got[0] != want {
+					t.Fatalf("lost = %+v, want only %+v", got, want)
+				}
+			}
+			for _, m := range c.Messages {
+				if st, retries, _ := b.status(t, m.EventID); st != outbox.StatusSending || retries != 0 {
+					t.Fatalf("event %s = %v (%d retries), want still SENDING", m.EventID, st, retries)
+				}
+			}
+			if n := b.count(t, `locked_by = 'relay-a' AND locked_at = $1`, c.LockedAt); n != 2 {
+				t.Fatalf("%d events under relay-a's lease, want 2", n)
+			}
+			// The owner's own lease still marks both.
+			if res, err := markOps(b)[name](c.Lease, claimIDs(c)...); err != nil || res.Marked != 2 {
+				t.Fatalf("Mark(%s) under the real lease = %+v, %v", name, res, err)
+			}
+		})
+	}
+}
+
+// An outcome mixing a held event and an unknown id marks the held one and
+// reports only the unknown one: not existing, status 0 (PENDING), no owner.
+func TestMarkReportsOnlyTheEventsNotHeld(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"Sent", "Failed", "Released"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{})
+			b.enqueue(t, event(1), event(2), event(3))
+			c := b.claim(t, "relay-a", 2)
+			if len(c.Messages) != 2 {
+				t.Fatalf("claimed %d, want 2", len(c.Messages))
+			}
+			unknown := uuid.New()
+			res, err := markOps(b)[name](c.Lease, c.Messages[0].EventID, unknown, c.Messages[1].EventID)
+			if !errors.Is(err, outbox.ErrLeaseLost) || res.Marked != 2 {
+				t.Fatalf("Mark(%s) = %+v, %v; want 2 marked and ErrLeaseLost", name, res, err)
+			}
+			want := outbox.LostEvent{EventID: unknown, Exists: false, Status: outbox.StatusPending, LockedBy: ""}
+			if len(res.Lost) != 1 || res.Lost[0] != want {
+				t.Fatalf("lost = %+v, want only %+v", res.Lost, want)
+			}
+			if n := b.count(t, `status = 10`); n != 0 {
+				t.Fatalf("%d events still SENDING", n)
+			}
+		})
+	}
+}
+
+// A Store with Config.Notify notifies only when its Enqueue inserted: an
+// Enqueue of duplicates only (one event, and several) sends nothing. The
+// sentinel sent after each commit must be the next notification.
+func TestNotifyOnlyWhenInserted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{Notify: true})
+	b.enqueue(t, event(1), event(2))
+	listener := pgtest.Conn(t)
+	channel := outbox.Channel(b.store)
+	if _, err := listener.Exec(b.ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	for _, evs := range [][]outbox.Event{{event(1)}, {event(1), event(2)}} {
+		res := b.enqueue(t, evs...)
+		for i, r := range res {
+			if r.New {
+				t.Fatalf("duplicate %d enqueued as new: %+v", i, r)
+			}
+		}
+		sentinel := fmt.Sprintf("sentinel-%d", len(evs))
+		if _, err := b.pool.Exec(b.ctx, `SELECT pg_notify($1, $2)`, channel, sentinel); err != nil {
+			t.Fatal(err)
+		}
+		n, err := listener.WaitForNotification(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Payload != sentinel {
+			t.Fatalf("Enqueue of %d duplicates: notification %q before the sentinel", len(evs), n.Payload)
+		}
+	}
+}
+
+// countingQuerier passes every call to the pool and records what each
+// purge statement reported deleting (its first column).
+type countingQuerier struct {
+	pgtx.Querier
+	deleted []int64
+}
+
+func (q *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return scanHook{q.Querier.QueryRow(ctx, sql, args...), q}
+}
+
+type scanHook struct {
+	pgx.Row
+	q *countingQuerier
+}
+
+func (r scanHook) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if p, ok := dest[0].(*int64); ok && err == nil {
+		r.q.deleted = append(r.q.deleted, *p)
+	}
+	return err
+}
+
+// PurgeSent deletes in statements of at most batchSize rows.
+func TestPurgeSentInBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	evs := make([]outbox.Event, 5)
+	for i := range evs {
+		evs[i] = event(i)
+	}
+	b.enqueue(t, evs...)
+	b.sendAll(t)
+	q := &countingQuerier{Querier: b.pool}
+	n, err := b.store.PurgeSent(b.ctx, q, time.Now().Add(time.Hour), 2)
+	if err != nil || n != 5 {
+		t.Fatalf("PurgeSent = %d, %v; want 5", n, err)
+	}
+	if len(q.deleted) != 3 {
+		t.Fatalf("statements deleted %v, want 3 batches of at most 2", q.deleted)
+	}
+	for _, d := range q.deleted {
+		if d > 2 {
+			t.Fatalf("statements deleted %v, want at most 2 each", q.deleted)
+		}
+	}
+}
+
+// Recover takes at most limit leases, the oldest first, and its sweep
+// neither recovers nor locks a lease that has not expired: run in an open
+// transaction, it leaves the young lease's row free for its owner's Mark
+// (FOR UPDATE NOWAIT on it succeeds). Both forms: every expired lease, and
+// one claim's.
+func TestRecoverTakesOnlyExpiredLeasesUpToLimit(t *testing.T) {
+	t.Parallel()
+	for _, form := range []string{"every", "lease"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{})
+			b.enqueue(t, event(1), event(2), event(3), event(4))
+			if c := b.claim(t, "relay-a", 3); len(c.Messages) != 3 {
+				t.Fatalf("claimed %d, want 3", len(c.Messages))
+			}
+			young := b.claim(t, "relay-b", 1)
+			if len(young.Messages) != 1 {
+				t.Fatalf("claimed %d, want 1", len(young.Messages))
+			}
+			at := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+			b.exec(t, `UPDATE `+b.table()+` SET locked_at = $1 WHERE locked_by = 'relay-a'`, at)
+			old, of := outbox.Lease{}, outbox.Lease{}
+			if form == "lease" {
+				old, of = outbox.Lease{Owner: "relay-a", LockedAt: at}, young.Lease
+			}
+			tx, err := b.pool.Begin(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(b.ctx)
+			for _, step := range []struct{ limit, want int }{{1, 1}, {10, 2}} {
+				got, err := b.store.Recover(b.ctx, tx, old, 30*time.Minute, step.limit)
+				if err != nil || len(got) != step.want {
+					t.Fatalf("Recover(limit %d) = %+v, %v; want %d", step.limit, got, err, step.want)
+				}
+				for _, r := range got {
+					if r.LockedBy != "relay-a" || r.Status != outbox.StatusRetry {
+						t.Fatalf("recovered %+v, want relay-a's event, RETRY", r)
+					}
+				}
+			}
+			if got, err := b.store.Recover(b.ctx, tx, of, 30*time.Minute, 10); err != nil || len(got) != 0 {
+				t.Fatalf("Recover of the young lease = %+v, %v; want nothing", got, err)
+			}
+			var id uuid.UUID
+			err = b.pool.QueryRow(b.ctx, `SELECT event_id FROM `+b.table()+` WHERE event_id = $1 FOR UPDATE NOWAIT`, young.Messages[0].EventID).Scan(&id)
+			if err != nil {
+				t.Fatalf("the young lease's row is locked by the sweep's transaction: %v", err)
+			}
+			if err := tx.Commit(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st, retries, _ := b.status(t, young.Messages[0].EventID); st != outbox.StatusSending || retries != 0 {
+				t.Fatalf("young lease's event = %v (%d retries), want SENDING", st, retries)
+			}
+		})
+	}
+}
