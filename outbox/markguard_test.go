@@ -248,3 +248,64 @@ func TestRecoverTakesOnlyExpiredLeasesUpToLimit(t *testing.T) {
 		})
 	}
 }
+
+// A recovered lease counts the lost attempt: the event whose last allowed
+// attempt it was goes DEAD, the other RETRY. Both forms of Recover.
+func TestRecoverLastAttemptGoesDead(t *testing.T) {
+	t.Parallel()
+	for _, form := range []string{"every", "lease"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{})
+			last, spare := event(1), event(2)
+			last.MaxRetries, spare.MaxRetries = 1, 2
+			res := b.enqueue(t, last, spare)
+			if c := b.claim(t, "relay-a", 2); len(c.Messages) != 2 {
+				t.Fatalf("claimed %d, want 2", len(c.Messages))
+			}
+			at := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+			b.exec(t, `UPDATE `+b.table()+` SET locked_at = $1`, at)
+			of := outbox.Lease{}
+			if form == "lease" {
+				of = outbox.Lease{Owner: "relay-a", LockedAt: at}
+			}
+			got, err := b.store.Recover(b.ctx, b.pool, of, time.Minute, 10)
+			if err != nil || len(got) != 2 {
+				t.Fatalf("Recover = %+v, %v; want 2", got, err)
+			}
+			want := map[uuid.UUID]outbox.Status{res[0].EventID: outbox.StatusDead, res[1].EventID: outbox.StatusRetry}
+			for _, r := range got {
+				if r.Status != want[r.EventID] {
+					t.Fatalf("recovered %+v, want status %v", r, want[r.EventID])
+				}
+				if st, retries, _ := b.status(t, r.EventID); st != want[r.EventID] || retries != 1 {
+					t.Fatalf("event %s = %v (%d retries), want %v after 1", r.EventID, st, retries, want[r.EventID])
+				}
+			}
+		})
+	}
+}
+
+// Recover of one claim takes only that claim's events: not another
+// relay's claim expired at the same instant, nor an older expired claim of
+// the same relay.
+func TestRecoverLeaseTakesOnlyItsClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	b.enqueue(t, event(1), event(2), event(3))
+	mine, older, other := b.claim(t, "relay-a", 1), b.claim(t, "relay-a", 1), b.claim(t, "relay-b", 1)
+	at := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+	for c, when := range map[*outbox.Claim]time.Time{&mine: at, &older: at.Add(-time.Minute), &other: at} {
+		if len(c.Messages) != 1 {
+			t.Fatalf("claimed %d, want 1", len(c.Messages))
+		}
+		b.exec(t, `UPDATE `+b.table()+` SET locked_at = $2 WHERE event_id = $1`, c.Messages[0].EventID, when)
+	}
+	got, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{Owner: "relay-a", LockedAt: at}, time.Minute, 10)
+	if err != nil || len(got) != 1 || got[0].EventID != mine.Messages[0].EventID {
+		t.Fatalf("Recover(relay-a's claim) = %+v, %v; want only %s", got, err, mine.Messages[0].EventID)
+	}
+	if n := b.count(t, `status = 10`); n != 2 {
+		t.Fatalf("%d events still SENDING, want 2 (the other claims)", n)
+	}
+}
