@@ -1,0 +1,102 @@
+package outbox_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/seckillkit/seckill/internal/testwait"
+	"github.com/seckillkit/seckill/outbox"
+)
+
+// A relay in InTx mode publishes exactly the ready events, as the claim
+// does (TestClaimReadyEvents): the PENDING and RETRY events, the event
+// after its key's SENT head; not an event available in an hour, nor one
+// behind an unfinished event of its key. A DEAD head blocks its key's next
+// event only with Config.DeadBlocksKey. From the head of the ready index
+// (lock, lock_dead_blocks_key, batches of 10) and after the relay's cursor
+// (lock_after, lock_after_dead_blocks_key, batches of 1).
+func TestRelayInTxLocksReadyEvents(t *testing.T) {
+	t.Parallel()
+	for _, deadBlocks := range []bool{false, true} {
+		for _, cursor := range []bool{false, true} {
+			t.Run(fmt.Sprintf("DeadBlocksKey=%v/cursor=%v", deadBlocks, cursor), func(t *testing.T) {
+				t.Parallel()
+				testRelayInTxLocksReadyEvents(t, deadBlocks, cursor)
+			})
+		}
+	}
+}
+
+func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
+	b := setup(t, outbox.Config{DeadBlocksKey: deadBlocks})
+	sentHead := event(10)
+	sentHead.OrderingKey = "A"
+	b.enqueue(t, sentHead)
+	b.sendAll(t) // key A's head is SENT
+	var ids []uuid.UUID
+	for i := range 8 {
+		e := event(i)
+		switch i {
+		case 3:
+			e.OrderingKey = "A" // after the SENT head
+		case 4, 5:
+			e.OrderingKey = "C" // 5 waits behind 4
+		case 6, 7:
+			e.OrderingKey = "D" // 7 after the DEAD 6
+		}
+		ids = append(ids, b.enqueue(t, e)[0].EventID)
+	}
+	b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1 WHERE event_id = $1`, ids[1])
+	b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
+	b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1, available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[4])
+	b.exec(t, `UPDATE `+b.table()+` SET status = 40, retry_count = max_retry, last_error = 'poison' WHERE event_id = $1`, ids[6])
+	want := []uuid.UUID{ids[0], ids[1], ids[3]}
+	if !deadBlocks {
+		want = append(want, ids[7])
+	}
+	slices.SortFunc(want, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+
+	rec := newRecorder()
+	var published atomic.Int64
+	done := make(chan struct{})
+	var idleAfter atomic.Int64 // idle claims once every wanted event was published
+	rec.after = func(_ context.Context, msgs []outbox.Message, _ []error) { published.Add(int64(len(msgs))) }
+	batch := 10
+	if cursor {
+		batch = 1
+	}
+	b.startRelays(t, 1, outbox.RelayConfig{Publish: rec.Publish, InTx: true, BatchSize: batch,
+		DisableListen: true, PollInterval: 5 * time.Millisecond, MaxPollInterval: 5 * time.Millisecond}, func(r *outbox.Relay) {
+		if !cursor {
+			outbox.DisableClaimCursor(r)
+		}
+		outbox.SetIdleHook(r, func(bool) {
+			// Three idle claims after the last wanted event: the relay
+			// claimed from the head again and found nothing more.
+			if published.Load() >= int64(len(want)) && idleAfter.Add(1) == 3 {
+				close(done)
+			}
+		})
+	})
+	testwait.Recv(t, done, fmt.Sprintf("the relay to publish the %d ready events and go idle", len(want)))
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var got []uuid.UUID
+	for id, n := range rec.ok {
+		if n != 1 {
+			t.Errorf("event %s published %d times", id, n)
+		}
+		got = append(got, id)
+	}
+	slices.SortFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("published %v; want %v (PENDING, RETRY, after the SENT head%s)", got, want, map[bool]string{false: ", after the DEAD head", true: ""}[deadBlocks])
+	}
+}
