@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -307,5 +308,26 @@ func TestRecoverLeaseTakesOnlyItsClaim(t *testing.T) {
 	}
 	if n := b.count(t, `status = 10`); n != 2 {
 		t.Fatalf("%d events still SENDING, want 2 (the other claims)", n)
+	}
+}
+
+// EventsByStatus with a topic counts that topic's events only; with ""
+// every topic's.
+func TestEventsByStatusFiltersTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	other := event(2)
+	other.Topic = "PAY_EVENT"
+	b.enqueue(t, event(1), other, event(3))
+	for topic, want := range map[string][]outbox.TagStatusCount{
+		"ORDER_EVENT": {{Topic: "ORDER_EVENT", Tag: "ORDER_CREATED", Status: outbox.StatusPending, Events: 2}},
+		"PAY_EVENT":   {{Topic: "PAY_EVENT", Tag: "ORDER_CREATED", Status: outbox.StatusPending, Events: 1}},
+		"": {{Topic: "ORDER_EVENT", Tag: "ORDER_CREATED", Status: outbox.StatusPending, Events: 2},
+			{Topic: "PAY_EVENT", Tag: "ORDER_CREATED", Status: outbox.StatusPending, Events: 1}},
+	} {
+		got, err := b.store.EventsByStatus(b.ctx, b.pool, topic)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("EventsByStatus(%q) = %+v, %v; want %+v", topic, got, err, want)
+		}
 	}
 }
