@@ -331,3 +331,83 @@ func TestEventsByStatusFiltersTopic(t *testing.T) {
 		}
 	}
 }
+
+// Stats counts each status apart (1 PENDING, 2 SENDING, 3 RETRY, 4 DEAD,
+// 5 SENT) and OldestWaiting is the age of the oldest PENDING or RETRY
+// event: two hours, not the three of the older SENDING, DEAD and SENT
+// events.
+func TestStatsCountsEachStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	evs := make([]outbox.Event, 15)
+	for i := range evs {
+		evs[i] = event(i)
+	}
+	res := b.enqueue(t, evs...)
+	ids := func(from, to int) []uuid.UUID {
+		var out []uuid.UUID
+		for _, r := range res[from:to] {
+			out = append(out, r.EventID)
+		}
+		return out
+	}
+	b.exec(t, `UPDATE `+b.table()+` SET created_at = now() - interval '1 hour' WHERE event_id = ANY($1)`, ids(0, 1))
+	b.exec(t, `UPDATE `+b.table()+` SET status = 10, locked_by = 'r', locked_at = now(), created_at = now() - interval '3 hours' WHERE event_id = ANY($1)`, ids(1, 3))
+	b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1, created_at = now() - interval '2 hours' WHERE event_id = ANY($1)`, ids(3, 6))
+	b.exec(t, `UPDATE `+b.table()+` SET status = 40, retry_count = max_retry, created_at = now() - interval '3 hours' WHERE event_id = ANY($1)`, ids(6, 10))
+	b.exec(t, `UPDATE `+b.table()+` SET status = 20, sent_at = now(), created_at = now() - interval '3 hours' WHERE event_id = ANY($1)`, ids(10, 15))
+	st := b.stats(t)
+	if st.Pending != 1 || st.Sending != 2 || st.Retry != 3 || st.Dead != 4 || st.Sent != 5 || st.SentEstimated {
+		t.Fatalf("stats = %+v; want 1 PENDING, 2 SENDING, 3 RETRY, 4 DEAD, 5 SENT (exact)", st)
+	}
+	if st.OldestWaiting < 2*time.Hour || st.OldestWaiting >= 3*time.Hour {
+		t.Fatalf("OldestWaiting = %v; want the RETRY events' age, two hours", st.OldestWaiting)
+	}
+}
+
+// Stats counts SENT exactly up to StatsExactSentPages pages, the limit
+// included; past it, it estimates SENT from the table's own planner
+// statistics (after ANALYZE: the table's row count, less the exact counts).
+func TestStatsEstimatesSentOfABigTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	b.enqueue(t, event(1))
+	sent := 0
+	// About 1.5 kB a row, uncompressed: 4 rows a page.
+	insert := func(n int) {
+		b.exec(t, `INSERT INTO `+b.table()+` (event_id, dedup_key, aggregate_type, aggregate_id, topic, message_key,
+			schema_version, payload, status, sent_at)
+			SELECT gen_random_uuid(), 'big' || g, 'ORDER', g::text, 'ORDER_EVENT', g::text, 1,
+			       jsonb_build_object('pad', (SELECT string_agg(md5(g::text || ':' || i), '') FROM generate_series(1, 45) AS i)),
+			       20, now()
+			FROM generate_series($1::int + 1, $1::int + $2::int) AS g`, sent, n)
+		sent += n
+	}
+	pages := func() int64 {
+		var n int64
+		if err := b.pool.QueryRow(b.ctx, `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::int8`, b.table()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	insert(3900)
+	for pages() < outbox.StatsExactSentPages { // one page at a time
+		insert(1)
+	}
+	if n := pages(); n != outbox.StatsExactSentPages {
+		t.Fatalf("the table grew to %d pages, want exactly %d", n, outbox.StatsExactSentPages)
+	}
+	if st := b.stats(t); st.SentEstimated || st.Sent != int64(sent) || st.Pending != 1 {
+		t.Fatalf("stats of a %d-page table = %+v; want 1 PENDING and %d SENT, counted", outbox.StatsExactSentPages, st, sent)
+	}
+	insert(500)
+	b.exec(t, `ANALYZE `+b.table())
+	n := pages()
+	if n <= outbox.StatsExactSentPages {
+		t.Fatalf("the table has %d pages, want more than %d", n, outbox.StatsExactSentPages)
+	}
+	st := b.stats(t)
+	if !st.SentEstimated || st.Pending != 1 || st.Sent < int64(sent)*99/100 || st.Sent > int64(sent)*101/100 {
+		t.Fatalf("stats of a %d-page table = %+v; want 1 PENDING and an estimate of %d SENT", n, st, sent)
+	}
+}
