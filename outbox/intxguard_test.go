@@ -18,8 +18,10 @@ import (
 // A relay in InTx mode publishes exactly the ready events, as the claim
 // does (TestClaimReadyEvents): the PENDING and RETRY events, the event
 // after its key's SENT head; not an event available in an hour, nor one
-// behind an unfinished event of its key. A DEAD head blocks its key's next
-// event only with Config.DeadBlocksKey. From the head of the ready index
+// behind an unfinished (PENDING, SENDING, RETRY) event of its key, nor an
+// event another transaction holds locked (SKIP LOCKED). A DEAD head blocks
+// its key's next event only with Config.DeadBlocksKey. Each batch holds at
+// most BatchSize events. From the head of the ready index
 // (lock, lock_dead_blocks_key, batches of 10) and after the relay's cursor
 // (lock_after, lock_after_dead_blocks_key, batches of 1).
 func TestRelayInTxLocksReadyEvents(t *testing.T) {
@@ -36,12 +38,12 @@ func TestRelayInTxLocksReadyEvents(t *testing.T) {
 
 func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
 	b := setup(t, outbox.Config{DeadBlocksKey: deadBlocks})
-	sentHead := event(10)
+	sentHead := event(100)
 	sentHead.OrderingKey = "A"
 	b.enqueue(t, sentHead)
 	b.sendAll(t) // key A's head is SENT
 	var ids []uuid.UUID
-	for i := range 8 {
+	for i := range 12 {
 		e := event(i)
 		switch i {
 		case 3:
@@ -50,6 +52,10 @@ func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
 			e.OrderingKey = "C" // 5 waits behind 4
 		case 6, 7:
 			e.OrderingKey = "D" // 7 after the DEAD 6
+		case 8, 9:
+			e.OrderingKey = "E" // 9 waits behind 8, PENDING in an hour
+		case 10, 11:
+			e.OrderingKey = "F" // 11 waits behind 10, SENDING
 		}
 		ids = append(ids, b.enqueue(t, e)[0].EventID)
 	}
@@ -57,6 +63,19 @@ func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
 	b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
 	b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1, available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[4])
 	b.exec(t, `UPDATE `+b.table()+` SET status = 40, retry_count = max_retry, last_error = 'poison' WHERE event_id = $1`, ids[6])
+	b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[8])
+	b.exec(t, `UPDATE `+b.table()+` SET status = 10, locked_by = 'lease-relay', locked_at = now() WHERE event_id = $1`, ids[10])
+	// Another transaction holds the PENDING event 12 locked while the
+	// relay runs.
+	held := b.enqueue(t, event(12))[0].EventID
+	holder, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if _, err := holder.Exec(b.ctx, `SELECT 1 FROM `+b.table()+` WHERE event_id = $1 FOR UPDATE`, held); err != nil {
+		t.Fatal(err)
+	}
 	want := []uuid.UUID{ids[0], ids[1], ids[3]}
 	if !deadBlocks {
 		want = append(want, ids[7])
@@ -67,10 +86,16 @@ func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
 	var published atomic.Int64
 	done := make(chan struct{})
 	var idleAfter atomic.Int64 // idle claims once every wanted event was published
-	rec.after = func(_ context.Context, msgs []outbox.Message, _ []error) { published.Add(int64(len(msgs))) }
 	batch := 10
 	if cursor {
 		batch = 1
+	}
+	var overfull atomic.Int64 // the size of a batch larger than BatchSize
+	rec.after = func(_ context.Context, msgs []outbox.Message, _ []error) {
+		published.Add(int64(len(msgs)))
+		if len(msgs) > batch {
+			overfull.Store(int64(len(msgs)))
+		}
 	}
 	b.startRelays(t, 1, outbox.RelayConfig{Publish: rec.Publish, InTx: true, BatchSize: batch,
 		DisableListen: true, PollInterval: 5 * time.Millisecond, MaxPollInterval: 5 * time.Millisecond}, func(r *outbox.Relay) {
@@ -86,6 +111,9 @@ func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
 		})
 	})
 	testwait.Recv(t, done, fmt.Sprintf("the relay to publish the %d ready events and go idle", len(want)))
+	if n := overfull.Load(); n != 0 {
+		t.Errorf("a batch of %d events, more than BatchSize %d", n, batch)
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	var got []uuid.UUID
