@@ -67,3 +67,7 @@ func Channel(s *Store) string { return s.channel }
 
 // Owner returns r's owner id (locked_by of its claims).
 func Owner(r *Relay) string { return r.cfg.Owner }
+
+// LockAfterSQL returns the InTx relay's claim statement that starts after
+// a cursor (for tests of its guards).
+func LockAfterSQL(s *Store) string { return s.lockAfterSQL }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/outbox"
@@ -126,5 +127,87 @@ func testRelayInTxLocksReadyEvents(t *testing.T, deadBlocks, cursor bool) {
 	slices.SortFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	if !slices.Equal(got, want) {
 		t.Fatalf("published %v; want %v (PENDING, RETRY, after the SENT head%s)", got, want, map[bool]string{false: ", after the DEAD head", true: ""}[deadBlocks])
+	}
+}
+
+// The InTx relay's claim after its cursor (lock_after, and
+// lock_after_dead_blocks_key) locks the ready events past the cursor only:
+// the PENDING and RETRY ones, the head of key B, the successor of key C's
+// SENT head; not the cursor's own event, one available in an hour, key A's
+// successor behind its older PENDING event (before the cursor), nor an
+// event another transaction holds (SKIP LOCKED: it does not wait). Key D's
+// successor of a DEAD head only without DeadBlocksKey.
+func TestLockAfterCursor(t *testing.T) {
+	t.Parallel()
+	for _, deadBlocks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeadBlocksKey=%v", deadBlocks), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, outbox.Config{DeadBlocksKey: deadBlocks})
+			keyed := func(i int, key string) outbox.Event {
+				e := event(i)
+				e.OrderingKey = key
+				return e
+			}
+			cHead := b.enqueue(t, keyed(100, "C"))[0].EventID
+			b.sendAll(t)
+			aOld := b.enqueue(t, keyed(101, "A"))[0].EventID
+			b.exec(t, `UPDATE `+b.table()+` SET available_at = available_at - interval '1 day', created_at = created_at - interval '1 day' WHERE event_id = $1`, aOld)
+			dHead := b.enqueue(t, keyed(102, "D"))[0].EventID
+			b.exec(t, `UPDATE `+b.table()+` SET status = 40, retry_count = max_retry, available_at = available_at - interval '1 day', created_at = created_at - interval '1 day' WHERE event_id = $1`, dHead)
+			keys := map[int]string{4: "B", 5: "A", 6: "C", 8: "D"}
+			var ids []uuid.UUID
+			for i := range 9 {
+				e := event(i)
+				if k, ok := keys[i]; ok {
+					e.OrderingKey = k
+				}
+				ids = append(ids, b.enqueue(t, e)[0].EventID)
+			}
+			if st, _, _ := b.status(t, cHead); st != outbox.StatusSent {
+				t.Fatalf("key C's head is %v, want SENT", st)
+			}
+			b.exec(t, `UPDATE `+b.table()+` SET available_at = now() + interval '1 hour' WHERE event_id = $1`, ids[2])
+			b.exec(t, `UPDATE `+b.table()+` SET status = 30, retry_count = 1 WHERE event_id = $1`, ids[3])
+			holder, err := b.pool.Begin(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Rollback(context.Background())
+			if _, err := holder.Exec(b.ctx, `SELECT 1 FROM `+b.table()+` WHERE event_id = $1 FOR UPDATE`, ids[7]); err != nil {
+				t.Fatal(err)
+			}
+			var at, created time.Time
+			if err := b.pool.QueryRow(b.ctx, `SELECT available_at, created_at FROM `+b.table()+` WHERE event_id = $1`, ids[0]).Scan(&at, &created); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := b.pool.Begin(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			ctx := testwait.Context(t, b.ctx, testwait.Step)
+			rows, err := tx.Query(ctx, outbox.LockAfterSQL(b.store), 10, at, created, ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+				vals, err := row.Values()
+				if err != nil {
+					return uuid.Nil, err
+				}
+				return uuid.UUID(vals[0].([16]byte)), nil
+			})
+			if err != nil {
+				t.Fatalf("lock_after: %v", err)
+			}
+			slices.SortFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+			want := []uuid.UUID{ids[1], ids[3], ids[4], ids[6]}
+			if !deadBlocks {
+				want = append(want, ids[8])
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("locked %v after the cursor at %s; want %v", got, ids[0], want)
+			}
+		})
 	}
 }
