@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -409,5 +410,46 @@ func TestStatsEstimatesSentOfABigTable(t *testing.T) {
 	st := b.stats(t)
 	if !st.SentEstimated || st.Pending != 1 || st.Sent < int64(sent)*99/100 || st.Sent > int64(sent)*101/100 {
 		t.Fatalf("stats of a %d-page table = %+v; want 1 PENDING and an estimate of %d SENT", n, st, sent)
+	}
+}
+
+// The dedup-key reads of the enqueue statements are probes of
+// uq_outbox_dedup (an Index Cond on dedup_key), never a read of the whole
+// table, as sql/enqueue.sql promises: in a table of 20,000 events, the
+// plans of the many-event statement (with and without NOTIFY), of the
+// single-event statement with NOTIFY and of the holders' read.
+func TestEnqueueProbesDedupIndex(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	notifying, err := outbox.New(outbox.Config{Schema: b.schema, Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `INSERT INTO `+b.table()+` (event_id, dedup_key, aggregate_type, aggregate_id, topic, message_key,
+			schema_version, payload)
+		SELECT gen_random_uuid(), 'd' || g, 'ORDER', g::text, 'ORDER_EVENT', g::text, 1, '{}'
+		FROM generate_series(1, 20000) AS g`)
+	b.exec(t, `ANALYZE `+b.table())
+	ids := []string{uuid.NewString(), uuid.NewString()}
+	keys := []string{"d1", "new"}
+	many := []any{ids, keys, []string{"ORDER", "ORDER"}, []string{"1", "2"}, []string{"T", "T"}, []*string{nil, nil},
+		[]string{"1", "2"}, []*string{nil, nil}, []int32{1, 1}, []string{"{}", "{}"}, []string{"{}", "{}"},
+		[]int64{0, 0}, []int32{16, 16}, b.schema}
+	var nilText *string
+	one := []any{uuid.New(), "d1", "ORDER", "1", "T", nilText, "1", int32(1), "{}", "{}", int64(0), int32(16), nilText,
+		outbox.Channel(notifying)}
+	for name, plan := range map[string]string{
+		"enqueue":            explain(t, b.ctx, b.pool, false, outbox.EnqueueSQL(b.store), many...),
+		"enqueue_notify":     explain(t, b.ctx, b.pool, false, outbox.EnqueueSQL(notifying), append(many, outbox.Channel(notifying))...),
+		"enqueue_one_notify": explain(t, b.ctx, b.pool, false, outbox.EnqueueOneSQL(notifying), one...),
+		"enqueue_holders":    explain(t, b.ctx, b.pool, false, outbox.EnqueueHoldersSQL(b.store), keys),
+	} {
+		probe := false
+		for _, line := range strings.Split(plan, "\n") {
+			probe = probe || strings.Contains(line, "Index Cond") && strings.Contains(line, "dedup_key")
+		}
+		if !probe || strings.Contains(plan, "Seq Scan on event_outbox") {
+			t.Errorf("%s does not probe uq_outbox_dedup:\n%s", name, plan)
+		}
 	}
 }
