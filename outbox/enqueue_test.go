@@ -340,50 +340,58 @@ func TestStatusMatchesCheckConstraint(t *testing.T) {
 func TestEnqueueOrderedSerialisesPerKey(t *testing.T) {
 	t.Parallel()
 	bothEnqueueModes(t, func(t *testing.T, citus bool) {
-		b := setup(t, outbox.Config{Citus: citus})
-		withKey := func(i int, key string) outbox.Event {
-			e := event(i)
-			e.OrderingKey = key
-			return e
-		}
-		tx1, err := b.pool.Begin(b.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx1.Rollback(b.ctx)
-		if _, err := b.store.Enqueue(b.ctx, tx1, withKey(1, "A")); err != nil {
-			t.Fatal(err)
-		}
-		try := func(e outbox.Event) error {
-			return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
-					return err
-				}
-				_, err := b.store.Enqueue(b.ctx, tx, e)
-				return err
+		for _, notify := range []bool{false, true} {
+			t.Run(map[bool]string{false: "silent", true: "notify"}[notify], func(t *testing.T) {
+				testEnqueueOrderedSerialisesPerKey(t, outbox.Config{Citus: citus, Notify: notify})
 			})
 		}
-		var pgErr *pgconn.PgError
-		if err := try(withKey(2, "A")); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.LockNotAvailable {
-			t.Fatalf("second enqueue of key A while the first is uncommitted: %v, want lock timeout", err)
-		}
-		if err := try(withKey(3, "B")); err != nil {
-			t.Fatalf("key B waited for key A: %v", err)
-		}
-		if err := try(event(4)); err != nil {
-			t.Fatalf("unordered event waited: %v", err)
-		}
-		if err := tx1.Commit(b.ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := try(withKey(5, "A")); err != nil {
-			t.Fatal(err)
-		}
-		var first, second int64
-		if err := b.pool.QueryRow(b.ctx, `SELECT min(seq), max(seq) FROM `+b.table()+` WHERE ordering_key = 'A'`).Scan(&first, &second); err != nil || first >= second {
-			t.Fatalf("seqs %d, %d, %v", first, second, err)
-		}
 	})
+}
+
+func testEnqueueOrderedSerialisesPerKey(t *testing.T, cfg outbox.Config) {
+	b := setup(t, cfg)
+	withKey := func(i int, key string) outbox.Event {
+		e := event(i)
+		e.OrderingKey = key
+		return e
+	}
+	tx1, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(b.ctx)
+	if _, err := b.store.Enqueue(b.ctx, tx1, withKey(1, "A")); err != nil {
+		t.Fatal(err)
+	}
+	try := func(e outbox.Event) error {
+		return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				return err
+			}
+			_, err := b.store.Enqueue(b.ctx, tx, e)
+			return err
+		})
+	}
+	var pgErr *pgconn.PgError
+	if err := try(withKey(2, "A")); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.LockNotAvailable {
+		t.Fatalf("second enqueue of key A while the first is uncommitted: %v, want lock timeout", err)
+	}
+	if err := try(withKey(3, "B")); err != nil {
+		t.Fatalf("key B waited for key A: %v", err)
+	}
+	if err := try(event(4)); err != nil {
+		t.Fatalf("unordered event waited: %v", err)
+	}
+	if err := tx1.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := try(withKey(5, "A")); err != nil {
+		t.Fatal(err)
+	}
+	var first, second int64
+	if err := b.pool.QueryRow(b.ctx, `SELECT min(seq), max(seq) FROM `+b.table()+` WHERE ordering_key = 'A'`).Scan(&first, &second); err != nil || first >= second {
+		t.Fatalf("seqs %d, %d, %v", first, second, err)
+	}
 }
 
 // Enqueue notifies the store's channel (delivered at commit).

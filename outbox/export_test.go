@@ -67,3 +67,19 @@ func Channel(s *Store) string { return s.channel }
 
 // Owner returns r's owner id (locked_by of its claims).
 func Owner(r *Relay) string { return r.cfg.Owner }
+
+// LockAfterSQL returns the InTx relay's claim statement that starts after
+// a cursor (for tests of its guards).
+func LockAfterSQL(s *Store) string { return s.lockAfterSQL }
+
+// EnqueueSQL returns the enqueue statement of several events (for EXPLAIN
+// in tests).
+func EnqueueSQL(s *Store) string { return s.enqueueSQL }
+
+// EnqueueOneSQL returns the enqueue statement of one event of a Store with
+// Config.Notify (for EXPLAIN in tests).
+func EnqueueOneSQL(s *Store) string { return s.enqueueOne }
+
+// EnqueueHoldersSQL returns the read of the dedup keys' holders (for
+// EXPLAIN in tests).
+func EnqueueHoldersSQL(s *Store) string { return s.enqueueHolders }
