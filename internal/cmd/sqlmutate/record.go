@@ -178,6 +178,16 @@ func logStatements(ctx context.Context, url, level string) error {
 	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET log_statement = '"+level+"'"); err != nil {
 		return err
 	}
+	// log_statement shows what runs; log_min_duration_statement = 0 also
+	// shows each parse of the extended protocol, with its text: a
+	// statement a test only prepares (to EXPLAIN it) is recorded too.
+	duration := "-1"
+	if level == "all" {
+		duration = "0"
+	}
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET log_min_duration_statement = "+duration); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return err
 	}
