@@ -249,6 +249,15 @@ func TestExpiryLimits(t *testing.T) {
 				t.Errorf("QueueCancelExpired(%d) = %v", limit, err)
 			}
 		}
+		// The bounds are inclusive: 1 and 10,000 are limits.
+		for _, limit := range []int{1, 10000} {
+			if _, err := b.store.DueForExpiry(b.ctx, tx, limit); err != nil {
+				t.Errorf("DueForExpiry(%d) = %v", limit, err)
+			}
+			if _, err := b.store.CancelExpired(b.ctx, tx, limit); err != nil {
+				t.Errorf("CancelExpired(%d) = %v", limit, err)
+			}
+		}
 		return nil
 	})
 	if err != nil {

@@ -201,6 +201,9 @@ func recordpayment(t *testing.T, citus bool) {
 	if v := version(fresh.OrderID); v != 0 {
 		t.Fatalf("order version %d after rejected payments, want 0", v)
 	}
+	if _, err := b.store.Payments(b.ctx, b.pool, 0); !errors.Is(err, order.ErrInvalidArgument) {
+		t.Fatalf("Payments(0) = %v, want ErrInvalidArgument", err)
+	}
 	recs, err := b.store.Payments(b.ctx, b.pool, o.OrderID)
 	if err != nil || len(recs) != 2 || recs[0].PaymentID != first.PaymentID || recs[0].Status != order.PaymentSucceeded ||
 		recs[1].Status != order.PaymentRefundPending {

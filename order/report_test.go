@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -47,6 +48,12 @@ func TestQuantitiesByStatus(t *testing.T) {
 		got, err := b.store.QuantitiesByStatus(b.ctx, b.pool, c.activity, c.sku)
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Fatalf("QuantitiesByStatus(%d, %d) = %+v, %v; want %+v", c.activity, c.sku, got, err, c.want)
+		}
+	}
+	// No activity 0 or below, no SKU below 0 (0 is every SKU).
+	for _, c := range [][2]int64{{0, 0}, {-1, 0}, {1, -1}} {
+		if _, err := b.store.QuantitiesByStatus(b.ctx, b.pool, c[0], c[1]); !errors.Is(err, order.ErrInvalidArgument) {
+			t.Fatalf("QuantitiesByStatus(%d, %d) = %v, want ErrInvalidArgument", c[0], c[1], err)
 		}
 	}
 }

@@ -2,8 +2,11 @@ package order_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/order"
 )
@@ -89,4 +92,42 @@ func TestPaymentReviews(t *testing.T) {
 	}
 	open(10, ids[0], ids[2], ids[3])
 	open(2, ids[0], ids[2])
+}
+
+// TestReviewAndCurrencyEdges: the inclusive bounds of OpenPaymentReviews'
+// limit (1 and 10,000), a review without a raw payload stored as {}, an
+// amount mismatch raised by the pgtx.Abort form (SK104) reviewed as an
+// amount mismatch, and currency codes of the letters at both ends (A, Z).
+func TestReviewAndCurrencyEdges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, limit := range []int{1, 10000} {
+		if _, err := b.store.OpenPaymentReviews(b.ctx, b.pool, limit); err != nil {
+			t.Errorf("OpenPaymentReviews(%d) = %v", limit, err)
+		}
+	}
+	for _, limit := range []int{0, 10001} {
+		if _, err := b.store.OpenPaymentReviews(b.ctx, b.pool, limit); !errors.Is(err, order.ErrInvalidArgument) {
+			t.Errorf("OpenPaymentReviews(%d) = %v, want ErrInvalidArgument", limit, err)
+		}
+	}
+	o := b.create(t, newOrder(1))
+	p := newPayment(o)
+	p.RawPayload = nil
+	p.Amount++
+	sk104 := fmt.Errorf("%w: %w", order.ErrMismatch, &pgconn.PgError{Code: "SK104", Message: "amount"})
+	r, created, err := b.store.RecordPaymentReview(b.ctx, b.pool, p, order.PaymentResult{}, sk104)
+	if err != nil || !created || r.Reason != "AMOUNT_MISMATCH" || string(r.RawPayload) != "{}" {
+		t.Fatalf("review of an SK104 mismatch without payload: %+v, %v; want AMOUNT_MISMATCH with {}", r, err)
+	}
+	for _, c := range []string{"AZZ", "ZAA"} {
+		if _, err := order.New(order.Config{Schema: b.schema, DefaultCurrency: c}); err != nil {
+			t.Errorf("DefaultCurrency %q: %v", c, err)
+		}
+	}
+	for _, c := range []string{"@AA", "[AA", "AA`", "AA{"} {
+		if _, err := order.New(order.Config{Schema: b.schema, DefaultCurrency: c}); err == nil {
+			t.Errorf("DefaultCurrency %q accepted", c)
+		}
+	}
 }
