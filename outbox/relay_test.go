@@ -257,7 +257,9 @@ func TestRelayGracefulStopReleases(t *testing.T) { bothModes(t, testRelayGracefu
 func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 	b := setup(t, outbox.Config{})
 	b.enqueue(t, manyEvents(20, nil)...)
-	ctx, cancel := context.WithCancel(b.ctx)
+	// The publisher cancels ctx; the deadline bounds a relay that never
+	// calls it.
+	ctx, cancel := context.WithTimeout(b.ctx, testwait.Step)
 	defer cancel()
 	rec := newRecorder()
 	var calls atomic.Int32
