@@ -146,20 +146,9 @@ func TestLegacyBookkeepingGetsChecksums(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, time.Minute)
 	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
-	q := pgx.Identifier{schema}.Sanitize()
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+q+`;
-CREATE TABLE `+q+`.seckill_schema_migrations (
-	component  text        NOT NULL,
-	version    integer     NOT NULL,
-	name       text        NOT NULL,
-	applied_at timestamptz NOT NULL DEFAULT statement_timestamp(),
-	PRIMARY KEY (component, version)
-);
-CREATE TABLE `+q+`.widget (id bigint PRIMARY KEY, name text NOT NULL);
-INSERT INTO `+q+`.seckill_schema_migrations (component, version, name) VALUES ('widgets', 1, '001_init.up.sql'),
-	('gadgets', 1, '001_init.up.sql'), ('gadgets', 2, '002_more.up.sql')`); err != nil {
-		t.Fatal(err)
-	}
+	q := legacyBookkeeping(t, ctx, pool, schema, `CREATE TABLE {q}.widget (id bigint PRIMARY KEY, name text NOT NULL);
+INSERT INTO {q}.seckill_schema_migrations (component, version, name) VALUES ('widgets', 1, '001_init.up.sql'),
+	('gadgets', 1, '001_init.up.sql'), ('gadgets', 2, '002_more.up.sql')`)
 	// Another component's bookkeeping in the same table: its versions
 	// are not widgets', and its rows stay as they were.
 	if err := migrate.Validate(ctx, pool, schema, good); err != nil {
@@ -206,19 +195,8 @@ func TestLegacyBookkeepingOfEveryVersion(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t, time.Minute)
 	pool, schema := pgtest.Pool(t), pgtest.Schema(t)
-	q := pgx.Identifier{schema}.Sanitize()
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+q+`;
-CREATE TABLE `+q+`.seckill_schema_migrations (
-	component  text        NOT NULL,
-	version    integer     NOT NULL,
-	name       text        NOT NULL,
-	applied_at timestamptz NOT NULL DEFAULT statement_timestamp(),
-	PRIMARY KEY (component, version)
-);
-INSERT INTO `+q+`.seckill_schema_migrations (component, version, name)
-	VALUES ('widgets', 1, '001_init.up.sql'), ('widgets', 2, '002_color.up.sql')`); err != nil {
-		t.Fatal(err)
-	}
+	q := legacyBookkeeping(t, ctx, pool, schema, `INSERT INTO {q}.seckill_schema_migrations (component, version, name)
+	VALUES ('widgets', 1, '001_init.up.sql'), ('widgets', 2, '002_color.up.sql')`)
 	res, err := migrate.Apply(ctx, pool, schema, v2)
 	if err != nil || len(res.Applied["widgets"]) != 0 {
 		t.Fatalf("Apply = %v, %v; want nothing applied", res, err)
@@ -374,4 +352,24 @@ func TestModuleMigrationsAreGooseFiles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// legacyBookkeeping creates schema with the bookkeeping table of a release
+// that recorded no checksums, runs then (where {q} is the quoted schema),
+// and returns the quoted schema.
+func legacyBookkeeping(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema, then string) string {
+	t.Helper()
+	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+q+`;
+CREATE TABLE `+q+`.seckill_schema_migrations (
+	component  text        NOT NULL,
+	version    integer     NOT NULL,
+	name       text        NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT statement_timestamp(),
+	PRIMARY KEY (component, version)
+);
+`+strings.ReplaceAll(then, "{q}", q)); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
