@@ -115,7 +115,9 @@ func (e *ResultError) Unwrap() error { return e.Err }
 // The result callbacks of b's queued queries (QueuedQuery.Exec, Query,
 // QueryRow) run in order as the results arrive; they should only read
 // (scan into variables). Their errors do not stop the COMMIT already
-// sent: see [ResultError].
+// sent: see [ResultError]. When the batch fails (a statement raises, the
+// connection breaks), the callback of the statement being read sees the
+// failure, and the callbacks of the statements after it are not run.
 //
 // opts applies as for [RunInTx]: the isolation level, access and
 // deferrable modes in BEGIN, LockTimeout and StatementTimeout as SET

@@ -452,3 +452,76 @@ func TestRunBatchCallbackRowScanner(t *testing.T) {
 		}
 	}
 }
+
+// TestRunBatchCutRunsNoLaterCallback: when the connection breaks after the
+// batch left, the callback of the statement being read sees the break, and
+// the callbacks of the statements after it are never run: their results
+// never arrived. The first statement's rows outgrow the server's output
+// buffer, so the client is reading them when the connection is cut.
+func TestRunBatchCutRunsNoLaterCallback(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := proxied(t)
+	var calls []int
+	var firstErr error
+	reading := make(chan struct{}, 1) // the first callback has a row
+	batch := func(v int, ids ...int) *pgx.Batch {
+		nb := &pgx.Batch{}
+		nb.Queue(`SELECT g, repeat('x', 100) FROM generate_series(1, 5000) AS g`).Query(func(rows pgx.Rows) error {
+			calls = append(calls, 0)
+			for rows.Next() {
+				select {
+				case reading <- struct{}{}:
+				default:
+				}
+			}
+			firstErr = rows.Err()
+			return rows.Err()
+		})
+		for i, id := range ids {
+			nb.Queue(`INSERT INTO `+b.table+` VALUES ($1, $2) RETURNING id`, id, v).Query(func(rows pgx.Rows) error {
+				calls = append(calls, i+1)
+				for rows.Next() {
+				}
+				return rows.Err()
+			})
+		}
+		return nb
+	}
+	c, err := pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	// Warm the connection with the batch's shape (pgx prepares new
+	// statements in a round trip of their own).
+	if err := pgtx.RunBatch(b.ctx, c.Conn(), pgtx.Options{}, batch(0, -1, -2)); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 3 || firstErr != nil {
+		t.Fatalf("warm-up: callbacks %v (first saw %v); want all three", calls, firstErr)
+	}
+	calls = nil
+	<-reading
+	// The cut: the Sync is held until the client reads the first rows, then
+	// dropped with the connection.
+	wait := testwait.Context(t, b.ctx, testwait.Step)
+	var armed atomic.Bool
+	px.SetRule(armedSync(&armed, faultproxy.CutBefore, func() {
+		select {
+		case <-reading:
+		case <-wait.Done():
+		}
+	}))
+	armed.Store(true)
+	err = pgtx.RunBatch(b.ctx, c.Conn(), pgtx.Options{}, batch(1, 1, 2))
+	if !errors.Is(err, pgtx.ErrCommitOutcomeUnknown) {
+		t.Fatalf("cut while reading: err = %v, want ErrCommitOutcomeUnknown", err)
+	}
+	if wait.Err() != nil {
+		t.Fatal("the first callback never read a row")
+	}
+	if len(calls) != 1 || calls[0] != 0 || firstErr == nil {
+		t.Fatalf("callbacks run %v (first saw %v); want only the first, seeing the break", calls, firstErr)
+	}
+}
