@@ -217,7 +217,8 @@ func insertOneArgs(a *enqueueArgs, i int) []any {
 		a.version[i], a.payload[i], a.headers[i], a.delayUS[i], a.maxRetry[i], a.ordKey[i]}
 }
 
-// enqueueOneArgs are the parameters of enqueue_one (sql/enqueue.sql) for the single event
+// enqueueOneArgs are the parameters of enqueue_insert or enqueue_one_notify
+// (sql/enqueue.sql) for the single event
 // in a.
 func (s *Store) enqueueOneArgs(a *enqueueArgs) []any {
 	args := insertOneArgs(a, 0)
@@ -301,7 +302,7 @@ func (s *Store) queueEnqueue(b *pgx.Batch, field string, evs []Event, done func(
 	case len(a.ids) == 1 && a.ordKey[0] == nil:
 		sql := s.enqueueInsert
 		if s.cfg.notify() {
-			sql = s.enqueueOne
+			sql = s.enqueueOneNotify
 		}
 		b.Queue(sql, s.enqueueOneArgs(a)...).Query(readInserted)
 	default:

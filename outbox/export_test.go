@@ -78,7 +78,7 @@ func EnqueueSQL(s *Store) string { return s.enqueueSQL }
 
 // EnqueueOneSQL returns the enqueue statement of one event of a Store with
 // Config.Notify (for EXPLAIN in tests).
-func EnqueueOneSQL(s *Store) string { return s.enqueueOne }
+func EnqueueOneSQL(s *Store) string { return s.enqueueOneNotify }
 
 // EnqueueHoldersSQL returns the read of the dedup keys' holders (for
 // EXPLAIN in tests).

@@ -100,11 +100,11 @@ type Store struct {
 	schema  string // unquoted
 	channel string
 
-	enqueueSQL     string
-	enqueueOne     string
-	enqueueInsert  string
-	enqueueHolders string
-	enqueueOrAbort string // QueueEnqueue with pgtx.Abort
+	enqueueSQL       string
+	enqueueOneNotify string
+	enqueueInsert    string
+	enqueueHolders   string
+	enqueueOrAbort   string // QueueEnqueue with pgtx.Abort
 	// The ordering keys' advisory locks of the enqueue of Config.Citus,
 	// and the NOTIFY of a statement that cannot tell whether it inserted.
 	enqueueLocks, enqueueNotify string
@@ -153,10 +153,9 @@ func New(cfg Config) (*Store, error) {
 	q := statements.Bind(quoted)
 	if cfg.notify() {
 		s.enqueueSQL = q.Get("enqueue_notify")
-		s.enqueueOne = q.Get("enqueue_one_notify")
+		s.enqueueOneNotify = q.Get("enqueue_one_notify")
 	} else {
 		s.enqueueSQL = q.Get("enqueue")
-		s.enqueueOne = q.Get("enqueue_one")
 	}
 	s.enqueueInsert = q.Get("enqueue_insert")
 	s.enqueueLocks = q.Get("enqueue_locks")

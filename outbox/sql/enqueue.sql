@@ -1,6 +1,6 @@
 -- Enqueue: Store.Enqueue, Store.QueueEnqueue (pgtx.Return and pgtx.Abort)
 -- and their Config.Citus forms. Statements sharing the single-event INSERT
--- (enqueue_one, enqueue_one_notify, enqueue_insert, enqueue_abort) carry
+-- (enqueue_one_notify, enqueue_insert, enqueue_abort) carry
 -- identical copies of it: a test checks.
 
 -- name: enqueue
@@ -103,43 +103,12 @@ JOIN {schema}.event_outbox AS e ON e.dedup_key = i.dedup_key
 UNION ALL
 SELECT 0, NULL::uuid, NULL::uuid FROM notified
 
--- name: enqueue_one
--- The enqueue of ONE event without an ordering key, with scalar
--- parameters: a plain INSERT plus, only when it inserted nothing (a one-time
--- filter), one probe for the row holding the dedup key. Returns the rows of
--- enqueue (kind 1 inserted, kind 2 already there).
--- $1 = event_id (uuid): the new event's id
--- $2 = dedup_key (text): the event's deduplication key
--- $3 = aggregate_type (text)
--- $4 = aggregate_id (text)
--- $5 = topic (text)
--- $6 = tag (text): NULL for none
--- $7 = message_key (text)
--- $8 = schema_version (int4)
--- $9 = payload (text): JSON, cast to jsonb
--- $10 = headers (text): JSON object, cast to jsonb
--- $11 = delay (int8): microseconds before the event is ready
--- $12 = max_retry (int4): publish attempts allowed
--- $13 = ordering_key (text): NULL (events with one take the enqueue statement)
--- index: uq_outbox_dedup
-WITH ins AS (
-	INSERT INTO {schema}.event_outbox AS o (
-		event_id, dedup_key, aggregate_type, aggregate_id, topic, tag, message_key,
-		schema_version, payload, headers, available_at, max_retry, ordering_key)
-	VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
-	        $8::int4, $9::text::jsonb, $10::text::jsonb, statement_timestamp() + $11::int8 * interval '1 microsecond', $12::int4,
-	        $13::text)
-	ON CONFLICT (dedup_key) DO NOTHING
-	RETURNING o.event_id
-)
-SELECT 1, event_id, NULL::uuid FROM ins
-UNION ALL
-SELECT 2, $1::uuid, e.event_id
-FROM {schema}.event_outbox AS e
-WHERE e.dedup_key = $2::text AND NOT EXISTS (SELECT 1 FROM ins)
-
 -- name: enqueue_one_notify
--- enqueue_one with Config.Notify.
+-- The enqueue of ONE event without an ordering key with Config.Notify:
+-- enqueue_insert's INSERT, one NOTIFY on the channel when it inserted,
+-- and, only when it inserted nothing (a one-time filter), one probe for
+-- the row holding the dedup key (kind 2). Returns the rows of enqueue
+-- (kind 1 inserted, kind 2 already there, kind 0 the notify).
 -- $1 = event_id (uuid): the new event's id
 -- $2 = dedup_key (text): the event's deduplication key
 -- $3 = aggregate_type (text)
@@ -176,9 +145,11 @@ UNION ALL
 SELECT 0, NULL::uuid, NULL::uuid FROM notified
 
 -- name: enqueue_insert
--- The enqueue of Config.Citus, once per event: a plain INSERT (nothing
--- when the dedup key exists) returning enqueue's kind 1 rows. A plain
--- statement is what Citus routes whole to the node holding the schema.
+-- The enqueue of ONE event without an ordering key (without Config.Notify),
+-- and of Config.Citus once per event: a plain INSERT (nothing when the
+-- dedup key exists) returning enqueue's kind 1 rows; enqueue_holders then
+-- reads the key's holder. A plain statement is what Citus routes whole to
+-- the node holding the schema.
 -- $1 = event_id (uuid): the new event's id
 -- $2 = dedup_key (text): the event's deduplication key
 -- $3 = aggregate_type (text)
@@ -228,7 +199,7 @@ SELECT pg_notify($1::text, '')
 SELECT dedup_key, event_id FROM {schema}.event_outbox WHERE dedup_key = ANY($1::text[])
 
 -- name: enqueue_abort
--- QueueEnqueue with pgtx.Abort, once per event: enqueue_one's INSERT
+-- QueueEnqueue with pgtx.Abort, once per event: enqueue_insert's INSERT
 -- without ON CONFLICT, so a duplicate dedup key raises unique_violation on
 -- uq_outbox_dedup and aborts the transaction.
 -- $1 = event_id (uuid): the new event's id
