@@ -194,7 +194,7 @@ func (r *runner) batchOnce(ctx context.Context, db BatchSender, b *pgx.Batch) er
 type batchReader struct {
 	r      *runner
 	ctx    context.Context
-	conn   *pgx.Conn  // nil when the BatchSender is neither a pool nor a conn
+	conn   *pgx.Conn  // the connection the batch goes on (RunBatch takes only a pool or a conn)
 	caller *pgx.Batch // the caller's batch, not modified
 	nb     *pgx.Batch // the batch sent
 	br     pgx.BatchResults
