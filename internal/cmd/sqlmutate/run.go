@@ -142,6 +142,7 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 			continue
 		}
 		if rs[i].Outcome == "" {
+			waitWhilePaused(ctx, cfg.work)
 			rs[i] = runMutant(ctx, cfg, srv.URL, pkg, bin, rec, rs[i])
 			fmt.Fprintf(os.Stderr, "%s %s: %s %s (%s)\n", rs[i].Statement, rs[i].Desc, rs[i].Outcome, rs[i].By, rs[i].Took.Round(time.Second))
 			if err := writeResults(resultsFile, rs); err != nil { // a run cut short resumes from here
@@ -151,6 +152,23 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 	}
 	report(os.Stdout, pkg, rs, time.Since(began))
 	return writeResults(resultsFile, rs)
+}
+
+// waitWhilePaused waits, before the next mutant, while the work directory
+// holds a file named "pause": a heavy job can then have the machine
+// without starving a mutant's tests into a failure (a false kill), and
+// without the run being restarted.
+func waitWhilePaused(ctx context.Context, work string) {
+	pause := filepath.Join(work, "pause")
+	for said := false; ctx.Err() == nil; said = true {
+		if _, err := os.Stat(pause); err != nil {
+			return
+		}
+		if !said {
+			fmt.Fprintf(os.Stderr, "paused: %s exists\n", pause)
+		}
+		time.Sleep(5 * time.Second)
+	}
 }
 
 func writeResults(file string, rs []result) error {
