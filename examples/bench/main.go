@@ -59,6 +59,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/pgharness"
 )
 
 type options struct {
@@ -80,6 +82,7 @@ type options struct {
 	stack       bool
 	stackRates  []int
 	stackStock  int
+	stackCitus  bool
 
 	bucketSet, consumerSet []int
 	statementsDone         map[string]bool
@@ -119,6 +122,7 @@ func main() {
 	flag.BoolVar(&o.stack, "stack", false, "measure the example service's real stack (PostgreSQL, redis-server, nats-server -js, the service in -serve mode) under fixed offered rates, beside the kit alone, instead of the order and outbox runs")
 	rates := flag.String("stack-rates", "150,300,600,1200", "with -stack: the offered rates of clicks/s, in order (the last should saturate the stack)")
 	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
+	flag.BoolVar(&o.stackCitus, "stack-citus", false, "with -stack: "+pgharness.EnvURL+" is a Citus coordinator (schema-based sharding; every node on this machine, each with pg_stat_statements): the kit and the service run their sale in a distributed schema, and each node's CPU, WAL and statements are read")
 	flag.Parse()
 	var err error
 	if o.bucketSet, err = intList(*buckets); err == nil {

@@ -407,6 +407,12 @@ func (s *waitSampler) start(ctx context.Context) (stop func() waitSample) {
 
 // newPool is the one pool every variant uses.
 func newPool(ctx context.Context, url string, size int, rt *roundtrip.Counter) (*pgxpool.Pool, error) {
+	return newPoolWith(ctx, url, size, rt, nil)
+}
+
+// newPoolWith is newPool with extra run-time parameters (SET at
+// connection start).
+func newPoolWith(ctx context.Context, url string, size int, rt *roundtrip.Counter, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
@@ -415,6 +421,9 @@ func newPool(ctx context.Context, url string, size int, rt *roundtrip.Counter) (
 	cfg.MinConns = int32(size)
 	cfg.ConnConfig.Tracer = rt
 	cfg.ConnConfig.RuntimeParams["application_name"] = benchApp
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/internal/orderid"
 	"github.com/seckillkit/seckill/examples/internal/stackharness"
+	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/internal/pgharness"
 	"github.com/seckillkit/seckill/internal/roundtrip"
 )
@@ -25,7 +26,7 @@ const stackSchema = "seckill"
 type stackRun struct {
 	o     options
 	pool  *pgxpool.Pool // the bench's own: the kit-alone flow and the measurements
-	pgPID int           // the postmaster
+	nodes []pgNode      // the PostgreSQL servers: the one, or Citus's coordinator then its workers
 	redis *stackharness.Redis
 	nats  *stackharness.NATS
 	svc   *serviceProc
@@ -39,6 +40,9 @@ type stackRun struct {
 // stack_vs_kit is against the mean of the two kit runs.
 func runStack(ctx context.Context, o options) error {
 	began := time.Now()
+	if o.stackCitus && os.Getenv(pgharness.EnvURL) == "" {
+		return fmt.Errorf("-stack-citus measures the Citus coordinator of %s (and its workers, on this machine)", pgharness.EnvURL)
+	}
 	srv, err := pgharness.Start(ctx, pgharness.Options{Settings: []string{
 		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=top"}})
 	if err != nil {
@@ -46,7 +50,11 @@ func runStack(ctx context.Context, o options) error {
 	}
 	defer srv.Stop()
 	var rt roundtrip.Counter
-	pool, err := newPool(ctx, srv.URL, o.poolSize, &rt)
+	var params map[string]string
+	if o.stackCitus { // every schema the bench creates is distributed, whole on one worker
+		params = map[string]string{"citus.enable_schema_based_sharding": "on"}
+	}
+	pool, err := newPoolWith(ctx, srv.URL, o.poolSize, &rt, params)
 	if err != nil {
 		return err
 	}
@@ -55,8 +63,19 @@ func runStack(ctx context.Context, o options) error {
 		return fmt.Errorf("-stack reads pg_stat_statements (a throwaway server loads it; a server of %s must have it in shared_preload_libraries): %w", pgharness.EnvURL, err)
 	}
 	sr := &stackRun{o: o, pool: pool}
-	if sr.pgPID, err = postmasterPID(ctx, pool); err != nil {
+	first := pgNode{name: "PostgreSQL", pool: pool}
+	if first.pid, err = postmasterPID(ctx, pool); err != nil {
 		return err
+	}
+	sr.nodes = []pgNode{first}
+	if o.stackCitus {
+		sr.nodes[0].name = "coordinator"
+		workers, err := citusWorkers(ctx, pool)
+		if err != nil {
+			return err
+		}
+		defer closeNodes(workers)
+		sr.nodes = append(sr.nodes, workers...)
 	}
 	var kit [2]float64 // the kit alone before and after the stack
 	if kit[0], err = kitAlone(ctx, pool, o, &rt, 0); err != nil {
@@ -70,7 +89,7 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer sr.nats.Stop()
-	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock); err != nil {
+	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus); err != nil {
 		return err
 	}
 	defer sr.svc.stop()
@@ -90,7 +109,7 @@ func runStack(ctx context.Context, o options) error {
 	out := os.Stdout
 	reportStack(out, o, kit, results)
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
-	printStackResult(out, kit, results)
+	printStackResult(out, o, kit, results)
 	return nil
 }
 
@@ -116,6 +135,9 @@ func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.
 	vs, err := pickVariants("kit")
 	if err != nil {
 		return 0, err
+	}
+	if o.stackCitus { // the stores take Citus's statement shapes, as the service's do
+		vs[0].cfg = func(c *flow.Config) { c.Citus = true }
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

@@ -112,3 +112,38 @@ func TestClickLoadOpenLoop(t *testing.T) {
 		t.Fatalf("%d distinct buyers, first %d, click 10 at +%v", len(seen), c.first, c.sched(10).Sub(c.sched(0)))
 	}
 }
+
+// TestCitusHopAndResult: the coordinator's hop is its statement time less
+// the workers', per order and per coordinator statement, and the Citus
+// RESULT line names its keys citus_ and adds the coordinator's figures.
+func TestCitusHopAndResult(t *testing.T) {
+	t.Parallel()
+	r := rateResult{offered: 100, window: time.Second, orders: 100,
+		cpu: [nComponents]time.Duration{cpuPostgres: 300 * time.Millisecond, cpuService: 100 * time.Millisecond},
+		walBytes: 400_000,
+		nodes: []nodeWindow{
+			{name: "coordinator", cpu: 200 * time.Millisecond, stmtsMS: 90, calls: 600},
+			{name: "worker a", cpu: 100 * time.Millisecond, stmtsMS: 50, calls: 700},
+			{name: "worker b", stmtsMS: 10},
+		}}
+	perOrder, perStatement := r.hop()
+	if perOrder != 0.3 || perStatement != 0.05 {
+		t.Fatalf("hop = %v ms/order, %v ms/statement; want 0.3, 0.05", perOrder, perStatement)
+	}
+	var plain, citus strings.Builder
+	printStackResult(&plain, options{}, [2]float64{200, 200}, []rateResult{r})
+	printStackResult(&citus, options{stackCitus: true}, [2]float64{200, 200}, []rateResult{r})
+	if want := "RESULT stack_orders_per_s=100 stack_vs_kit=0.50 stack_cpu_us_per_order=4000 stack_pg_cpu_us_per_order=3000 wal_bytes_per_order=4000\n"; plain.String() != want {
+		t.Fatalf("plain RESULT:\n%s\nwant\n%s", plain.String(), want)
+	}
+	if want := "RESULT citus_stack_orders_per_s=100 citus_stack_vs_kit=0.50 citus_stack_cpu_us_per_order=4000 citus_stack_pg_cpu_us_per_order=3000 citus_wal_bytes_per_order=4000 citus_coordinator_cpu_us_per_order=2000 citus_coordinator_hop_ms_per_order=0.300\n"; citus.String() != want {
+		t.Fatalf("Citus RESULT:\n%s\nwant\n%s", citus.String(), want)
+	}
+	var report strings.Builder
+	reportStack(&report, options{}, [2]float64{200, 200}, []rateResult{r})
+	for _, want := range []string{"| 100 | coordinator | 2000 | ", "| 100 | worker a | 1000 | ", "| 100 | 0.300 | 0.050 | 2000 |", "worker b (10 ms of statements"} {
+		if !strings.Contains(report.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, report.String())
+		}
+	}
+}

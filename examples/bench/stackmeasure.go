@@ -28,9 +28,11 @@ var componentNames = [nComponents]string{"PostgreSQL", "service", "nats-server",
 
 // snapshot is what the start and the end of a window read.
 type snapshot struct {
-	at  time.Time
-	cpu [nComponents]time.Duration
-	lsn uint64
+	at      time.Time
+	cpu     [nComponents]time.Duration
+	lsn     uint64 // the nodes' WAL positions added up
+	nodeCPU []time.Duration
+	nodeLSN []uint64
 }
 
 // stmtLine is one statement of pg_stat_statements over a window.
@@ -56,7 +58,8 @@ type rateResult struct {
 	cpu           [nComponents]time.Duration
 	walBytes      int64
 	stmts         []stmtLine
-	stmtsTotalMS  float64 // every statement's time, for the shares
+	stmtsTotalMS  float64      // every statement's time, for the shares
+	nodes         []nodeWindow // per PostgreSQL node (Citus: coordinator first, then the workers)
 }
 
 func (r *rateResult) ordersPerSec() float64 { return ratio(float64(r.orders), r.window.Seconds()) }
@@ -97,7 +100,7 @@ func (sr *stackRun) measureRate(ctx context.Context, rate int) (rateResult, erro
 	done := make(chan *clicks, 1)
 	go func() { done <- load.run(ctx, start) }()
 	time.Sleep(time.Until(start.Add(o.warmup)))
-	if _, err := sr.pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+	if err := sr.resetStatements(ctx); err != nil {
 		return rateResult{}, err
 	}
 	s0, err := sr.snapshot(ctx)
@@ -113,9 +116,10 @@ func (sr *stackRun) measureRate(ctx context.Context, rate int) (rateResult, erro
 	for i := range r.cpu {
 		r.cpu[i] = s1.cpu[i] - s0.cpu[i]
 	}
-	if r.stmts, r.stmtsTotalMS, err = topStatements(ctx, sr.pool, 5); err != nil {
+	if r.nodes, err = sr.nodeWindows(ctx, s0, s1, 5); err != nil {
 		return r, err
 	}
+	r.stmts, r.stmtsTotalMS = r.nodes[0].stmts, r.nodes[0].stmtsMS
 	c := <-done
 	if err := sr.drain(ctx, c); err != nil {
 		return r, err
@@ -123,20 +127,20 @@ func (sr *stackRun) measureRate(ctx context.Context, rate int) (rateResult, erro
 	return r, sr.matchOrders(ctx, c, s0.at, s1.at, &r)
 }
 
-// snapshot reads every component's CPU time and the WAL position.
+// snapshot reads every component's CPU time and the WAL positions.
 func (sr *stackRun) snapshot(ctx context.Context) (snapshot, error) {
 	s := snapshot{at: time.Now()}
-	pg, err := treeCPU(sr.pgPID)
-	if err != nil {
-		return s, fmt.Errorf("PostgreSQL's CPU time: %w", err)
+	var err error
+	if s.nodeCPU, s.nodeLSN, err = sr.readNodes(ctx); err != nil {
+		return s, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	var pg time.Duration
+	for i := range s.nodeCPU {
+		pg += s.nodeCPU[i]
+		s.lsn += s.nodeLSN[i]
 	}
 	s.cpu = [nComponents]time.Duration{pg, processCPUOf(sr.svc.pid()), processCPUOf(sr.nats.PID()), processCPUOf(sr.redis.PID()), processCPU()}
-	var lsn string
-	if err := sr.pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-		return s, err
-	}
-	s.lsn, err = parseLSN(lsn)
-	return s, err
+	return s, nil
 }
 
 // parseLSN parses a pg_lsn's text, "hi/lo" in hex, into a byte position.
@@ -151,30 +155,31 @@ func parseLSN(s string) (uint64, error) {
 }
 
 // topStatements returns the n statements that took the most execution
-// time since the last pg_stat_statements_reset, and the time of all.
-func topStatements(ctx context.Context, pool *pgxpool.Pool, n int) ([]stmtLine, float64, error) {
+// time since the last pg_stat_statements_reset, and the time and calls of
+// all.
+func topStatements(ctx context.Context, pool *pgxpool.Pool, n int) (top []stmtLine, allMS float64, allCalls int64, err error) {
 	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time, rows, wal_bytes, regexp_replace(left(query, 110), '\s+', ' ', 'g'),
-		sum(total_exec_time) OVER ()
+		sum(total_exec_time) OVER (), sum(calls) OVER ()
 		FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC`)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer rows.Close()
-	var out []stmtLine
-	var all float64
 	for rows.Next() {
 		var l stmtLine
-		var wal pgtype.Numeric
-		if err := rows.Scan(&l.calls, &l.totalMS, &l.rows, &wal, &l.normalized, &all); err != nil {
-			return nil, 0, err
+		var wal, calls pgtype.Numeric
+		if err := rows.Scan(&l.calls, &l.totalMS, &l.rows, &wal, &l.normalized, &allMS, &calls); err != nil {
+			return nil, 0, 0, err
 		}
 		wf, _ := wal.Float64Value()
 		l.walBytes = wf.Float64
-		if len(out) < n {
-			out = append(out, l)
+		cf, _ := calls.Float64Value()
+		allCalls = int64(cf.Float64)
+		if len(top) < n {
+			top = append(top, l)
 		}
 	}
-	return out, all, rows.Err()
+	return top, allMS, allCalls, rows.Err()
 }
 
 // drain waits until every click c's load got a 202 for has its order

@@ -27,13 +27,57 @@ func reportStack(out io.Writer, o options, kit [2]float64, rs []rateResult) {
 	for _, r := range rs {
 		fmt.Fprintf(out, "| %d | %d | %d | %d | %d | %d | %d | %s |\n", r.offered, r.clicks, r.accepted, int64(r.clicks)-r.accepted, r.ordered, r.late, r.notSent, statusLine(r.status))
 	}
+	if len(rs) > 0 && len(rs[0].nodes) > 1 {
+		reportNodes(out, rs)
+	}
 	for _, r := range rs {
-		fmt.Fprintf(out, "\nTop statements by execution time, %d/s offered (%.0f ms of statements in the window):\n\n", r.offered, r.stmtsTotalMS)
-		for _, s := range r.stmts {
-			fmt.Fprintf(out, "- %5.1f%%  %8.1f ms  %6d calls  %7.3f ms/call  %6.0f WAL B/call  `%s`\n", 100*ratio(s.totalMS, r.stmtsTotalMS),
-				s.totalMS, s.calls, ratio(s.totalMS, float64(s.calls)), ratio(s.walBytes, float64(s.calls)), s.normalized)
+		for _, n := range r.nodes {
+			where := ""
+			if len(r.nodes) > 1 {
+				where = ", " + n.name
+			}
+			fmt.Fprintf(out, "\nTop statements by execution time, %d/s offered%s (%.0f ms of statements in the window):\n\n", r.offered, where, n.stmtsMS)
+			for _, s := range n.stmts {
+				fmt.Fprintf(out, "- %5.1f%%  %8.1f ms  %6d calls  %7.3f ms/call  %6.0f WAL B/call  `%s`\n", 100*ratio(s.totalMS, n.stmtsMS),
+					s.totalMS, s.calls, ratio(s.totalMS, float64(s.calls)), ratio(s.walBytes, float64(s.calls)), s.normalized)
+			}
 		}
 	}
+}
+
+// reportNodes prints, on Citus, each node's CPU, WAL and statement time
+// per order, and the coordinator's hop: the statement time the
+// coordinator reports (which includes the workers' answers) less the
+// workers' own, per order and per coordinator statement.
+func reportNodes(out io.Writer, rs []rateResult) {
+	fmt.Fprintln(out, "\nPer PostgreSQL node (CPU of the node's postmaster and its backends; statement time from each node's pg_stat_statements):")
+	fmt.Fprintln(out, "\n| offered/s | node | CPU µs/order | WAL B/order | statement ms/order | statements |")
+	fmt.Fprintln(out, "|---:|---|---:|---:|---:|---:|")
+	for _, r := range rs {
+		for _, n := range r.nodes {
+			fmt.Fprintf(out, "| %d | %s | %.0f | %.0f | %.3f | %d |\n", r.offered, n.name, r.perOrder(n.cpu),
+				ratio(float64(n.walBytes), float64(r.orders)), ratio(n.stmtsMS, float64(r.orders)), n.calls)
+		}
+	}
+	fmt.Fprintln(out, "\n| offered/s | coordinator hop ms/order | per coordinator statement ms | coordinator CPU µs/order |")
+	fmt.Fprintln(out, "|---:|---:|---:|---:|")
+	for _, r := range rs {
+		hop, per := r.hop()
+		fmt.Fprintf(out, "| %d | %.3f | %.3f | %.0f |\n", r.offered, hop, per, r.perOrder(r.nodes[0].cpu))
+	}
+}
+
+// hop is, on Citus, the coordinator's statement time per order less the
+// workers', and that difference per statement the coordinator ran.
+func (r *rateResult) hop() (perOrder, perStatement float64) {
+	if len(r.nodes) < 2 {
+		return 0, 0
+	}
+	diff := r.nodes[0].stmtsMS
+	for _, n := range r.nodes[1:] {
+		diff -= n.stmtsMS
+	}
+	return ratio(diff, float64(r.orders)), ratio(diff, float64(r.nodes[0].calls))
 }
 
 // statusLine is "202: n, 503: m, …"; 0 is no answer, -1 not sent.
@@ -71,12 +115,23 @@ func saturated(rs []rateResult) *rateResult {
 // printStackResult prints the -stack RESULT line: the figures of the rate
 // that created the most orders/s (the stack saturated, when the highest
 // rate is past what it carries).
-func printStackResult(out io.Writer, kit [2]float64, rs []rateResult) {
+// With -stack-citus every key starts with citus_, and the line adds the
+// coordinator's CPU and hop per order.
+func printStackResult(out io.Writer, o options, kit [2]float64, rs []rateResult) {
 	s := saturated(rs)
 	if s == nil {
 		return
 	}
-	fmt.Fprintf(out, "RESULT stack_orders_per_s=%.0f stack_vs_kit=%.2f stack_cpu_us_per_order=%.0f stack_pg_cpu_us_per_order=%.0f wal_bytes_per_order=%.0f\n",
-		s.ordersPerSec(), ratio(s.ordersPerSec(), (kit[0]+kit[1])/2), s.perOrder(s.totalCPU()), s.perOrder(s.cpu[cpuPostgres]),
+	p := ""
+	if o.stackCitus {
+		p = "citus_"
+	}
+	fmt.Fprintf(out, "RESULT %[1]sstack_orders_per_s=%.0[2]f %[1]sstack_vs_kit=%.2[3]f %[1]sstack_cpu_us_per_order=%.0[4]f %[1]sstack_pg_cpu_us_per_order=%.0[5]f %[1]swal_bytes_per_order=%.0[6]f",
+		p, s.ordersPerSec(), ratio(s.ordersPerSec(), (kit[0]+kit[1])/2), s.perOrder(s.totalCPU()), s.perOrder(s.cpu[cpuPostgres]),
 		ratio(float64(s.walBytes), float64(s.orders)))
+	if o.stackCitus {
+		hop, _ := s.hop()
+		fmt.Fprintf(out, " citus_coordinator_cpu_us_per_order=%.0f citus_coordinator_hop_ms_per_order=%.3f", s.perOrder(s.nodes[0].cpu), hop)
+	}
+	fmt.Fprintln(out)
 }

@@ -40,8 +40,9 @@ type serviceProc struct {
 // redis and nats, with stock units over 64 buckets. No per-buyer or
 // per-address rate limit: every click comes from this process's address.
 // -order-ttl 1h: no order times out during the run, so the windows measure
-// the order path, not the timeout canceller.
-func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, nats *stackharness.NATS, stock int) (*serviceProc, error) {
+// the order path, not the timeout canceller. citus: the service runs with
+// -citus (its schema distributed, whole on one worker).
+func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, nats *stackharness.NATS, stock int, citus bool) (*serviceProc, error) {
 	dir, err := os.MkdirTemp("", "seckill-bench-stack-")
 	if err != nil {
 		return nil, err
@@ -65,6 +66,9 @@ func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, 
 	secret := randomHexKey()
 	sp.cmd = exec.Command(bin, "-serve", sp.addr, "-page", "127.0.0.1:0", "-redis", redis.URL, "-nats", nats.URL,
 		"-stock", strconv.Itoa(stock), "-buckets", "64", "-rate-buyer", "-1", "-rate-addr", "-1", "-order-ttl", "1h")
+	if citus { // the sale's schema is a distributed schema; the stores take Citus's statement shapes
+		sp.cmd.Args = append(sp.cmd.Args, "-citus")
+	}
 	sp.cmd.Env = append(os.Environ(), pgharness.EnvURL+"="+dbURL,
 		web.EnvBuyerKeys+"="+string(sp.key), web.EnvCallbackSecrets+"="+string(secret))
 	sp.cmd.Stdout, sp.cmd.Stderr = stderr, stderr
