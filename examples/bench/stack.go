@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/internal/orderid"
@@ -18,8 +19,9 @@ import (
 )
 
 // stackSchema is the schema the example service runs its sale in (its
-// -schema default).
-const stackSchema = "seckill"
+// -schema): the bench's own name, dropped before and after the run, since
+// a server of SECKILL_DATABASE_URL may hold other schemas.
+const stackSchema = "bench_stack_sale"
 
 // stackRun is the -stack mode: the example service on the throwaway
 // servers, and what the measurements read.
@@ -89,6 +91,14 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer sr.nats.Stop()
+	dropSale := func() error {
+		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{stackSchema}.Sanitize()+" CASCADE")
+		return err
+	}
+	if err := dropSale(); err != nil {
+		return err
+	}
+	defer func() { _ = dropSale() }()
 	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus); err != nil {
 		return err
 	}

@@ -71,9 +71,12 @@ func citusWorkers(ctx context.Context, pool *pgxpool.Pool) ([]pgNode, error) {
 			closeNodes(out)
 			return nil, err
 		}
-		if _, err := wp.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		// The coordinator's CREATE EXTENSION reaches the workers (Citus
+		// refuses one sent to a worker directly); the library must be
+		// preloaded there too.
+		if _, err := wp.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 			closeNodes(out)
-			return nil, fmt.Errorf("%s: -stack reads pg_stat_statements (shared_preload_libraries must have it): %w", n.name, err)
+			return nil, fmt.Errorf("%s: -stack reads pg_stat_statements (in the worker's shared_preload_libraries, the extension created on the coordinator): %w", n.name, err)
 		}
 	}
 	return out, nil

@@ -64,7 +64,7 @@ func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, 
 	sp.addr = "127.0.0.1:" + strconv.Itoa(port)
 	sp.key = randomHexKey() // the service uses the variable's text as the key
 	secret := randomHexKey()
-	sp.cmd = exec.Command(bin, "-serve", sp.addr, "-page", "127.0.0.1:0", "-redis", redis.URL, "-nats", nats.URL,
+	sp.cmd = exec.Command(bin, "-serve", sp.addr, "-page", "127.0.0.1:0", "-redis", redis.URL, "-nats", nats.URL, "-schema", stackSchema,
 		"-stock", strconv.Itoa(stock), "-buckets", "64", "-rate-buyer", "-1", "-rate-addr", "-1", "-order-ttl", "1h")
 	if citus { // the sale's schema is a distributed schema; the stores take Citus's statement shapes
 		sp.cmd.Args = append(sp.cmd.Args, "-citus")
