@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,5 +87,22 @@ func TestNarrowLeavesOtherCommandsAlone(t *testing.T) {
 		if got := narrow(args); len(got) != 1 || !slices.Equal(got[0], args) {
 			t.Fatalf("narrow(%v) = %v", args, got)
 		}
+	}
+}
+
+func TestSplitFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"relay.go", "relay_test.go", "mark.go", "claim.go"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("package p\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	excluded, kept, err := splitFiles(dir, regexp.MustCompile(`^(mark|claim)\.go$`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(kept, ",") != "claim.go,mark.go" || strings.Join(excluded, ",") != "relay.go" {
+		t.Fatalf("kept %v, excluded %v; want claim.go and mark.go kept, relay.go excluded (tests never listed)", kept, excluded)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -53,6 +54,7 @@ type config struct {
 	testCPU     int
 	coefficient int
 	remap       bool
+	files       *regexp.Regexp // mutate only the package files whose base name matches; nil: all
 }
 
 func main() {
@@ -67,7 +69,16 @@ func main() {
 	flag.IntVar(&cfg.testCPU, "test-cpu", 2, "gremlins' --test-cpu")
 	flag.IntVar(&cfg.coefficient, "timeout-coefficient", 0, "gremlins' --timeout-coefficient (0: enough for three minutes a mutant)")
 	flag.BoolVar(&cfg.remap, "remap", false, "record the coverage maps again even when the package has not changed")
+	files := flag.String("files", "", "mutate only the package's files whose base name matches this regexp (a run split by files; each group's results are kept apart)")
 	flag.Parse()
+	if *files != "" {
+		re, err := regexp.Compile(*files)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gomutate: -files:", err)
+			os.Exit(2)
+		}
+		cfg.files = re
+	}
 	cfg.pkgs = strings.Split(*pkgs, ",")
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()

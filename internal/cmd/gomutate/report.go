@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -45,12 +46,27 @@ func runPackage(ctx context.Context, cfg config, url string, env []string, pkg s
 		// times the coefficient.
 		coef = max(3, int((3*time.Minute)/max(suite, time.Second))+1)
 	}
-	out := filepath.Join(cfg.work, pkg+".gremlins.json")
-	g := exec.CommandContext(ctx, cfg.gremlins, "unleash",
-		"--workers", fmt.Sprint(cfg.workers), "--test-cpu", fmt.Sprint(cfg.testCPU),
-		"--timeout-coefficient", fmt.Sprint(coef), "--output", out, "./"+pkg)
+	name := pkg
+	args := []string{"unleash", "--workers", fmt.Sprint(cfg.workers), "--test-cpu", fmt.Sprint(cfg.testCPU),
+		"--timeout-coefficient", fmt.Sprint(coef)}
+	if cfg.files != nil {
+		excluded, kept, err := splitFiles(pkg, cfg.files)
+		if err != nil {
+			return err
+		}
+		if len(kept) == 0 {
+			return fmt.Errorf("%s: -files %s matches none of its files", pkg, cfg.files)
+		}
+		for _, f := range excluded { // gremlins matches the path it walks, relative to where it runs
+			args = append(args, "--exclude-files", "(^|/)"+regexp.QuoteMeta(f)+"$")
+		}
+		name = pkg + "." + strings.Join(kept, "+")
+		fmt.Fprintf(os.Stderr, "gomutate: %s: mutating %s only\n", pkg, strings.Join(kept, ", "))
+	}
+	out := filepath.Join(cfg.work, name+".gremlins.json")
+	g := exec.CommandContext(ctx, cfg.gremlins, append(args, "--output", out, "./"+pkg)...)
 	g.Env = env
-	logf, err := os.Create(filepath.Join(cfg.work, pkg+".gremlins.log"))
+	logf, err := os.Create(filepath.Join(cfg.work, name+".gremlins.log"))
 	if err != nil {
 		return err
 	}
@@ -67,12 +83,34 @@ func runPackage(ctx context.Context, cfg config, url string, env []string, pkg s
 	if err := json.Unmarshal(b, &res); err != nil {
 		return err
 	}
-	report(os.Stdout, pkg, &res, len(m.Tests), time.Since(began))
+	report(os.Stdout, name, pkg, &res, len(m.Tests), time.Since(began))
 	return nil
 }
 
-// report prints the counts of pkg and every mutant that lived or timed out.
-func report(w io.Writer, pkg string, res *gremlinsResult, tests int, wall time.Duration) {
+// splitFiles sorts the package's non-test Go files by the -files regexp:
+// the base names gremlins must leave alone and the ones it mutates.
+func splitFiles(pkg string, files *regexp.Regexp) (excluded, kept []string, err error) {
+	all, err := filepath.Glob(filepath.Join(pkg, "*.go"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range all {
+		base := filepath.Base(f)
+		switch {
+		case strings.HasSuffix(base, "_test.go"):
+		case files.MatchString(base):
+			kept = append(kept, base)
+		default:
+			excluded = append(excluded, base)
+		}
+	}
+	return excluded, kept, nil
+}
+
+// report prints the counts of a run over pkg (named name: the package, or
+// the package and the files of -files) and every mutant that lived or
+// timed out.
+func report(w io.Writer, name, pkg string, res *gremlinsResult, tests int, wall time.Duration) {
 	n := map[string]int{}
 	var notable []string
 	for _, f := range res.Files {
@@ -88,7 +126,7 @@ func report(w io.Writer, pkg string, res *gremlinsResult, tests int, wall time.D
 		eff = 100 * float64(k) / float64(k+l)
 	}
 	fmt.Fprintf(w, "| package | killed | lived | not covered | timed out | not viable | efficacy | tests recorded | wall |\n")
-	fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %.1f %% | %d | %s |\n", pkg,
+	fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %.1f %% | %d | %s |\n", name,
 		n["KILLED"], n["LIVED"], n["NOT COVERED"], n["TIMED OUT"], n["NOT VIABLE"], eff, tests, wall.Round(time.Second))
 	sort.Strings(notable)
 	for _, s := range notable {
