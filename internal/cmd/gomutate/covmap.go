@@ -133,7 +133,7 @@ func coverage(ctx context.Context, cfg config, url, pkg string) (*covMap, error)
 	}
 	for i, name := range names {
 		prof := filepath.Join(profDir, name+".out")
-		run := exec.CommandContext(ctx, bin, "-test.run", "^"+name+"$", "-test.count", "1",
+		run := exec.CommandContext(ctx, bin, "-test.run", "^"+name+"$", "-test.count", "1", "-test.short",
 			"-test.parallel", "2", "-test.timeout", "10m", "-test.coverprofile", prof)
 		run.Dir = pkg
 		run.Env = append(os.Environ(), pgharness.EnvURL+"="+url)

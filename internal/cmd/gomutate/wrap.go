@@ -65,6 +65,9 @@ func narrow(args []string) [][]string {
 		}
 		out = append(out, a)
 	}
+	// -short: the few tests that scale with it (thousands of concurrent
+	// transactions) run a tenth of them, as in sqlmutate's runs.
+	out = slices.Insert(out, len(out)-1, "-short")
 	pkg := strings.TrimPrefix(strings.TrimPrefix(out[len(out)-1], module), "/")
 	file, line, ok := mutatedLine(pkg)
 	if !ok {

@@ -274,7 +274,7 @@ func runTests(ctx context.Context, bin, pkg string, tests []string, parallel int
 	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin,
-		"-test.run", "^("+strings.Join(tests, "|")+")$", "-test.count", "1", "-test.failfast",
+		"-test.run", "^("+strings.Join(tests, "|")+")$", "-test.count", "1", "-test.failfast", "-test.short",
 		"-test.parallel", fmt.Sprint(parallel), "-test.timeout", timeout.String())
 	cmd.Dir = pkg
 	cmd.Env = append(os.Environ(), env...)
