@@ -134,6 +134,7 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 			return err
 		}
 	}
+	killers := killersOf(rs)
 	for i := range rs {
 		if ctx.Err() != nil || !cfg.stopAt.IsZero() && time.Now().After(cfg.stopAt) {
 			if rs[i].Outcome == "" {
@@ -143,7 +144,8 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 		}
 		if rs[i].Outcome == "" {
 			waitWhilePaused(ctx, cfg.work)
-			rs[i] = runMutant(ctx, cfg, srv.URL, pkg, bin, rec, rs[i])
+			rs[i] = runMutant(ctx, cfg, srv.URL, pkg, bin, rec, rs[i], killers[rs[i].Statement])
+			killers.add(rs[i])
 			fmt.Fprintf(os.Stderr, "%s %s: %s %s (%s)\n", rs[i].Statement, rs[i].Desc, rs[i].Outcome, rs[i].By, rs[i].Took.Round(time.Second))
 			if err := writeResults(resultsFile, rs); err != nil { // a run cut short resumes from here
 				return err
@@ -152,6 +154,67 @@ func runPackage(ctx context.Context, cfg config, srv *pgharness.Server, pkg stri
 	}
 	report(os.Stdout, pkg, rs, time.Since(began))
 	return writeResults(resultsFile, rs)
+}
+
+// killers are, per statement, the tests that killed its mutants so far,
+// the most recent first: a mutant of the same statement is often killed
+// by the same test.
+type killers map[string][]string
+
+// killersOf collects the killers of the results already known (-resume).
+func killersOf(rs []result) killers {
+	k := killers{}
+	for _, r := range rs {
+		k.add(r)
+	}
+	return k
+}
+
+// add records r's killing test (its top-level test), if r was killed by a
+// test.
+func (k killers) add(r result) {
+	if r.Outcome != killed || r.By == "" || strings.ContainsAny(r.By, " :") {
+		return
+	}
+	top, _, _ := strings.Cut(r.By, "/")
+	list := []string{top}
+	for _, t := range k[r.Statement] {
+		if t != top && len(list) < 3 {
+			list = append(list, t)
+		}
+	}
+	k[r.Statement] = list
+}
+
+// killersFirst puts the killers among the stages' tests into a first stage
+// of their own, and keeps the stages' other tests in their order: the run
+// decides the same (every test still runs while none fails), usually
+// sooner.
+func killersFirst(stages [][]string, killers []string) [][]string {
+	var first []string
+	for _, st := range stages {
+		for _, t := range st {
+			if contains(killers, t) {
+				first = append(first, t)
+			}
+		}
+	}
+	if len(first) == 0 {
+		return stages
+	}
+	out := [][]string{first}
+	for _, st := range stages {
+		var rest []string
+		for _, t := range st {
+			if !contains(first, t) {
+				rest = append(rest, t)
+			}
+		}
+		if len(rest) > 0 {
+			out = append(out, rest)
+		}
+	}
+	return out
 }
 
 // waitWhilePaused waits, before the next mutant, while the work directory
@@ -218,7 +281,7 @@ func reuse(file string, rs []result) error {
 var failLine = regexp.MustCompile(`--- FAIL: (\S+)`)
 
 // runMutant runs the tests that execute the mutant's statement against it.
-func runMutant(ctx context.Context, cfg config, url, pkg, bin string, rec *record, r result) result {
+func runMutant(ctx context.Context, cfg config, url, pkg, bin string, rec *record, r result, killers []string) result {
 	tests, budget := rec.testsOf(r.Statement)
 	r.Tests = len(tests)
 	if len(tests) == 0 {
@@ -242,7 +305,7 @@ func runMutant(ctx context.Context, cfg config, url, pkg, bin string, rec *recor
 	var out []byte
 	var code int
 	var took time.Duration
-	for _, stage := range rec.stages(tests) {
+	for _, stage := range killersFirst(rec.stages(tests), killers) {
 		o, c, t := runTests(ctx, bin, pkg, stage, cfg.parallel, timeout, env)
 		out, code, took = o, c, took+t
 		if code != 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -84,5 +85,29 @@ func TestOverrideUnderTag(t *testing.T) {
 	cmd.Dir = filepath.Join("..", "..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("go test -tags sqlmutate ./internal/sqlfile: %v\n%s", err, out)
+	}
+}
+
+func TestKillersFirst(t *testing.T) {
+	t.Parallel()
+	k := killersOf([]result{
+		{mutant: mutant{Statement: "p.a"}, Outcome: killed, By: "TestOne/tokens"},
+		{mutant: mutant{Statement: "p.a"}, Outcome: killed, By: "TestTwo"},
+		{mutant: mutant{Statement: "p.a"}, Outcome: lived},
+		{mutant: mutant{Statement: "p.a"}, Outcome: invalid, By: "ERROR: syntax error"},
+		{mutant: mutant{Statement: "p.b"}, Outcome: killed, By: "TestThree"},
+	})
+	if got := fmt.Sprint(k["p.a"]); got != "[TestTwo TestOne]" {
+		t.Fatalf("killers of p.a = %s, want the most recent first, top-level names, no refusal text", got)
+	}
+	stages := [][]string{{"TestFast", "TestOne"}, {"TestSlow", "TestTwo", "TestThree"}}
+	if got := fmt.Sprint(killersFirst(stages, k["p.a"])); got != "[[TestOne TestTwo] [TestFast] [TestSlow TestThree]]" {
+		t.Fatalf("killersFirst = %s", got)
+	}
+	if got := fmt.Sprint(killersFirst(stages, nil)); got != fmt.Sprint(stages) {
+		t.Fatalf("no killers: %s, want the stages as they are", got)
+	}
+	if got := fmt.Sprint(killersFirst([][]string{{"TestOne"}}, []string{"TestOne"})); got != "[[TestOne]]" {
+		t.Fatalf("a stage left empty: %s", got)
 	}
 }
