@@ -102,3 +102,53 @@ func TestAllocationBoundToReservation(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenAllocationBoundToItsReservation: on a SKU of inventory tokens
+// the allocation checks the reservation it names, not another of the same
+// buyer: a late allocation for a rejected reservation is refused while the
+// buyer's new reservation for the same SKU waits, and takes no token; the
+// new one's allocation then goes through.
+func TestTokenAllocationBoundToItsReservation(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tokens", true: "tokens_citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			tb := setupMode(t, citus)
+			tb.tokens = true
+			tb.provision(t, 1, 1, 10, 1)
+			old, fresh := tb.newReservation(1, 1, 0), tb.newReservation(1, 1, 0)
+			fresh.UserID = old.UserID
+			tb.insertReservations(t, []inventory.NewReservation{old, fresh})
+			if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{
+				ReservationID: old.ReservationID, To: inventory.StatusRejected, FailureCode: "TEST"}); err != nil {
+				t.Fatal(err)
+			}
+			err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(old))
+				var me *inventory.Error
+				if !errors.As(err, &me) || me.Field != "status" || me.Found != "REJECTED" || me.ReservationID != old.ReservationID {
+					t.Errorf("allocation of the rejected reservation: %v; want a status refusal naming it", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 0 {
+				t.Fatalf("%d ALLOCATE rows after the refused allocation", n)
+			}
+			if tot := tb.totals(t, 1, 1); tot.Allocated != 0 || tot.Available != 10 {
+				t.Fatalf("after the refused allocation: %+v", tot)
+			}
+			if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(fresh))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if tot := tb.totals(t, 1, 1); tot.Allocated != 1 || tot.Available != 9 {
+				t.Fatalf("after the new reservation's allocation: %+v", tot)
+			}
+		})
+	}
+}
