@@ -106,8 +106,10 @@ func TestAllocationBoundToReservation(t *testing.T) {
 // TestTokenAllocationBoundToItsReservation: on a SKU of inventory tokens
 // the allocation checks the reservation it names, not another of the same
 // buyer: a late allocation for a rejected reservation is refused while the
-// buyer's new reservation for the same SKU waits, and takes no token; the
-// new one's allocation then goes through.
+// buyer's new reservation for the same SKU waits, an allocation that
+// differs from its reservation in any field is refused naming the field,
+// neither takes a token, and the new reservation's allocation then goes
+// through.
 func TestTokenAllocationBoundToItsReservation(t *testing.T) {
 	t.Parallel()
 	for _, citus := range []bool{false, true} {
@@ -134,11 +136,45 @@ func TestTokenAllocationBoundToItsReservation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 0 {
-				t.Fatalf("%d ALLOCATE rows after the refused allocation", n)
+			// Every field of the allocation must match the reservation's; a
+			// mismatch is refused naming the field (the bucket: a token
+			// SKU's reservation made for another bucket).
+			tb.provision(t, 1, 2, 10, 1)
+			tb.provision(t, 2, 1, 10, 1)
+			otherBucket := tb.newReservation(1, 1, 1)
+			tb.insertReservations(t, []inventory.NewReservation{otherBucket})
+			wrongBucket := r2ToAlloc(otherBucket)
+			wrongBucket.Bucket = 0
+			mismatches := map[string]inventory.Allocation{"inventory_bucket": wrongBucket}
+			for field, change := range map[string]func(a *inventory.Allocation){
+				"activity_id": func(a *inventory.Allocation) { a.ActivityID = 2 },
+				"sku_id":      func(a *inventory.Allocation) { a.SKUID = 2 },
+				"quantity":    func(a *inventory.Allocation) { a.Quantity = 2 },
+				"user_id":     func(a *inventory.Allocation) { a.UserID++ },
+			} {
+				a := r2ToAlloc(fresh)
+				change(&a)
+				mismatches[field] = a
 			}
-			if tot := tb.totals(t, 1, 1); tot.Allocated != 0 || tot.Available != 10 {
-				t.Fatalf("after the refused allocation: %+v", tot)
+			for field, a := range mismatches {
+				if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					_, err := tb.store.AllocateBucket(tb.ctx, tx, a)
+					var me *inventory.Error
+					if !errors.Is(err, inventory.ErrAllocationMismatch) || !errors.As(err, &me) || me.Field != field {
+						t.Errorf("%s mismatch: %v; want ErrAllocationMismatch naming it", field, err)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_ledger")+` WHERE ledger_type = 10`); n != 0 {
+				t.Fatalf("%d ALLOCATE rows after the refused allocations", n)
+			}
+			for _, sku := range []struct{ a, s int64 }{{1, 1}, {1, 2}, {2, 1}} {
+				if tot := tb.totals(t, sku.a, sku.s); tot.Allocated != 0 || tot.Available != 10 {
+					t.Fatalf("activity %d sku %d after the refused allocations: %+v", sku.a, sku.s, tot)
+				}
 			}
 			if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 				_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(fresh))
