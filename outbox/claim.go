@@ -150,7 +150,7 @@ func (s *Store) ClaimOutboxBatch(ctx context.Context, db pgtx.Querier, owner str
 		return Claim{}, err
 	}
 	if limit <= 0 || limit > 1<<31-1 {
-		return Claim{}, invalid("limit", "must be positive, got %d", limit)
+		return Claim{}, invalid("limit", "must be from 1 to 2147483647, got %d", limit)
 	}
 	var c Claim
 	b := &pgx.Batch{}

@@ -83,3 +83,6 @@ func EnqueueOneSQL(s *Store) string { return s.enqueueOneNotify }
 // EnqueueHoldersSQL returns the read of the dedup keys' holders (for
 // EXPLAIN in tests).
 func EnqueueHoldersSQL(s *Store) string { return s.enqueueHolders }
+
+// CursorCompare is cursorCompare.
+var CursorCompare = cursorCompare
