@@ -188,3 +188,37 @@ func TestTokenAllocationBoundToItsReservation(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenAndBucketSKUsSideBySide: a SKU sold by buckets and SKUs sold by
+// tokens that share its activity or its SKU id each take their own stock:
+// the allocation reads the stock mode of its own (activity, SKU) only.
+func TestTokenAndBucketSKUsSideBySide(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			tb := setupMode(t, citus)
+			tb.provision(t, 1, 1, 10, 2) // buckets
+			tb.tokens = true
+			tb.provision(t, 2, 1, 10, 1) // tokens, same SKU id
+			tb.provision(t, 1, 2, 10, 1) // tokens, same activity
+			for _, sku := range []struct{ a, s int64 }{{1, 1}, {2, 1}, {1, 2}} {
+				r := tb.reserved(t, sku.a, sku.s, 0, 1)
+				if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
+					return err
+				}); err != nil {
+					t.Fatalf("activity %d sku %d: %v", sku.a, sku.s, err)
+				}
+			}
+			for _, sku := range []struct{ a, s int64 }{{1, 1}, {2, 1}, {1, 2}} {
+				if tot := tb.totals(t, sku.a, sku.s); tot.Allocated != 1 || tot.Available != 9 {
+					t.Fatalf("activity %d sku %d: %+v, want 1 allocated of 10", sku.a, sku.s, tot)
+				}
+			}
+			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id IS NOT NULL`); n != 2 {
+				t.Fatalf("%d tokens held, want 2 (one per token SKU)", n)
+			}
+		})
+	}
+}
