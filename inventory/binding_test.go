@@ -191,7 +191,8 @@ func TestTokenAllocationBoundToItsReservation(t *testing.T) {
 
 // TestTokenAndBucketSKUsSideBySide: a SKU sold by buckets and SKUs sold by
 // tokens that share its activity or its SKU id each take their own stock:
-// the allocation reads the stock mode of its own (activity, SKU) only.
+// the allocation reads the stock mode, the lanes and the tokens of its own
+// (activity, SKU) only.
 func TestTokenAndBucketSKUsSideBySide(t *testing.T) {
 	t.Parallel()
 	for _, citus := range []bool{false, true} {
@@ -218,6 +219,68 @@ func TestTokenAndBucketSKUsSideBySide(t *testing.T) {
 			}
 			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id IS NOT NULL`); n != 2 {
 				t.Fatalf("%d tokens held, want 2 (one per token SKU)", n)
+			}
+			// A token SKU sharing the activity of one and the SKU id of the
+			// other sells its own tokens to the last, then is sold out while
+			// theirs are free.
+			tb.provision(t, 2, 2, 3, 1)
+			for i := range 4 {
+				r := tb.reserved(t, 2, 2, 0, 1)
+				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
+					return err
+				})
+				if want := i == 3; errors.Is(err, inventory.ErrSoldOut) != want || !want && err != nil {
+					t.Fatalf("allocation %d of activity 2 sku 2 (stock 3): %v", i+1, err)
+				}
+			}
+			for _, sku := range []struct {
+				a, s      int64
+				allocated int64
+			}{{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {2, 2, 3}} {
+				if tot := tb.totals(t, sku.a, sku.s); tot.Allocated != sku.allocated {
+					t.Fatalf("activity %d sku %d: %+v, want %d allocated", sku.a, sku.s, tot, sku.allocated)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenRedeliveryAppliesOnce: an allocation of a token SKU delivered
+// again, after the first committed, is already applied (the ledger row's
+// id) and claims no second token.
+func TestTokenRedeliveryAppliesOnce(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tokens", true: "tokens_citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			tb := setupMode(t, citus)
+			tb.tokens = true
+			tb.provision(t, 1, 1, 10, 1)
+			r := tb.reserved(t, 1, 1, 0, 1)
+			var first inventory.Allocated
+			for i := range 2 {
+				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					got, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
+					if i == 0 {
+						first = got
+						return err
+					}
+					var me *inventory.Error
+					if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &me) || me.LedgerID != first.LedgerID {
+						t.Errorf("redelivery: %v; want ErrAlreadyApplied with ledger %d", err, first.LedgerID)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("delivery %d: %v", i+1, err)
+				}
+			}
+			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id IS NOT NULL`); n != 1 {
+				t.Fatalf("%d tokens held after a redelivery, want 1", n)
+			}
+			if tot := tb.totals(t, 1, 1); tot.Allocated != 1 || tot.Available != 9 {
+				t.Fatalf("after a redelivery: %+v", tot)
 			}
 		})
 	}
