@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/migrate"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -174,5 +175,52 @@ func TestRelayGivesUp(t *testing.T) {
 	}
 	if _, err := outbox.NewRelay(pool, outbox.RelayConfig{Publish: nopPublisher, MaxConsecutiveFailures: -1}); !errors.Is(err, outbox.ErrInvalidArgument) {
 		t.Fatalf("negative MaxConsecutiveFailures: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestRelayLogsDeadEvents: a relay warns once for a batch in which events
+// went DEAD after their last attempt, and says nothing of the kind for a
+// batch without one (InTx and leased).
+func TestRelayLogsDeadEvents(t *testing.T) {
+	t.Parallel()
+	for _, inTx := range []bool{false, true} {
+		b := setup(t, outbox.Config{})
+		h := &records{owner: "dead-log"}
+		doomed := event(1)
+		doomed.MaxRetries = 1
+		doomed.MessageKey = "doomed"
+		failOnce := func(_ context.Context, msgs []outbox.Message) []error {
+			errs := make([]error, len(msgs))
+			for i, m := range msgs {
+				if m.MessageKey == doomed.MessageKey {
+					errs[i] = errors.New("broker refused")
+				}
+			}
+			return errs
+		}
+		cfg := outbox.RelayConfig{Publish: failOnce, Owner: "dead-log", Logger: slog.New(h), InTx: inTx,
+			DisableListen: true, PollInterval: 5 * time.Millisecond, MaxPollInterval: 5 * time.Millisecond}
+		wait := func(what string, done func(outbox.Stats) bool) {
+			t.Helper()
+			ctx := testwait.Context(t, b.ctx, testwait.Step)
+			for !done(b.stats(t)) {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("InTx %v: %s: not before the deadline (%+v)", inTx, what, b.stats(t))
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+		b.enqueue(t, doomed)
+		stop := b.startRelays(t, 1, cfg, nil)
+		wait("the event to go DEAD", func(s outbox.Stats) bool { return s.Dead == 1 })
+		for i := 2; i <= 3; i++ { // two batches without a dead event
+			b.enqueue(t, event(i))
+			wait("the next to be SENT", func(s outbox.Stats) bool { return s.Sent == int64(i-1) && s.Pending+s.Retry+s.Sending == 0 })
+		}
+		stop()
+		if n := h.count("outbox relay: events dead after their last attempt"); n != 1 {
+			t.Fatalf("InTx %v: %d warnings of dead events, want 1 (the batch in which the event went DEAD)", inTx, n)
+		}
 	}
 }
