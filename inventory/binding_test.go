@@ -223,21 +223,24 @@ func TestTokenAndBucketSKUsSideBySide(t *testing.T) {
 			// A token SKU sharing the activity of one and the SKU id of the
 			// other sells its own tokens to the last, then is sold out while
 			// theirs are free.
-			tb.provision(t, 2, 2, 3, 1)
-			for i := range 4 {
+			// 64 tokens: each allocation starts at one of 64 lanes (from its
+			// reservation id), so the ones past the last find other SKUs'
+			// free tokens both after and before their lane's start.
+			tb.provision(t, 2, 2, 64, 1)
+			for i := range 67 {
 				r := tb.reserved(t, 2, 2, 0, 1)
 				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 					_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
 					return err
 				})
-				if want := i == 3; errors.Is(err, inventory.ErrSoldOut) != want || !want && err != nil {
-					t.Fatalf("allocation %d of activity 2 sku 2 (stock 3): %v", i+1, err)
+				if want := i >= 64; errors.Is(err, inventory.ErrSoldOut) != want || !want && err != nil {
+					t.Fatalf("allocation %d of activity 2 sku 2 (stock 64): %v", i+1, err)
 				}
 			}
 			for _, sku := range []struct {
 				a, s      int64
 				allocated int64
-			}{{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {2, 2, 3}} {
+			}{{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {2, 2, 64}} {
 				if tot := tb.totals(t, sku.a, sku.s); tot.Allocated != sku.allocated {
 					t.Fatalf("activity %d sku %d: %+v, want %d allocated", sku.a, sku.s, tot, sku.allocated)
 				}
