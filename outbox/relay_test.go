@@ -263,7 +263,9 @@ func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 	defer cancel()
 	rec := newRecorder()
 	var calls atomic.Int32
+	var ends []outbox.RelayEvent // the Observer's BatchEnd events, from Run's goroutine
 	r, err := outbox.NewRelay(b.pool, outbox.RelayConfig{InTx: inTx, Store: b.store, BatchSize: 20, DisableListen: true,
+		Observer: outbox.Observer{BatchEnd: func(_ context.Context, e outbox.RelayEvent) { ends = append(ends, e) }},
 		Publish: func(pctx context.Context, msgs []outbox.Message) []error {
 			calls.Add(1)
 			errs := rec.Publish(pctx, msgs[:10]) // the first half goes out
@@ -282,6 +284,9 @@ func testRelayGracefulStopReleases(t *testing.T, inTx bool) {
 	}
 	if calls.Load() != 1 {
 		t.Fatalf("publisher called %d times", calls.Load())
+	}
+	if len(ends) != 1 || ends[0].Published != 10 || ends[0].Released != 10 || ends[0].Failed != 0 {
+		t.Fatalf("BatchEnd events %+v; want one: 10 published, 10 released, none failed", ends)
 	}
 	// Released: RETRY under a lease; in InTx mode never touched (PENDING).
 	released := map[bool]string{false: "status = 30", true: "status = 0"}[inTx] + " AND retry_count = 0 AND available_at <= statement_timestamp()"
