@@ -211,3 +211,31 @@ func TestLockAfterCursor(t *testing.T) {
 		})
 	}
 }
+
+// TestInTxPublishUsesItsLease: in InTx mode the transaction lasts the
+// publish deadline (Lease) plus ShutdownTimeout for the statements: a
+// publish that takes most of the Lease, longer than Lease less
+// ShutdownTimeout, is still marked SENT in the same transaction.
+func TestInTxPublishUsesItsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	b.enqueue(t, event(1))
+	slow := func(ctx context.Context, msgs []outbox.Message) []error {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return make([]error, len(msgs))
+	}
+	stop := b.startRelays(t, 1, outbox.RelayConfig{Publish: slow, InTx: true, DisableListen: true,
+		Lease: 2 * time.Second, ShutdownTimeout: 1500 * time.Millisecond, PollInterval: 10 * time.Millisecond}, nil)
+	defer stop()
+	ctx := testwait.Context(t, b.ctx, testwait.Step)
+	for b.stats(t).Sent != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the event is not SENT before the deadline: %+v", b.stats(t))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
