@@ -260,30 +260,34 @@ func TestTokenRedeliveryAppliesOnce(t *testing.T) {
 			tb := setupMode(t, citus)
 			tb.tokens = true
 			tb.provision(t, 1, 1, 10, 1)
-			r := tb.reserved(t, 1, 1, 0, 1)
-			var first inventory.Allocated
-			for i := range 2 {
-				err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-					got, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
-					if i == 0 {
-						first = got
-						return err
+			// Four reservations: each claims from the lane its id picks, so
+			// a redelivery meets free tokens both past and before its lane.
+			for range 4 {
+				r := tb.reserved(t, 1, 1, 0, 1)
+				var first inventory.Allocated
+				for i := range 2 {
+					err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+						got, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
+						if i == 0 {
+							first = got
+							return err
+						}
+						var me *inventory.Error
+						if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &me) || me.LedgerID != first.LedgerID {
+							t.Errorf("redelivery: %v; want ErrAlreadyApplied with ledger %d", err, first.LedgerID)
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatalf("delivery %d: %v", i+1, err)
 					}
-					var me *inventory.Error
-					if !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &me) || me.LedgerID != first.LedgerID {
-						t.Errorf("redelivery: %v; want ErrAlreadyApplied with ledger %d", err, first.LedgerID)
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatalf("delivery %d: %v", i+1, err)
 				}
 			}
-			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id IS NOT NULL`); n != 1 {
-				t.Fatalf("%d tokens held after a redelivery, want 1", n)
+			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id IS NOT NULL`); n != 4 {
+				t.Fatalf("%d tokens held after redeliveries, want 4", n)
 			}
-			if tot := tb.totals(t, 1, 1); tot.Allocated != 1 || tot.Available != 9 {
-				t.Fatalf("after a redelivery: %+v", tot)
+			if tot := tb.totals(t, 1, 1); tot.Allocated != 4 || tot.Available != 6 {
+				t.Fatalf("after redeliveries: %+v", tot)
 			}
 		})
 	}
