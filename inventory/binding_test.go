@@ -292,3 +292,38 @@ func TestTokenRedeliveryAppliesOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenAllocationTakesDistinctTokens: an allocation of two units with
+// one token left is sold out and takes nothing, whichever lane it starts
+// from: the claim never counts one token twice. Eight SKUs of two tokens,
+// one held each, so the free one is at, past or before the lane's start.
+func TestTokenAllocationTakesDistinctTokens(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tokens", true: "tokens_citus"}[citus], func(t *testing.T) {
+			t.Parallel()
+			tb := setupMode(t, citus)
+			tb.tokens = true
+			allocate := func(r inventory.NewReservation) error {
+				return inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+					_, err := tb.store.AllocateBucket(tb.ctx, tx, r2ToAlloc(r))
+					return err
+				})
+			}
+			for sku := int64(1); sku <= 8; sku++ {
+				tb.provision(t, 1, sku, 2, 1)
+				if err := allocate(tb.reserved(t, 1, sku, 0, 1)); err != nil {
+					t.Fatal(err)
+				}
+				for range 2 { // two buyers of two units, each from its own lane
+					if err := allocate(tb.reserved(t, 1, sku, 0, 2)); !errors.Is(err, inventory.ErrSoldOut) {
+						t.Fatalf("sku %d: two units with one token left: %v, want ErrSoldOut", sku, err)
+					}
+				}
+				if tot := tb.totals(t, 1, sku); tot.Allocated != 1 || tot.Available != 1 {
+					t.Fatalf("sku %d: %+v, want 1 allocated, 1 available", sku, tot)
+				}
+			}
+		})
+	}
+}
