@@ -65,20 +65,10 @@ func runStack(ctx context.Context, o options) error {
 		return fmt.Errorf("-stack reads pg_stat_statements (a throwaway server loads it; a server of %s must have it in shared_preload_libraries): %w", pgharness.EnvURL, err)
 	}
 	sr := &stackRun{o: o, pool: pool}
-	first := pgNode{name: "PostgreSQL", pool: pool}
-	if first.pid, err = postmasterPID(ctx, pool); err != nil {
+	if sr.nodes, err = stackNodes(ctx, pool, o.stackCitus); err != nil {
 		return err
 	}
-	sr.nodes = []pgNode{first}
-	if o.stackCitus {
-		sr.nodes[0].name = "coordinator"
-		workers, err := citusWorkers(ctx, pool)
-		if err != nil {
-			return err
-		}
-		defer closeNodes(workers)
-		sr.nodes = append(sr.nodes, workers...)
-	}
+	defer closeNodes(sr.nodes)
 	var kit [2]float64 // the kit alone before and after the stack
 	if kit[0], err = kitAlone(ctx, pool, o, &rt, 0); err != nil {
 		return err
@@ -121,6 +111,25 @@ func runStack(ctx context.Context, o options) error {
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
 	printStackResult(out, o, kit, results)
 	return nil
+}
+
+// stackNodes are the PostgreSQL servers -stack reads: the one pool
+// reaches, or on Citus its coordinator and then every worker.
+func stackNodes(ctx context.Context, pool *pgxpool.Pool, citus bool) ([]pgNode, error) {
+	first := pgNode{name: "PostgreSQL", pool: pool}
+	var err error
+	if first.pid, err = postmasterPID(ctx, pool); err != nil {
+		return nil, err
+	}
+	if !citus {
+		return []pgNode{first}, nil
+	}
+	first.name = "coordinator"
+	workers, err := citusWorkers(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return append([]pgNode{first}, workers...), nil
 }
 
 // postmasterPID is the process id of the postmaster: the parent of this

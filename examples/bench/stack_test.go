@@ -119,7 +119,7 @@ func TestClickLoadOpenLoop(t *testing.T) {
 func TestCitusHopAndResult(t *testing.T) {
 	t.Parallel()
 	r := rateResult{offered: 100, window: time.Second, orders: 100,
-		cpu: [nComponents]time.Duration{cpuPostgres: 300 * time.Millisecond, cpuService: 100 * time.Millisecond},
+		cpu:      [nComponents]time.Duration{cpuPostgres: 300 * time.Millisecond, cpuService: 100 * time.Millisecond},
 		walBytes: 400_000,
 		nodes: []nodeWindow{
 			{name: "coordinator", cpu: 200 * time.Millisecond, stmtsMS: 90, calls: 600},
