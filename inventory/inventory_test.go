@@ -71,18 +71,7 @@ func bothModes(t *testing.T, fn func(t *testing.T, tb testBundle)) {
 func stockModes(t *testing.T, fn func(t *testing.T, tb testBundle)) {
 	t.Helper()
 	bothModes(t, fn)
-	for _, citus := range []bool{false, true} {
-		name := "tokens"
-		if citus {
-			name = "tokens_citus"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			tb := setupMode(t, citus)
-			tb.tokens = true
-			fn(t, tb)
-		})
-	}
+	tokenModes(t, fn)
 }
 
 // provision provisions a SKU, as inventory tokens when tb.tokens (then
