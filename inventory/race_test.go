@@ -129,6 +129,34 @@ func (rb raceBundle) tokenReservation(t *testing.T, stock int32) inventory.Reser
 	return acq.Reservation
 }
 
+// tokensBeforeLanes provisions a fresh SKU of 4 tokens and sells tokens 2
+// and 3 (two claims that start at token 2), leaving 0 and 1 free, then
+// records two PENDING_DB reservations (mine and other) whose claims start
+// at token 3: every free token is before their lanes' start.
+func (rb raceBundle) tokensBeforeLanes(t *testing.T) (act, sku int64, mine, other inventory.NewReservation) {
+	t.Helper()
+	tb := rb.tb
+	tb.tokens = true
+	act, sku = tb.ids.Add(1), tb.ids.Add(1)
+	tb.provision(t, act, sku, 4, 1)
+	for range 2 {
+		if _, err := tb.allocateIn(t, tb.laneReservation(t, act, sku, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+`
+		WHERE activity_id = $1 AND sku_id = $2 AND reservation_id IS NULL AND token_no IN (0, 1)`, act, sku); n != 2 {
+		t.Fatalf("set-up: %d of tokens 0 and 1 free, want both", n)
+	}
+	mine, other = tb.laneReservation(t, act, sku, 3), tb.laneReservation(t, act, sku, 3)
+	for _, r := range []inventory.NewReservation{mine, other} {
+		if _, err := tb.acquire(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return act, sku, mine, other
+}
+
 func (rb raceBundle) get(t *testing.T, id uuid.UUID) inventory.Reservation {
 	t.Helper()
 	r, err := rb.tb.store.GetReservation(rb.tb.ctx, rb.tb.pool, id)
@@ -548,8 +576,8 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		}
 	}
 
-	// The same entry points on a token SKU (SKU.Tokens); the one-batch
-	// forms serve bucket stock only. A claims the last token for another
+	// The same entry points on a token SKU (SKU.Tokens); the form with
+	// pgtx.Abort is raced on tokens by token_before_lane_taken below. A claims the last token for another
 	// reservation: B passes it over (SKIP LOCKED) and is refused as sold
 	// out while A still holds it, whatever A then does; the free count it
 	// reports is read with a snapshot of its own, in which A's token is
@@ -605,6 +633,47 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 				},
 			})
 		}
+	}
+
+	// A and B both start their claim past the last free token of a token
+	// SKU, so both take the tokens before their lanes' start: A holds the
+	// first free one, B passes it over (SKIP LOCKED) and claims the next
+	// one while A still holds it, whatever A then does; it never waits for
+	// A and is never sold out with a token free. Every form, the one-batch
+	// one with pgtx.Abort too (its statements are decrement_then_raise
+	// and, with Config.Citus, decrement_abort).
+	for key, call := range allocs {
+		method, orAbort := strings.CutSuffix(key, "+Abort")
+		races = append(races, racetest.Race{
+			Method: method, State: "token_before_lane_taken" + abortSuffix(orAbort), Skips: true,
+			Setup: func(t *testing.T) racetest.Round {
+				act, sku, mine, other := rb.tokensBeforeLanes(t)
+				return racetest.Round{
+					Pool: tb.pool,
+					Hold: func(ctx context.Context, tx pgx.Tx) error {
+						_, err := tb.store.AllocateBucket(ctx, tx, r2ToAlloc(other))
+						return err
+					},
+					Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, r2ToAlloc(mine)) },
+					Check: func(t *testing.T, end racetest.End, got any, err error) {
+						if err != nil {
+							t.Fatalf("A %s: got %+v, %v; want the free token A does not hold", end, got, err)
+						}
+						held := func(no int, id uuid.UUID) int64 {
+							return tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+`
+								WHERE activity_id = $1 AND sku_id = $2 AND token_no = $3 AND reservation_id = $4`, act, sku, no, id)
+						}
+						if held(1, mine.ReservationID) != 1 {
+							t.Fatalf("A %s: token 1 is not B's", end)
+						}
+						want := map[racetest.End]int64{racetest.Commit: 1, racetest.Rollback: 0}[end]
+						if got := held(0, other.ReservationID); got != want {
+							t.Fatalf("A %s: token 0 held by A's reservation: %d, want %d", end, got, want)
+						}
+					},
+				}
+			},
+		})
 	}
 
 	// ReleaseStock and its twins: A releases the same reservation (B is a

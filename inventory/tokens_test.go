@@ -39,6 +39,25 @@ func (tb testBundle) tokensHeld(t *testing.T, activity, sku int64, id *uuid.UUID
 		WHERE activity_id = $1 AND sku_id = $2 AND reservation_id IS NOT DISTINCT FROM $3`, activity, sku, id)
 }
 
+// laneReservation is a fresh reservation of one unit whose token claim
+// starts at token_no first on a SKU of 4 tokens: the lane of
+// allocate.sql, abs(hashtext(id)) % 64, scaled to the stock (lane × 4 / 64).
+func (tb testBundle) laneReservation(t *testing.T, activity, sku int64, first int) inventory.NewReservation {
+	t.Helper()
+	for range 256 {
+		r := tb.newReservation(activity, sku, 0)
+		var start int
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT (abs(hashtext($1::uuid::text)::int8) % 64) * 4 / 64`, r.ReservationID).Scan(&start); err != nil {
+			t.Fatal(err)
+		}
+		if start == first {
+			return r
+		}
+	}
+	t.Fatalf("no reservation id in 256 whose claim starts at token %d", first)
+	return inventory.NewReservation{}
+}
+
 // allocateIn records r, allocates it and marks it ORDERED in a
 // transaction of its own.
 func (tb testBundle) allocateIn(t *testing.T, r inventory.NewReservation) (inventory.Allocated, error) {
