@@ -27,8 +27,9 @@ const stackSchema = "bench_stack_sale"
 // servers, and what the measurements read.
 type stackRun struct {
 	o     options
-	pool  *pgxpool.Pool // the bench's own: the kit-alone flow and the measurements
-	nodes []pgNode      // the PostgreSQL servers: the one, or Citus's coordinator then its workers
+	pool  *pgxpool.Pool     // the bench's own: the kit-alone flow and the measurements
+	srv   *pgharness.Server // the server the bench started (or reached through its URL)
+	nodes []pgNode          // the PostgreSQL servers: the one, or Citus's coordinator then its workers
 	redis *stackharness.Redis
 	nats  *stackharness.NATS
 	svc   *serviceProc
@@ -64,7 +65,7 @@ func runStack(ctx context.Context, o options) error {
 	if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 		return fmt.Errorf("-stack reads pg_stat_statements (a throwaway server loads it; a server of %s must have it in shared_preload_libraries): %w", pgharness.EnvURL, err)
 	}
-	sr := &stackRun{o: o, pool: pool}
+	sr := &stackRun{o: o, pool: pool, srv: srv}
 	if sr.nodes, err = stackNodes(ctx, pool, o.stackCitus); err != nil {
 		return err
 	}

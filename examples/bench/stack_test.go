@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,5 +146,36 @@ func TestCitusHopAndResult(t *testing.T) {
 		if !strings.Contains(report.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, report.String())
 		}
+	}
+}
+
+// TestSumWAL: pg_waldump's records are summed by the relation of their
+// first block reference (a heap update's second one is the old page),
+// full-page images by the records that carry one, and records without a
+// block by their resource manager.
+func TestSumWAL(t *testing.T) {
+	dump := `rmgr: Heap        len (rec/tot):     54/   154, tx:        731, lsn: 0/01A2B3C8, prev 0/01A2B390, desc: INSERT off 2 flags 0x00, blkref #0: rel 1663/5/16390 blk 0
+rmgr: Heap        len (rec/tot):     69/  8141, tx:        732, lsn: 0/01A2B400, prev 0/01A2B3C8, desc: HOT_UPDATE off 3 xmax 732, blkref #0: rel 1663/5/16390 blk 1 FPW
+rmgr: Heap        len (rec/tot):     80/   130, tx:        733, lsn: 0/01A2D400, prev 0/01A2B400, desc: UPDATE off 4 xmax 733, blkref #0: rel 1663/5/16390 blk 2, blkref #1: rel 1663/5/16390 blk 1
+rmgr: Btree       len (rec/tot):     64/    64, tx:        731, lsn: 0/01A2D500, prev 0/01A2D400, desc: INSERT_LEAF off 7, blkref #0: rel 1663/5/16395 blk 1
+rmgr: Transaction len (rec/tot):     34/    34, tx:        731, lsn: 0/01A2D540, prev 0/01A2D500, desc: COMMIT 2026-12-03 21:16:43.864719 UTC
+rmgr: Btree       len (rec/tot):     64/    64, tx:        731, lsn: 0/01A2D580, prev 0/01A2D540, desc: INSERT_LEAF off 8, blkref #0: rel 1663/5/99999 blk 1
+pg_waldump: error: error in WAL record at 0/01A2D5C0: invalid record length at 0/01A2D600: wanted 24, got 0
+`
+	got, n := sumWAL(strings.NewReader(dump), map[uint32]string{16390: "s.orders", 16395: "s.orders/pk_orders"})
+	if n != 6 {
+		t.Fatalf("%d records read, want 6", n)
+	}
+	want := []walShare{
+		{name: "s.orders", records: 3, bytes: 154 + 8141 + 130, fpi: 8141 - 69},
+		{name: "relfilenode 99999", records: 1, bytes: 64}, // ties by name
+		{name: "s.orders/pk_orders", records: 1, bytes: 64},
+		{name: "[Transaction]", records: 1, bytes: 34},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if lsnText(0x1_01A2D5C0) != "1/1A2D5C0" {
+		t.Fatalf("lsnText = %s", lsnText(0x1_01A2D5C0))
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ type rateResult struct {
 	lat           []time.Duration // click (scheduled time) → order row created, window clicks
 	cpu           [nComponents]time.Duration
 	walBytes      int64
+	wal           []walShare // the window's WAL by relation (a throwaway single server only)
 	stmts         []stmtLine
 	stmtsTotalMS  float64      // every statement's time, for the shares
 	nodes         []nodeWindow // per PostgreSQL node (Citus: coordinator first, then the workers)
@@ -120,6 +122,11 @@ func (sr *stackRun) measureRate(ctx context.Context, rate int) (rateResult, erro
 		return r, err
 	}
 	r.stmts, r.stmtsTotalMS = r.nodes[0].stmts, r.nodes[0].stmtsMS
+	if sr.srv.Owned() && len(sr.nodes) == 1 {
+		if r.wal, err = walByRelation(ctx, sr.pool, sr.srv.BinDir(), filepath.Join(sr.srv.Dir(), "data", "pg_wal"), s0.lsn, s1.lsn); err != nil {
+			return r, err
+		}
+	}
 	c := <-done
 	if err := sr.drain(ctx, c); err != nil {
 		return r, err

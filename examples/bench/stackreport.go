@@ -30,6 +30,7 @@ func reportStack(out io.Writer, o options, kit [2]float64, rs []rateResult) {
 	if len(rs) > 0 && len(rs[0].nodes) > 1 {
 		reportNodes(out, rs)
 	}
+	reportWAL(out, rs)
 	for _, r := range rs {
 		for _, n := range r.nodes {
 			where := ""
