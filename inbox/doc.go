@@ -14,8 +14,10 @@
 // configured schema: one row per (consumer_group, message_id), holding the
 // topic, tag, message key, an optional business reference (ref), an optional
 // payload hash, the status ([StatusClaimed] or [StatusProcessed]), the result
-// code and JSON result payload, created_at and processed_at (BRIN-indexed for
-// retention). Consumer groups are independent: the same message id in two
+// code and JSON result payload, created_at (the claim time, BRIN-indexed for
+// retention, which reads it as a bound of processed_at) and processed_at. No
+// index covers a column [Store.Complete] changes, so its update is HOT
+// (migration 003). Consumer groups are independent: the same message id in two
 // groups is two rows.
 //
 // # Contract
