@@ -61,18 +61,22 @@ func TestRetentionHorizonAndGroups(t *testing.T) {
 			old := b.processed(t, "group-a", 1, 0)[0]
 			other := inbox.Key{Group: "group-b", MessageID: old.MessageID}
 			atHorizon := b.processed(t, "group-a", 1, 0)[0]
+			spanning := b.processed(t, "group-a", 1, 0)[0]
 			m := newMessage("group-b")
 			m.MessageID = old.MessageID
 			b.inTx(t, func(tx pgx.Tx) error {
 				_, err := b.in.ClaimMessage(b.ctx, tx, withResult(m, inbox.Result{Code: "OK"}))
 				return err
 			})
-			b.processedAt(t, old, horizon.Add(-time.Hour))
-			b.processedAt(t, atHorizon, horizon)
+			b.processedAt(t, old, horizon.Add(-2*time.Hour), horizon.Add(-time.Hour))
+			// Claimed before the horizon and processed at it, or after it
+			// (a consumer transaction that spanned it): processed_at decides.
+			b.processedAt(t, atHorizon, horizon.Add(-time.Hour), horizon)
+			b.processedAt(t, spanning, horizon.Add(-time.Hour), horizon.Add(time.Hour))
 			if n, err := remove(b, b.pool, horizon); err != nil || n != 1 {
 				t.Fatalf("%s(horizon) = %d, %v; want 1 (the row processed an hour before it)", name, n, err)
 			}
-			for _, k := range []inbox.Key{other, atHorizon} {
+			for _, k := range []inbox.Key{other, atHorizon, spanning} {
 				if b.count(t, &k) != 1 {
 					t.Errorf("%s removed %s/%s (want only %s/%s)", name, k.Group, k.MessageID, old.Group, old.MessageID)
 				}
@@ -81,13 +85,13 @@ func TestRetentionHorizonAndGroups(t *testing.T) {
 	}
 }
 
-// processedAt sets the row's processed_at (and created_at) to at.
-func (b *testBundle) processedAt(t *testing.T, k inbox.Key, at time.Time) {
+// processedAt sets the row's created_at (its claim) and processed_at.
+func (b *testBundle) processedAt(t *testing.T, k inbox.Key, created, processed time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	if _, err := b.pool.Exec(ctx, `UPDATE `+b.table()+` SET created_at = $3, processed_at = $3
-		WHERE consumer_group = $1 AND message_id = $2`, k.Group, k.MessageID, at); err != nil {
+	if _, err := b.pool.Exec(ctx, `UPDATE `+b.table()+` SET created_at = $3, processed_at = $4
+		WHERE consumer_group = $1 AND message_id = $2`, k.Group, k.MessageID, created, processed); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -83,6 +83,7 @@ type options struct {
 	stackRates  []int
 	stackStock  int
 	stackCitus  bool
+	stackProf   string // with -stack: the service's CPU profile
 
 	bucketSet, consumerSet []int
 	statementsDone         map[string]bool
@@ -122,6 +123,7 @@ func main() {
 	flag.BoolVar(&o.stack, "stack", false, "measure the example service's real stack (PostgreSQL, redis-server, nats-server -js, the service in -serve mode) under fixed offered rates, beside the kit alone, instead of the order and outbox runs")
 	rates := flag.String("stack-rates", "150,300,600,1200", "with -stack: the offered rates of clicks/s, in order (the last should saturate the stack)")
 	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
+	flag.StringVar(&o.stackProf, "stack-cpuprofile", "", "with -stack: write the service's CPU profile over every rate to this file (its -cpuprofile)")
 	flag.BoolVar(&o.stackCitus, "stack-citus", false, "with -stack: "+pgharness.EnvURL+" is a Citus coordinator (schema-based sharding; every node on this machine, each with pg_stat_statements): the kit and the service run their sale in a distributed schema, and each node's CPU, WAL and statements are read")
 	flag.Parse()
 	var err error

@@ -90,7 +90,7 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { _ = dropSale() }()
-	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus); err != nil {
+	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus, o.stackProf); err != nil {
 		return err
 	}
 	defer sr.svc.stop()

@@ -41,8 +41,9 @@ type serviceProc struct {
 // per-address rate limit: every click comes from this process's address.
 // -order-ttl 1h: no order times out during the run, so the windows measure
 // the order path, not the timeout canceller. citus: the service runs with
-// -citus (its schema distributed, whole on one worker).
-func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, nats *stackharness.NATS, stock int, citus bool) (*serviceProc, error) {
+// -citus (its schema distributed, whole on one worker). profile: the
+// service writes its CPU profile there (-cpuprofile), "" for none.
+func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, nats *stackharness.NATS, stock int, citus bool, profile string) (*serviceProc, error) {
 	dir, err := os.MkdirTemp("", "seckill-bench-stack-")
 	if err != nil {
 		return nil, err
@@ -68,6 +69,9 @@ func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, 
 		"-stock", strconv.Itoa(stock), "-buckets", "64", "-rate-buyer", "-1", "-rate-addr", "-1", "-order-ttl", "1h")
 	if citus { // the sale's schema is a distributed schema; the stores take Citus's statement shapes
 		sp.cmd.Args = append(sp.cmd.Args, "-citus")
+	}
+	if profile != "" {
+		sp.cmd.Args = append(sp.cmd.Args, "-cpuprofile", profile)
 	}
 	sp.cmd.Env = append(os.Environ(), pgharness.EnvURL+"="+dbURL,
 		web.EnvBuyerKeys+"="+string(sp.key), web.EnvCallbackSecrets+"="+string(secret))

@@ -49,6 +49,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -103,6 +104,7 @@ func main() {
 	trace := flag.Bool("trace-log", false, "with -v: also log every order transaction (one record each: its ids, attempts, SQLSTATE, rows, durations, commit result) and consumed event, with its trace_id")
 	ha := flag.Bool("ha", false, "run the sale on a throwaway Patroni cluster (etcd, a leader and its synchronous standby), with -stack real on a three-node JetStream cluster and a Redis Cluster (unless -redis, -nats), and kill the leader mid-sale")
 	failoverAt := flag.Float64("failover-at", 0.5, "with -ha: the share of the clicks after which the leader is killed")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	flag.Parse()
 	if *mint != 0 || *sign {
 		if err := web.KeyTool(os.Stdin, os.Stdout, *mint, *tokenTTL, *sign); err != nil {
@@ -112,11 +114,17 @@ func main() {
 		return
 	}
 
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
 	sec, err := web.SecurityFromEnv(*serve != "")
 	if err != nil {
+		stopProfile()
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}
@@ -131,10 +139,33 @@ func main() {
 	} else {
 		err = run(ctx, cfg, *serve, *page, *verbose, level)
 	}
+	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 		os.Exit(1)
 	}
+}
+
+// startCPUProfile starts a CPU profile written to path ("": none) and
+// returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "seckill: cpu profile:", err)
+		}
+	}, nil
 }
 
 func run(ctx context.Context, cfg config, serve, page string, verbose bool, level slog.Level) error {
