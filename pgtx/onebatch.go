@@ -138,6 +138,12 @@ func (e *ResultError) Unwrap() error { return e.Err }
 // the server executed the batch, or the id's answer was lost with it), the
 // outcome stays unknown: the resolution needs the id.
 //
+// b holds the transaction's statements only: a statement that would end
+// the transaction before RunBatch's COMMIT (COMMIT, END, ROLLBACK, ABORT,
+// PREPARE TRANSACTION; ROLLBACK TO a savepoint is fine), found at the start
+// of any statement of a queued text, is refused with [ErrInvalidOptions]
+// before anything is sent.
+//
 // RunBatch returns nil exactly when the transaction committed (and every
 // callback returned nil). Every error except an unknown outcome and a
 // *ResultError means nothing of it committed ([ErrorClass.NotCommitted]). b is not
@@ -157,6 +163,12 @@ func RunBatch(ctx context.Context, db BatchSender, opts Options, b *pgx.Batch) e
 	}
 	if b == nil || len(b.QueuedQueries) == 0 {
 		return fmt.Errorf("%w: the batch is empty", ErrInvalidOptions)
+	}
+	for i, qq := range b.QueuedQueries {
+		if kw := endsTx(qq.SQL); kw != "" {
+			return fmt.Errorf("%w: statement %d of the batch is %s, which would end the transaction before RunBatch's COMMIT "+
+				"(the statements after it would run outside it, and RunBatch could not tell what committed); queue the transaction's statements only", ErrInvalidOptions, i, kw)
+		}
 	}
 	if err := o.defaultResolveDB(db); err != nil {
 		return err

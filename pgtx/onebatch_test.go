@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -523,5 +525,65 @@ func TestRunBatchCutRunsNoLaterCallback(t *testing.T) {
 	}
 	if len(calls) != 1 || calls[0] != 0 || firstErr == nil {
 		t.Fatalf("callbacks run %v (first saw %v); want only the first, seeing the break", calls, firstErr)
+	}
+}
+
+// TestRunBatchRefusesTransactionControl: a statement of the caller's batch
+// that would end RunBatch's transaction before its COMMIT is refused with
+// ErrInvalidOptions, nothing sent. The server would run such a batch
+// without an error: after the caller's ROLLBACK the later statements run
+// in a transaction of their own, RunBatch's COMMIT answers COMMIT (with a
+// warning), and the first statements' work is gone — shown here on the
+// same batch sent by hand. ROLLBACK TO a savepoint keeps the transaction
+// and commits.
+func TestRunBatchRefusesTransactionControl(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var rt roundtrip.Counter
+	pool := pgtest.NewPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = &rt })
+
+	// What the check prevents: BEGIN, insert 1, ROLLBACK, insert 2, COMMIT.
+	raw := insertBatch(b.table, 1, 1)
+	raw.Queue(`ROLLBACK`)
+	raw.Queue(`INSERT INTO ` + b.table + ` VALUES (2, 1)`)
+	raw.Queue(`COMMIT`)
+	raw.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: `BEGIN`}}, raw.QueuedQueries...)
+	if err := b.pool.SendBatch(b.ctx, raw).Close(); err != nil {
+		t.Fatalf("the batch sent by hand: %v, want no error", err)
+	}
+	if n1, n2 := b.count(t, "id = 1"), b.count(t, "id = 2"); n1 != 0 || n2 != 1 {
+		t.Fatalf("by hand: rows 1 and 2 = %d, %d; want 0 (rolled back), 1 (committed alone)", n1, n2)
+	}
+
+	for i, stmt := range []string{`ROLLBACK`, `commit`, `END`, `ABORT`, `COMMIT AND CHAIN`, `PREPARE TRANSACTION 'pgtx_test'`,
+		`/* done */ ROLLBACK`, `SELECT 1; ROLLBACK`} {
+		for pos := range 3 {
+			id := 100 + 10*i + pos
+			batch := insertBatch(b.table, 2, id, id+1000)
+			batch.QueuedQueries = slices.Insert(batch.QueuedQueries, pos, &pgx.QueuedQuery{SQL: stmt})
+			rt.Store(0)
+			err := pgtx.RunBatch(b.ctx, pool, pgtx.Options{}, batch)
+			if !errors.Is(err, pgtx.ErrInvalidOptions) || !strings.Contains(err.Error(), fmt.Sprintf("statement %d of the batch is", pos)) {
+				t.Fatalf("%q at %d: err = %v; want ErrInvalidOptions naming statement %d", stmt, pos, err, pos)
+			}
+			if n := rt.Load(); n != 0 {
+				t.Fatalf("%q: %d round trips, want none: nothing is sent", stmt, n)
+			}
+		}
+	}
+	if n := b.count(t, "v = 2"); n != 0 {
+		t.Fatalf("refused batches wrote %d rows", n)
+	}
+
+	keep := insertBatch(b.table, 3, 10)
+	keep.Queue(`SAVEPOINT s`)
+	keep.Queue(`INSERT INTO ` + b.table + ` VALUES (11, 3)`)
+	keep.Queue(`ROLLBACK TO SAVEPOINT s`)
+	keep.Queue(`INSERT INTO ` + b.table + ` VALUES (12, 3)`)
+	if err := pgtx.RunBatch(b.ctx, pool, pgtx.Options{}, keep); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := b.count(t, "id IN (10, 12) AND v = 3"), b.count(t, "id = 11"); n != 2 || m != 0 {
+		t.Fatalf("ROLLBACK TO: rows 10 and 12: %d, row 11: %d; want 2, 0", n, m)
 	}
 }
