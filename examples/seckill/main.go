@@ -122,22 +122,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.RedisURL, cfg.NATSURL = *redisURL, *natsURL
-	sec, err := web.SecurityFromEnv(*serve != "")
-	if err != nil {
-		stopProfile()
-		fmt.Fprintln(os.Stderr, "seckill:", err)
-		os.Exit(1)
-	}
-	sec.BuyerRate, sec.AddrRate, sec.IdempotencyTTL, sec.Tolerance = *rateBuyer, *rateAddr, *idemTTL, *tolerance
-	cfg.Security = sec
-	level := slog.LevelWarn
-	if *trace {
-		level = slog.LevelDebug
-	}
-	if *ha {
-		err = runHA(ctx, cfg, *failoverAt, *verbose, level)
-	} else {
-		err = run(ctx, cfg, *serve, *page, *verbose, level)
+	if cfg.Security, err = web.SecurityFromEnv(*serve != ""); err == nil {
+		sec := &cfg.Security
+		sec.BuyerRate, sec.AddrRate, sec.IdempotencyTTL, sec.Tolerance = *rateBuyer, *rateAddr, *idemTTL, *tolerance
+		level := slog.LevelWarn
+		if *trace {
+			level = slog.LevelDebug
+		}
+		if *ha {
+			err = runHA(ctx, cfg, *failoverAt, *verbose, level)
+		} else {
+			err = run(ctx, cfg, *serve, *page, *verbose, level)
+		}
 	}
 	stopProfile()
 	if err != nil {
