@@ -363,12 +363,19 @@ func testEnqueueOrderedSerialisesPerKey(t *testing.T, cfg outbox.Config) {
 	if _, err := b.store.Enqueue(b.ctx, tx1, withKey(1, "A")); err != nil {
 		t.Fatal(err)
 	}
+	// try enqueues e under a lock timeout of 200 ms, then lifts it for the
+	// commit: with Notify, COMMIT takes the database's notification lock,
+	// which every notifying commit of the parallel tests takes too, and a
+	// loaded machine may hold it longer than that.
 	try := func(e outbox.Event) error {
 		return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
 				return err
 			}
-			_, err := b.store.Enqueue(b.ctx, tx, e)
+			if _, err := b.store.Enqueue(b.ctx, tx, e); err != nil {
+				return err
+			}
+			_, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = 0`)
 			return err
 		})
 	}
