@@ -676,6 +676,42 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		})
 	}
 
+	// A rejects the reservation of a token SKU; B allocates it. The token
+	// claim of these forms locks the reservation (allocate's rlk), so B
+	// waits for A and decides, and reports, on the reservation as A left
+	// it: after A's commit no longer PENDING_DB, a mismatch that claims
+	// nothing (before rlk, the refusal read the snapshot's PENDING_DB and
+	// called it sold out with two tokens free); after A's rollback,
+	// allocated. The bucket path and the forms with pgtx.Abort lock no
+	// reservation: holding its status still is the caller's business (the
+	// reservation row lock AcquireReservation takes in the order
+	// transaction), as AllocateBucket documents.
+	for _, method := range []string{"AllocateBucket", "QueueAllocateBucket"} {
+		call := allocs[method]
+		races = append(races, racetest.Race{
+			Method: method, State: "reservation_rejected_tokens",
+			Setup: func(t *testing.T) racetest.Round {
+				mine := rb.tokenReservation(t, 2)
+				return racetest.Round{
+					Pool: tb.pool,
+					Hold: rb.transitionTo(mine.ReservationID, inventory.StatusRejected),
+					Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, mine.Allocation(0, uuid.Nil)) },
+					Check: func(t *testing.T, end racetest.End, got any, err error) {
+						claimed := tb.tokensHeld(t, mine.ActivityID, mine.SKUID, &mine.ReservationID)
+						switch {
+						case end == racetest.Rollback:
+							if err != nil || claimed != 1 {
+								t.Fatalf("A rolled back: err = %v, %d tokens claimed; want allocated, 1", err, claimed)
+							}
+						case !errors.Is(err, inventory.ErrAllocationMismatch) || claimed != 0:
+							t.Fatalf("A rejected the reservation: err = %v, %d tokens claimed; want ErrAllocationMismatch, none", err, claimed)
+						}
+					},
+				}
+			},
+		})
+	}
+
 	// ReleaseStock and its twins: A releases the same reservation (B is a
 	// concurrent duplicate).
 	type releaseCall func(ctx context.Context, tx pgx.Tx, r inventory.Reservation) (inventory.Allocated, error)

@@ -14,13 +14,13 @@ func TestSharedSQLFragments(t *testing.T) {
 		// the token claim (pick and claim) of the one-batch allocations
 		{"decrement_abort", "decrement_then_raise", "), pick_from AS (", "RETURNING t.version"},
 		// the token claim of the plain and Citus allocations
-		{"allocate", "allocate_routed", "), rl AS (", "FOR NO KEY UPDATE OF r"},
+		{"allocate", "allocate_routed", "), rlk AS (", "AND quantity = $4::int AND user_id = $9 AND status IN (0, 10)"},
 		{"allocate", "allocate_routed", "), pick_from AS (", "FROM {schema}.inventory_token AS t"},
 		{"allocate", "allocate_routed", "), pick AS (", "SELECT $4::int, 0, 0, $4::int, max(version) FROM claim HAVING count(*) > 0"},
 		// the decrement's guard on the reservation and the sale, and its RETURNING (plain and Citus allocation)
 		{"allocate", "allocate_routed", "AND EXISTS (SELECT 1 FROM r", "allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version"},
 		// what explains a refusal: the reservation and the sale (plain and Citus allocation)
-		{"allocate", "allocate_routed", "r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,", "sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at"},
+		{"allocate", "allocate_routed", "coalesce(rlk.activity_id, r.activity_id), coalesce(rlk.sku_id, r.sku_id),", "sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at"},
 		// the guards of the one-batch decrements
 		{"decrement_abort", "decrement_then_raise", "AND EXISTS (SELECT 1 FROM {schema}.inventory_reservation AS r", "AND (k.sale_ends_at IS NULL OR statement_timestamp() < k.sale_ends_at))"},
 		// the reads r and sk of the allocation (plain and Citus)

@@ -28,10 +28,14 @@
 -- counts a token SKU's free tokens.
 --
 -- Token stock (migration 010): for a SKU provisioned with tokens there is
--- no bucket row, and pick and claim take the place of upd: rl locks the
+-- no bucket row, and pick and claim take the place of upd: rlk locks the
 -- reservation (FOR NO KEY UPDATE, a lock the order transaction already
--- holds), bound to the allocation as upd's guard binds it, and only for a
--- token SKU and bucket 0 (its only bucket); pick takes $4 free tokens of
+-- holds) by its id alone, only for a token SKU and bucket 0 (its only
+-- bucket), and so returns it as it is after any wait for that lock; rl
+-- binds it to the allocation as upd's guard binds it, and the refusal
+-- columns report rlk's row when there is one, so that a reservation
+-- another transaction changed while this one waited is reported as it
+-- now is (a mismatch), not as the snapshot saw it; pick takes $4 free tokens of
 -- the SKU, locked with SKIP LOCKED by pick_from (and pick_before when
 -- pick_from found fewer), under upd's guards on the ledger key and the
 -- sale, in token order from the start of one of 64 lanes (equal ranges of
@@ -51,8 +55,8 @@
 -- units claimed (before_available = $4, after_available = 0,
 -- before_allocated = 0, after_allocated = $4) and the highest version
 -- among them. SKIP LOCKED never waits: a token locked by another
--- allocation is skipped, the lock of rl is what a concurrent duplicate
--- waits for, and after that wait rl re-reads the reservation as committed;
+-- allocation is skipped, the lock of rlk is what a concurrent duplicate
+-- waits for, and after that wait rlk re-reads the reservation as committed;
 -- a duplicate then meets the unique index or, finding no token, the
 -- ledger probe, as for a bucket. A token locked by an allocation that then
 -- rolls back is skipped while it is locked: an allocation can be refused
@@ -119,14 +123,18 @@ WITH r AS (
 	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-), rl AS (
-	SELECT r.reservation_id
+), rlk AS (
+	SELECT r.reservation_id, r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status
 	  FROM {schema}.inventory_reservation AS r
-	 WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
-	   AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10)
+	 WHERE r.reservation_id = $6
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
 	   FOR NO KEY UPDATE OF r
+), rl AS (
+	SELECT reservation_id
+	  FROM rlk
+	 WHERE activity_id = $1 AND sku_id = $2 AND inventory_bucket = $3
+	   AND quantity = $4::int AND user_id = $9 AND status IN (0, 10)
 ), pick_from AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
@@ -183,12 +191,15 @@ SELECT l.ledger_id, l.created_at,
        CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
        CASE WHEN l.ledger_id IS NULL THEN
          {schema}.inventory_available_units_now($1, $2, $3::smallint) END,
-       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+       coalesce(rlk.activity_id, r.activity_id), coalesce(rlk.sku_id, r.sku_id),
+       coalesce(rlk.inventory_bucket, r.inventory_bucket), coalesce(rlk.quantity, r.quantity),
+       coalesce(rlk.user_id, r.user_id), coalesce(rlk.status, r.status),
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
   LEFT JOIN r ON true
+  LEFT JOIN rlk ON true
   LEFT JOIN sk ON true
 
 -- name: allocate_routed
@@ -205,7 +216,7 @@ SELECT l.ledger_id, l.created_at,
 -- reports comes from available_now, the batch's next statement (the
 -- function allocate reads it with cannot run on a Citus worker: it
 -- would query a distributed table from a shard's query). A token SKU
--- (migration 010) is served by allocate's rl, pick, claim and took,
+-- (migration 010) is served by allocate's rlk, rl, pick, claim and took,
 -- guarded by the placeholder instead of the absence of a ledger row; the
 -- bucket read is of inventory_stock_row, which has bucket 0 of a token SKU.
 --
@@ -248,14 +259,18 @@ WITH r AS (
 	   AND (SELECT selling FROM sk)
 	RETURNING available_stock + $4::int AS before_available, available_stock AS after_available,
 	          allocated_stock - $4::int AS before_allocated, allocated_stock AS after_allocated, version
-), rl AS (
-	SELECT r.reservation_id
+), rlk AS (
+	SELECT r.reservation_id, r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status
 	  FROM {schema}.inventory_reservation AS r
-	 WHERE r.reservation_id = $6 AND r.activity_id = $1 AND r.sku_id = $2 AND r.inventory_bucket = $3
-	   AND r.quantity = $4::int AND r.user_id = $9 AND r.status IN (0, 10)
+	 WHERE r.reservation_id = $6
 	   AND EXISTS (SELECT 1 FROM {schema}.inventory_sku AS k
 	                WHERE k.activity_id = $1 AND k.sku_id = $2 AND k.token_stock AND $3 = 0)
 	   FOR NO KEY UPDATE OF r
+), rl AS (
+	SELECT reservation_id
+	  FROM rlk
+	 WHERE activity_id = $1 AND sku_id = $2 AND inventory_bucket = $3
+	   AND quantity = $4::int AND user_id = $9 AND status IN (0, 10)
 ), pick_from AS (
 	SELECT t.ctid
 	  FROM {schema}.inventory_token AS t
@@ -315,12 +330,15 @@ SELECT l.ledger_id, l.created_at,
        CASE WHEN l.ledger_id IS NULL THEN
          (SELECT b.available_stock FROM {schema}.inventory_stock_row AS b
            WHERE b.activity_id = $1 AND b.sku_id = $2 AND b.bucket_no = $3) END,
-       r.activity_id, r.sku_id, r.inventory_bucket, r.quantity, r.user_id, r.status,
+       coalesce(rlk.activity_id, r.activity_id), coalesce(rlk.sku_id, r.sku_id),
+       coalesce(rlk.inventory_bucket, r.inventory_bucket), coalesce(rlk.quantity, r.quantity),
+       coalesce(rlk.user_id, r.user_id), coalesce(rlk.status, r.status),
        sk.sale_status, sk.sale_starts_at, sk.sale_ends_at, sk.selling, sk.at
   FROM (SELECT 1) AS one
   LEFT JOIN took AS u ON true
   LEFT JOIN led AS l ON true
   LEFT JOIN r ON true
+  LEFT JOIN rlk ON true
   LEFT JOIN sk ON true
 
 -- name: allocation_ledger
