@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,57 @@ func TestCursorOrder(t *testing.T) {
 	} {
 		if got := outbox.CursorCompare(c.aAvail, c.aCreated, c.aID, c.bAvail, c.bCreated, c.bID); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPurgeAndRecoverLimitEdges: PurgeSent's batch size and Recover's limit
+// are positive int4s too, both ends inclusive.
+func TestPurgeAndRecoverLimitEdges(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{})
+	calls := map[string]func(n int) error{
+		"batchSize": func(n int) error {
+			_, err := b.store.PurgeSent(b.ctx, b.pool, time.Now().Add(-time.Hour), n)
+			return err
+		},
+		"limit": func(n int) error {
+			_, err := b.store.Recover(b.ctx, b.pool, outbox.Lease{}, time.Minute, n)
+			return err
+		},
+	}
+	for field, call := range calls {
+		for _, n := range []int{1, 1<<31 - 1} {
+			if err := call(n); err != nil {
+				t.Fatalf("%s %d: %v, want accepted", field, n, err)
+			}
+		}
+		for _, n := range []int{0, -1, 1 << 31} {
+			var e *outbox.Error
+			if err := call(n); !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != field {
+				t.Fatalf("%s %d: %v, want ErrInvalidArgument on %s", field, n, err, field)
+			}
+		}
+	}
+}
+
+// TestChannelNameLength: the channel is seckill_outbox_<schema> up to
+// PostgreSQL's 63-byte identifier limit, the limit included; past it, the
+// schema's hash stands for it.
+func TestChannelNameLength(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{48, 49} {
+		schema := strings.Repeat("s", n)
+		s, err := outbox.New(outbox.Config{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := outbox.Channel(s)
+		if len(ch) > 63 {
+			t.Fatalf("schema of %d bytes: channel %q is %d bytes, over 63", n, ch, len(ch))
+		}
+		if plain := ch == "seckill_outbox_"+schema; plain != (n == 48) {
+			t.Fatalf("schema of %d bytes: channel %q; want the schema itself up to 63 bytes in all, its hash past that", n, ch)
 		}
 	}
 }

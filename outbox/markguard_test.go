@@ -373,17 +373,28 @@ func TestStatsEstimatesSentOfABigTable(t *testing.T) {
 	t.Parallel()
 	b := setup(t, outbox.Config{})
 	b.enqueue(t, event(1))
-	sent := 0
-	// About 1.5 kB a row, uncompressed: 4 rows a page.
-	insert := func(n int) {
+	sent, others := 0, 0
+	// About 1.5 kB a row, uncompressed: 4 rows a page. status 20 (SENT)
+	// counts in sent; the others in others, numbered apart.
+	insertStatus := func(n, status int) {
+		first := 1_000_000 + others
+		if status == 20 {
+			first = sent
+		}
 		b.exec(t, `INSERT INTO `+b.table()+` (event_id, dedup_key, aggregate_type, aggregate_id, topic, message_key,
-			schema_version, payload, status, sent_at)
+			schema_version, payload, status, sent_at, locked_by, locked_at)
 			SELECT gen_random_uuid(), 'big' || g, 'ORDER', g::text, 'ORDER_EVENT', g::text, 1,
 			       jsonb_build_object('pad', (SELECT string_agg(md5(g::text || ':' || i), '') FROM generate_series(1, 45) AS i)),
-			       20, now()
-			FROM generate_series($1::int + 1, $1::int + $2::int) AS g`, sent, n)
-		sent += n
+			       $3::int, CASE WHEN $3::int = 20 THEN now() END,
+			       CASE WHEN $3::int = 10 THEN 'relay' END, CASE WHEN $3::int = 10 THEN now() END
+			FROM generate_series($1::int + 1, $1::int + $2::int) AS g`, first, n, status)
+		if status == 20 {
+			sent += n
+		} else {
+			others += n
+		}
 	}
+	insert := func(n int) { insertStatus(n, 20) }
 	pages := func() int64 {
 		var n int64
 		if err := b.pool.QueryRow(b.ctx, `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::int8`, b.table()).Scan(&n); err != nil {
@@ -402,14 +413,21 @@ func TestStatsEstimatesSentOfABigTable(t *testing.T) {
 		t.Fatalf("stats of a %d-page table = %+v; want 1 PENDING and %d SENT, counted", outbox.StatsExactSentPages, st, sent)
 	}
 	insert(500)
+	// Unsent events in every status, in counts far apart, so that the
+	// estimate, which takes each exact count from the table's row count,
+	// is off by twice a count when it adds one instead.
+	for status, n := range map[int]int{0: 399, 10: 100, 30: 200, 40: 300} {
+		insertStatus(n, status)
+	}
 	b.exec(t, `ANALYZE `+b.table())
 	n := pages()
 	if n <= outbox.StatsExactSentPages {
 		t.Fatalf("the table has %d pages, want more than %d", n, outbox.StatsExactSentPages)
 	}
 	st := b.stats(t)
-	if !st.SentEstimated || st.Pending != 1 || st.Sent < int64(sent)*99/100 || st.Sent > int64(sent)*101/100 {
-		t.Fatalf("stats of a %d-page table = %+v; want 1 PENDING and an estimate of %d SENT", n, st, sent)
+	if !st.SentEstimated || st.Pending != 400 || st.Sending != 100 || st.Retry != 200 || st.Dead != 300 ||
+		st.Sent < int64(sent)*99/100 || st.Sent > int64(sent)*101/100 {
+		t.Fatalf("stats of a %d-page table = %+v; want 400 PENDING, 100 SENDING, 200 RETRY, 300 DEAD and an estimate of %d SENT", n, st, sent)
 	}
 }
 
