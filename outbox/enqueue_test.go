@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,7 +211,9 @@ func TestEnqueueInvalidInput(t *testing.T) {
 		{"nil payload", "Payload", func(e *outbox.Event) { e.Payload = nil }},
 		{"invalid JSON", "Payload", func(e *outbox.Event) { e.Payload = []byte(`{"a":`) }},
 		{"NUL escape in JSON", "Payload", func(e *outbox.Event) { e.Payload = []byte(`{"a":"x\u0000"}`) }},
-		{"oversized payload", "Payload", func(e *outbox.Event) { e.Payload = []byte(`"` + strings.Repeat("x", 64) + `"`) }},
+		{"oversized payload", "Payload", func(e *outbox.Event) { e.Payload = []byte(`"` + strings.Repeat("x", 63) + `"`) }},
+		{"schema version past int4", "SchemaVersion", func(e *outbox.Event) { e.SchemaVersion = 1 << 31 }},
+		{"max retries past int4", "MaxRetries", func(e *outbox.Event) { e.MaxRetries = 1 << 31 }},
 		{"empty header key", "Headers", func(e *outbox.Event) { e.Headers = map[string]string{"": "x"} }},
 		{"NUL in header value", "Headers", func(e *outbox.Event) { e.Headers = map[string]string{"a": "\x00"} }},
 	}
@@ -234,6 +237,10 @@ func TestEnqueueInvalidInput(t *testing.T) {
 			if !errors.Is(err, outbox.ErrInvalidArgument) || !errors.As(err, &ve) || !strings.Contains(ve.Field, c.field) {
 				t.Fatalf("%s: call %d: err = %v, want a ValidationError on %s", c.name, i, err, c.field)
 			}
+			// The field names the event by its place among the events.
+			if at := []int{0, 1, 0}[i]; !strings.HasPrefix(ve.Field, fmt.Sprintf("events[%d].%s", at, c.field)) {
+				t.Fatalf("%s: call %d: field %q, want events[%d].%s", c.name, i, ve.Field, at, c.field)
+			}
 		}
 		if qb.Len() != 0 {
 			t.Fatalf("%s: queued %d statements", c.name, qb.Len())
@@ -252,10 +259,13 @@ func TestEnqueueInvalidInput(t *testing.T) {
 	if n := b.count(t, "true"); n != 0 {
 		t.Fatalf("rows = %d, want 0", n)
 	}
-	// Exactly at the limits is fine.
+	// Exactly at the limits is fine: the column lengths, the largest int4
+	// schema version and retry count, a payload of MaxPayloadBytes.
 	ev := event(9)
 	ev.Topic, ev.Tag, ev.AggregateType, ev.AggregateID = long(128), long(64), long(64), long(128)
 	ev.DedupKey, ev.OrderingKey, ev.MessageKey = long(160), long(160), long(160)
+	ev.SchemaVersion, ev.MaxRetries = 1<<31-1, 1<<31-1
+	ev.Payload = []byte(`"` + strings.Repeat("x", 62) + `"`)
 	if r := b.enqueue(t, ev); !r[0].New {
 		t.Fatal("event at the column limits was not inserted")
 	}
@@ -411,9 +421,27 @@ func TestEnqueueNotifies(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.enqueue(t, event(1), event(2))
-		n, err := conn.WaitForNotification(b.ctx)
+		n, err := conn.WaitForNotification(testwait.Context(t, b.ctx, testwait.Step))
 		if err != nil || n.Channel != outbox.Channel(b.store) {
 			t.Fatalf("notification %+v, %v", n, err)
+		}
+		// The one-batch form with pgtx.Abort notifies too, once, after
+		// the last of its events: one event, then two.
+		for _, evs := range [][]outbox.Event{{event(3)}, {event(4), event(5)}} {
+			err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+				var qb pgx.Batch
+				if err := b.store.QueueEnqueue(&qb, evs, nil, pgtx.Abort); err != nil {
+					return err
+				}
+				return tx.SendBatch(b.ctx, &qb).Close()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := conn.WaitForNotification(testwait.Context(t, b.ctx, testwait.Step))
+			if err != nil || n.Channel != outbox.Channel(b.store) {
+				t.Fatalf("%d events with pgtx.Abort: notification %+v, %v", len(evs), n, err)
+			}
 		}
 	})
 }
