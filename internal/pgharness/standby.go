@@ -325,7 +325,16 @@ func (s *Server) Kill() error {
 	// Every child of the postmaster makes itself a session leader, so
 	// the postmaster's process group does not hold them: freeze the
 	// postmaster (no more forks), list its children, kill them all.
+	// kill returns before the signal is taken: a fork under way would
+	// finish after the list is read. Once the postmaster shows as
+	// stopped, every child it made is in /proc.
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, ok := statField(pid, 0); !ok || st == "T" || st == "t" || st == "Z" || time.Now().After(deadline) {
+			break
+		}
+	}
+	shmKey, shmid := shmSegment(filepath.Join(s.dir, "data"))
 	children, err := childrenOf(pid)
 	if err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -347,14 +356,91 @@ func (s *Server) Kill() error {
 				alive++
 			}
 		}
-		if alive == 0 {
+		attached := shmAttached(shmid)
+		if alive == 0 && attached == 0 {
 			return nil
 		}
+		if alive == 0 {
+			// Something the list missed still holds the segment (a
+			// backend forked as the postmaster was being stopped, or a
+			// shell an archiver forked): kill it too.
+			for _, p := range shmHolders(shmKey) {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pgharness: %d processes of the killed server still alive", alive)
+			return fmt.Errorf("pgharness: %d processes of the killed server still alive, %d still attached to its shared memory", alive, attached)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// shmSegment reads the System V shared memory key and id a server records
+// in the last line of its postmaster.pid ("key id"); id -1 when there is
+// none.
+func shmSegment(dataDir string) (key, id int) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, -1
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 7 {
+		return 0, -1
+	}
+	f := strings.Fields(lines[6])
+	if len(f) != 2 {
+		return 0, -1
+	}
+	key, err1 := strconv.Atoi(f[0])
+	id, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return 0, -1
+	}
+	return key, id
+}
+
+// shmHolders lists the processes that map the System V segment of key
+// (/proc/pid/maps names it /SYSV followed by the key in eight hex digits).
+func shmHolders(key int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	name := fmt.Sprintf("/SYSV%08x", key)
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/maps"); err == nil && strings.Contains(string(b), name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// shmAttached counts the processes attached to segment shmid, read from
+// /proc/sysvipc/shm: what a new postmaster checks before it starts
+// ("pre-existing shared memory block is still in use"). A segment that is
+// gone, or that this process cannot read, counts 0.
+func shmAttached(shmid int) int {
+	if shmid < 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/sysvipc/shm")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 7 || f[1] != strconv.Itoa(shmid) {
+			continue
+		}
+		n, _ := strconv.Atoi(f[6])
+		return n
+	}
+	return 0
 }
 
 // childrenOf lists the processes whose parent is pid.

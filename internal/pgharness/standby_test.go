@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,5 +242,59 @@ func TestStopWithReplicationHeld(t *testing.T) {
 	}
 	if _, err := os.Stat(standby.Dir()); !os.IsNotExist(err) {
 		t.Fatalf("standby directory still there after Stop: %v", err)
+	}
+}
+
+// TestKillWhileClientsConnect: Kill, then Restart, while clients keep
+// opening connections, so the postmaster is forking backends as it is
+// killed. Restart must not find the old shared memory still attached (a
+// backend forked after Kill listed the children would hold it: "pre-
+// existing shared memory block is still in use").
+func TestKillWhileClientsConnect(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := pgharness.StartThrowaway(ctx, pgharness.Options{MaxConnections: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var opened atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+				if c, err := pgx.Connect(cctx, s.URL); err == nil {
+					opened.Add(1)
+					_ = c.Close(cctx)
+				}
+				ccancel()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for round := range 5 {
+		for before := opened.Load(); opened.Load() < before+20; {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("round %d: clients stopped connecting: %v", round, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if err := s.Kill(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := s.Restart(ctx); err != nil {
+			t.Fatalf("round %d: restart after Kill: %v", round, err)
+		}
 	}
 }
