@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/seckillkit/seckill/order"
 )
@@ -113,4 +114,68 @@ func TestAuditFindsEveryKind(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("findings\n got %v\nwant %v", got, want)
 	}
+
+	// AuditSince from before every row finds the same.
+	if got := auditSince(t, b, time.Time{}); !slices.Equal(got, want) {
+		t.Fatalf("AuditSince(zero)\n got %v\nwant %v", got, want)
+	}
+	// Every row changed before since: nothing.
+	b.exec(t, `UPDATE orders SET updated_at = updated_at - interval '1 day'`)
+	b.exec(t, `UPDATE payment_record SET updated_at = updated_at - interval '1 day'`)
+	var since time.Time
+	if err := b.pool.QueryRow(b.ctx, `SELECT date_trunc('second', now()) - interval '1 hour'`).Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	if got := auditSince(t, b, since); got != nil {
+		t.Fatalf("AuditSince with every row changed before since: %v", got)
+	}
+	// Rows changed since, each alone: an order (one of a duplicate pair),
+	// a payment whose order did not change, an order whose payment did not
+	// change, an order changed at since exactly; one changed a microsecond
+	// before since is passed over.
+	for _, id := range []int64{dup2.OrderID, stamps.OrderID, noItems.OrderID, both.OrderID, total.OrderID, currency.OrderID} {
+		b.exec(t, `UPDATE orders SET updated_at = statement_timestamp() WHERE order_id = $1`, id)
+	}
+	b.exec(t, `UPDATE payment_record SET updated_at = statement_timestamp() WHERE order_id = $1`, unpaid.OrderID)
+	b.exec(t, `UPDATE orders SET updated_at = $2 WHERE order_id = $1`, paid40.OrderID, since)
+	b.exec(t, `UPDATE orders SET updated_at = $2::timestamptz - interval '1 microsecond' WHERE order_id = $1`, unknown.OrderID, since)
+	want = []string{
+		fmt.Sprintf("DUPLICATE_USER_ORDER %d", min(dup1.OrderID, dup2.OrderID)),
+		fmt.Sprintf("ITEMS_TOTAL %d", noItems.OrderID),
+		fmt.Sprintf("ITEMS_TOTAL %d", total.OrderID),
+		fmt.Sprintf("PAID_AND_CANCELLED %d", both.OrderID),
+		fmt.Sprintf("PAYMENT_AMOUNT %d", currency.OrderID),
+		fmt.Sprintf("PAYMENT_ON_UNPAID_ORDER %d", unpaid.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", both.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", stamps.OrderID),
+		fmt.Sprintf("TOTAL_AMOUNT %d", total.OrderID),
+		fmt.Sprintf("PAID_AND_CANCELLED %d", paid40.OrderID),
+		fmt.Sprintf("STATUS_TIMESTAMPS %d", paid40.OrderID),
+	}
+	slices.Sort(want)
+	if got := auditSince(t, b, since); !slices.Equal(got, want) {
+		t.Fatalf("AuditSince over the rows changed since\n got %v\nwant %v", got, want)
+	}
+	if _, err := b.store.AuditSince(b.ctx, nil, since); err == nil {
+		t.Fatal("AuditSince with a nil Querier: no error")
+	}
+}
+
+// auditSince runs Store.AuditSince and returns its findings as sorted
+// "KIND order" lines; each finding must have a detail.
+func auditSince(t *testing.T, b testBundle, since time.Time) []string {
+	t.Helper()
+	findings, err := b.store.AuditSince(b.ctx, b.pool, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range findings {
+		got = append(got, fmt.Sprintf("%s %d", f.Kind, f.OrderID))
+		if f.Detail == "" {
+			t.Errorf("finding without detail: %v", f)
+		}
+	}
+	slices.Sort(got)
+	return got
 }

@@ -128,6 +128,7 @@ func orderEntries(b testBundle, o order.Order) []conformance.Entry {
 	return []conformance.Entry{
 		{Method: "Check", Nil: []conformance.Call{nilCall("catalog", func(ctx context.Context) error { return b.store.Check(ctx, nil) })}},
 		{Method: "Audit", Nil: []conformance.Call{nilCall("all", func(ctx context.Context) error { _, err := b.store.Audit(ctx, nil); return err })}},
+		{Method: "AuditSince", Nil: []conformance.Call{nilCall("all", func(ctx context.Context) error { _, err := b.store.AuditSince(ctx, nil, time.Time{}); return err })}},
 		{Method: "Create", Invalid: create, Nil: []conformance.Call{nilCall("zero", func(ctx context.Context) error {
 			_, err := b.store.Create(ctx, nil, order.NewOrder{})
 			return err

@@ -136,7 +136,7 @@ type stmts struct {
 	getByID, getByRequest         string
 	getByBuyer                    string
 	items, payments               string
-	audit                         string
+	audit, auditSince             string
 	quantitiesByStatus            string
 	recordReview, openReviews     string
 	resolveReview                 string
@@ -167,6 +167,7 @@ func buildStatements(quoted string) stmts {
 		items:           q.Get("items"),
 		payments:        q.Get("payments"),
 		audit:           q.Get("audit"),
+		auditSince:      q.Get("audit_since"),
 
 		quantitiesByStatus: q.Get("quantities_by_status"),
 		recordReview:       q.Get("record_review"),
