@@ -220,6 +220,10 @@ type Service struct {
 	// never purged), shared by copies of the Service that differ only in
 	// Pool.
 	horizon *atomic.Int64
+	// live is where the next live audit starts (see liveWindow), shared
+	// by copies of the Service; nil (a Service not made by New): every
+	// live audit reads the whole history.
+	live *liveWindow
 }
 
 // PurgeHistory is the sale's retention: it deletes the inbox rows
@@ -282,7 +286,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Service, error) 
 		cfg.TxOptions.Observer = cfg.TxObserver
 	}
 	s := &Service{Pool: pool, Schema: cfg.Schema, Item: cfg.Item, txOpts: cfg.TxOptions, log: cfg.Logger, horizon: new(atomic.Int64),
-		headers: cfg.EventHeaders, txObs: cfg.TxObserver}
+		headers: cfg.EventHeaders, txObs: cfg.TxObserver, live: &liveWindow{}}
+	if cfg.Citus {
+		s.live.whole = "Citus: the writes run on other nodes, whose transactions this node's pg_stat_activity does not show"
+	}
 	if cfg.BucketConcurrency == 0 {
 		cfg.BucketConcurrency = DefaultBucketConcurrency
 	}

@@ -243,17 +243,30 @@ func TestAuditLiveNeverFailsAValidFlow(t *testing.T) {
 			f.placed.Load(), f.paid.Load(), f.cancelled.Load(), f.relayed.Load())
 	}
 
-	// Two violations, injected while the flow runs: a unit of stock out of
-	// nowhere (no ledger row) and the lost ORDER_CREATED event of a paid
-	// order.
+	// Three violations, injected while the flow runs: a unit of stock out
+	// of nowhere (no ledger row), the lost ORDER_CREATED event of an order
+	// stamped as created now (an order created without its event: the
+	// live audit checks what changed since its last passing run), and the
+	// lost ORDER_CREATED event of the first paid order, unchanged since
+	// (damage to history: the reconciliation's counts and the audit at
+	// rest find it; TestAuditLiveWindow shows the live audit passing over
+	// it).
 	if tag, err := b.pool.Exec(b.ctx, fmtSchema(`UPDATE %s.sku_inventory SET available_stock = available_stock + 1, total_stock = total_stock + 1
 		WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = 0`, b.s.Schema), b.s.Item.ActivityID, b.s.Item.SKUID); err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("inject stock: %v, %d rows", err, tag.RowsAffected())
 	}
 	if tag, err := b.pool.Exec(b.ctx, fmtSchema(`DELETE FROM %[1]s.event_outbox WHERE event_id = (
 		SELECT e.event_id FROM %[1]s.event_outbox e JOIN %[1]s.orders o ON e.dedup_key = 'ORDER_CREATED:' || o.order_id::text
-		WHERE o.status = 30 AND e.status = 20 LIMIT 1)`, b.s.Schema)); err != nil || tag.RowsAffected() != 1 {
+		WHERE o.status = 30 AND e.status = 20 ORDER BY o.updated_at LIMIT 1)`, b.s.Schema)); err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("inject lost event: %v, %d rows", err, tag.RowsAffected())
+	}
+	if tag, err := b.pool.Exec(b.ctx, fmtSchema(`WITH gone AS (
+		DELETE FROM %[1]s.event_outbox WHERE event_id = (
+			SELECT e.event_id FROM %[1]s.event_outbox e JOIN %[1]s.orders o ON e.dedup_key = 'ORDER_CREATED:' || o.order_id::text
+			WHERE o.status = 30 AND e.status = 20 ORDER BY o.updated_at DESC LIMIT 1)
+		RETURNING aggregate_id)
+		UPDATE %[1]s.orders SET created_at = statement_timestamp(), updated_at = statement_timestamp() WHERE order_id::text = (SELECT aggregate_id FROM gone)`, b.s.Schema)); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("inject lost event of a changed order: %v, %d rows", err, tag.RowsAffected())
 	}
 	wantFailed := []string{"per SKU: sum of bucket totals", "ledger replay reproduces each bucket's counters",
 		"event completeness: every live order has its ORDER_CREATED event"}
