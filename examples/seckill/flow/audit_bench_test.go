@@ -30,6 +30,8 @@ const liveTail = 100
 //   - live: Service.AuditLive after liveTail orders placed through
 //     PlaceOrder (with the timer stopped): the rows changed since the last
 //     live audit, the inventory checkpoint moved;
+//   - reconcile: Service.Reconcile, the three reports' counts (whole
+//     tables: it still grows with the history);
 //   - atrest: Service.Audit, every table whole.
 //
 // Every audit must pass (the outbox check aside at rest: the tail's events
@@ -59,6 +61,13 @@ func BenchmarkAuditLiveHistory(b *testing.B) {
 					user = placeTail(b, bb, user)
 					b.StartTimer()
 					liveAudit(b, bb)
+				}
+			})
+			b.Run("reconcile", func(b *testing.B) {
+				for range b.N {
+					if _, err := s.Reconcile(ctx); err != nil {
+						b.Fatal(err)
+					}
 				}
 			})
 			b.Run("atrest", func(b *testing.B) {

@@ -1,0 +1,26 @@
+package web
+
+import (
+	"testing"
+	"time"
+)
+
+// TestCheckWait: the checks run every checkEvery while they are quick, and
+// no more than about 2 % of the time once they take long (the
+// reconciliation over a large history).
+func TestCheckWait(t *testing.T) {
+	for _, c := range []struct{ took, want time.Duration }{
+		{0, checkEvery},
+		{10 * time.Millisecond, checkEvery},
+		{checkEvery / checkPace, checkEvery},
+		{checkEvery/checkPace + time.Millisecond, checkEvery + checkPace*time.Millisecond},
+		{3 * time.Second, 150 * time.Second},
+	} {
+		if got := checkWait(c.took); got != c.want {
+			t.Errorf("checkWait(%v) = %v, want %v", c.took, got, c.want)
+		}
+		if share := float64(c.took) / float64(c.took+checkWait(c.took)); share > 1.0/float64(checkPace+1)+1e-9 {
+			t.Errorf("checkWait(%v): the checks take %.3f of the time, over 1/%d", c.took, share, checkPace+1)
+		}
+	}
+}
