@@ -576,17 +576,18 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 		}
 	}
 
-	// The same entry points on a token SKU (SKU.Tokens); the form with
-	// pgtx.Abort is raced on tokens by token_before_lane_taken below. A claims the last token for another
-	// reservation: B passes it over (SKIP LOCKED) and is refused as sold
-	// out while A still holds it, whatever A then does; the free count it
-	// reports is read with a snapshot of its own, in which A's token is
-	// still free. A allocates the same reservation: B waits for A's lock on
-	// the reservation and is then a concurrent duplicate, never sold out.
-	for _, method := range []string{"AllocateBucket", "QueueAllocateBucket"} {
-		call := allocs[method]
+	// The same entry points on a token SKU (SKU.Tokens), the one-batch
+	// form with pgtx.Abort too for the first race. A claims the last token
+	// for another reservation: B passes it over (SKIP LOCKED, in the claim
+	// from its lane's start) and is refused as sold out while A still
+	// holds it, whatever A then does; the free count it reports is read
+	// with a snapshot of its own, in which A's token is still free. A
+	// allocates the same reservation: B waits for A's lock on the
+	// reservation and is then a concurrent duplicate, never sold out.
+	for key, call := range allocs {
+		method, orAbort := strings.CutSuffix(key, "+Abort")
 		races = append(races, racetest.Race{
-			Method: method, State: "last_token_taken", Skips: true,
+			Method: method, State: "last_token_taken" + abortSuffix(orAbort), Skips: true,
 			Setup: func(t *testing.T) racetest.Round {
 				mine := rb.tokenReservation(t, 1)
 				other := tb.newReservation(mine.ActivityID, mine.SKUID, 0)
@@ -601,14 +602,25 @@ func inventoryRaces(rb raceBundle) []racetest.Race {
 					},
 					Call: func(ctx context.Context, tx pgx.Tx) (any, error) { return call(ctx, tx, mine.Allocation(0, uuid.Nil)) },
 					Check: func(t *testing.T, end racetest.End, got any, err error) {
-						var so *inventory.Error
-						if !errors.As(err, &so) || !errors.Is(err, inventory.ErrSoldOut) || so.Available != 1 {
+						if orAbort {
+							// The aborting form's refusal names the condition
+							// only (no count: the statement raised it).
+							if !errors.Is(err, inventory.ErrSoldOut) {
+								t.Fatalf("got %+v, %v; want sold out", got, err)
+							}
+						} else if so := (*inventory.Error)(nil); !errors.As(err, &so) || !errors.Is(err, inventory.ErrSoldOut) || so.Available != 1 {
 							t.Fatalf("got %+v, %v; want sold out, the locked token counted as free", got, err)
+						}
+						if n := tb.tokensHeld(t, mine.ActivityID, mine.SKUID, &mine.ReservationID); n != 0 {
+							t.Fatalf("A %s: B's reservation holds %d tokens, want none", end, n)
 						}
 					},
 				}
 			},
 		})
+	}
+	for _, method := range []string{"AllocateBucket", "QueueAllocateBucket"} {
+		call := allocs[method]
 		for _, stock := range []int32{1, 3} {
 			races = append(races, racetest.Race{
 				Method: method, State: fmt.Sprintf("same_reservation_allocated_tokens_%d", stock),
