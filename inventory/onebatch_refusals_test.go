@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/inventory"
@@ -27,7 +28,13 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 		dec, _ := tb.allocationOrder()
 		tb.provision(t, 2, 20, 10, 1)
 		tb.provision(t, 2, 21, 3, 1)
-		tb.provision(t, 3, 20, 5, 1) // the same SKU id in another activity
+		// The same SKU id in another activity; with buckets, one more than
+		// SKU 20 of activity 2 has.
+		otherBuckets := int16(2)
+		if tb.tokens {
+			otherBuckets = 1
+		}
+		tb.provision(t, 3, 20, 6, otherBuckets)
 		taken := func(activity, sku int64) int64 {
 			t.Helper()
 			tot, err := tb.store.Stock(tb.ctx, tb.pool, activity, sku)
@@ -74,6 +81,10 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 		a = allocationOf(r, 1)
 		a.ActivityID = 2
 		refused("the reservation of another activity", r, a, inventory.ErrAllocationMismatch, "SK005")
+		r = tb.newReservation(2, 20, 1) // a reservation of bucket 1 allocated as bucket 0
+		a = allocationOf(r, 1)
+		a.Bucket = 0
+		refused("another bucket than the reservation's", r, a, inventory.ErrAllocationMismatch, "SK005")
 		r = tb.newReservation(2, 20, 1) // the SKU has bucket 0 only
 		refused("a bucket other than 0", r, allocationOf(r, 1), inventory.ErrUnknownBucket, "SK003")
 
@@ -82,6 +93,12 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 		// is sent.
 		rejected, pending := tb.newReservation(2, 20, 0), tb.newReservation(2, 20, 0)
 		pending.UserID = rejected.UserID
+		// The pending one's lane starts at token 0, so on tokens only the
+		// claim from the lane's start can take its unit.
+		for lane := int64(-1); lane != 0; {
+			pending.ReservationID = uuid.Must(uuid.NewV7())
+			lane = tb.count(t, `SELECT (abs(hashtext($1::text)::int8) % 64) * 10 / 64`, pending.ReservationID)
+		}
 		tb.insertReservations(t, []inventory.NewReservation{rejected, pending})
 		if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{
 			ReservationID: rejected.ReservationID, To: inventory.StatusRejected, FailureCode: "TEST"}); err != nil {
