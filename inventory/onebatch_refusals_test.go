@@ -15,13 +15,15 @@ import (
 // one of inventory tokens, the one-batch allocation (QueueAllocateBucket
 // with pgtx.Abort: the statements decrement_then_raise, and
 // decrement_abort with Config.Citus) refuses, aborting the batch with the
-// typed error and taking no stock,
-// an allocation that differs from its reservation in buyer, quantity, SKU
-// or bucket, a reservation that is not there or no longer pending or
-// ordered, a sale paused, not yet open or closed, and more units than the
-// free stock. An allocation that goes through takes exactly its units of
-// its own SKU (on tokens, the reservation holds that many): another SKU of
-// the activity keeps all of its own.
+// typed error and taking no stock, an allocation that differs from its
+// reservation in buyer, quantity, SKU, activity or bucket, a reservation
+// that is not there or no longer pending or ordered, a sale paused, not
+// yet open or closed, and more units than the free stock; on tokens each
+// from both ends of the lanes, so that both claim paths (from the lane's
+// start, and before it) must refuse. An allocation that goes through
+// takes exactly its units of its own SKU (on tokens, the reservation
+// holds that many): another SKU of the activity, and the same SKU id of
+// another activity, keep all of theirs.
 func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 	t.Parallel()
 	stockModes(t, func(t *testing.T, tb testBundle) {
@@ -55,122 +57,61 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 			}
 			return taken(2, sku)
 		}
-		refused := func(name string, r inventory.NewReservation, a inventory.Allocation, sentinel error, code string) {
+		// onLane gives r an id whose claim, on tokens, starts at the lane
+		// of token lane (of planned tokens): at 0 only the claim from the
+		// lane's start can take a token, at the last one the claim before
+		// it takes all but that token.
+		onLane := func(r inventory.NewReservation, planned, lane int64) inventory.NewReservation {
 			t.Helper()
-			n0, m0 := claimed(20), claimed(21)
-			err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
-			abortedAt(t, name, err, 1+dec) // the decrement, after the reservation
-			abortedBy(t, name, err, "QueueAllocateBucket", sentinel, code)
-			if n, m := claimed(20), claimed(21); n != n0 || m != m0 {
-				t.Fatalf("%s: %d and %d units taken, want %d and %d as before", name, n, m, n0, m0)
+			r.RequestID, r.MessageID = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+			for got := int64(-1); got != lane; {
+				r.ReservationID = uuid.Must(uuid.NewV7())
+				got = tb.count(t, `SELECT (abs(hashtext($1::text)::int8) % 64) * $2 / 64`, r.ReservationID, planned)
+			}
+			return r
+		}
+		planned := map[int64]int64{20: 10, 21: 3}
+		// lanes are the two ends on tokens (each claim path must refuse),
+		// one id on buckets.
+		lanes := func(r inventory.NewReservation) []inventory.NewReservation {
+			if !tb.tokens {
+				return []inventory.NewReservation{r}
+			}
+			n := planned[r.SKUID]
+			return []inventory.NewReservation{onLane(r, n, 0), onLane(r, n, n-1)}
+		}
+		refused := func(name string, r inventory.NewReservation, edit func(*inventory.Allocation), sentinel error, code string) {
+			t.Helper()
+			for _, r := range lanes(r) {
+				a := allocationOf(r, 1)
+				if edit != nil {
+					edit(&a)
+				}
+				n0, m0 := claimed(20), claimed(21)
+				err := tb.buyOrAbort(t, r, tb.ids.Add(1), a, nil)
+				abortedAt(t, name, err, 1+dec) // the decrement, after the reservation
+				abortedBy(t, name, err, "QueueAllocateBucket", sentinel, code)
+				if n, m := claimed(20), claimed(21); n != n0 || m != m0 {
+					t.Fatalf("%s: %d and %d units taken, want %d and %d as before", name, n, m, n0, m0)
+				}
 			}
 		}
-		r := tb.newReservation(2, 20, 0)
-		a := allocationOf(r, 1)
-		a.UserID++
-		refused("another buyer", r, a, inventory.ErrAllocationMismatch, "SK005")
-		r = tb.newReservation(2, 20, 0)
-		a = allocationOf(r, 1)
-		a.Quantity = 2
-		refused("another quantity", r, a, inventory.ErrAllocationMismatch, "SK005")
-		r = tb.newReservation(2, 21, 0)
-		a = allocationOf(r, 1)
-		a.SKUID = 20
-		refused("the reservation of another SKU", r, a, inventory.ErrAllocationMismatch, "SK005")
-		r = tb.newReservation(3, 20, 0)
-		a = allocationOf(r, 1)
-		a.ActivityID = 2
-		refused("the reservation of another activity", r, a, inventory.ErrAllocationMismatch, "SK005")
-		r = tb.newReservation(2, 20, 1) // a reservation of bucket 1 allocated as bucket 0
-		a = allocationOf(r, 1)
-		a.Bucket = 0
-		refused("another bucket than the reservation's", r, a, inventory.ErrAllocationMismatch, "SK005")
-		r = tb.newReservation(2, 20, 1) // the SKU has bucket 0 only
-		refused("a bucket other than 0", r, allocationOf(r, 1), inventory.ErrUnknownBucket, "SK003")
-
-		// A reservation rejected before its allocation, while its buyer
-		// holds another, pending one of the same SKU: only the allocation
-		// is sent.
-		rejected, pending := tb.newReservation(2, 20, 0), tb.newReservation(2, 20, 0)
-		pending.UserID = rejected.UserID
-		// The pending one's lane starts at token 0, so on tokens only the
-		// claim from the lane's start can take its unit.
-		for lane := int64(-1); lane != 0; {
-			pending.ReservationID = uuid.Must(uuid.NewV7())
-			lane = tb.count(t, `SELECT (abs(hashtext($1::text)::int8) % 64) * 10 / 64`, pending.ReservationID)
-		}
-		tb.insertReservations(t, []inventory.NewReservation{rejected, pending})
-		if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{
-			ReservationID: rejected.ReservationID, To: inventory.StatusRejected, FailureCode: "TEST"}); err != nil {
-			t.Fatal(err)
-		}
-		var b pgx.Batch
-		if err := tb.store.QueueAllocateBucket(&b, allocationOf(rejected, 1), nil, pgtx.Abort); err != nil {
-			t.Fatal(err)
-		}
-		err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
-		abortedBy(t, "a rejected reservation", err, "QueueAllocateBucket", inventory.ErrAllocationMismatch, "SK005")
-		if n := claimed(20); n != 0 {
-			t.Fatalf("a rejected reservation: %d units taken", n)
-		}
-
-		// The buyer's pending reservation (acquired, not yet ordered) is
-		// allocated.
-		b = pgx.Batch{}
-		if err := tb.store.QueueAllocateBucket(&b, allocationOf(pending, 1), nil, pgtx.Abort); err != nil {
-			t.Fatal(err)
-		}
-		if err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b); err != nil {
-			t.Fatalf("the pending reservation: %v", err)
-		}
-		if n := claimed(20); n != 1 {
-			t.Fatalf("the pending reservation: %d units taken, want 1", n)
-		}
-
+		refused("another buyer", tb.newReservation(2, 20, 0), func(a *inventory.Allocation) { a.UserID++ }, inventory.ErrAllocationMismatch, "SK005")
+		refused("another quantity", tb.newReservation(2, 20, 0), func(a *inventory.Allocation) { a.Quantity = 2 }, inventory.ErrAllocationMismatch, "SK005")
+		refused("the reservation of another SKU", tb.newReservation(2, 21, 0), func(a *inventory.Allocation) { a.SKUID = 20 }, inventory.ErrAllocationMismatch, "SK005")
+		refused("the reservation of another activity", tb.newReservation(3, 20, 0), func(a *inventory.Allocation) { a.ActivityID = 2 }, inventory.ErrAllocationMismatch, "SK005")
+		// A reservation of bucket 1 allocated as bucket 0, and as bucket 1,
+		// which the SKU does not have.
+		refused("another bucket than the reservation's", tb.newReservation(2, 20, 1), func(a *inventory.Allocation) { a.Bucket = 0 }, inventory.ErrAllocationMismatch, "SK005")
+		refused("a bucket other than 0", tb.newReservation(2, 20, 1), nil, inventory.ErrUnknownBucket, "SK003")
+		refused("no such reservation", tb.newReservation(2, 20, 0), func(a *inventory.Allocation) { a.ReservationID = uuid.Must(uuid.NewV7()) }, inventory.ErrReservationNotFound, "SK009")
 		// More units than free stock: SKU 21 has 3.
-		r = tb.newReservation(2, 21, 0)
-		r.Quantity = 4
-		refused("4 units of 3 tokens", r, allocationOf(r, 1), inventory.ErrSoldOut, "SK001")
-
-		// Then three lots of two: each takes its own
-		// units, none of SKU 21, none of the other activity's SKU 20.
-		for i := range 3 {
-			r = tb.newReservation(2, 20, 0)
-			r.Quantity = 2
-			if err := tb.buyOrAbort(t, r, tb.ids.Add(1), allocationOf(r, 1), nil); err != nil {
-				t.Fatalf("lot %d: %v", i, err)
-			}
-			if n, m := claimed(20), claimed(21); n != int64(1+2*(i+1)) || m != 0 {
-				t.Fatalf("after lot %d: %d and %d units taken, want %d and 0", i, n, m, 1+2*(i+1))
-			}
-		}
-		// A window that opened an hour ago and closes in an hour sells.
-		err = pgx.BeginFunc(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			_, err := tb.store.SetSaleStatus(tb.ctx, tx, inventory.SaleChange{ActivityID: 2, SKUID: 20, To: inventory.SaleOnSale,
-				StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), Operator: "test", Reason: "window"})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		// Two more units go through in it; one is left.
-		r = tb.newReservation(2, 20, 0)
-		r.Quantity = 2
-		if err := tb.buyOrAbort(t, r, tb.ids.Add(1), allocationOf(r, 1), nil); err != nil {
-			t.Fatal(err)
-		}
-		if n, m := claimed(20), claimed(21); n != 9 || m != 0 {
-			t.Fatalf("after 2 more units of SKU 20: %d and %d units taken, want 9 and 0", n, m)
-		}
-		if tb.tokens {
-			if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id = $1`, r.ReservationID); n != 2 {
-				t.Fatalf("the reservation holds %d tokens, want 2", n)
-			}
-		}
+		four := tb.newReservation(2, 21, 0)
+		four.Quantity = 4
+		refused("4 units of 3", four, nil, inventory.ErrSoldOut, "SK001")
 
 		// The sale paused, then open but its window not yet open, then
-		// closed: refused each time, nothing more taken.
+		// closed: refused each time; then open within its window.
 		window := func(to inventory.SaleStatus, from, until time.Time) {
 			t.Helper()
 			err := pgx.BeginFunc(tb.ctx, tb.pool, func(tx pgx.Tx) error {
@@ -191,12 +132,75 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 			{"after the window", inventory.SaleOnSale, time.Time{}, time.Now().Add(-time.Hour)},
 		} {
 			window(c.to, c.from, c.until)
-			r = tb.newReservation(2, 20, 0)
-			err := tb.buyOrAbort(t, r, tb.ids.Add(1), allocationOf(r, 1), nil)
-			abortedAt(t, c.name, err, 1+dec)
-			abortedBy(t, c.name, err, "QueueAllocateBucket", inventory.ErrNotOnSale, "SK002")
-			if n := claimed(20); n != 9 {
-				t.Fatalf("%s: %d units taken, want the 9 of before", c.name, n)
+			refused(c.name, tb.newReservation(2, 20, 0), nil, inventory.ErrNotOnSale, "SK002")
+		}
+		window(inventory.SaleOnSale, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+
+		// A reservation rejected before its allocation, while its buyer
+		// holds another, pending one of the same SKU: only the allocation
+		// is sent, and refused.
+		for i, rejected := range lanes(tb.newReservation(2, 20, 0)) {
+			tb.insertReservations(t, []inventory.NewReservation{rejected})
+			if _, err := tb.store.TransitionReservation(tb.ctx, tb.pool, inventory.Transition{
+				ReservationID: rejected.ReservationID, To: inventory.StatusRejected, FailureCode: "TEST"}); err != nil {
+				t.Fatal(err)
+			}
+			pending := tb.newReservation(2, 20, 0)
+			pending.UserID = rejected.UserID
+			if i == 0 {
+				// The pending one's lane starts at token 0: on tokens only
+				// the claim from the lane's start can take its unit.
+				pending = onLane(pending, 10, 0)
+			}
+			tb.insertReservations(t, []inventory.NewReservation{pending})
+			var b pgx.Batch
+			if err := tb.store.QueueAllocateBucket(&b, allocationOf(rejected, 1), nil, pgtx.Abort); err != nil {
+				t.Fatal(err)
+			}
+			n0 := claimed(20)
+			err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
+			abortedBy(t, "a rejected reservation", err, "QueueAllocateBucket", inventory.ErrAllocationMismatch, "SK005")
+			if n := claimed(20); n != n0 {
+				t.Fatalf("a rejected reservation: %d units taken, want %d as before", n, n0)
+			}
+			if i > 0 {
+				continue
+			}
+			// The buyer's pending reservation (acquired, not yet ordered)
+			// is allocated, in the sale's window.
+			b = pgx.Batch{}
+			if err := tb.store.QueueAllocateBucket(&b, allocationOf(pending, 1), nil, pgtx.Abort); err != nil {
+				t.Fatal(err)
+			}
+			if err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b); err != nil {
+				t.Fatalf("the pending reservation: %v", err)
+			}
+			if n := claimed(20); n != 1 {
+				t.Fatalf("the pending reservation: %d units taken, want 1", n)
+			}
+		}
+
+		// Then four lots of two, in the window, each on the last lane (on
+		// tokens: the first lot takes the last token from its lane's start
+		// and one before it, the others take theirs before the lane): each
+		// takes its own units, none of SKU 21, none of the other
+		// activity's SKU 20; one unit is left.
+		for i := range 4 {
+			r := tb.newReservation(2, 20, 0)
+			r.Quantity = 2
+			if tb.tokens {
+				r = onLane(r, 10, 9)
+			}
+			if err := tb.buyOrAbort(t, r, tb.ids.Add(1), allocationOf(r, 1), nil); err != nil {
+				t.Fatalf("lot %d: %v", i, err)
+			}
+			if n, m := claimed(20), claimed(21); n != int64(1+2*(i+1)) || m != 0 {
+				t.Fatalf("after lot %d: %d and %d units taken, want %d and 0", i, n, m, 1+2*(i+1))
+			}
+			if tb.tokens {
+				if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id = $1`, r.ReservationID); n != 2 {
+					t.Fatalf("lot %d: the reservation holds %d tokens, want 2", i, n)
+				}
 			}
 		}
 	})
