@@ -79,17 +79,7 @@ func TestAuditFindsEveryKind(t *testing.T) {
 		amount, currency, status, paid_at) VALUES (gen_random_uuid(), gen_random_uuid(), $1, 'x', 'T-unpaid', 9900, 'CNY', 20, now())`, unpaid.OrderID)
 	b.exec(t, `UPDATE payment_record SET amount = amount - 1 WHERE order_id = $1`, paid.OrderID)
 
-	findings, err := b.store.Audit(b.ctx, b.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, f := range findings {
-		got = append(got, fmt.Sprintf("%s %d", f.Kind, f.OrderID))
-		if f.Detail == "" {
-			t.Errorf("finding without detail: %v", f)
-		}
-	}
+	got := findingLines(t)(b.store.Audit(b.ctx, b.pool))
 	want := []string{
 		fmt.Sprintf("DUPLICATE_USER_ORDER %d", min(dup1.OrderID, dup2.OrderID)),
 		fmt.Sprintf("ITEMS_TOTAL %d", noItems.OrderID),
@@ -109,7 +99,6 @@ func TestAuditFindsEveryKind(t *testing.T) {
 		fmt.Sprintf("PAYMENT_AMOUNT %d", currency.OrderID),
 		fmt.Sprintf("PAYMENT_ON_UNPAID_ORDER %d", closedUnpaid.OrderID),
 	}
-	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("findings\n got %v\nwant %v", got, want)
@@ -161,21 +150,28 @@ func TestAuditFindsEveryKind(t *testing.T) {
 	}
 }
 
-// auditSince runs Store.AuditSince and returns its findings as sorted
-// "KIND order" lines; each finding must have a detail.
+// auditSince runs Store.AuditSince; see findingLines.
 func auditSince(t *testing.T, b testBundle, since time.Time) []string {
 	t.Helper()
-	findings, err := b.store.AuditSince(b.ctx, b.pool, since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, f := range findings {
-		got = append(got, fmt.Sprintf("%s %d", f.Kind, f.OrderID))
-		if f.Detail == "" {
-			t.Errorf("finding without detail: %v", f)
+	return findingLines(t)(b.store.AuditSince(b.ctx, b.pool, since))
+}
+
+// findingLines returns an audit's findings as sorted "KIND order" lines;
+// it fails on an error and on a finding without a detail.
+func findingLines(t *testing.T) func([]order.Finding, error) []string {
+	return func(findings []order.Finding, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
 		}
+		var got []string
+		for _, f := range findings {
+			got = append(got, fmt.Sprintf("%s %d", f.Kind, f.OrderID))
+			if f.Detail == "" {
+				t.Errorf("finding without detail: %v", f)
+			}
+		}
+		slices.Sort(got)
+		return got
 	}
-	slices.Sort(got)
-	return got
 }
