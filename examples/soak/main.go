@@ -96,10 +96,10 @@ func run(duration time.Duration, users, workers int, schema string, keep bool, s
 		fmt.Printf("charts: %s in %s\n", strings.Join(soak.PlotFiles, ", "), svgDir)
 	}
 	first, last := samples[min(2, len(samples)-1)], samples[len(samples)-1]
-	fmt.Printf("\nafter round %d: inbox %s, outbox %s, buckets %s, claim %d buffers %v\n",
-		first.Round, kb(first.InboxBytes), kb(first.OutboxBytes), kb(first.BucketBytes), first.ClaimBlocks, first.ClaimLatency.Round(time.Microsecond))
-	fmt.Printf("after round %d: inbox %s, outbox %s, buckets %s, claim %d buffers %v (%d orders, %d autovacuums)\n",
-		last.Round, kb(last.InboxBytes), kb(last.OutboxBytes), kb(last.BucketBytes), last.ClaimBlocks, last.ClaimLatency.Round(time.Microsecond), last.Orders, last.Autovacuums)
+	fmt.Printf("\nafter round %d: inbox %s, outbox %s, buckets %s (row versions %d B), claim %d buffers %v\n",
+		first.Round, kb(first.InboxBytes), kb(first.OutboxBytes), kb(first.BucketBytes), first.BucketVersionBytes, first.ClaimBlocks, first.ClaimLatency.Round(time.Microsecond))
+	fmt.Printf("after round %d: inbox %s, outbox %s, buckets %s (row versions %d B), claim %d buffers %v (%d orders, %d autovacuums)\n",
+		last.Round, kb(last.InboxBytes), kb(last.OutboxBytes), kb(last.BucketBytes), last.BucketVersionBytes, last.ClaimBlocks, last.ClaimLatency.Round(time.Microsecond), last.Orders, last.Autovacuums)
 	// The audit reads every order and ledger row: minutes after a long run.
 	actx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

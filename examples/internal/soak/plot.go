@@ -36,6 +36,7 @@ func WriteSVG(dir string, samples []Sample) error {
 			series("consumer_inbox", func(s Sample) float64 { return kB(s.InboxBytes) }),
 			series("event_outbox", func(s Sample) float64 { return kB(s.OutboxBytes) }),
 			series("sku_inventory", func(s Sample) float64 { return kB(s.BucketBytes) }),
+			series("sku_inventory row versions", func(s Sample) float64 { return kB(max(s.BucketVersionBytes, 0)) }),
 		}},
 		{Title: "Outbox claim: latency and buffers touched", XLabel: "seconds", YLabel: "ms / buffers", Series: []svgplot.Series{
 			series("claim latency ms", func(s Sample) float64 { return float64(s.ClaimLatency.Microseconds()) / 1000 }),

@@ -82,17 +82,25 @@ type Sample struct {
 	RetentionWAL                         int64 // bytes of WAL the round's purge or archive wrote
 	RetentionTime                        time.Duration
 	DeadBuckets                          int64 // dead tuples of the hot bucket table
-	Autovacuums                          int64 // autovacuum runs on the three tables so far
-	ClaimBlocks                          int64 // buffers one outbox claim touches (heap and index, the fewest of 3)
-	ClaimLatency                         time.Duration
-	PlaceP50, PlaceP99                   time.Duration // the round's order transactions
-	Redelivered                          int64
+	BucketUpdates, BucketHOTUpdates      int64 // updates of the hot bucket table so far, and how many of them were HOT
+	// BucketVersionBytes are the bytes the hot bucket table's row versions
+	// (live and dead, not yet pruned) take, from pgstattuple; -1 when the
+	// extension could not be created. Unlike BucketBytes it does not count
+	// free pages: PostgreSQL 15 and older extend a table by 20 pages for
+	// each backend waiting to extend it, so a few updates racing for a new
+	// page can add a few hundred kB at once that later updates reuse.
+	BucketVersionBytes int64
+	Autovacuums        int64 // autovacuum runs on the three tables so far
+	ClaimBlocks        int64 // buffers one outbox claim touches (heap and index, the fewest of 3)
+	ClaimLatency       time.Duration
+	PlaceP50, PlaceP99 time.Duration // the round's order transactions
+	Redelivered        int64
 }
 
 func (s Sample) String() string {
-	return fmt.Sprintf("round %4d  %8s  orders %7d  inbox %5d rows %7s (dead %5d)  outbox %5d rows %7s (dead %5d)  buckets %7s (dead %4d)  purged %6d  archived %8d in %8s (WAL %5d B/row)  autovacuums %4d  claim %3d blocks %8s  place p50 %8s p99 %8s",
+	return fmt.Sprintf("round %4d  %8s  orders %7d  inbox %5d rows %7s (dead %5d)  outbox %5d rows %7s (dead %5d)  buckets %7s (versions %7d B, dead %4d, updates %6d, HOT %6d)  purged %6d  archived %8d in %8s (WAL %5d B/row)  autovacuums %4d  claim %3d blocks %8s  place p50 %8s p99 %8s",
 		s.Round, s.Elapsed.Round(time.Second), s.Orders, s.InboxRows, kb(s.InboxBytes), s.DeadInbox, s.OutboxRows, kb(s.OutboxBytes), s.DeadOutbox,
-		kb(s.BucketBytes), s.DeadBuckets, s.Purged, s.Archived, s.RetentionTime.Round(time.Millisecond), s.WALPerRow(), s.Autovacuums, s.ClaimBlocks, s.ClaimLatency.Round(time.Microsecond),
+		kb(s.BucketBytes), s.BucketVersionBytes, s.DeadBuckets, s.BucketUpdates, s.BucketHOTUpdates, s.Purged, s.Archived, s.RetentionTime.Round(time.Millisecond), s.WALPerRow(), s.Autovacuums, s.ClaimBlocks, s.ClaimLatency.Round(time.Microsecond),
 		s.PlaceP50.Round(time.Microsecond), s.PlaceP99.Round(time.Microsecond))
 }
 
@@ -126,6 +134,10 @@ func Run(ctx context.Context, cfg Config) ([]Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("soak: %w", err)
 	}
+	// pgstattuple (shipped with PostgreSQL's contrib modules) measures the
+	// bucket table's row versions; without it BucketVersionBytes is -1.
+	_, err = cfg.Pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pgstattuple`)
+	versions := err == nil
 	if cfg.Backlog > 0 {
 		if err := preload(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("soak: %w", err)
@@ -139,6 +151,9 @@ func Run(ctx context.Context, cfg Config) ([]Sample, error) {
 			return samples, nil
 		}
 		s, err := runRound(ctx, cfg, svc, round, &ids)
+		if err == nil {
+			err = measureVersions(ctx, cfg, versions, &s)
+		}
 		if err != nil {
 			return samples, fmt.Errorf("soak: round %d: %w", round, err)
 		}
@@ -380,6 +395,20 @@ func cmpErr(a, b error) error {
 	return b
 }
 
+// measureVersions fills s.BucketVersionBytes (-1 without pgstattuple).
+func measureVersions(ctx context.Context, cfg Config, available bool, s *Sample) error {
+	s.BucketVersionBytes = -1
+	if !available {
+		return nil
+	}
+	err := cfg.Pool.QueryRow(ctx, `SELECT tuple_len + dead_tuple_len FROM pgstattuple($1::regclass)`,
+		pgx.Identifier{cfg.Schema, "sku_inventory"}.Sanitize()).Scan(&s.BucketVersionBytes)
+	if err != nil {
+		return fmt.Errorf("bucket row versions: %w", err)
+	}
+	return nil
+}
+
 // measure fills the sizes, dead tuples, autovacuum count and claim cost.
 func measure(ctx context.Context, cfg Config, svc *flow.Service, s *Sample) error {
 	q := func(sql string) string { return fmt.Sprintf(sql, pgx.Identifier{cfg.Schema}.Sanitize()) }
@@ -391,9 +420,10 @@ func measure(ctx context.Context, cfg Config, svc *flow.Service, s *Sample) erro
 		return fmt.Errorf("sizes: %w", err)
 	}
 	if err := cfg.Pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'consumer_inbox'), 0), coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'event_outbox'), 0),
-			coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'sku_inventory'), 0), coalesce(sum(autovacuum_count), 0)
+			coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'sku_inventory'), 0), coalesce(sum(autovacuum_count), 0),
+			coalesce(sum(n_tup_upd) FILTER (WHERE relname = 'sku_inventory'), 0), coalesce(sum(n_tup_hot_upd) FILTER (WHERE relname = 'sku_inventory'), 0)
 		FROM pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('consumer_inbox', 'event_outbox', 'sku_inventory')`, cfg.Schema).
-		Scan(&s.DeadInbox, &s.DeadOutbox, &s.DeadBuckets, &s.Autovacuums); err != nil {
+		Scan(&s.DeadInbox, &s.DeadOutbox, &s.DeadBuckets, &s.Autovacuums, &s.BucketUpdates, &s.BucketHOTUpdates); err != nil {
 		return fmt.Errorf("table stats: %w", err)
 	}
 	// The claim's cost: buffers of event_outbox (heap and indexes) that
