@@ -29,7 +29,13 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 	stockModes(t, func(t *testing.T, tb testBundle) {
 		dec, _ := tb.allocationOrder()
 		tb.provision(t, 2, 20, 10, 1)
-		tb.provision(t, 2, 21, 3, 1)
+		// With buckets, SKU 21 has a bucket 1, which SKU 20 has not: the
+		// unknown-bucket refusal must read its own SKU's buckets.
+		sku21Buckets := int16(2)
+		if tb.tokens {
+			sku21Buckets = 1
+		}
+		tb.provision(t, 2, 21, 3, sku21Buckets)
 		// The same SKU id in another activity; with buckets, one more than
 		// SKU 20 of activity 2 has.
 		otherBuckets := int16(2)
@@ -180,16 +186,22 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 			}
 		}
 
-		// Then four lots of two, in the window, each on the last lane (on
-		// tokens: the first lot takes the last token from its lane's start
-		// and one before it, the others take theirs before the lane): each
-		// takes its own units, none of SKU 21, none of the other
-		// activity's SKU 20; one unit is left.
+		// Then four lots of two, in the window, each on the last lane but
+		// the second (on tokens: the first lot takes the last token from
+		// its lane's start and one before it, the second takes its two
+		// from the first lane's start, where the other activity's SKU 20
+		// has free tokens of lower numbers than this SKU's, the others take
+		// theirs before the lane): each takes its own units, none of SKU
+		// 21, none of the other activity's SKU 20; one unit is left.
 		for i := range 4 {
 			r := tb.newReservation(2, 20, 0)
 			r.Quantity = 2
 			if tb.tokens {
-				r = onLane(r, 10, 9)
+				lane := int64(9)
+				if i == 1 {
+					lane = 0
+				}
+				r = onLane(r, 10, lane)
 			}
 			if err := tb.buyOrAbort(t, r, tb.ids.Add(1), allocationOf(r, 1), nil); err != nil {
 				t.Fatalf("lot %d: %v", i, err)
