@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,6 +85,7 @@ type options struct {
 	stackStock  int
 	stackCitus  bool
 	stackProf   string // with -stack: the service's CPU profile
+	stackInTx   []int  // with -stack: the rates measured again with the relays in InTx mode
 
 	bucketSet, consumerSet []int
 	statementsDone         map[string]bool
@@ -124,6 +126,7 @@ func main() {
 	rates := flag.String("stack-rates", "150,300,600,1200", "with -stack: the offered rates of clicks/s, in order (the last should saturate the stack)")
 	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
 	flag.StringVar(&o.stackProf, "stack-cpuprofile", "", "with -stack: write the service's CPU profile over every rate to this file (its -cpuprofile)")
+	inTxRates := flag.String("stack-relay-in-tx", "300", "with -stack: after the rates above, run the service again on a fresh sale with its outbox relays in InTx mode (its -relay-in-tx) at these offered rates, each of which must be one of -stack-rates, and print both relay modes side by side; \"none\" to skip")
 	flag.BoolVar(&o.stackCitus, "stack-citus", false, "with -stack: "+pgharness.EnvURL+" is a Citus coordinator (schema-based sharding; every node on this machine, each with pg_stat_statements): the kit and the service run their sale in a distributed schema, and each node's CPU, WAL and statements are read")
 	flag.Parse()
 	var err error
@@ -132,6 +135,15 @@ func main() {
 	}
 	if err == nil {
 		o.stackRates, err = intList(*rates)
+	}
+	if err == nil && *inTxRates != "none" && *inTxRates != "" {
+		if o.stackInTx, err = intList(*inTxRates); err == nil {
+			for _, r := range o.stackInTx {
+				if !slices.Contains(o.stackRates, r) {
+					err = fmt.Errorf("-stack-relay-in-tx rate %d is not one of -stack-rates %s", r, *rates)
+				}
+			}
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -74,14 +74,10 @@ func runStack(ctx context.Context, o options) error {
 	if kit[0], err = kitAlone(ctx, pool, o, &rt, 0); err != nil {
 		return err
 	}
-	if sr.redis, err = stackharness.StartThrowawayRedis(ctx); err != nil {
+	if err := sr.startBrokers(ctx); err != nil {
 		return err
 	}
-	defer sr.redis.Stop()
-	if sr.nats, err = stackharness.StartThrowawayNATS(ctx); err != nil {
-		return err
-	}
-	defer sr.nats.Stop()
+	defer func() { sr.stopBrokers() }()
 	dropSale := func() error {
 		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{stackSchema}.Sanitize()+" CASCADE")
 		return err
@@ -103,15 +99,81 @@ func runStack(ctx context.Context, o options) error {
 		fmt.Fprintf(stderr, "bench: stack %5d/s offered: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
 		results = append(results, r)
 	}
-	sr.svc.stop() // the kit runs alone again, without the service's background work
+	sr.svc.stop()
+	inTx, err := sr.relayInTx(ctx, dropSale)
+	if err != nil {
+		return err
+	}
+	// The kit runs alone again, without the service's background work.
 	if kit[1], err = kitAlone(ctx, pool, o, &rt, 1); err != nil {
 		return err
 	}
 	out := os.Stdout
 	reportStack(out, o, kit, results)
+	reportRelayModes(out, results, inTx)
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
-	printStackResult(out, o, kit, results)
+	printStackResult(out, o, kit, results, inTx)
 	return nil
+}
+
+// startBrokers starts a throwaway redis-server and nats-server -js.
+func (sr *stackRun) startBrokers(ctx context.Context) error {
+	var err error
+	if sr.redis, err = stackharness.StartThrowawayRedis(ctx); err != nil {
+		return err
+	}
+	if sr.nats, err = stackharness.StartThrowawayNATS(ctx); err != nil {
+		sr.redis.Stop()
+		sr.redis = nil
+	}
+	return err
+}
+
+// stopBrokers stops the servers of startBrokers (those started).
+func (sr *stackRun) stopBrokers() {
+	if sr.redis != nil {
+		sr.redis.Stop()
+	}
+	if sr.nats != nil {
+		sr.nats.Stop()
+	}
+	sr.redis, sr.nats = nil, nil
+}
+
+// relayInTx runs the service again on a fresh sale, with its outbox
+// relays in InTx mode (-relay-in-tx), at the rates of -stack-relay-in-tx:
+// the switch's worth, beside the lease-mode windows of the same rates.
+// A fresh sale: dropSale empties PostgreSQL's, and the redis-server and
+// nats-server are new (the streams would otherwise still hold the last
+// windows' events, which the new service's consumers would go on
+// writing inbox rows for).
+func (sr *stackRun) relayInTx(ctx context.Context, dropSale func() error) ([]rateResult, error) {
+	o := sr.o
+	if len(o.stackInTx) == 0 {
+		return nil, nil
+	}
+	if err := dropSale(); err != nil {
+		return nil, err
+	}
+	sr.stopBrokers()
+	if err := sr.startBrokers(ctx); err != nil {
+		return nil, err
+	}
+	var err error
+	if sr.svc, err = startService(ctx, sr.srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus, "", "-relay-in-tx"); err != nil {
+		return nil, err
+	}
+	defer sr.svc.stop()
+	var results []rateResult
+	for _, rate := range o.stackInTx {
+		r, err := sr.measureRate(ctx, rate)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "bench: stack %5d/s offered, relays in InTx mode: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
+		results = append(results, r)
+	}
+	return results, nil
 }
 
 // stackNodes are the PostgreSQL servers -stack reads: the one pool

@@ -132,8 +132,8 @@ func TestCitusHopAndResult(t *testing.T) {
 		t.Fatalf("hop = %v ms/order, %v ms/statement; want 0.3, 0.05", perOrder, perStatement)
 	}
 	var plain, citus strings.Builder
-	printStackResult(&plain, options{}, [2]float64{200, 200}, []rateResult{r})
-	printStackResult(&citus, options{stackCitus: true}, [2]float64{200, 200}, []rateResult{r})
+	printStackResult(&plain, options{}, [2]float64{200, 200}, []rateResult{r}, nil)
+	printStackResult(&citus, options{stackCitus: true}, [2]float64{200, 200}, []rateResult{r}, nil)
 	if want := "RESULT stack_orders_per_s=100 stack_vs_kit=0.50 stack_cpu_us_per_order=4000 stack_pg_cpu_us_per_order=3000 wal_bytes_per_order=4000\n"; plain.String() != want {
 		t.Fatalf("plain RESULT:\n%s\nwant\n%s", plain.String(), want)
 	}
@@ -177,5 +177,40 @@ pg_waldump: error: error in WAL record at 0/01A2D5C0: invalid record length at 0
 	}
 	if lsnText(0x1_01A2D5C0) != "1/1A2D5C0" {
 		t.Fatalf("lsnText = %s", lsnText(0x1_01A2D5C0))
+	}
+}
+
+// TestRelayModesReport: with -stack-relay-in-tx the RESULT line adds the
+// InTx window's WAL per order and its ratio to the lease-mode window of
+// the same rate, and the report puts the two modes side by side, with
+// the outbox's share of the WAL from pg_waldump.
+func TestRelayModesReport(t *testing.T) {
+	t.Parallel()
+	lease := []rateResult{
+		{offered: 150, window: time.Second, orders: 150, walBytes: 900_000},
+		{offered: 300, window: time.Second, orders: 300, walBytes: 1_500_000,
+			wal: []walShare{{name: "sale.event_outbox", bytes: 300_000}, {name: "sale.event_outbox/uq_outbox_dedup", bytes: 150_000}, {name: "sale.orders", bytes: 90_000}}},
+	}
+	inTx := []rateResult{{offered: 300, window: time.Second, orders: 300, walBytes: 1_200_000,
+		wal: []walShare{{name: "event_outbox", bytes: 180_000}, {name: "sale.event_outbox_history", bytes: 1}, {name: "sale.orders", bytes: 90_000}}}}
+	var res strings.Builder
+	printStackResult(&res, options{}, [2]float64{300, 300}, lease, inTx)
+	if want := " relay_intx_wal_bytes_per_order=4000 relay_intx_wal_vs_lease=0.80\n"; !strings.HasSuffix(res.String(), want) {
+		t.Fatalf("RESULT:\n%s\nwant it to end with\n%s", res.String(), want)
+	}
+	var report strings.Builder
+	reportRelayModes(&report, lease, inTx)
+	for _, want := range []string{"| 300 | leases | 300 | ", " | 5000 | 1500 |\n", "| 300 | InTx | 300 | ", " | 4000 | 600 |\n"} {
+		if !strings.Contains(report.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, report.String())
+		}
+	}
+	if strings.Contains(report.String(), "| 150 |") {
+		t.Fatalf("report shows a rate not measured in InTx mode:\n%s", report.String())
+	}
+	var none strings.Builder
+	reportRelayModes(&none, lease, nil)
+	if none.Len() != 0 {
+		t.Fatalf("report without InTx windows: %q", none.String())
 	}
 }

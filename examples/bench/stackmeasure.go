@@ -72,6 +72,22 @@ func (r *rateResult) perOrder(d time.Duration) float64 {
 }
 
 // totalCPU is the stack's CPU time: every component but the load generator.
+// walPerOrder is the window's WAL bytes per order created in it.
+func (r *rateResult) walPerOrder() float64 { return ratio(float64(r.walBytes), float64(r.orders)) }
+
+// walOf is the window's WAL bytes (pg_waldump) of table, in any schema,
+// and its indexes.
+func (r *rateResult) walOf(table string) int64 {
+	var n int64
+	for _, s := range r.wal {
+		rel, _, _ := strings.Cut(s.name, "/")
+		if rel == table || strings.HasSuffix(rel, "."+table) {
+			n += s.bytes
+		}
+	}
+	return n
+}
+
 func (r *rateResult) totalCPU() time.Duration {
 	return r.cpu[cpuPostgres] + r.cpu[cpuService] + r.cpu[cpuNATS] + r.cpu[cpuRedis]
 }

@@ -118,7 +118,10 @@ func saturated(rs []rateResult) *rateResult {
 // rate is past what it carries).
 // With -stack-citus every key starts with citus_, and the line adds the
 // coordinator's CPU and hop per order.
-func printStackResult(out io.Writer, o options, kit [2]float64, rs []rateResult) {
+// With inTx (-stack-relay-in-tx) it adds the first such rate's WAL per
+// order with the relays in InTx mode, and its ratio to the lease mode's at
+// the same rate.
+func printStackResult(out io.Writer, o options, kit [2]float64, rs, inTx []rateResult) {
 	s := saturated(rs)
 	if s == nil {
 		return
@@ -129,10 +132,60 @@ func printStackResult(out io.Writer, o options, kit [2]float64, rs []rateResult)
 	}
 	fmt.Fprintf(out, "RESULT %[1]sstack_orders_per_s=%.0[2]f %[1]sstack_vs_kit=%.2[3]f %[1]sstack_cpu_us_per_order=%.0[4]f %[1]sstack_pg_cpu_us_per_order=%.0[5]f %[1]swal_bytes_per_order=%.0[6]f",
 		p, s.ordersPerSec(), ratio(s.ordersPerSec(), (kit[0]+kit[1])/2), s.perOrder(s.totalCPU()), s.perOrder(s.cpu[cpuPostgres]),
-		ratio(float64(s.walBytes), float64(s.orders)))
+		s.walPerOrder())
 	if o.stackCitus {
 		hop, _ := s.hop()
 		fmt.Fprintf(out, " citus_coordinator_cpu_us_per_order=%.0f citus_coordinator_hop_ms_per_order=%.3f", s.perOrder(s.nodes[0].cpu), hop)
 	}
+	if len(inTx) > 0 {
+		if lease := rateOf(rs, inTx[0].offered); lease != nil {
+			fmt.Fprintf(out, " %[1]srelay_intx_wal_bytes_per_order=%.0[2]f %[1]srelay_intx_wal_vs_lease=%.2[3]f", p,
+				inTx[0].walPerOrder(), ratio(inTx[0].walPerOrder(), lease.walPerOrder()))
+		}
+	}
 	fmt.Fprintln(out)
+}
+
+// rateOf is the result of offered rate rate, or nil.
+func rateOf(rs []rateResult, rate int) *rateResult {
+	for i := range rs {
+		if rs[i].offered == rate {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// reportRelayModes prints each rate of -stack-relay-in-tx in both relay
+// modes: the lease mode of the main windows (each event inserted, then
+// updated twice: claimed, and marked SENT after the publish) and the InTx
+// mode (claimed, published and marked in one transaction: updated once).
+func reportRelayModes(out io.Writer, lease, inTx []rateResult) {
+	if len(inTx) == 0 {
+		return
+	}
+	fmt.Fprint(out, "\n## The outbox relays in both modes (outbox.RelayConfig.InTx), each on a fresh sale\n\n")
+	fmt.Fprintln(out, "| offered/s | relay mode | orders/s | click→order p99 ms | PostgreSQL µs/order | stack total µs/order | WAL B/order | of it event_outbox and its indexes |")
+	fmt.Fprintln(out, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, x := range inTx {
+		for _, m := range []struct {
+			name string
+			r    *rateResult
+		}{{"leases", rateOf(lease, x.offered)}, {"InTx", &x}} {
+			r := m.r
+			if r == nil {
+				continue
+			}
+			outbox := "n/a"
+			if len(r.wal) > 0 {
+				outbox = fmt.Sprintf("%.0f", ratio(float64(r.walOf("event_outbox")), float64(r.orders)))
+			}
+			fmt.Fprintf(out, "| %d | %s | %.0f | %.1f | %.0f | %.0f | %.0f | %s |\n", r.offered, m.name, r.ordersPerSec(), ms(r.pct(0.99)),
+				r.perOrder(r.cpu[cpuPostgres]), r.perOrder(r.totalCPU()), r.walPerOrder(), outbox)
+		}
+	}
+	if len(inTx[0].wal) > 0 {
+		fmt.Fprint(out, "\nWith the relays in InTx mode:\n")
+		reportWAL(out, inTx)
+	}
 }

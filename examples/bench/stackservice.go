@@ -42,8 +42,9 @@ type serviceProc struct {
 // -order-ttl 1h: no order times out during the run, so the windows measure
 // the order path, not the timeout canceller. citus: the service runs with
 // -citus (its schema distributed, whole on one worker). profile: the
-// service writes its CPU profile there (-cpuprofile), "" for none.
-func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, nats *stackharness.NATS, stock int, citus bool, profile string) (*serviceProc, error) {
+// service writes its CPU profile there (-cpuprofile), "" for none. extra
+// are more of the service's flags.
+func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, nats *stackharness.NATS, stock int, citus bool, profile string, extra ...string) (*serviceProc, error) {
 	dir, err := os.MkdirTemp("", "seckill-bench-stack-")
 	if err != nil {
 		return nil, err
@@ -73,6 +74,7 @@ func startService(ctx context.Context, dbURL string, redis *stackharness.Redis, 
 	if profile != "" {
 		sp.cmd.Args = append(sp.cmd.Args, "-cpuprofile", profile)
 	}
+	sp.cmd.Args = append(sp.cmd.Args, extra...)
 	sp.cmd.Env = append(os.Environ(), pgharness.EnvURL+"="+dbURL,
 		web.EnvBuyerKeys+"="+string(sp.key), web.EnvCallbackSecrets+"="+string(secret))
 	sp.cmd.Stdout, sp.cmd.Stderr = stderr, stderr
