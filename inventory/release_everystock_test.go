@@ -68,8 +68,8 @@ var releaseForms = []releaseForm{
 // another SKU of its activity, not the same SKU id and bucket of another
 // activity, all holding allocated stock of the same quantity, nor the
 // allocation its own buyer holds beside it. Refused, a release changes
-// nothing, even when its transaction commits: sent again (already
-// applied); never allocated (by a buyer who holds another allocation of
+// nothing, neither stock nor ledger, even when its transaction commits:
+// sent again (already applied); never allocated (by a buyer who holds another allocation of
 // the same bucket and quantity); with the one-batch form, a release that
 // differs from its ALLOCATE row in buyer, quantity, bucket, SKU or
 // activity; and a bucket that holds less allocated stock than the
@@ -133,10 +133,24 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 			}
 			return bk
 		}
+		// ledger is every ledger row's id and counters.
+		ledger := func() string {
+			t.Helper()
+			var s string
+			if err := tb.pool.QueryRow(tb.ctx, `SELECT coalesce(string_agg(format('%s:%s/%s/%s/%s/%s', ledger_id, ledger_type, before_available,
+				after_available, before_allocated, after_allocated), ' ' ORDER BY ledger_id), '') FROM `+tb.table("inventory_ledger")).Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		var ledgerBefore string
 		unchanged := func(what string, before string, target uuid.UUID) {
 			t.Helper()
 			if after := state(target, -1); after != before {
 				t.Fatalf("%s: the stock changed:\n before %s\n after  %s", what, before, after)
+			}
+			if after := ledger(); after != ledgerBefore {
+				t.Fatalf("%s: the ledger changed:\n before %s\n after  %s", what, ledgerBefore, after)
 			}
 		}
 		for _, f := range releaseForms {
@@ -147,6 +161,7 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 			never := tb.newReservation(2, 20, bucket)
 			never.Quantity, never.UserID = 2, a.UserID
 			before := state(a.ReservationID, -1)
+			ledgerBefore = ledger()
 			others := state(a.ReservationID, bucket)
 			err := f.release(t, tb, allocationOf(never, 1))
 			if f.name == "QueueReleaseStock/Abort" {
@@ -200,7 +215,7 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 			}
 
 			// Again: already applied, nothing written.
-			before = state(a.ReservationID, -1)
+			before, ledgerBefore = state(a.ReservationID, -1), ledger()
 			err = f.release(t, tb, a)
 			if f.name == "QueueReleaseStock/Abort" {
 				abortedBy(t, f.name+": again", err, "QueueReleaseStock", inventory.ErrAlreadyApplied, "23505")
@@ -219,7 +234,7 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 				tb.exec(t, `UPDATE `+tb.table("sku_inventory")+` SET available_stock = available_stock + allocated_stock - 1, allocated_stock = 1
 					WHERE activity_id = 2 AND sku_id = 20 AND bucket_no = $1`, bucket)
 			}
-			before = state(uuid.Nil, -1)
+			before, ledgerBefore = state(uuid.Nil, -1), ledger()
 			err = f.release(t, tb, sibling)
 			if f.name == "QueueReleaseStock/Abort" {
 				abortedBy(t, f.name+": short", err, "QueueReleaseStock", inventory.ErrInconsistent, "SK007")
