@@ -91,3 +91,93 @@ func (tb testBundle) exec(t *testing.T, sql string, args ...any) {
 		t.Fatal(err)
 	}
 }
+
+// TestAdjustTouchesOnlyItsBucket: an adjustment changes its own bucket and
+// its SKU's planned stock, and nothing of the SKU's other bucket, of
+// another SKU's bucket of the same number, or of the same SKU id and
+// bucket in another activity. The same approval again is refused as
+// already applied, writes nothing, and leaves the caller's transaction
+// usable: it goes on and commits. A bucket the SKU does not have is
+// refused, and writes nothing. An adjustment may take every available
+// unit of a bucket, and no more.
+func TestAdjustTouchesOnlyItsBucket(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 2)
+	tb.provision(t, 1, 2, 10, 2)
+	tb.provision(t, 2, 1, 10, 2)
+	// others is every bucket's counters and every SKU's planned stock but
+	// those of bucket 1 of SKU 1/1 and its planned stock; all is
+	// everything, the ledger included.
+	snapshot := func(all bool) string {
+		t.Helper()
+		var s string
+		if err := tb.pool.QueryRow(tb.ctx, `SELECT
+				(SELECT string_agg(format('%s/%s/%s:%s/%s/%s/%s', activity_id, sku_id, bucket_no, total_stock, available_stock, allocated_stock, version), ' '
+					ORDER BY activity_id, sku_id, bucket_no) FROM `+tb.table("sku_inventory")+`
+					WHERE $1 OR NOT (activity_id = 1 AND sku_id = 1 AND bucket_no = 1))
+				|| ' | ' || (SELECT string_agg(format('%s/%s:%s', activity_id, sku_id, planned_stock), ' ' ORDER BY activity_id, sku_id)
+					FROM `+tb.table("inventory_sku")+` WHERE $1 OR NOT (activity_id = 1 AND sku_id = 1))
+				|| ' | ' || CASE WHEN $1 THEN (SELECT count(*)::text FROM `+tb.table("inventory_ledger")+`) ELSE '' END`, all).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 1, Delta: 3, Operator: "ops:dan", ApprovalRef: "TICKET-7", Reason: "DELIVERY"}
+	before := snapshot(false)
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.AdjustStock(tb.ctx, tx, a)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(false); after != before {
+		t.Fatalf("the adjustment changed other stock:\n before %s\n after  %s", before, after)
+	}
+	if bk, err := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 1); err != nil || bk.Total != 8 || bk.Available != 8 {
+		t.Fatalf("bucket 1/1/1 = %+v, %v; want 8 total, 8 available", bk, err)
+	}
+	if p := tb.totals(t, 1, 1).PlannedStock; p != 13 {
+		t.Fatalf("planned stock %d, want 13", p)
+	}
+
+	// Again, in a transaction that goes on and commits; then a bucket the
+	// SKU does not have.
+	before = snapshot(true)
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		if _, err := tb.store.AdjustStock(tb.ctx, tx, a); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Errorf("the same approval again: %v, want ErrAlreadyApplied", err)
+		}
+		var one int
+		if err := tx.QueryRow(tb.ctx, `SELECT 1`).Scan(&one); err != nil {
+			t.Errorf("the transaction after the refused duplicate: %v", err)
+		}
+		missing := a
+		missing.Bucket, missing.ApprovalRef = 5, "TICKET-8"
+		if _, err := tb.store.AdjustStock(tb.ctx, tx, missing); !errors.Is(err, inventory.ErrUnknownBucket) {
+			t.Errorf("bucket 5 of a SKU of 2: %v, want ErrUnknownBucket", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("commit after the refusals: %v", err)
+	}
+	if after := snapshot(true); after != before {
+		t.Fatalf("a refused adjustment wrote:\n before %s\n after  %s", before, after)
+	}
+
+	// The edge: an adjustment that takes every available unit of a bucket
+	// goes through, and leaves it at 0.
+	edge := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 0, Delta: -5, Operator: "ops:dan", ApprovalRef: "TICKET-9", Reason: "DAMAGED"}
+	err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		_, err := tb.store.AdjustStock(tb.ctx, tx, edge)
+		return err
+	})
+	if bk, gerr := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 0); err != nil || gerr != nil || bk.Available != 0 || bk.Total != 0 {
+		t.Fatalf("taking all 5 available units: %v; bucket %+v, %v", err, bk, gerr)
+	}
+	tb.auditClean(t, 1, 1)
+	tb.auditClean(t, 1, 2)
+	tb.auditClean(t, 2, 1)
+}
