@@ -99,7 +99,7 @@ func (tb testBundle) exec(t *testing.T, sql string, args ...any) {
 // already applied, writes nothing, and leaves the caller's transaction
 // usable: it goes on and commits. A bucket the SKU does not have is
 // refused, and writes nothing. An adjustment may take every available
-// unit of a bucket, and no more.
+// unit of a bucket. A SKU's list of adjustments holds its own only.
 func TestAdjustTouchesOnlyItsBucket(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
@@ -124,6 +124,19 @@ func TestAdjustTouchesOnlyItsBucket(t *testing.T) {
 		return s
 	}
 	a := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 1, Delta: 3, Operator: "ops:dan", ApprovalRef: "TICKET-7", Reason: "DELIVERY"}
+	// The other SKUs have adjustments of their own, which SKU 1/1's list
+	// must not show.
+	// (The key is the approval and the bucket: one approval per bucket
+	// number.)
+	for _, o := range []inventory.Adjustment{{ActivityID: 1, SKUID: 2, ApprovalRef: "TICKET-5"}, {ActivityID: 2, SKUID: 1, ApprovalRef: "TICKET-6"}} {
+		o.Bucket, o.Delta, o.Operator, o.Reason = 1, 1, "ops:dan", "DELIVERY"
+		if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.AdjustStock(tb.ctx, tx, o)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := snapshot(false)
 	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
 		_, err := tb.store.AdjustStock(tb.ctx, tx, a)
@@ -176,6 +189,10 @@ func TestAdjustTouchesOnlyItsBucket(t *testing.T) {
 	})
 	if bk, gerr := tb.store.GetBucket(tb.ctx, tb.pool, 1, 1, 0); err != nil || gerr != nil || bk.Available != 0 || bk.Total != 0 {
 		t.Fatalf("taking all 5 available units: %v; bucket %+v, %v", err, bk, gerr)
+	}
+	list, err := tb.store.Adjustments(tb.ctx, tb.pool, 1, 1)
+	if err != nil || len(list) != 2 || list[0].ApprovalRef != "TICKET-7" || list[1].ApprovalRef != "TICKET-9" {
+		t.Fatalf("SKU 1/1's adjustments %+v, %v; want TICKET-7 and TICKET-9 only", list, err)
 	}
 	tb.auditClean(t, 1, 1)
 	tb.auditClean(t, 1, 2)

@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
@@ -523,4 +525,89 @@ func TestTransitionRaceReportsCommittedStatus(t *testing.T) {
 	if !errors.Is(err, inventory.ErrAlreadyInState) || !errors.As(err, &te) || te.Current != inventory.StatusOrdered || te.Reservation.OrderID != 11 {
 		t.Fatalf("racing transition: %v", err)
 	}
+}
+
+// TestAcquireLocksTheExistingReservation: acquiring a reservation that
+// exists locks its row until the caller's transaction ends (the lock
+// serialises two messages of one reservation), on the plain and the Citus
+// statements: another transaction's FOR UPDATE NOWAIT on it fails while
+// the transaction is open and succeeds once it committed.
+func TestAcquireLocksTheExistingReservation(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		r := tb.newReservation(1, 2, 0)
+		if _, err := tb.acquire(r); err != nil {
+			t.Fatal(err)
+		}
+		nowait := func() error {
+			var one int
+			return tb.pool.QueryRow(tb.ctx, `SELECT 1 FROM `+tb.table("inventory_reservation")+
+				` WHERE reservation_id = $1 FOR UPDATE NOWAIT`, r.ReservationID).Scan(&one)
+		}
+		tx, err := tb.pool.Begin(tb.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(tb.ctx)) }()
+		got, err := tb.store.AcquireReservation(tb.ctx, tx, r)
+		if err != nil || got.Created {
+			t.Fatalf("acquire the existing reservation: %+v, %v", got, err)
+		}
+		if err := nowait(); pgErrCode(err) != "55P03" {
+			t.Fatalf("FOR UPDATE NOWAIT while the acquiring transaction is open: %v, want lock_not_available (55P03)", err)
+		}
+		if err := tx.Commit(tb.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := nowait(); err != nil {
+			t.Fatalf("FOR UPDATE NOWAIT after the commit: %v", err)
+		}
+	})
+}
+
+// TestQueueAcquireAbortOrderedAt: the one-batch form records a reservation
+// without an order as PENDING_DB with no order time, and one with an
+// order as ORDERED at the statement's time, with and without dst.
+func TestQueueAcquireAbortOrderedAt(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		for _, withDst := range []bool{false, true} {
+			pending, ordered := tb.newReservation(1, 3, 0), tb.newReservation(1, 3, 0)
+			ordered.OrderID, ordered.Ordered = tb.ids.Add(1), true
+			var b pgx.Batch
+			var dp, do *inventory.Acquired
+			if withDst {
+				dp, do = new(inventory.Acquired), new(inventory.Acquired)
+			}
+			if err := tb.store.QueueAcquireReservation(&b, pending, dp, pgtx.Abort); err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.store.QueueAcquireReservation(&b, ordered, do, pgtx.Abort); err != nil {
+				t.Fatal(err)
+			}
+			if err := pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b); err != nil {
+				t.Fatal(err)
+			}
+			p, err := tb.store.GetReservation(tb.ctx, tb.pool, pending.ReservationID)
+			if err != nil || p.Status != inventory.StatusPendingDB || !p.OrderedAt.IsZero() || p.OrderID != 0 {
+				t.Fatalf("dst %v: the pending reservation %+v, %v: want PENDING_DB, no order, no order time", withDst, p, err)
+			}
+			o, err := tb.store.GetReservation(tb.ctx, tb.pool, ordered.ReservationID)
+			if err != nil || o.Status != inventory.StatusOrdered || o.OrderedAt.IsZero() || o.OrderID != ordered.OrderID {
+				t.Fatalf("dst %v: the ordered reservation %+v, %v: want ORDERED with its order and time", withDst, o, err)
+			}
+			if withDst && (!dp.Reservation.OrderedAt.IsZero() || !do.Reservation.OrderedAt.Equal(o.OrderedAt)) {
+				t.Fatalf("dst: pending ordered at %v, ordered at %v (stored %v)", dp.Reservation.OrderedAt, do.Reservation.OrderedAt, o.OrderedAt)
+			}
+		}
+	})
+}
+
+// pgErrCode is err's SQLSTATE, or "" when it is not a server error.
+func pgErrCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
