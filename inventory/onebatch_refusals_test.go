@@ -23,7 +23,8 @@ import (
 // start, and before it) must refuse. An allocation that goes through
 // takes exactly its units of its own SKU (on tokens, the reservation
 // holds that many): another SKU of the activity, and the same SKU id of
-// another activity, keep all of theirs.
+// another activity, keep all of theirs; so with dst (the statements that
+// return the ledger row), whose ledger row is the one read back.
 func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 	t.Parallel()
 	stockModes(t, func(t *testing.T, tb testBundle) {
@@ -36,6 +37,9 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 			sku21Buckets = 1
 		}
 		tb.provision(t, 2, 21, 3, sku21Buckets)
+		// A third SKU of the activity, never sold: a statement that read
+		// "another SKU of the activity" instead of its own would find two.
+		tb.provision(t, 2, 22, 2, 1)
 		// The same SKU id in another activity; with buckets, one more than
 		// SKU 20 of activity 2 has.
 		otherBuckets := int16(2)
@@ -213,6 +217,47 @@ func TestQueueAllocateOrAbortRefusalsEveryStock(t *testing.T) {
 				if n := tb.count(t, `SELECT count(*) FROM `+tb.table("inventory_token")+` WHERE reservation_id = $1`, r.ReservationID); n != 2 {
 					t.Fatalf("lot %d: the reservation holds %d tokens, want 2", i, n)
 				}
+			}
+		}
+
+		// With dst (the statements that return the ledger row): the last
+		// unit of SKU 20, then one of SKU 21's bucket 0 (on buckets SKU
+		// 21 has a bucket 1 too); each ledger row is read back.
+		// Then without dst, one more of SKU 21's bucket 0. On buckets the
+		// ALLOCATE row's counters are the bucket's around the decrement.
+		for _, c := range []struct {
+			sku        int64
+			dst        bool
+			n20, n21   int64
+			wantBefore int32
+		}{{20, true, 10, 0, 1}, {21, true, 10, 1, -1}, {21, false, 10, 2, -1}} {
+			r := tb.newReservation(2, c.sku, 0)
+			var got inventory.Allocated
+			dst := &got
+			if !c.dst {
+				dst = nil
+			}
+			if err := tb.buyOrAbort(t, r, tb.ids.Add(1), allocationOf(r, 1), dst); err != nil {
+				t.Fatalf("SKU %d (dst %v): %v", c.sku, c.dst, err)
+			}
+			if n, m := claimed(20), claimed(21); n != c.n20 || m != c.n21 {
+				t.Fatalf("after SKU %d (dst %v): %d and %d units taken, want %d and %d", c.sku, c.dst, n, m, c.n20, c.n21)
+			}
+			ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
+			if err != nil || len(ledger) != 1 || ledger[0].AllocatedDelta != 1 || ledger[0].SKUID != c.sku || ledger[0].ActivityID != 2 {
+				t.Fatalf("SKU %d (dst %v): ledger %+v, %v; want its one ALLOCATE row", c.sku, c.dst, ledger, err)
+			}
+			if !tb.tokens {
+				bk, err := tb.store.GetBucket(tb.ctx, tb.pool, 2, c.sku, 0)
+				if err != nil || ledger[0].AfterAvailable != bk.Available || ledger[0].BeforeAvailable != bk.Available+1 ||
+					ledger[0].AfterAllocated != bk.Allocated {
+					t.Fatalf("SKU %d (dst %v): ALLOCATE row %+v, bucket %+v, %v: want the bucket's counters", c.sku, c.dst, ledger[0], bk, err)
+				}
+			}
+			if c.dst && (got.LedgerID != ledger[0].LedgerID || got.Quantity != 1 || got.SKUID != c.sku ||
+				got.AfterAllocated != got.BeforeAllocated+1 || got.AfterAvailable != got.BeforeAvailable-1 ||
+				(c.wantBefore >= 0 && got.BeforeAvailable != c.wantBefore)) {
+				t.Fatalf("SKU %d with dst: %+v, ledger %+v", c.sku, got, ledger)
 			}
 		}
 	})
