@@ -4,7 +4,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/seckillkit/seckill/inventory"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // TestSoldOutReportsItsOwnFreeStock: an allocation of more units than its
@@ -44,4 +47,67 @@ func TestSoldOutReportsItsOwnFreeStock(t *testing.T) {
 			t.Fatalf("SKU 2/20 after the refusals: %+v", tot)
 		}
 	})
+}
+
+// TestCheckSoldOutReadsItsOwnBucket: QueueCheckSoldOut, with pgtx.Return
+// and pgtx.Abort, on buckets and tokens, plain and Citus, answers for its
+// own bucket (on tokens, its SKU's free tokens) only: SKU 2/20 with 1
+// unit free is sold out for 2 units and not for 1, while another SKU of
+// the activity and the same SKU id in two other activities (their sales
+// paused), with the same bucket numbers, have plenty; its bucket 1,
+// which on buckets the others have, is unknown.
+func TestCheckSoldOutReadsItsOwnBucket(t *testing.T) {
+	t.Parallel()
+	stockModes(t, func(t *testing.T, tb testBundle) {
+		// Other activities' SKU 20 first, one of a lower id: a read that
+		// lost its activity filter would meet one of their rows first,
+		// whether it read them in the table's or in the key's order.
+		tb.provision(t, 3, 20, 9, 2-btoi(tb.tokens))
+		tb.provision(t, 1, 20, 9, 2-btoi(tb.tokens))
+		// Their sales are paused (before this activity's rows are written,
+		// so theirs stay first): their sale is not this one's.
+		for _, act := range []int64{1, 3} {
+			if _, err := tb.setSale(t, inventory.SaleChange{ActivityID: act, SKUID: 20, To: inventory.SalePaused, Operator: "test", Reason: "other activity"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tb.provision(t, 2, 20, 3, 1)
+		tb.provision(t, 2, 21, 9, 2-btoi(tb.tokens))
+		for range 2 {
+			if _, err := tb.allocateIn(t, tb.newReservation(2, 20, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(on pgtx.OnRefusal, bucket int16, qty int16) error {
+			t.Helper()
+			r := tb.newReservation(2, 20, bucket)
+			r.Quantity = qty
+			var b pgx.Batch
+			if err := tb.store.QueueCheckSoldOut(&b, allocationOf(r, 1), on); err != nil {
+				t.Fatal(err)
+			}
+			if on == pgtx.Abort {
+				return pgtx.RunBatch(tb.ctx, tb.pool, pgtx.Options{}, &b)
+			}
+			return tb.pool.SendBatch(tb.ctx, &b).Close()
+		}
+		for _, on := range []pgtx.OnRefusal{pgtx.Return, pgtx.Abort} {
+			if err := check(on, 0, 2); err != nil {
+				t.Fatalf("%v: 2 units with 1 free: %v, want sold out", on, err)
+			}
+			if err := check(on, 0, 1); !errors.Is(err, inventory.ErrNotSoldOut) {
+				t.Fatalf("%v: 1 unit with 1 free: %v, want ErrNotSoldOut", on, err)
+			}
+			if err := check(on, 1, 1); !errors.Is(err, inventory.ErrUnknownBucket) {
+				t.Fatalf("%v: bucket 1 of a SKU of one bucket: %v, want ErrUnknownBucket", on, err)
+			}
+		}
+	})
+}
+
+func btoi(b bool) int16 {
+	if b {
+		return 1
+	}
+	return 0
 }
