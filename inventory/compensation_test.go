@@ -54,6 +54,10 @@ func TestEveryReservationStatusReachable(t *testing.T) {
 	man := tb.reserved(t, 1, 1, 0, 1)
 	move(man, inventory.StatusOrdered, 2)
 	move(man, inventory.StatusReleasePending, 0)
+	pending, err := tb.store.GetReservation(tb.ctx, tb.pool, man.ReservationID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= 3; i++ {
 		got, err := tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: man.ReservationID, MaxFailures: 3, Code: "FRONTDOOR_DOWN"})
 		if err != nil || got.Failures != i || got.Escalated != (i == 3) {
@@ -64,8 +68,9 @@ func TestEveryReservationStatusReachable(t *testing.T) {
 				t.Fatalf("escalated row %+v", got.Reservation)
 			}
 			reached[inventory.StatusManualRequired] = true
-		} else if got.Reservation.Status != inventory.StatusReleasePending {
-			t.Fatalf("failure %d: status %s", i, got.Reservation.Status)
+		} else if got.Reservation.Status != inventory.StatusReleasePending || got.Reservation.FailureCode != pending.FailureCode {
+			// Below the threshold the failure is counted, nothing else.
+			t.Fatalf("failure %d: status %s, failure code %q; want RELEASE_PENDING, the code kept (%q)", i, got.Reservation.Status, got.Reservation.FailureCode, pending.FailureCode)
 		}
 	}
 	for _, s := range inventory.ReservationStatuses() {
