@@ -36,6 +36,18 @@ func commitAnyway(t *testing.T, tb testBundle, release func(tx pgx.Tx) error) er
 	return relErr
 }
 
+// refusedAs checks that form f refused a release (what) with sentinel:
+// the one-batch form aborts its batch with the SQLSTATE code, the others
+// return the classified error.
+func refusedAs(t *testing.T, f releaseForm, what string, err, sentinel error, code string) {
+	t.Helper()
+	if f.name == "QueueReleaseStock/Abort" {
+		abortedBy(t, f.name+": "+what, err, "QueueReleaseStock", sentinel, code)
+	} else if !errors.Is(err, sentinel) {
+		t.Fatalf("%s: %s: %v, want %v", f.name, what, err, sentinel)
+	}
+}
+
 // releaseForms: ReleaseStock and QueueReleaseStock with pgtx.Return, each
 // in a transaction committed whatever the release answered, and the
 // one-batch form.
@@ -164,11 +176,7 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 			ledgerBefore = ledger()
 			others := state(a.ReservationID, bucket)
 			err := f.release(t, tb, allocationOf(never, 1))
-			if f.name == "QueueReleaseStock/Abort" {
-				abortedBy(t, f.name+": never allocated", err, "QueueReleaseStock", inventory.ErrNotAllocated, "SK006")
-			} else if !errors.Is(err, inventory.ErrNotAllocated) {
-				t.Fatalf("%s: never allocated: %v, want ErrNotAllocated", f.name, err)
-			}
+			refusedAs(t, f, "never allocated", err, inventory.ErrNotAllocated, "SK006")
 			unchanged(f.name+": never allocated", before, a.ReservationID)
 
 			if f.name == "QueueReleaseStock/Abort" {
@@ -217,11 +225,7 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 			// Again: already applied, nothing written.
 			before, ledgerBefore = state(a.ReservationID, -1), ledger()
 			err = f.release(t, tb, a)
-			if f.name == "QueueReleaseStock/Abort" {
-				abortedBy(t, f.name+": again", err, "QueueReleaseStock", inventory.ErrAlreadyApplied, "23505")
-			} else if !errors.Is(err, inventory.ErrAlreadyApplied) {
-				t.Fatalf("%s: released again: %v, want ErrAlreadyApplied", f.name, err)
-			}
+			refusedAs(t, f, "again", err, inventory.ErrAlreadyApplied, "23505")
 			unchanged(f.name+": again", before, a.ReservationID)
 
 			// The sibling, short of its stock: its bucket holds less
@@ -236,11 +240,7 @@ func TestReleaseTouchesOnlyItsOwnStock(t *testing.T) {
 			}
 			before, ledgerBefore = state(uuid.Nil, -1), ledger()
 			err = f.release(t, tb, sibling)
-			if f.name == "QueueReleaseStock/Abort" {
-				abortedBy(t, f.name+": short", err, "QueueReleaseStock", inventory.ErrInconsistent, "SK007")
-			} else if !errors.Is(err, inventory.ErrInconsistent) {
-				t.Fatalf("%s: a bucket short of the allocated stock: %v, want ErrInconsistent", f.name, err)
-			}
+			refusedAs(t, f, "short", err, inventory.ErrInconsistent, "SK007")
 			unchanged(f.name+": short", before, uuid.Nil)
 			if ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, sibling.ReservationID); err != nil || len(ledger) != 1 {
 				t.Fatalf("%s: short: ledger %+v, %v; want the ALLOCATE row only", f.name, ledger, err)
