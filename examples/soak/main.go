@@ -15,7 +15,11 @@
 //
 // It uses SECKILL_DATABASE_URL when set (then it works in a schema of its
 // own, dropped at the end unless -keep); otherwise a throwaway cluster with
-// an eager autovacuum (autovacuum_naptime = 1s), removed at exit. At the
+// an eager autovacuum (autovacuum_naptime = 1s), removed at exit. To
+// measure the bucket table's row versions it runs CREATE EXTENSION IF NOT
+// EXISTS pgstattuple (a contrib module shipped with PostgreSQL), which on
+// the database of SECKILL_DATABASE_URL stays after the run; without the
+// privilege the row versions print as -1. At the
 // end it prints the first sample after the warm-up next to the last and
 // runs the flow's audit; it exits 1 if the audit fails.
 package main
