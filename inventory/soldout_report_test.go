@@ -1,11 +1,13 @@
 package inventory_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
 )
@@ -110,4 +112,80 @@ func btoi(b bool) int16 {
 		return 1
 	}
 	return 0
+}
+
+// TestCitusSoldOutReportsTheStockAfterItsWait: with Config.Citus the
+// free stock of a sold-out refusal comes from a statement of its own
+// (available_now), after the allocation. It reads the bucket of a bucket
+// SKU and the free tokens of a token SKU, by the SKU's own kind: a bucket
+// SKU beside token SKUs of the same activity and SKU id (written first,
+// so that a read that lost a filter meets them first), and a token SKU
+// beside bucket SKUs. And it reads the stock as it is after the
+// allocation waited: an allocation of 2 tokens waits for the lock on its
+// reservation, meanwhile another buyer takes one of the 2 free tokens and
+// commits, and the refusal reports the 1 left, not the 2 its statement's
+// snapshot saw.
+func TestCitusSoldOutReportsTheStockAfterItsWait(t *testing.T) {
+	t.Parallel()
+	tb := setupMode(t, true)
+	kinds := func(tokens bool) testBundle { k := tb; k.tokens = tokens; return k }
+	for _, target := range []bool{false, true} {
+		act := int64(2)
+		if target {
+			act = 4
+		}
+		kinds(!target).provision(t, act+1, 20, 9, 1)
+		kinds(!target).provision(t, act, 21, 7, 1)
+		k := kinds(target)
+		k.provision(t, act, 20, 5, 1)
+		for range 2 {
+			if _, err := k.allocateIn(t, k.newReservation(act, 20, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := k.newReservation(act, 20, 0)
+		r.Quantity = 4
+		k.insertReservations(t, []inventory.NewReservation{r})
+		err := k.allocateOnly(allocationOf(r, k.ids.Add(1)))
+		var e *inventory.Error
+		if !errors.As(err, &e) || !errors.Is(err, inventory.ErrSoldOut) || e.Available != 3 || e.Requested != 4 {
+			t.Fatalf("tokens %v: 4 units of a SKU with 3 free beside SKUs of the other kind: %v (%+v), want sold out with 3 available", target, err, e)
+		}
+	}
+
+	k := kinds(true)
+	k.provision(t, 6, 20, 3, 1)
+	k.provision(t, 7, 20, 9, 1) // free tokens of other SKUs, which the count must leave out
+	k.provision(t, 6, 21, 9, 1)
+	if _, err := k.allocateIn(t, k.newReservation(6, 20, 0)); err != nil {
+		t.Fatal(err)
+	}
+	r := k.newReservation(6, 20, 0)
+	r.Quantity = 2
+	k.insertReservations(t, []inventory.NewReservation{r})
+	holder, err := k.pool.Begin(k.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(context.WithoutCancel(k.ctx)) }()
+	if _, err := holder.Exec(k.ctx, `SELECT 1 FROM `+k.table("inventory_reservation")+` WHERE reservation_id = $1 FOR UPDATE`, r.ReservationID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.allocateOnly(allocationOf(r, k.ids.Add(1))) }()
+	k.waitLockWaiters(t, 1)
+	if _, err := k.allocateIn(t, k.newReservation(6, 20, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(k.ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = testwait.Recv(t, done, "the allocation that waited for its reservation")
+	var e *inventory.Error
+	if !errors.As(err, &e) || !errors.Is(err, inventory.ErrSoldOut) || e.Available != 1 || e.Requested != 2 {
+		t.Fatalf("2 tokens after another buyer took 1 of the 2 free during the wait: %v (%+v), want sold out with 1 available", err, e)
+	}
+	if n := k.tokensHeld(t, 6, 20, nil); n != 1 {
+		t.Fatalf("%d free tokens after the refusal, want 1", n)
+	}
 }
