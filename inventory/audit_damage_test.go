@@ -254,8 +254,12 @@ func damageCases() []damageCase {
 				e.f(replayAvail, 1, nobody, 4, 5), e.f(replayAlloc, 1, nobody, 1, 0)}, nil, nil
 		}},
 		{name: "an adjustment that names a reservation is neither allocation nor release", damage: func(e damageEnv) (want, atRest, unscoped []inventory.Finding) {
+			// The reservation is PENDING, with no ledger row of its own: the
+			// adjustment's row is the one that makes AuditIncremental read it.
+			r := e.tb.newReservation(9, e.sku, 0)
+			e.tb.insertReservations(e.t, []inventory.NewReservation{r})
 			id := e.adjust("NAMED-"+uuid.NewString(), 2)
-			e.exec(`UPDATE `+e.tb.table("inventory_ledger")+` SET reservation_id = $2 WHERE ledger_id = $1`, id, uuid.Must(uuid.NewV7()))
+			e.exec(`UPDATE `+e.tb.table("inventory_ledger")+` SET reservation_id = $2 WHERE ledger_id = $1`, id, r.ReservationID)
 			return nil, nil, nil
 		}},
 		{name: "adjustments without their evidence", damage: func(e damageEnv) (want, atRest, unscoped []inventory.Finding) {
@@ -425,4 +429,43 @@ func TestAuditsFindEachDamageAndOnlyIt(t *testing.T) {
 	}
 	tb.checkpointMatchesLedger(t)
 	checkAll("after a second checkpoint", true)
+}
+
+// A reservation of one token SKU that also holds a token of another SKU of
+// its activity (claimed by hand): scoped to its own SKU, both audits find
+// its tokens and ledger in agreement; the other SKU's audit finds the
+// stray claim, and so do the activity's audits, which read both SKUs'
+// tokens.
+func TestAuditTokenClaimsScopedToTheSKU(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.tokens = true
+	tb.provision(t, 1, 1, 4, 1)
+	tb.provision(t, 1, 2, 4, 1)
+	if _, err := tb.store.Checkpoint(tb.ctx, tb.pool); err != nil {
+		t.Fatal(err)
+	}
+	r := tb.newReservation(1, 1, 0)
+	r.Quantity = 2
+	if _, err := tb.allocateIn(t, r); err != nil {
+		t.Fatal(err)
+	}
+	tb.exec(t, `UPDATE `+tb.table("inventory_token")+` SET reservation_id = $1 WHERE activity_id = 1 AND sku_id = 2 AND token_no = 0`, r.ReservationID)
+	if full, incr := tb.bothAudits(t, tb.ctx, 1, 1); len(full) != 0 || len(incr) != 0 {
+		t.Fatalf("scoped to SKU 1/1: Audit %+v, AuditIncremental %+v; want both clean", full, incr)
+	}
+	claim := func(fs []inventory.Finding, expected int64) bool {
+		for _, f := range fs {
+			if f.Kind == inventory.FindingTokenClaim && f.SKUID == 2 && f.ReservationID == r.ReservationID && f.Expected == expected && f.Actual == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	if full, _ := tb.bothAudits(t, tb.ctx, 1, 2); !claim(full, 0) {
+		t.Fatalf("Audit(1, 2) = %+v; want the stray claim (no ALLOCATE row of SKU 1/2 holds it)", full)
+	}
+	if full, incr := tb.bothAudits(t, tb.ctx, 1, 0); !claim(full, 2) || !claim(incr, 2) {
+		t.Fatalf("scoped to activity 1: Audit %+v, AuditIncremental %+v; want the stray claim against the reservation's 2 units", full, incr)
+	}
 }
