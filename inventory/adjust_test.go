@@ -52,8 +52,18 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 	}
 	more := good
 	more.ApprovalRef, more.Delta = "TICKET-43", -4
-	if _, err := adjust(more); !errors.Is(err, inventory.ErrSoldOut) {
-		t.Fatalf("taking more than is available: %v", err)
+	var soldOut *inventory.Error
+	if _, err := adjust(more); !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &soldOut) ||
+		soldOut.Requested != 4 || soldOut.Available != 3 || soldOut.Bucket != 1 {
+		t.Fatalf("taking 4 when 3 are available: %v (%+v), want sold out, 4 requested, 3 available", err, soldOut)
+	}
+	more.Delta = -40000 // Requested is an int16: a larger take reports its largest value
+	if _, err := adjust(more); !errors.As(err, &soldOut) || soldOut.Requested != 32767 || soldOut.Available != 3 {
+		t.Fatalf("taking 40,000 when 3 are available: %v (%+v), want 32767 requested", err, soldOut)
+	}
+	more.Delta = -32767
+	if _, err := adjust(more); !errors.As(err, &soldOut) || soldOut.Requested != 32767 {
+		t.Fatalf("taking 32,767 when 3 are available: %v (%+v), want 32767 requested", err, soldOut)
 	}
 	more.Delta, more.Bucket = 7, 0
 	if got, err := adjust(more); err != nil || tb.totals(t, 1, 1).PlannedStock != 15 {

@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -180,6 +181,9 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 			var ve *inventory.Error
 			if !errors.Is(err, inventory.ErrInvalidArgument) || !errors.As(err, &ve) || ve.Field != c.field {
 				t.Errorf("%s (%s): %v, want ValidationError on %s", c.name, form, err, c.field)
+			}
+			if c.field == "Bucket" && !strings.Contains(fmt.Sprint(err), "between 0 and 255") {
+				t.Errorf("%s (%s): %v, want the message to give the range, 0 to 255", c.name, form, err)
 			}
 		}
 		if b.Len() != 0 {

@@ -1,5 +1,7 @@
 package outbox
 
+import "time"
+
 // SetIdleHook installs f, called each time the relay goes idle (a claim
 // found nothing) with whether its LISTEN connection is up. Tests use it as a
 // signal instead of sleeping. Call before Run.
@@ -86,3 +88,15 @@ func EnqueueHoldersSQL(s *Store) string { return s.enqueueHolders }
 
 // CursorCompare is cursorCompare.
 var CursorCompare = cursorCompare
+
+// RelayConfigOf returns r's configuration with NewRelay's defaults filled
+// in.
+func RelayConfigOf(r *Relay) RelayConfig { return r.cfg }
+
+// OwnerID is the default owner id of a relay on host with process id pid
+// and random bytes rnd.
+var OwnerID = ownerID
+
+// SetWaitHook installs f, called before each idle wait of the relay with
+// the wait and the poll interval it was computed from. Call before Run.
+func SetWaitHook(r *Relay, f func(wait, interval time.Duration)) { r.onWait = f }

@@ -174,7 +174,8 @@ type Relay struct {
 	running atomic.Bool
 
 	listening atomic.Bool
-	onIdle    func(listening bool) // test hook
+	onIdle    func(listening bool)               // test hook
+	onWait    func(wait, interval time.Duration) // test hook
 
 	cursor   claimCursor // used by the Run goroutine only
 	noCursor bool        // test and bench hook: every claim from the head
@@ -282,7 +283,13 @@ func defaultOwner() string {
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	suffix := fmt.Sprintf("-%d-%s", os.Getpid(), hex.EncodeToString(b))
+	return ownerID(host, os.Getpid(), b)
+}
+
+// ownerID is host, pid and rnd in hex, joined by dashes, with host cut
+// so that the whole fits in maxOwnerLen bytes.
+func ownerID(host string, pid int, rnd []byte) string {
+	suffix := fmt.Sprintf("-%d-%s", pid, hex.EncodeToString(rnd))
 	if len(host)+len(suffix) > maxOwnerLen {
 		host = host[:maxOwnerLen-len(suffix)]
 	}
@@ -352,6 +359,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.onIdle(r.listening.Load())
 		}
 		wait := min(interval, time.Until(nextRecover))
+		if r.onWait != nil {
+			r.onWait(wait, interval)
+		}
 		t := time.NewTimer(max(wait, 0))
 		select {
 		case <-ctx.Done():

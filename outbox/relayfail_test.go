@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,17 +190,22 @@ func TestRelayLogsDeadEvents(t *testing.T) {
 		doomed := event(1)
 		doomed.MaxRetries = 1
 		doomed.MessageKey = "doomed"
+		var retriedOnce atomic.Bool
 		failOnce := func(_ context.Context, msgs []outbox.Message) []error {
 			errs := make([]error, len(msgs))
 			for i, m := range msgs {
-				if m.MessageKey == doomed.MessageKey {
+				switch {
+				case m.MessageKey == doomed.MessageKey:
 					errs[i] = errors.New("broker refused")
+				case m.MessageKey == "retried" && retriedOnce.CompareAndSwap(false, true):
+					errs[i] = errors.New("broker busy")
 				}
 			}
 			return errs
 		}
 		cfg := outbox.RelayConfig{Publish: failOnce, Owner: "dead-log", Logger: slog.New(h), InTx: inTx,
-			DisableListen: true, PollInterval: 5 * time.Millisecond, MaxPollInterval: 5 * time.Millisecond}
+			DisableListen: true, PollInterval: 5 * time.Millisecond, MaxPollInterval: 5 * time.Millisecond,
+			Backoff: func(int) time.Duration { return 0 }}
 		wait := func(what string, done func(outbox.Stats) bool) {
 			t.Helper()
 			ctx := testwait.Context(t, b.ctx, testwait.Step)
@@ -218,7 +224,15 @@ func TestRelayLogsDeadEvents(t *testing.T) {
 			b.enqueue(t, event(i))
 			wait("the next to be SENT", func(s outbox.Stats) bool { return s.Sent == int64(i-1) && s.Pending+s.Retry+s.Sending == 0 })
 		}
+		// A batch whose event fails with attempts left: a failure, no death.
+		retried := event(4)
+		retried.MessageKey = "retried"
+		b.enqueue(t, retried)
+		wait("the retried one to be SENT", func(s outbox.Stats) bool { return s.Sent == 3 && s.Pending+s.Retry+s.Sending == 0 })
 		stop()
+		if !retriedOnce.Load() {
+			t.Fatalf("InTx %v: the retried event never failed", inTx)
+		}
 		if n := h.count("outbox relay: events dead after their last attempt"); n != 1 {
 			t.Fatalf("InTx %v: %d warnings of dead events, want 1 (the batch in which the event went DEAD)", inTx, n)
 		}

@@ -1,0 +1,135 @@
+package outbox_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/internal/testwait"
+	"github.com/seckillkit/seckill/outbox"
+)
+
+// warnings records the relay's warnings with their retry_in attribute.
+type warnings struct {
+	mu    sync.Mutex
+	lost  []time.Duration // retry_in of each "LISTEN connection lost"
+	attrs []slog.Attr
+}
+
+func (h *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (h *warnings) WithGroup(string) slog.Handler            { return h }
+func (h *warnings) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *warnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "outbox relay: LISTEN connection lost, polling meanwhile" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "retry_in" {
+			h.mu.Lock()
+			h.lost = append(h.lost, a.Value.Duration())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *warnings) losses() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Duration(nil), h.lost...)
+}
+
+// A relay whose LISTEN connection is cut logs the loss with the pause
+// before it listens again (100ms the first time, doubling), opens another, and is
+// woken by the next event's NOTIFY: with a poll interval of an hour, only
+// the notification can wake it.
+func TestRelayListenReconnects(t *testing.T) {
+	t.Parallel()
+	b := setup(t, outbox.Config{Notify: true})
+	pool, app := b.ownPool(t)
+	h := &warnings{}
+	rec := newRecorder()
+	m := newCounters(func(c *counters) bool { return c.published.Load() >= 1 })
+	idle := make(chan bool, 100)
+	r, err := outbox.NewRelay(pool, outbox.RelayConfig{Publish: rec.Publish, Store: b.store, Observer: observe(m), Logger: slog.New(h),
+		PollInterval: time.Hour, MaxPollInterval: time.Hour, RecoverInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox.SetIdleHook(r, func(listening bool) {
+		select {
+		case idle <- listening:
+		default:
+		}
+	})
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := testwait.Recv(t, done, "Run to return"); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	waitListening := func(what string) {
+		t.Helper()
+		wctx := testwait.Context(t, b.ctx, testwait.Step)
+		for listening := false; !listening; {
+			select {
+			case listening = <-idle:
+			case <-wctx.Done():
+				t.Fatalf("relay never went idle while listening, %s", what)
+			}
+		}
+	}
+	waitListening("at start")
+	var cut int
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&cut); err != nil || cut != 1 {
+		t.Fatalf("terminated %d LISTEN sessions (%v), want 1", cut, err)
+	}
+	wctx := testwait.Context(t, b.ctx, testwait.Step)
+	for len(h.losses()) == 0 {
+		select {
+		case <-wctx.Done():
+			t.Fatal("the LISTEN connection's loss was never logged")
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if got := h.losses(); got[0] != 100*time.Millisecond {
+		t.Fatalf("first pause before listening again %v, want 100ms", got[0])
+	}
+	for len(idle) > 0 {
+		<-idle
+	}
+	waitListening("after the cut") // the new connection wakes the relay
+	// Cut again: the pause doubles.
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&cut); err != nil || cut != 1 {
+		t.Fatalf("terminated %d LISTEN sessions the second time (%v), want 1", cut, err)
+	}
+	for len(h.losses()) < 2 {
+		select {
+		case <-wctx.Done():
+			t.Fatal("the second loss of the LISTEN connection was never logged")
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if got := h.losses(); got[1] != 200*time.Millisecond {
+		t.Fatalf("second pause before listening again %v, want 200ms", got[1])
+	}
+	for len(idle) > 0 {
+		<-idle
+	}
+	waitListening("after the second cut")
+	id := b.enqueue(t, event(1))[0].EventID
+	m.wait(t, b.ctx)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.ok[id] != 1 {
+		t.Fatalf("published %v", rec.ok)
+	}
+}
