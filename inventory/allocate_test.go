@@ -283,7 +283,8 @@ func TestAllocateOutcomes(t *testing.T) {
 			t.Fatalf("ledger %+v, %v", ledger, err)
 		}
 		if e := ledger[0]; e.LedgerID != got.LedgerID || e.Type != inventory.LedgerAllocate || e.IdempotencyKey != inventory.AllocateKey(r.ReservationID) ||
-			e.AvailableDelta != -2 || e.AllocatedDelta != 2 || e.OrderID != 99 || e.UserID != r.UserID || e.Reason != inventory.DefaultAllocateReason {
+			e.AvailableDelta != -2 || e.AllocatedDelta != 2 || e.OrderID != 99 || e.UserID != r.UserID || e.Reason != inventory.DefaultAllocateReason ||
+			e.ReservationID != r.ReservationID || e.SourceMessageID != r.MessageID || e.ActivityID != 1 || e.SKUID != 1 || e.Bucket != 0 {
 			t.Fatalf("ledger row %+v", e)
 		}
 

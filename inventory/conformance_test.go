@@ -7,6 +7,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"strings"
 	"testing"
@@ -516,8 +517,9 @@ func FuzzBucketStock(f *testing.F) {
 			}
 			return
 		}
-		if _, err := inventory.BucketStock(stock, n, n); !errors.Is(err, inventory.ErrInvalidArgument) {
-			t.Fatalf("BucketStock(%d, %d, %d): %v", stock, n, n, err)
+		if _, err := inventory.BucketStock(stock, n, n); !errors.Is(err, inventory.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("between 0 and %d", n-1)) {
+			t.Fatalf("BucketStock(%d, %d, %d): %v, want the range 0 to %d in the message", stock, n, n, err, n-1)
 		}
 		var sum int64
 		for b := int16(0); b < n; b++ {

@@ -78,9 +78,11 @@ func TestExpireReservations(t *testing.T) {
 	if _, err := tb.store.ExpireReservations(tb.ctx, nil, 1); !errors.Is(err, inventory.ErrInvalidArgument) {
 		t.Errorf("nil tx: %v", err)
 	}
-	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error { _, err := tb.store.ExpireReservations(tb.ctx, tx, 0); return err })
-	if !errors.Is(err, inventory.ErrInvalidArgument) {
-		t.Errorf("limit 0: %v", err)
+	for limit, ok := range map[int]bool{0: false, 1: true, 10_000: true, 10_001: false} {
+		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error { _, err := tb.store.ExpireReservations(tb.ctx, tx, limit); return err })
+		if ok && err != nil || !ok && !errors.Is(err, inventory.ErrInvalidArgument) {
+			t.Errorf("limit %d: %v; want it accepted: %v", limit, err, ok)
+		}
 	}
 }
 

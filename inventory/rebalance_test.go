@@ -241,3 +241,55 @@ func TestRebalanceRacingAllocations(t *testing.T) {
 	}
 	tb.auditClean(t, 3, 4)
 }
+
+// TestRebalanceTiesAndEvidence: the remainder of the even split goes to
+// the buckets that hold the most, ties to the lower bucket number; the
+// ADJUST rows carry the request's reason, operator and approval, or the
+// defaults when it names none.
+func TestRebalanceTiesAndEvidence(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for sku := int64(1); sku <= 2; sku++ {
+		tb.provision(t, 1, sku, 8, 4) // 2 per bucket
+		// Take 1 unit of bucket 2 and 2 of bucket 3: available 2, 2, 1, 0.
+		for _, b := range []int16{2, 3, 3} {
+			r := tb.newReservation(1, sku, b)
+			if err := tb.buy(tb.ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 5 units over 4 buckets: 1 each and the one left to bucket 0, which
+	// ties with bucket 1 for the most: 2, 1, 1, 1.
+	check := func(sku int64, res inventory.Rebalanced, reason, operator, approval string) {
+		t.Helper()
+		if res.Available != 5 || res.Moved != 1 || len(res.Moves) != 2 {
+			t.Fatalf("SKU %d: rebalanced %+v; want 5 available, 1 moved in 2 rows", sku, res)
+		}
+		for i, want := range []struct {
+			bucket int16
+			delta  int32
+		}{{1, -1}, {3, 1}} {
+			m := res.Moves[i]
+			if m.Bucket != want.bucket || m.AvailableDelta != want.delta || m.Reason != reason || m.Operator != operator || m.ApprovalRef != approval {
+				t.Fatalf("SKU %d: move %d: %+v; want bucket %d by %d, reason %q, operator %q, approval %q", sku, i, m, want.bucket, want.delta, reason, operator, approval)
+			}
+		}
+		for b, want := range []int32{2, 1, 1, 1} {
+			got, err := inventory.BucketsOf(tb.store, tb.ctx, tb.pool, 1, sku)
+			if err != nil || got[b].Available != want {
+				t.Fatalf("SKU %d: buckets %+v, %v; want bucket %d with %d available", sku, got, err, b, want)
+			}
+		}
+	}
+	res := tb.rebalance(t, 1, 1)
+	check(1, res, inventory.DefaultRebalanceReason, inventory.DefaultRebalanceOperator, "rebalance:"+res.MoveID.String())
+	if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = tb.store.Rebalance(tb.ctx, tx, inventory.RebalanceRequest{ActivityID: 1, SKUID: 2, Reason: "STRANDED", Operator: "ops:dan", ApprovalRef: "TICKET-7"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(2, res, "STRANDED", "ops:dan", "TICKET-7")
+}

@@ -1,12 +1,15 @@
 package inventory_test
 
 import (
+	"cmp"
 	"errors"
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/seckillkit/seckill"
 	"github.com/seckillkit/seckill/internal/testwait"
 	"github.com/seckillkit/seckill/inventory"
 	"github.com/seckillkit/seckill/pgtx"
@@ -173,4 +176,66 @@ func TestQueueReleaseStockOrAbortConcurrent(t *testing.T) {
 		t.Fatalf("bucket = %+v, %v; want everything back", bk, err)
 	}
 	tb.auditClean(t, 12, 120)
+}
+
+// TestReleaseRecordsItsEvidence: the RELEASE row carries the release's
+// order id, message id and reason when it gives them, and otherwise the
+// ALLOCATE row's order and message and the default reason
+// (ORDER_CANCELLED), in the direct form; the one-batch form
+// (pgtx.Abort) records its reason or the default too; with the plain
+// and the Citus statements.
+func TestReleaseRecordsItsEvidence(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, tb testBundle) {
+		tb.provision(t, 1, 1, 10, 1)
+		bought := func(order int64) (inventory.NewReservation, inventory.Allocation) {
+			t.Helper()
+			r := tb.newReservation(1, 1, 0)
+			a := allocationOf(r, order)
+			if err := tb.buyOrAbort(t, r, order, a, nil); err != nil {
+				t.Fatal(err)
+			}
+			return r, a
+		}
+		release := func(r inventory.NewReservation) inventory.LedgerEntry {
+			t.Helper()
+			ledger, err := tb.store.ReservationLedger(tb.ctx, tb.pool, r.ReservationID)
+			if err != nil || len(ledger) != 2 || ledger[1].Type != inventory.LedgerRelease {
+				t.Fatalf("ledger %+v, %v; want its ALLOCATE and RELEASE rows", ledger, err)
+			}
+			return ledger[1]
+		}
+		direct := func(rel inventory.StockRelease) {
+			t.Helper()
+			if err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+				_, err := tb.store.ReleaseStock(tb.ctx, tx, rel)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		r, _ := bought(101)
+		direct(inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID}})
+		if e := release(r); e.OrderID != 101 || e.SourceMessageID != r.MessageID || e.Reason != inventory.DefaultReleaseReason {
+			t.Fatalf("release without order, message or reason: %+v; want the allocation's order 101 and message %v, reason %s", e, r.MessageID, inventory.DefaultReleaseReason)
+		}
+		r, _ = bought(102)
+		cancel := uuid.Must(uuid.NewV7())
+		direct(inventory.StockRelease{Request: seckill.Request{ReservationID: r.ReservationID, OrderID: 555, MessageID: cancel}, Reason: "PAYMENT_TIMEOUT"})
+		if e := release(r); e.OrderID != 555 || e.SourceMessageID != cancel || e.Reason != "PAYMENT_TIMEOUT" {
+			t.Fatalf("release with its own order, message and reason: %+v; want 555, %v, PAYMENT_TIMEOUT", e, cancel)
+		}
+		for _, reason := range []string{"", "PAYMENT_TIMEOUT"} {
+			r, a := bought(tb.ids.Add(1) + 1000)
+			a.Reason = reason
+			if err := tb.releaseOrAbort(t, a, nil); err != nil {
+				t.Fatal(err)
+			}
+			want := cmp.Or(reason, inventory.DefaultReleaseReason)
+			if e := release(r); e.Reason != want {
+				t.Fatalf("one-batch release with reason %q: %+v; want reason %s", reason, e, want)
+			}
+		}
+	})
 }
