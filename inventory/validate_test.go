@@ -104,6 +104,33 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 			return err, s.QueueTransitionReservation(b, tr, new(inventory.Reservation), pgtx.Return)
 		}}
 	}
+	goodAdjust := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 0, Delta: 1, Operator: "ops", ApprovalRef: "T-1", Reason: "RECOUNT"}
+	adjust := func(name, field string, f func(*inventory.Adjustment)) call {
+		a := goodAdjust
+		f(&a)
+		return call{name, field, func(*pgx.Batch) (error, error) {
+			_, err := s.AdjustStock(ctx, db, a)
+			return err, err
+		}}
+	}
+	soldOut := func(name, field string, a inventory.Allocation) call {
+		return call{name, field, func(b *pgx.Batch) (error, error) {
+			err := s.QueueCheckSoldOut(b, a, pgtx.Return)
+			return err, err
+		}}
+	}
+	compensation := func(name, field string, f inventory.CompensationFailure) call {
+		return call{name, field, func(*pgx.Batch) (error, error) {
+			_, err := s.RecordCompensationFailure(ctx, db, f)
+			return err, err
+		}}
+	}
+	sale := func(name, field string, c inventory.SaleChange) call {
+		return call{name, field, func(*pgx.Batch) (error, error) {
+			_, err := s.SetSaleStatus(ctx, db, c)
+			return err, err
+		}}
+	}
 	rebalance := func(name, field string, r inventory.RebalanceRequest) call {
 		return call{name, field, func(*pgx.Batch) (error, error) {
 			_, err := s.Rebalance(ctx, db, r)
@@ -151,6 +178,25 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		transition("negative order", "OrderID", inventory.Transition{ReservationID: id, To: inventory.StatusRejected, OrderID: -2}),
 		transition("long failure code", "FailureCode", inventory.Transition{ReservationID: id, To: inventory.StatusRejected, FailureCode: long}),
 
+		adjust("adjust zero activity", "ActivityID", func(a *inventory.Adjustment) { a.ActivityID = 0 }),
+		adjust("adjust zero sku", "SKUID", func(a *inventory.Adjustment) { a.SKUID = 0 }),
+		adjust("adjust negative bucket", "Bucket", func(a *inventory.Adjustment) { a.Bucket = -1 }),
+		adjust("adjust bucket 256", "Bucket", func(a *inventory.Adjustment) { a.Bucket = 256 }),
+		adjust("adjust by nothing", "Delta", func(a *inventory.Adjustment) { a.Delta = 0 }),
+		adjust("adjust without reason", "Reason", func(a *inventory.Adjustment) { a.Reason = "" }),
+		adjust("adjust without operator", "Operator", func(a *inventory.Adjustment) { a.Operator = "" }),
+		adjust("adjust without approval", "ApprovalRef", func(a *inventory.Adjustment) { a.ApprovalRef = "" }),
+		soldOut("sold-out check zero activity", "ActivityID", alloc(func(a *inventory.Allocation) { a.ActivityID = 0 })),
+		soldOut("sold-out check zero sku", "SKUID", alloc(func(a *inventory.Allocation) { a.SKUID = 0 })),
+		soldOut("sold-out check negative bucket", "Bucket", alloc(func(a *inventory.Allocation) { a.Bucket = -1 })),
+		soldOut("sold-out check bucket 256", "Bucket", alloc(func(a *inventory.Allocation) { a.Bucket = 256 })),
+		soldOut("sold-out check zero quantity", "Quantity", alloc(func(a *inventory.Allocation) { a.Quantity = 0 })),
+		compensation("compensation without reservation", "ReservationID", inventory.CompensationFailure{MaxFailures: 1}),
+		compensation("compensation threshold 0", "MaxFailures", inventory.CompensationFailure{ReservationID: id}),
+		compensation("compensation threshold 1001", "MaxFailures", inventory.CompensationFailure{ReservationID: id, MaxFailures: 1001}),
+		sale("sale zero activity", "ActivityID", inventory.SaleChange{SKUID: 1, To: inventory.SalePaused, Operator: "o", Reason: "r"}),
+		sale("sale zero sku", "SKUID", inventory.SaleChange{ActivityID: 1, To: inventory.SalePaused, Operator: "o", Reason: "r"}),
+		sale("sale to no status", "To", inventory.SaleChange{ActivityID: 1, SKUID: 1, To: 99, Operator: "o", Reason: "r"}),
 		rebalance("zero activity", "ActivityID", inventory.RebalanceRequest{SKUID: 1}),
 		rebalance("zero sku", "SKUID", inventory.RebalanceRequest{ActivityID: 1}),
 		rebalance("long reason", "Reason", inventory.RebalanceRequest{ActivityID: 1, SKUID: 1, Reason: long}),
