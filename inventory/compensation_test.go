@@ -89,9 +89,11 @@ func TestEveryReservationStatusReachable(t *testing.T) {
 	if !errors.Is(err, inventory.ErrIllegalTransition) || !errors.As(err, &te) || te.Current != inventory.StatusRejected {
 		t.Errorf("REJECTED reservation: %v", err)
 	}
-	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: uuid.Must(uuid.NewV7()), MaxFailures: 3})
-	if !errors.Is(err, inventory.ErrReservationNotFound) {
-		t.Errorf("unknown reservation: %v", err)
+	for _, max := range []int{1, 3, 1000} { // the threshold's whole range is accepted
+		_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: uuid.Must(uuid.NewV7()), MaxFailures: max})
+		if !errors.Is(err, inventory.ErrReservationNotFound) {
+			t.Errorf("unknown reservation, MaxFailures %d: %v", max, err)
+		}
 	}
 	_, err = tb.store.RecordCompensationFailure(tb.ctx, tb.pool, inventory.CompensationFailure{ReservationID: man.ReservationID})
 	if !errors.Is(err, inventory.ErrInvalidArgument) {

@@ -102,3 +102,9 @@ func BucketsOf(s *Store, ctx context.Context, db pgtx.Querier, activityID, skuID
 	}
 	return st.Buckets, err
 }
+
+// ValidateSKU is Provision's check of its input.
+func ValidateSKU(k SKU) error { return k.validate() }
+
+// MaxTokens is the largest stock of a token SKU.
+const MaxTokens = maxTokens

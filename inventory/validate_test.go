@@ -140,6 +140,8 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	calls := []call{
 		provision("zero activity", "ActivityID", inventory.SKU{SKUID: 1, Stock: 1, Buckets: 1}),
 		provision("negative sku", "SKUID", inventory.SKU{ActivityID: 1, SKUID: -1, Stock: 1, Buckets: 1}),
+		provision("zero sku", "SKUID", inventory.SKU{ActivityID: 1, Stock: 1, Buckets: 1}),
+		provision("more tokens than the limit", "Stock", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: inventory.MaxTokens + 1, Buckets: 1, Tokens: true}),
 		provision("negative stock", "Stock", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: -1, Buckets: 1}),
 		provision("no buckets", "Buckets", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1}),
 		provision("too many buckets", "Buckets", inventory.SKU{ActivityID: 1, SKUID: 1, Stock: 1, Buckets: 257}),
@@ -160,6 +162,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		allocate("zero activity", "ActivityID", alloc(func(a *inventory.Allocation) { a.ActivityID = 0 })),
 		allocate("zero sku", "SKUID", alloc(func(a *inventory.Allocation) { a.SKUID = 0 })),
 		allocate("bucket 300", "Bucket", alloc(func(a *inventory.Allocation) { a.Bucket = 300 })),
+		allocate("bucket 256", "Bucket", alloc(func(a *inventory.Allocation) { a.Bucket = 256 })),
 		allocate("zero quantity", "Quantity", alloc(func(a *inventory.Allocation) { a.Quantity = 0 })),
 		allocate("negative quantity", "Quantity", alloc(func(a *inventory.Allocation) { a.Quantity = -1 })),
 		allocate("zero user", "UserID", alloc(func(a *inventory.Allocation) { a.UserID = 0 })),
@@ -251,5 +254,20 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	}
 	if b.Len() != 4 {
 		t.Errorf("%d statements queued with nil dst, want 4", b.Len())
+	}
+}
+
+// The limits of a SKU are inclusive: the largest stock of a token SKU
+// passes Provision's check (provisioning it would write ten million rows).
+func TestSKULimitsAreInclusive(t *testing.T) {
+	t.Parallel()
+	for _, k := range []inventory.SKU{
+		{ActivityID: 1, SKUID: 1, Stock: inventory.MaxTokens, Buckets: 1, Tokens: true},
+		{ActivityID: 1, SKUID: 1, Stock: 0, Buckets: inventory.MaxBuckets},
+		{ActivityID: 1, SKUID: 1, Stock: 1<<31 - 1, Buckets: 1},
+	} {
+		if err := inventory.ValidateSKU(k); err != nil {
+			t.Errorf("%+v: %v", k, err)
+		}
 	}
 }
