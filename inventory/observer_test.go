@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -190,4 +191,33 @@ func observeSomeHooks(t *testing.T, citus bool, only string) {
 		t.Errorf("allocated %d after both releases, want 0", tot.Allocated)
 	}
 	tb.auditClean(t, 12, 120)
+}
+
+// A release that found no allocation is reported with its error and the
+// allocation's fields zero, Bucket -1 (there was none to read them from),
+// in the direct and the Citus forms.
+func TestObserverRefusedRelease(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		tb := setupMode(t, citus)
+		rec := &recorder{}
+		var err error
+		if tb.store, err = inventory.New(inventory.Config{Schema: tb.schema, Observer: rec.observer(), Citus: citus}); err != nil {
+			t.Fatal(err)
+		}
+		tb.provision(t, 13, 130, 4, 1)
+		err = inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			_, err := tb.store.ReleaseStock(tb.ctx, tx, inventory.StockRelease{Request: seckill.Request{ReservationID: uuid.Must(uuid.NewV7())}})
+			return err
+		})
+		if !errors.Is(err, inventory.ErrNotAllocated) {
+			t.Fatalf("citus %v: release of nothing: %v, want ErrNotAllocated", citus, err)
+		}
+		rec.mu.Lock()
+		if len(rec.events) != 1 || rec.events[0].Op != "release" || !errors.Is(rec.events[0].Err, inventory.ErrNotAllocated) ||
+			rec.events[0].ActivityID != 0 || rec.events[0].SKUID != 0 || rec.events[0].Bucket != -1 || rec.events[0].Quantity != 0 {
+			t.Errorf("citus %v: observed %+v; want one refused release with bucket -1 and zero fields", citus, rec.events)
+		}
+		rec.mu.Unlock()
+	}
 }
