@@ -86,6 +86,9 @@ type options struct {
 	stackCitus  bool
 	stackProf   string // with -stack: the service's CPU profile
 	stackInTx   []int  // with -stack: the rates measured again with the relays in InTx mode
+	// measure, when set, is read at both ends of each variant's timed
+	// window: the servers' CPU time and WAL position (-stack's kit alone).
+	measure func(context.Context) (cpu time.Duration, wal uint64, err error)
 
 	bucketSet, consumerSet []int
 	statementsDone         map[string]bool

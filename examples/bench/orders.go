@@ -234,6 +234,8 @@ type cellResult struct {
 	rt        int64 // round trips counted by the tracer
 	lockWaits waitSample
 	cpu       time.Duration // the process's CPU time (user + system) during the run
+	serverCPU time.Duration // with options.measure: the servers' CPU time during the run
+	walBytes  int64         // with options.measure: the WAL written during the run
 }
 
 // runCell runs one variant for d with c consumers against a freshly

@@ -476,9 +476,23 @@ func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v varian
 			return cellResult{}, nil, err
 		}
 	}
+	var cpu0 time.Duration
+	var wal0 uint64
+	if o.measure != nil {
+		if cpu0, wal0, err = o.measure(ctx); err != nil {
+			return cellResult{}, nil, err
+		}
+	}
 	res, err := runCell(ctx, svc, v, c, o.duration, ids, users, rt, sampler)
 	if err != nil {
 		return res, nil, err
+	}
+	if o.measure != nil {
+		cpu1, wal1, err := o.measure(ctx)
+		if err != nil {
+			return res, nil, err
+		}
+		res.serverCPU, res.walBytes = cpu1-cpu0, int64(wal1-wal0)
 	}
 	if stmts {
 		o.statementsDone[v.name] = true

@@ -70,8 +70,8 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer closeNodes(sr.nodes)
-	var kit [2]float64 // the kit alone before and after the stack
-	if kit[0], err = kitAlone(ctx, pool, o, &rt, 0); err != nil {
+	var kit [2]kitResult // the kit alone before and after the stack
+	if kit[0], err = sr.kitAlone(ctx, &rt, 0); err != nil {
 		return err
 	}
 	if err := sr.startBrokers(ctx); err != nil {
@@ -105,7 +105,7 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	// The kit runs alone again, without the service's background work.
-	if kit[1], err = kitAlone(ctx, pool, o, &rt, 1); err != nil {
+	if kit[1], err = sr.kitAlone(ctx, &rt, 1); err != nil {
 		return err
 	}
 	out := os.Stdout
@@ -209,21 +209,56 @@ func postmasterPID(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return t.ppid, nil
 }
 
+// kitResult is one run of the kit alone: its timed window's orders and
+// length, and over it the CPU time of PostgreSQL (every node: the
+// postmaster's tree, as for the stack) and of this process (the kit's
+// client: flow.Service.PlaceOrder and pgx), and the WAL written.
+type kitResult struct {
+	orders           int64
+	window           time.Duration
+	pgCPU, clientCPU time.Duration
+	walBytes         int64
+}
+
+func (k kitResult) ordersPerSec() float64 { return ratio(float64(k.orders), k.window.Seconds()) }
+
+// perOrder is d per order of the window, in µs.
+func (k kitResult) perOrder(d time.Duration) float64 {
+	return ratio(float64(d.Microseconds()), float64(k.orders))
+}
+
+// cpu is the kit's CPU time: PostgreSQL's and its client's.
+func (k kitResult) cpu() time.Duration { return k.pgCPU + k.clientCPU }
+
+// kitMean is the mean of the two kit runs' figures per order: orders/s,
+// CPU µs per order (PostgreSQL and client), PostgreSQL's alone, WAL bytes.
+func kitMean(kit [2]kitResult) (perSec, cpu, pg, wal float64) {
+	for _, k := range kit {
+		perSec += k.ordersPerSec() / 2
+		cpu += k.perOrder(k.cpu()) / 2
+		pg += k.perOrder(k.pgCPU) / 2
+		wal += ratio(float64(k.walBytes), float64(k.orders)) / 2
+	}
+	return perSec, cpu, pg, wal
+}
+
 // kitAlone runs the bench's kit variant (flow.Service.PlaceOrder, closed
 // loop: saturated) at 64 buckets and 32 consumers for o.duration, after
 // an untimed warm-up, in a new schema (run tells them apart), and audits
-// it; it returns its orders/s.
-func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.Counter, run int) (float64, error) {
+// it; it returns its timed window's figures, with the servers' CPU and
+// WAL read at the window's two ends.
+func (sr *stackRun) kitAlone(ctx context.Context, rt *roundtrip.Counter, run int) (kitResult, error) {
+	o, pool := sr.o, sr.pool
 	vs, err := pickVariants("kit")
 	if err != nil {
-		return 0, err
+		return kitResult{}, err
 	}
 	if o.stackCitus { // the stores take Citus's statement shapes, as the service's do
 		vs[0].cfg = func(c *flow.Config) { c.Citus = true }
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return 0, err
+		return kitResult{}, err
 	}
 	defer conn.Release()
 	sampler := &waitSampler{conn: conn.Conn(), app: benchApp}
@@ -232,6 +267,15 @@ func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.
 	ko := o
 	ko.statements = false
 	ko.statementsDone = map[string]bool{}
+	ko.measure = func(ctx context.Context) (time.Duration, uint64, error) {
+		cpu, lsn, err := sr.readNodes(ctx)
+		var c time.Duration
+		var l uint64
+		for i := range cpu {
+			c, l = c+cpu[i], l+lsn[i]
+		}
+		return c, l, err
+	}
 	var res cellResult
 	for i, d := range []time.Duration{2 * o.warmup, o.duration} {
 		ko.duration = d
@@ -239,12 +283,12 @@ func kitAlone(ctx context.Context, pool *pgxpool.Pool, o options, rt *roundtrip.
 		schema := fmt.Sprintf("bench_stack_kit_%d_%d", run, i)
 		r, fails, err := runVariant(ctx, pool, schema, vs[0], 64, 32, ko, &ids, &users, rt, sampler)
 		if err != nil {
-			return 0, err
+			return kitResult{}, err
 		}
 		if len(fails) > 0 {
-			return 0, fmt.Errorf("kit alone: audit failed: %s", strings.Join(fails, "; "))
+			return kitResult{}, fmt.Errorf("kit alone: audit failed: %s", strings.Join(fails, "; "))
 		}
 		res = r
 	}
-	return float64(res.orders) / res.elapsed.Seconds(), nil
+	return kitResult{orders: res.orders, window: res.elapsed, pgCPU: res.serverCPU, clientCPU: res.cpu, walBytes: res.walBytes}, nil
 }

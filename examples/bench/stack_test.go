@@ -131,18 +131,27 @@ func TestCitusHopAndResult(t *testing.T) {
 	if perOrder != 0.3 || perStatement != 0.05 {
 		t.Fatalf("hop = %v ms/order, %v ms/statement; want 0.3, 0.05", perOrder, perStatement)
 	}
+	// The kit: 200 orders/s in both runs; 800 and 1,200 µs of CPU per
+	// order (500 and 700 of them PostgreSQL's); 3,000 and 2,000 WAL bytes.
+	kit := [2]kitResult{
+		{orders: 200, window: time.Second, pgCPU: 100 * time.Millisecond, clientCPU: 60 * time.Millisecond, walBytes: 600_000},
+		{orders: 400, window: 2 * time.Second, pgCPU: 280 * time.Millisecond, clientCPU: 200 * time.Millisecond, walBytes: 800_000},
+	}
 	var plain, citus strings.Builder
-	printStackResult(&plain, options{}, [2]float64{200, 200}, []rateResult{r}, nil)
-	printStackResult(&citus, options{stackCitus: true}, [2]float64{200, 200}, []rateResult{r}, nil)
-	if want := "RESULT stack_orders_per_s=100 stack_vs_kit=0.50 stack_cpu_us_per_order=4000 stack_pg_cpu_us_per_order=3000 wal_bytes_per_order=4000\n"; plain.String() != want {
+	printStackResult(&plain, options{}, kit, []rateResult{r}, nil)
+	printStackResult(&citus, options{stackCitus: true}, kit, []rateResult{r}, nil)
+	if want := "RESULT stack_orders_per_s=100 stack_vs_kit=0.50 stack_cpu_us_per_order=4000 stack_pg_cpu_us_per_order=3000 wal_bytes_per_order=4000" +
+		" kit_cpu_us_per_order=1000 kit_pg_cpu_us_per_order=600 kit_wal_bytes_per_order=2500 stack_vs_kit_cpu_bound=0.25\n"; plain.String() != want {
 		t.Fatalf("plain RESULT:\n%s\nwant\n%s", plain.String(), want)
 	}
-	if want := "RESULT citus_stack_orders_per_s=100 citus_stack_vs_kit=0.50 citus_stack_cpu_us_per_order=4000 citus_stack_pg_cpu_us_per_order=3000 citus_wal_bytes_per_order=4000 citus_coordinator_cpu_us_per_order=2000 citus_coordinator_hop_ms_per_order=0.300\n"; citus.String() != want {
+	if want := "RESULT citus_stack_orders_per_s=100 citus_stack_vs_kit=0.50 citus_stack_cpu_us_per_order=4000 citus_stack_pg_cpu_us_per_order=3000 citus_wal_bytes_per_order=4000" +
+		" citus_kit_cpu_us_per_order=1000 citus_kit_pg_cpu_us_per_order=600 citus_kit_wal_bytes_per_order=2500 citus_stack_vs_kit_cpu_bound=0.25" +
+		" citus_coordinator_cpu_us_per_order=2000 citus_coordinator_hop_ms_per_order=0.300\n"; citus.String() != want {
 		t.Fatalf("Citus RESULT:\n%s\nwant\n%s", citus.String(), want)
 	}
 	var report strings.Builder
-	reportStack(&report, options{}, [2]float64{200, 200}, []rateResult{r})
-	for _, want := range []string{"| 100 | coordinator | 2000 | ", "| 100 | worker a | 1000 | ", "| 100 | 0.300 | 0.050 | 2000 |", "worker b (10 ms of statements"} {
+	reportStack(&report, options{}, kit, []rateResult{r})
+	for _, want := range []string{"| before the stack | 200 | 500 | 300 | 800 | 0.16 | 3000 |", "| after the stack | 200 | 700 | 500 | 1200 | 0.24 | 2000 |", "| 100 | coordinator | 2000 | ", "| 100 | worker a | 1000 | ", "| 100 | 0.300 | 0.050 | 2000 |", "worker b (10 ms of statements"} {
 		if !strings.Contains(report.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, report.String())
 		}
@@ -194,7 +203,8 @@ func TestRelayModesReport(t *testing.T) {
 	inTx := []rateResult{{offered: 300, window: time.Second, orders: 300, walBytes: 1_200_000,
 		wal: []walShare{{name: "event_outbox", bytes: 180_000}, {name: "sale.event_outbox_history", bytes: 1}, {name: "sale.orders", bytes: 90_000}}}}
 	var res strings.Builder
-	printStackResult(&res, options{}, [2]float64{300, 300}, lease, inTx)
+	kit := kitResult{orders: 300, window: time.Second}
+	printStackResult(&res, options{}, [2]kitResult{kit, kit}, lease, inTx)
 	if want := " relay_intx_wal_bytes_per_order=4000 relay_intx_wal_vs_lease=0.80\n"; !strings.HasSuffix(res.String(), want) {
 		t.Fatalf("RESULT:\n%s\nwant it to end with\n%s", res.String(), want)
 	}

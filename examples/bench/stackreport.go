@@ -10,9 +10,9 @@ import (
 // reportStack prints the -stack tables: per offered rate, the orders, the
 // latency, the CPU per order of each component, the WAL per order; then
 // the answers the clicks got and each window's top statements.
-func reportStack(out io.Writer, o options, kit [2]float64, rs []rateResult) {
+func reportStack(out io.Writer, o options, kit [2]kitResult, rs []rateResult) {
 	fmt.Fprintf(out, "\n## The real stack under a fixed offered rate (%s warm-up + %s window per rate)\n\n", o.warmup, o.duration)
-	fmt.Fprintf(out, "kit alone (flow.Service.PlaceOrder, 64 buckets, 32 consumers, closed loop), same PostgreSQL: %.0f orders/s before the stack, %.0f after\n\n", kit[0], kit[1])
+	reportKit(out, kit)
 	fmt.Fprintln(out, "| offered/s | orders/s | click→order p50 ms | p99 ms | PostgreSQL µs/order | service | nats-server | redis-server | stack total | load generator | stack's cores | WAL B/order |")
 	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i := range rs {
@@ -44,6 +44,21 @@ func reportStack(out io.Writer, o options, kit [2]float64, rs []rateResult) {
 			}
 		}
 	}
+}
+
+// reportKit prints the kit alone's two runs: orders/s, CPU per order of
+// PostgreSQL and of the kit's client (this process), the cores they kept
+// busy, WAL per order.
+func reportKit(out io.Writer, kit [2]kitResult) {
+	fmt.Fprintln(out, "The kit alone (flow.Service.PlaceOrder, 64 buckets, 32 consumers, closed loop), same PostgreSQL:")
+	fmt.Fprintln(out, "\n| kit alone | orders/s | PostgreSQL µs/order | client µs/order | total µs/order | cores | WAL B/order |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
+	for i, k := range kit {
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f |\n", [2]string{"before the stack", "after the stack"}[i],
+			k.ordersPerSec(), k.perOrder(k.pgCPU), k.perOrder(k.clientCPU), k.perOrder(k.cpu()),
+			ratio(k.cpu().Seconds(), k.window.Seconds()), ratio(float64(k.walBytes), float64(k.orders)))
+	}
+	fmt.Fprintln(out)
 }
 
 // reportNodes prints, on Citus, each node's CPU, WAL and statement time
@@ -116,12 +131,17 @@ func saturated(rs []rateResult) *rateResult {
 // printStackResult prints the -stack RESULT line: the figures of the rate
 // that created the most orders/s (the stack saturated, when the highest
 // rate is past what it carries).
+// Beside it, the kit alone's CPU (PostgreSQL and its client) and
+// PostgreSQL's alone per order, its WAL per order (the mean of its two
+// runs), and stack_vs_kit_cpu_bound, the kit's CPU per order over the
+// stack's: when both saturate the same cores, the most stack_vs_kit can
+// be.
 // With -stack-citus every key starts with citus_, and the line adds the
 // coordinator's CPU and hop per order.
 // With inTx (-stack-relay-in-tx) it adds the first such rate's WAL per
 // order with the relays in InTx mode, and its ratio to the lease mode's at
 // the same rate.
-func printStackResult(out io.Writer, o options, kit [2]float64, rs, inTx []rateResult) {
+func printStackResult(out io.Writer, o options, kit [2]kitResult, rs, inTx []rateResult) {
 	s := saturated(rs)
 	if s == nil {
 		return
@@ -130,9 +150,12 @@ func printStackResult(out io.Writer, o options, kit [2]float64, rs, inTx []rateR
 	if o.stackCitus {
 		p = "citus_"
 	}
+	kitPerSec, kitCPU, kitPG, kitWAL := kitMean(kit)
 	fmt.Fprintf(out, "RESULT %[1]sstack_orders_per_s=%.0[2]f %[1]sstack_vs_kit=%.2[3]f %[1]sstack_cpu_us_per_order=%.0[4]f %[1]sstack_pg_cpu_us_per_order=%.0[5]f %[1]swal_bytes_per_order=%.0[6]f",
-		p, s.ordersPerSec(), ratio(s.ordersPerSec(), (kit[0]+kit[1])/2), s.perOrder(s.totalCPU()), s.perOrder(s.cpu[cpuPostgres]),
+		p, s.ordersPerSec(), ratio(s.ordersPerSec(), kitPerSec), s.perOrder(s.totalCPU()), s.perOrder(s.cpu[cpuPostgres]),
 		s.walPerOrder())
+	fmt.Fprintf(out, " %[1]skit_cpu_us_per_order=%.0[2]f %[1]skit_pg_cpu_us_per_order=%.0[3]f %[1]skit_wal_bytes_per_order=%.0[4]f %[1]sstack_vs_kit_cpu_bound=%.2[5]f",
+		p, kitCPU, kitPG, kitWAL, ratio(kitCPU, s.perOrder(s.totalCPU())))
 	if o.stackCitus {
 		hop, _ := s.hop()
 		fmt.Fprintf(out, " citus_coordinator_cpu_us_per_order=%.0f citus_coordinator_hop_ms_per_order=%.3f", s.perOrder(s.nodes[0].cpu), hop)
