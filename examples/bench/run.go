@@ -476,23 +476,9 @@ func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v varian
 			return cellResult{}, nil, err
 		}
 	}
-	var cpu0 time.Duration
-	var wal0 uint64
-	if o.measure != nil {
-		if cpu0, wal0, err = o.measure(ctx); err != nil {
-			return cellResult{}, nil, err
-		}
-	}
-	res, err := runCell(ctx, svc, v, c, o.duration, ids, users, rt, sampler)
+	res, err := timedCell(ctx, svc, v, c, o, ids, users, rt, sampler)
 	if err != nil {
 		return res, nil, err
-	}
-	if o.measure != nil {
-		cpu1, wal1, err := o.measure(ctx)
-		if err != nil {
-			return res, nil, err
-		}
-		res.serverCPU, res.walBytes = cpu1-cpu0, int64(wal1-wal0)
 	}
 	if stmts {
 		o.statementsDone[v.name] = true
@@ -529,6 +515,27 @@ func runVariant(ctx context.Context, pool *pgxpool.Pool, schema string, v varian
 		return res, nil, drop()
 	}
 	return res, fails, nil // keep the schema for inspection
+}
+
+// timedCell is runCell for o.duration, with o.measure (when set) read at
+// its two ends: the servers' CPU time and WAL over the run.
+func timedCell(ctx context.Context, svc *flow.Service, v variant, c int, o options, ids *orderid.Generator,
+	users *atomic.Int64, rt *roundtrip.Counter, sampler *waitSampler) (cellResult, error) {
+	var cpu0 time.Duration
+	var wal0 uint64
+	if o.measure != nil {
+		var err error
+		if cpu0, wal0, err = o.measure(ctx); err != nil {
+			return cellResult{}, err
+		}
+	}
+	res, err := runCell(ctx, svc, v, c, o.duration, ids, users, rt, sampler)
+	if err != nil || o.measure == nil {
+		return res, err
+	}
+	cpu1, wal1, err := o.measure(ctx)
+	res.serverCPU, res.walBytes = cpu1-cpu0, int64(wal1-wal0)
+	return res, err
 }
 
 // printStatements prints the statements that took the most server time
