@@ -152,6 +152,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		acquire("zero activity", "ActivityID", res(func(r *inventory.NewReservation) { r.ActivityID = 0 })),
 		acquire("zero sku", "SKUID", res(func(r *inventory.NewReservation) { r.SKUID = 0 })),
 		acquire("negative user", "UserID", res(func(r *inventory.NewReservation) { r.UserID = -5 })),
+		acquire("zero user", "UserID", res(func(r *inventory.NewReservation) { r.UserID = 0 })),
 		acquire("negative bucket", "Bucket", res(func(r *inventory.NewReservation) { r.Bucket = -1 })),
 		acquire("bucket 256", "Bucket", res(func(r *inventory.NewReservation) { r.Bucket = 256 })),
 		acquire("zero quantity", "Quantity", res(func(r *inventory.NewReservation) { r.Quantity = 0 })),
