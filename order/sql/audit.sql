@@ -60,10 +60,12 @@ ORDER BY 1, 2
 -- the payments written at or after $1 or made on those orders. A
 -- duplicate is reported from any of its orders that changed. Each check
 -- reads the changed rows through the BRIN indexes and their neighbours
--- (the key's other orders, the items, the payments) by unique key.
+-- (the key's other orders, the items, the payments) by unique key. The
+-- key's other orders come by the one-order-per-user key or by the user's
+-- covering index: a user has few orders, and the planner takes either.
 -- $1 = since (timestamptz)
 -- explain with: now() - interval '3 seconds'
--- index: idx_orders_updated_brin, idx_payment_updated_brin, uq_orders_user_sku, pk_order_items, idx_payment_order_created, orders_pkey, payment_record_pkey
+-- index: idx_orders_updated_brin, idx_payment_updated_brin, uq_orders_user_sku | idx_orders_user_created, pk_order_items, idx_payment_order_created, orders_pkey, payment_record_pkey
 WITH o AS MATERIALIZED (
 	SELECT order_id, activity_id, sku_id, user_id, quantity, unit_price, total_amount, status, paid_at, cancelled_at, cancel_reason
 	  FROM {schema}.orders
