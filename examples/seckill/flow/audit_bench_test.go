@@ -30,8 +30,11 @@ const liveTail = 100
 //   - live: Service.AuditLive after liveTail orders placed through
 //     PlaceOrder (with the timer stopped): the rows changed since the last
 //     live audit, the inventory checkpoint moved;
+//   - reconcile-window: Service.ReconcileWindow over the window in which
+//     liveTail orders were placed (with the timer stopped): the cohort's
+//     reports, every difference a match;
 //   - reconcile: Service.Reconcile, the three reports' counts (whole
-//     tables: it still grows with the history);
+//     tables: it grows with the history);
 //   - atrest: Service.Audit, every table whole.
 //
 // Every audit must pass (the outbox check aside at rest: the tail's events
@@ -63,6 +66,28 @@ func BenchmarkAuditLiveHistory(b *testing.B) {
 					liveAudit(b, bb)
 				}
 			})
+			b.Run("reconcile-window", func(b *testing.B) {
+				for range b.N {
+					b.StopTimer()
+					from := dbNow(b, bb)
+					user = placeTail(b, bb, user)
+					to := dbNow(b, bb)
+					b.StartTimer()
+					rec, err := s.ReconcileWindow(ctx, from, to)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var n int64
+					for _, o := range rec.Orders {
+						n += o.Orders
+					}
+					for _, d := range rec.Differences {
+						if d.Class != flow.ClassMatch || n != liveTail {
+							b.Fatalf("window of %d orders: %s: %d vs %d, %s", n, d.Name, d.Have, d.Expected, d.Class)
+						}
+					}
+				}
+			})
 			b.Run("reconcile", func(b *testing.B) {
 				for range b.N {
 					if _, err := s.Reconcile(ctx); err != nil {
@@ -85,6 +110,16 @@ func BenchmarkAuditLiveHistory(b *testing.B) {
 			})
 		})
 	}
+}
+
+// dbNow is the database's clock.
+func dbNow(b *testing.B, bb bundle) time.Time {
+	b.Helper()
+	var at time.Time
+	if err := bb.pool.QueryRow(bb.ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
+		b.Fatal(err)
+	}
+	return at
 }
 
 // liveAudit runs one live audit and fails on a failed check.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,6 +27,10 @@ type Reconciliation struct {
 	ReleasePending int64        `json:"release_pending"`
 	ManualRequired int64        `json:"manual_required"`
 	Differences    []Difference `json:"differences"`
+	// From and To bound the cohort of [Service.ReconcileWindow] (orders
+	// created at or after From and before To); zero for the whole history.
+	From time.Time `json:"from,omitzero"`
+	To   time.Time `json:"to,omitzero"`
 }
 
 // Difference compares one quantity of a report with the quantity another
@@ -164,6 +169,9 @@ func classify(rec Reconciliation, implied map[string]int64) []Difference {
 // String prints the reconciliation as the example shows it.
 func (r Reconciliation) String() string {
 	var b strings.Builder
+	if !r.To.IsZero() {
+		fmt.Fprintf(&b, "window: orders created from %s to %s\n", r.From.UTC().Format(time.RFC3339Nano), r.To.UTC().Format(time.RFC3339Nano))
+	}
 	b.WriteString("orders by status:\n")
 	for _, o := range r.Orders {
 		fmt.Fprintf(&b, "  %-15s %6d orders  %6d units  %10d amount\n", o.Status, o.Orders, o.Quantity, o.Amount)
