@@ -22,8 +22,9 @@ import (
 // their keys (each order's ALLOCATE and RELEASE ledger rows by
 // idempotency key, each event by dedup key), so a reconciliation of the
 // last minutes reads the last minutes at 10,000 orders of history as at
-// 1,000,000. This is the seed's reconciliation by activity, SKU, status
-// and time range: repeatable, and summable over windows.
+// 1,000,000. A reconciliation by activity, SKU, status and time range:
+// repeatable, and summable over windows (docs/design.md,
+// "Reconciliation").
 //
 // Each comparison is made on the cohort's own rows, so it is exact in one
 // snapshot wherever the window's edges fall: an order and its ledger rows
