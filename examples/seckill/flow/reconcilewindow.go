@@ -22,7 +22,8 @@ import (
 // their keys (each order's ALLOCATE and RELEASE ledger rows by
 // idempotency key, each event by dedup key), so a reconciliation of the
 // last minutes reads the last minutes at 10,000 orders of history as at
-// 1,000,000. A reconciliation by activity, SKU, status and time range:
+// 1,000,000: 21 ms and 33 ms here for a window of 100 orders, against 64 ms
+// and 3.3 s for Reconcile (BenchmarkAuditLiveHistory). A reconciliation by activity, SKU, status and time range:
 // repeatable, and summable over windows (docs/design.md,
 // "Reconciliation").
 //
