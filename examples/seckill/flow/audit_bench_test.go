@@ -113,11 +113,11 @@ func BenchmarkAuditLiveHistory(b *testing.B) {
 }
 
 // dbNow is the database's clock.
-func dbNow(b *testing.B, bb bundle) time.Time {
-	b.Helper()
+func dbNow(tb testing.TB, bb bundle) time.Time {
+	tb.Helper()
 	var at time.Time
 	if err := bb.pool.QueryRow(bb.ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return at
 }

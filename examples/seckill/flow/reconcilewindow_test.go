@@ -31,14 +31,6 @@ func TestReconcileWindowMatchesTheWholeAndSplits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now := func() time.Time {
-		t.Helper()
-		var at time.Time
-		if err := b.pool.QueryRow(b.ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		return at
-	}
 
 	// The first batch: paid, cancelled (with its release applied and a
 	// payment after the cancel: a refund), created.
@@ -53,13 +45,13 @@ func TestReconcileWindowMatchesTheWholeAndSplits(t *testing.T) {
 	releaseApplied(t, b, cancelled.ReservationID)
 	pay(paid, "T1")
 	pay(cancelled, "T2")
-	split := now()
+	split := dbNow(t, b)
 	// The second batch: one paid, one created.
 	fourth, fifth := b.msg(4, 0), b.msg(5, 0)
 	place(fourth)
 	place(fifth)
 	pay(fourth, "T4")
-	far := now().Add(time.Hour)
+	far := dbNow(t, b).Add(time.Hour)
 
 	whole, err := b.s.Reconcile(b.ctx)
 	if err != nil {
