@@ -88,6 +88,10 @@ func pageService(t *testing.T, stack string, stock, buckets int) (*api, string, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The page tests wait for the next check after a change: under the
+	// race detector on a loaded machine a check of this small sale can
+	// take seconds, and the default pace would then wait minutes.
+	a.Monitor().SetCheckPace(1)
 	srv := serveTest(t, a)
 	t.Cleanup(func() { srv.Close(); a.Close() })
 	return a, srv.URL, cfg

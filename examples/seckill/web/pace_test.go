@@ -16,11 +16,23 @@ func TestCheckWait(t *testing.T) {
 		{checkEvery/checkPace + time.Millisecond, checkEvery + checkPace*time.Millisecond},
 		{3 * time.Second, 150 * time.Second},
 	} {
-		if got := checkWait(c.took); got != c.want {
+		if got := checkWait(c.took, checkPace); got != c.want {
 			t.Errorf("checkWait(%v) = %v, want %v", c.took, got, c.want)
 		}
-		if share := float64(c.took) / float64(c.took+checkWait(c.took)); share > 1.0/float64(checkPace+1)+1e-9 {
+		if share := float64(c.took) / float64(c.took+checkWait(c.took, checkPace)); share > 1.0/float64(checkPace+1)+1e-9 {
 			t.Errorf("checkWait(%v): the checks take %.3f of the time, over 1/%d", c.took, share, checkPace+1)
+		}
+	}
+}
+
+// TestCheckWaitPace: a pace of 1 waits checkEvery or the check's own time.
+func TestCheckWaitPace(t *testing.T) {
+	for _, c := range []struct{ took, want time.Duration }{
+		{time.Second, checkEvery},
+		{5 * time.Second, 5 * time.Second},
+	} {
+		if got := checkWait(c.took, 1); got != c.want {
+			t.Errorf("checkWait(%v, 1) = %v, want %v", c.took, got, c.want)
 		}
 	}
 }

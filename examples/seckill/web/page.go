@@ -41,9 +41,9 @@ var pageHTML []byte
 const checkPace = 50
 
 // checkWait is the wait after a check that took took: checkEvery, or
-// checkPace times took when that is longer.
-func checkWait(took time.Duration) time.Duration {
-	return max(checkEvery, checkPace*took)
+// pace times took when that is longer.
+func checkWait(took time.Duration, pace int64) time.Duration {
+	return max(checkEvery, time.Duration(pace)*took)
 }
 
 const (
@@ -166,6 +166,7 @@ type Monitor struct {
 	closeOnce sync.Once
 	streams   atomic.Int64 // open event streams
 	keepAlive atomic.Int64 // nanoseconds between comments on a quiet stream
+	pace      atomic.Int64 // the checks' pace (checkPace unless SetCheckPace)
 }
 
 // StartMonitor samples s until Close (or ctx ends).
@@ -174,6 +175,7 @@ func StartMonitor(ctx context.Context, s Service) *Monitor {
 		audit:     CheckLine{Status: "PENDING", Lines: []string{"not checked yet"}},
 		reconcile: CheckLine{Status: "PENDING", Lines: []string{"not checked yet"}}}
 	m.keepAlive.Store(int64(keepAlive))
+	m.pace.Store(checkPace)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	m.lastAt = time.Now()
@@ -197,7 +199,7 @@ func StartMonitor(ctx context.Context, s Service) *Monitor {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(checkWait(time.Since(began))):
+			case <-time.After(checkWait(time.Since(began), m.pace.Load())):
 			}
 		}
 	})
@@ -225,6 +227,13 @@ func (m *Monitor) Stop() { m.stop() }
 
 // Streams reports how many event streams are open.
 func (m *Monitor) Streams() int64 { return m.streams.Load() }
+
+// SetCheckPace sets the checks' pace (checkPace, 50, by default): after a
+// check that took d, the next starts pace × d later at the soonest, and
+// never sooner than checkEvery. A test that waits for the next check's
+// result on a slow machine (under the race detector, a check of a tiny
+// sale can take seconds) sets 1; pace below 1 counts as 1.
+func (m *Monitor) SetCheckPace(pace int) { m.pace.Store(int64(max(pace, 1))) }
 
 // SetKeepAlive sets the time between comment lines on a quiet stream
 // (15 s by default), for the streams opened after.
