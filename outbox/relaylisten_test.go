@@ -86,44 +86,33 @@ func TestRelayListenReconnects(t *testing.T) {
 		}
 	}
 	waitListening("at start")
-	var cut int
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&cut); err != nil || cut != 1 {
-		t.Fatalf("terminated %d LISTEN sessions (%v), want 1", cut, err)
-	}
+	// cut terminates the LISTEN session and checks that its loss is logged
+	// with the pause want before the relay listens again.
 	wctx := testwait.Context(t, b.ctx, testwait.Step)
-	for len(h.losses()) == 0 {
-		select {
-		case <-wctx.Done():
-			t.Fatal("the LISTEN connection's loss was never logged")
-		case <-time.After(2 * time.Millisecond):
+	cut := func(nth int, want time.Duration) {
+		t.Helper()
+		var n int
+		if err := b.pool.QueryRow(b.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("cut %d: terminated %d LISTEN sessions (%v), want 1", nth, n, err)
+		}
+		for len(h.losses()) < nth {
+			select {
+			case <-wctx.Done():
+				t.Fatalf("cut %d: the loss of the LISTEN connection was never logged", nth)
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		if got := h.losses(); got[nth-1] != want {
+			t.Fatalf("cut %d: pause before listening again %v, want %v", nth, got[nth-1], want)
+		}
+		for len(idle) > 0 {
+			<-idle
 		}
 	}
-	if got := h.losses(); got[0] != 100*time.Millisecond {
-		t.Fatalf("first pause before listening again %v, want 100ms", got[0])
-	}
-	for len(idle) > 0 {
-		<-idle
-	}
+	cut(1, 100*time.Millisecond)
 	waitListening("after the cut") // the new connection wakes the relay
-	// Cut again: the pause doubles.
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&cut); err != nil || cut != 1 {
-		t.Fatalf("terminated %d LISTEN sessions the second time (%v), want 1", cut, err)
-	}
-	for len(h.losses()) < 2 {
-		select {
-		case <-wctx.Done():
-			t.Fatal("the second loss of the LISTEN connection was never logged")
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	if got := h.losses(); got[1] != 200*time.Millisecond {
-		t.Fatalf("second pause before listening again %v, want 200ms", got[1])
-	}
-	for len(idle) > 0 {
-		<-idle
-	}
+	cut(2, 200*time.Millisecond)   // cut again: the pause doubles
 	waitListening("after the second cut")
 	id := b.enqueue(t, event(1))[0].EventID
 	m.wait(t, b.ctx)
