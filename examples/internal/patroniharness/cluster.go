@@ -782,11 +782,14 @@ func (c *Cluster) logs() string {
 
 // Stop stops every Patroni (and so PostgreSQL), etcd and the gates, kills
 // what did not stop, and removes the directory. Safe to call twice.
+//
+// The leader stops last: stopped first, it would hand its key to a
+// standby, which would then promote itself on its way down.
 func (c *Cluster) Stop() error {
 	var errs []error
-	for _, n := range c.Nodes {
+	for _, n := range c.stopOrder() {
 		if err := n.StopPatroni(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%w; its log ends:\n%s", err, n.patroni.logTail(2500)))
 		}
 		if n.gate != nil {
 			n.gate.close()
@@ -806,6 +809,29 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopOrder is c.Nodes with the node that holds the leader key (as the
+// first REST API to answer within a few seconds says) moved to the end.
+func (c *Cluster) stopOrder() []*Node {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ms, _ := c.Members(ctx)
+	leader := ""
+	for _, m := range ms {
+		if m.Role == "leader" {
+			leader = m.Name
+		}
+	}
+	var order, last []*Node
+	for _, n := range c.Nodes {
+		if n.Name == leader {
+			last = append(last, n)
+		} else {
+			order = append(order, n)
+		}
+	}
+	return append(order, last...)
 }
 
 func httpGet(ctx context.Context, url string) ([]byte, error) {

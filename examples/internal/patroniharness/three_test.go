@@ -13,7 +13,7 @@ import (
 // kill -9, and checks that only the synchronous standby is promoted, that
 // the asynchronous replica follows it onto the new timeline and becomes
 // its synchronous standby, and that the old leader rejoins through
-// pg_rewind. Stop leaves no process behind. About a minute: it runs only
+// pg_rewind. Stop takes the leader down last and leaves no process behind. About a minute: it runs only
 // with -tags ha:
 //
 //	go test -tags ha -count=1 -v -run TestThreeNodes ./examples/internal/patroniharness/
@@ -81,4 +81,10 @@ func TestThreeNodesAsyncCandidate(t *testing.T) {
 		}
 	}
 	t.Logf("old leader rewound: %v", old.LogContains("pg_rewind exit code=0"))
+	// Stop takes the leader down last, so that no standby promotes itself
+	// on its way down.
+	order := c.stopOrder()
+	if last := order[len(order)-1].Name; last != n.Name {
+		t.Errorf("Stop would stop %s last, want the leader %s", last, n.Name)
+	}
 }
