@@ -49,8 +49,8 @@ import (
 // other tags aside.
 func (s *Service) ReconcileWindow(ctx context.Context, from, to time.Time) (Reconciliation, error) {
 	var rec Reconciliation
-	if !from.Before(to) {
-		return rec, fmt.Errorf("flow: reconcile window: from %s is not before to %s", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	if err := windowBounds(from, to); err != nil {
+		return rec, err
 	}
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
@@ -58,6 +58,28 @@ func (s *Service) ReconcileWindow(ctx context.Context, from, to time.Time) (Reco
 		return err
 	})
 	return rec, err
+}
+
+// ReconcileWindowTx is [Service.ReconcileWindow] in tx, the caller's
+// transaction, so that the window's reports and the caller's own reads
+// see one snapshot: tx must be Repeatable Read or Serializable
+// (ErrAuditSnapshot otherwise) and should be read-only.
+func (s *Service) ReconcileWindowTx(ctx context.Context, tx pgx.Tx, from, to time.Time) (Reconciliation, error) {
+	if err := windowBounds(from, to); err != nil {
+		return Reconciliation{}, err
+	}
+	if err := oneSnapshot(ctx, tx); err != nil {
+		return Reconciliation{}, err
+	}
+	return s.reconcileWindowTx(ctx, tx, from, to)
+}
+
+// windowBounds refuses an empty window.
+func windowBounds(from, to time.Time) error {
+	if !from.Before(to) {
+		return fmt.Errorf("flow: reconcile window: from %s is not before to %s", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // The cohort of a window: the item's orders created in [$3, $4), and its

@@ -1,11 +1,13 @@
 package flow_test
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/order"
@@ -91,6 +93,26 @@ func TestReconcileWindowMatchesTheWholeAndSplits(t *testing.T) {
 	}
 	if _, err := b.s.ReconcileWindow(b.ctx, split, split); err == nil {
 		t.Error("an empty window was accepted")
+	}
+	// In the caller's transaction: the same reports in Repeatable Read,
+	// refused in Read Committed (two snapshots would not add up).
+	for _, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.ReadCommitted} {
+		err := pgx.BeginTxFunc(b.ctx, b.pool, pgx.TxOptions{IsoLevel: iso, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			got, err := b.s.ReconcileWindowTx(b.ctx, tx, split, far)
+			if err == nil && !reflect.DeepEqual(got, second) {
+				t.Errorf("ReconcileWindowTx in %s:\n%s\nwant\n%s", iso, got, second)
+			}
+			return err
+		})
+		if want := iso == pgx.ReadCommitted; errors.Is(err, flow.ErrAuditSnapshot) != want || (err != nil && !want) {
+			t.Errorf("ReconcileWindowTx in %s: %v", iso, err)
+		}
+	}
+	if err := pgx.BeginTxFunc(b.ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		_, err := b.s.ReconcileWindowTx(b.ctx, tx, far, split)
+		return err
+	}); err == nil {
+		t.Error("ReconcileWindowTx accepted a window that ends before it starts")
 	}
 
 	// The third order deleted: its ALLOCATE row is left without an order,
