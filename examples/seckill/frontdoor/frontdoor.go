@@ -52,6 +52,14 @@ type State struct {
 	Drift     []int64             // per bucket: units added on purpose beyond PostgreSQL's (FrontDrift)
 }
 
+// Counters are a front door's counters without its reservations: what
+// [Door.Counters] reads in time that does not grow with the sale.
+type Counters struct {
+	Available []int64 // per bucket
+	Drift     []int64 // per bucket: units added on purpose beyond PostgreSQL's (FrontDrift)
+	Held      int64   // reservations held (not released), all buckets
+}
+
 // Door is what the service needs of a front door.
 type Door interface {
 	// Name says what it is, for the report.
@@ -72,8 +80,12 @@ type Door interface {
 	AddDrift(ctx context.Context, extra int32) error
 	// ReservationOf returns the reservation made for a request.
 	ReservationOf(ctx context.Context, requestID uuid.UUID) (uuid.UUID, bool, error)
-	// State reads the counters and the held reservations.
+	// State reads the counters and the held reservations: its cost
+	// follows the sale's reservations.
 	State(ctx context.Context) (State, error)
+	// Counters reads the counters and how many reservations are held,
+	// not which: its cost follows the number of buckets only.
+	Counters(ctx context.Context) (Counters, error)
 }
 
 // Memory is the in-memory front door of -stack memory.
@@ -200,6 +212,17 @@ func (f *Memory) State(context.Context) (State, error) {
 		st.Held[id] = b
 	}
 	return st, nil
+}
+
+// Counters implements [Door].
+func (f *Memory) Counters(context.Context) (Counters, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := Counters{Available: make([]int64, len(f.available)), Drift: append([]int64(nil), f.drift...), Held: int64(len(f.held))}
+	for i, a := range f.available {
+		c.Available[i] = int64(a)
+	}
+	return c, nil
 }
 
 // TotalAvailable sums a state's per-bucket counters.

@@ -297,13 +297,8 @@ func (f *Redis) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return st, down(ctx, err)
 	}
-	for k, v := range stock {
-		b, err1 := strconv.Atoi(k)
-		n, err2 := strconv.ParseInt(v, 10, 64)
-		if err1 != nil || err2 != nil || b < 0 || b >= f.buckets {
-			return st, fmt.Errorf("front door: stock field %q = %q", k, v)
-		}
-		st.Available[b] = n
+	if st.Available, err = f.parseStock(stock); err != nil {
+		return st, err
 	}
 	var cursor uint64
 	for {
@@ -334,6 +329,47 @@ func (f *Redis) State(ctx context.Context) (State, error) {
 	st.Drift = append([]int64(nil), f.drift...)
 	f.mu.Unlock()
 	return st, nil
+}
+
+// Counters implements [Door]: the stock counters and the held count,
+// which the scripts keep beside the held reservations (the reserve adds
+// one, the release takes one), in one round trip.
+func (f *Redis) Counters(ctx context.Context) (Counters, error) {
+	var c Counters
+	var stock *redis.MapStringStringCmd
+	var held *redis.StringCmd
+	if _, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		stock = p.HGetAll(ctx, f.keys[keyStock])
+		held = p.HGet(ctx, f.keys[keyMeta], "held")
+		return nil
+	}); err != nil {
+		return c, down(ctx, err)
+	}
+	var err error
+	if c.Available, err = f.parseStock(stock.Val()); err != nil {
+		return c, err
+	}
+	if c.Held, err = strconv.ParseInt(held.Val(), 10, 64); err != nil {
+		return c, fmt.Errorf("front door: held count %q: %w", held.Val(), err)
+	}
+	f.mu.Lock()
+	c.Drift = append([]int64(nil), f.drift...)
+	f.mu.Unlock()
+	return c, nil
+}
+
+// parseStock reads the stock hash's bucket → units fields.
+func (f *Redis) parseStock(stock map[string]string) ([]int64, error) {
+	out := make([]int64, f.buckets)
+	for k, v := range stock {
+		b, err1 := strconv.Atoi(k)
+		n, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 != nil || err2 != nil || b < 0 || b >= f.buckets {
+			return nil, fmt.Errorf("front door: stock field %q = %q", k, v)
+		}
+		out[b] = n
+	}
+	return out, nil
 }
 
 // Image is what PostgreSQL says the front door should hold.

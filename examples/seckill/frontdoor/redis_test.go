@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,7 @@ func TestRedisReserveReleaseIdempotent(t *testing.T) {
 	if st.Available[a.Bucket] != 1 || st.TotalAvailable() != 1 || len(st.Held) != 1 {
 		t.Fatalf("after one release (three times) and an unknown one: %+v, want exactly one unit back in bucket %d", st, a.Bucket)
 	}
+	countersAgree(t, ctx, f)
 	// The released unit goes to another buyer; user 1 stays known (one
 	// order per user), unless the release forgets the buyer.
 	if _, err := f.Reserve(ctx, 1); !errors.Is(err, ErrAlreadyBought) {
@@ -212,6 +214,11 @@ func TestRedisConcurrentReserveNeverOversells(t *testing.T) {
 	if ok.Load() != 20 || st.TotalAvailable() != 0 || len(st.Held) != 20 {
 		t.Fatalf("%d reserved, %d left, %d held: want 20, 0, 20", ok.Load(), st.TotalAvailable(), len(st.Held))
 	}
+	countersAgree(t, ctx, f)
+	if err := f.AddDrift(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	countersAgree(t, ctx, f)
 }
 
 // TestRedisLostKeys: after Redis lost its data, every script answers
@@ -234,6 +241,9 @@ func TestRedisLostKeys(t *testing.T) {
 	}
 	if _, err := f.Release(ctx, r.ReservationID, 0); !errors.Is(err, ErrDown) {
 		t.Fatalf("release on an empty Redis: %v, want ErrDown", err)
+	}
+	if _, err := f.Counters(ctx); !errors.Is(err, ErrDown) {
+		t.Fatalf("counters of an empty Redis: %v, want ErrDown", err)
 	}
 	if ok, err := f.Built(ctx); err != nil || ok {
 		t.Fatalf("built = %v, %v", ok, err)
@@ -260,9 +270,11 @@ func TestRedisLostKeys(t *testing.T) {
 	if got, _ := f.Release(ctx, gone, 0); got != ReleasedAlready {
 		t.Fatalf("release of a reservation PostgreSQL had released: %v, want ReleasedAlready", got)
 	}
+	countersAgree(t, ctx, f)
 	if got, _ := f.Release(ctx, r.ReservationID, 0); got != Released {
 		t.Fatalf("release of a held reservation after the rebuild: %v", got)
 	}
+	countersAgree(t, ctx, f)
 	if id, ok, err := f.ReservationOf(ctx, r.RequestID); err != nil || !ok || id != r.ReservationID {
 		t.Fatalf("ReservationOf after the rebuild: %v %v %v", id, ok, err)
 	}
@@ -482,5 +494,23 @@ func TestDownClassifiesTimeouts(t *testing.T) {
 	cancel()
 	if got := down(ctx, err); errors.Is(got, ErrDown) || got != err {
 		t.Errorf("down(done ctx, %v) = %v; want the error itself", err, got)
+	}
+}
+
+// countersAgree checks that Counters, the cheap read, says what State,
+// the whole read, says: the same stock per bucket and drift, and the held
+// count equal to the reservations held.
+func countersAgree(t *testing.T, ctx context.Context, f Door) {
+	t.Helper()
+	st, err := f.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Available, st.Available) || !slices.Equal(c.Drift, st.Drift) || c.Held != int64(len(st.Held)) {
+		t.Fatalf("counters %+v, state: available %v, drift %v, %d held", c, st.Available, st.Drift, len(st.Held))
 	}
 }
