@@ -94,6 +94,14 @@ type service struct {
 	endLife    context.CancelFunc
 	closeOnce  sync.Once
 	unknownPub sync.Map // reservation id → struct{}: order message whose publish had no definite answer
+
+	// recent is where ReconcileRecent's next newest window starts, and
+	// how long before the database's clock its windows end (recentLag).
+	recent struct {
+		mu   sync.Mutex
+		from time.Time
+		lag  time.Duration
+	}
 }
 
 // newService migrates and provisions the sale and builds its front door
@@ -113,6 +121,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
 		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
+	s.recent.from, s.recent.lag = time.Now(), recentLag
 	item := cfg.item()
 	fs, err := s.instrument(ctx, pool, cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -37,8 +38,8 @@ type BucketLine struct {
 	Total           int64 `json:"pg_total"`
 	Available       int64 `json:"pg_available"`
 	Allocated       int64 `json:"pg_allocated"`
-	LedgerAllocated int64 `json:"ledger_allocated"`
-	LiveOrders      int64 `json:"live_orders"`
+	LedgerAllocated int64 `json:"ledger_allocated"` // -1: not read (RunWindow)
+	LiveOrders      int64 `json:"live_orders"`      // -1: not read (RunWindow)
 }
 
 // EventLine is one event type across outbox, stream and consumer.
@@ -72,8 +73,13 @@ type Result struct {
 	// by status, ledger by type, events by status) read in one snapshot,
 	// with their differences classified (flow.Service.Reconcile). Every
 	// difference but a release in flight is unexplained.
-	Reports     *flow.Reconciliation `json:"reports"`
-	Differences []Difference         `json:"differences"`
+	Reports *flow.Reconciliation `json:"reports"`
+	// Windows are [RunWindow]'s reports, one per window (Reports, the
+	// whole history's, is nil then), and Counters what it read instead
+	// of the rows Run reads; both nil for Run.
+	Windows     []flow.Reconciliation `json:"windows,omitempty"`
+	Counters    *Counters             `json:"counters,omitempty"`
+	Differences []Difference          `json:"differences"`
 }
 
 // Passed reports whether every difference is explained.
@@ -110,6 +116,10 @@ type Sources struct {
 	// InFlight is the number of clicks between the front door and the
 	// broker now.
 	InFlight func() int64
+	// UnknownPublishes is how many order messages' publishes had no
+	// definite answer (nil: none), for RunWindow, which counts instead of
+	// asking UnknownPublish of each reservation.
+	UnknownPublishes func() int64
 	// PublishedTag is how many distinct events of tag were published, for
 	// the in-memory broker that keeps no stream.
 	PublishedTag func(tag string) int64
@@ -168,6 +178,7 @@ type reconciler struct {
 	poisoned       map[uuid.UUID]bool      // reservations of poison order messages
 	poisonByStream map[string]int64
 	pb             map[int16]*perBucket
+	releases       *bool // releasesInFlight, once read
 }
 
 // resvState is a reservation as PostgreSQL holds it, with its order's and
@@ -294,23 +305,44 @@ func (r *reconciler) classifyReports(ctx context.Context) error {
 		return fmt.Errorf("reconcile: reports: %w", err)
 	}
 	r.rec.Reports = &reports
-	var waitingReleases int64
-	if err := r.tx.QueryRow(ctx, r.q(`SELECT count(*) FROM {s}.event_outbox WHERE tag = 'FRONTDOOR_RELEASE' AND status IN (0, 10, 30)`)).
-		Scan(&waitingReleases); err != nil {
-		return fmt.Errorf("reconcile: outbox: %w", err)
+	return r.classifyFlowReports(ctx, reports, "reports: ")
+}
+
+// classifyFlowReports adds the differences of one set of reports (the
+// whole history's, or a window's), each named with prefix.
+func (r *reconciler) classifyFlowReports(ctx context.Context, reports flow.Reconciliation, prefix string) error {
+	inFlight, err := r.releasesInFlight(ctx)
+	if err != nil {
+		return err
 	}
-	rc := r.consumerOf("frontdoor-release")
-	releasesInFlight := waitingReleases > 0 || (r.s.JetStream != nil && rc.Pending+rc.AckPending > 0)
 	for _, d := range reports.Differences {
 		switch {
 		case d.Class == flow.ClassMatch:
-		case d.Class == flow.ClassReleaseInFlight && !releasesInFlight:
-			r.rec.add("reports: "+d.Name, "RELEASE_PENDING with no release in flight (release never recorded as applied)", d.Have-d.Expected, false)
+		case d.Class == flow.ClassReleaseInFlight && !inFlight:
+			r.rec.add(prefix+d.Name, "RELEASE_PENDING with no release in flight (release never recorded as applied)", d.Have-d.Expected, false)
 		default:
-			r.rec.add("reports: "+d.Name, d.Class, d.Have-d.Expected, d.Class == flow.ClassReleaseInFlight)
+			r.rec.add(prefix+d.Name, d.Class, d.Have-d.Expected, d.Class == flow.ClassReleaseInFlight)
 		}
 	}
 	return nil
+}
+
+// releasesInFlight reports whether a front-door release is on its way: its
+// event waits in the outbox (PENDING or RETRY through the ready index,
+// SENDING through the stale-sending one), or in the consumer.
+func (r *reconciler) releasesInFlight(ctx context.Context) (bool, error) {
+	if r.releases != nil {
+		return *r.releases, nil
+	}
+	var waiting bool
+	if err := r.tx.QueryRow(ctx, r.q(`SELECT EXISTS (SELECT FROM {s}.event_outbox WHERE status IN (0, 30) AND tag = 'FRONTDOOR_RELEASE')
+			OR EXISTS (SELECT FROM {s}.event_outbox WHERE status = 10 AND tag = 'FRONTDOOR_RELEASE')`)).Scan(&waiting); err != nil {
+		return false, fmt.Errorf("reconcile: outbox: %w", err)
+	}
+	rc := r.consumerOf("frontdoor-release")
+	inFlight := waiting || (r.s.JetStream != nil && rc.Pending+rc.AckPending > 0)
+	r.releases = &inFlight
+	return inFlight, nil
 }
 
 // readCounts reads the orders by status and the ledger by type, and
@@ -554,6 +586,10 @@ func poisonPerTag(ctx context.Context, tx pgx.Tx, schema, tag string) int64 {
 
 // Print writes the three tables and the differences.
 func (r *Result) Print(w io.Writer) {
+	if r.Counters != nil {
+		r.printWindows(w)
+		return
+	}
 	fmt.Fprintln(w, "reconciliation (front door | PostgreSQL buckets | ledger):")
 	var fa, fh, fd, tot, av, al, la, lo int64
 	for _, b := range r.Buckets {
@@ -572,6 +608,41 @@ func (r *Result) Print(w io.Writer) {
 	}
 	om := r.OrderMessages
 	fmt.Fprintf(w, "  order messages: stored %d | consumed %d, poison %d, queued %d, redelivered %d\n", om.Stored, om.Consumed, om.Poison, om.Queued, om.Redelivered)
+	r.printDifferences(w)
+	if r.Reports != nil {
+		fmt.Fprintln(w, "  reports, one snapshot:")
+		printReports(w, *r.Reports)
+	}
+	r.printVerdict(w)
+}
+
+// printWindows is Print for RunWindow's result.
+func (r *Result) printWindows(w io.Writer) {
+	c := r.Counters
+	fmt.Fprintln(w, "reconciliation of the recent windows (front door counters | PostgreSQL buckets):")
+	var fa, fd, tot, av, al int64
+	for _, b := range r.Buckets {
+		fa, fd, tot, av, al = fa+b.FrontAvailable, fd+b.FrontDrift, tot+b.Total, av+b.Available, al+b.Allocated
+	}
+	fmt.Fprintf(w, "  %d buckets: front door available %d, held %d, drift %d | total %d, available %d, allocated %d | in flight %d\n",
+		len(r.Buckets), fa, c.FrontHeld, fd, tot, av, al, c.InFlight)
+	fmt.Fprintf(w, "  outbox: waiting %d, dead %d\n", c.Outbox.Pending+c.Outbox.Sending+c.Outbox.Retry, c.Outbox.Dead)
+	r.printDifferences(w)
+	for _, rep := range r.Windows {
+		fmt.Fprintf(w, "  reports of the orders created %s – %s, one snapshot:\n", rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
+		printReports(w, rep)
+	}
+	r.printVerdict(w)
+}
+
+func printReports(w io.Writer, rep flow.Reconciliation) {
+	for _, l := range strings.Split(strings.TrimSuffix(rep.String(), "\n"), "\n") {
+		fmt.Fprintln(w, "    "+l)
+	}
+}
+
+// printDifferences writes the differences grouped by class.
+func (r *Result) printDifferences(w io.Writer) {
 	// Group the differences by class.
 	type agg struct {
 		n         int64
@@ -601,12 +672,9 @@ func (r *Result) Print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-9s %s: %d (%s)\n", status, c, a.n, strings.Join(a.where, ", "))
 	}
-	if r.Reports != nil {
-		fmt.Fprintln(w, "  reports, one snapshot:")
-		for _, l := range strings.Split(strings.TrimSuffix(r.Reports.String(), "\n"), "\n") {
-			fmt.Fprintln(w, "    "+l)
-		}
-	}
+}
+
+func (r *Result) printVerdict(w io.Writer) {
 	if r.Passed() {
 		fmt.Fprintf(w, "reconciliation: PASS (%d differences, all explained)\n", len(r.Differences))
 	} else {

@@ -34,10 +34,11 @@ var pageHTML []byte
 
 // checkPace bounds the checks' share of the time: after a check that
 // took d, the next starts checkPace × d later at the soonest, so they take
-// at most 1/(checkPace+1) of one connection's time, about 2 %, however
-// large the history they read has grown (the live audit reads what
-// changed since its last run; the reconciliation still counts whole
-// tables: 3 s at 1,000,000 orders, hence a check every 2.5 minutes there).
+// at most 1/(checkPace+1) of one connection's time, about 2 %. Neither
+// check grows with the sale's history: the live audit reads what changed
+// since its last run, the reconciliation the orders created since its
+// last passing run and the same span one order time to live earlier
+// (Service.ReconcileRecent); GET /reconcile, on demand, reads it all.
 const checkPace = 50
 
 // checkWait is the wait after a check that took took: checkEvery, or
@@ -386,7 +387,7 @@ func (m *Monitor) check(ctx context.Context) {
 		a = AuditLine(checks, true)
 	}
 	quietBefore := s.Quiet(ctx)
-	rec, err := s.ReconcileSettled(ctx)
+	rec, err := s.ReconcileRecent(ctx)
 	if ctx.Err() != nil {
 		return
 	}

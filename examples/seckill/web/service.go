@@ -35,6 +35,11 @@ type Service interface {
 	// ReconcileSettled reconciles the front door, PostgreSQL and the
 	// streams, reading again while a difference may be work in flight.
 	ReconcileSettled(ctx context.Context) (*reconcile.Result, error)
+	// ReconcileRecent is the reconciliation the page runs during the
+	// sale: the orders created since its last passing run, and the same
+	// span one order time to live earlier, with the stores' counters
+	// (reconcile.RunWindow); its cost does not grow with the sale.
+	ReconcileRecent(ctx context.Context) (*reconcile.Result, error)
 	// Quiet reports whether no click, order message or outbox event is
 	// in flight.
 	Quiet(ctx context.Context) bool
