@@ -15,7 +15,7 @@ import (
 // package may declare: the v1 API keeps one name per operation, and a new
 // name has to replace one or raise a budget on purpose.
 var surfaceBudget = map[string]int{
-	"pgtx": 40, "migrate": 28, "inbox": 35, "outbox": 50, "inventory": 87, "order": 61,
+	"pgtx": 40, "migrate": 28, "inbox": 35, "outbox": 51, "inventory": 87, "order": 61,
 }
 
 // TestAPISurface holds the six packages to their budgets (300 names in

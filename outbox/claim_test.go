@@ -482,6 +482,13 @@ func TestClaimUsesReadyIndex(t *testing.T) {
 		}
 	}
 	t.Logf("stats plan on 1,001,000 events:\n%s", analyzed)
+	// Backlog does not even plan a scan of the table.
+	if analyzed := explainAnalyze(t, b, outbox.BacklogSQL(b.store)); strings.Contains(analyzed, "Seq Scan on event_outbox") {
+		t.Fatalf("backlog plans a scan of the table:\n%s", analyzed)
+	}
+	if bl, err := b.store.Backlog(b.ctx, b.pool); err != nil || bl.Pending != 1000 || bl.Sending+bl.Retry+bl.Dead+bl.Sent != 0 {
+		t.Fatalf("backlog on 1,000,000 sent and 1,000 pending events: %+v, %v", bl, err)
+	}
 	st := b.stats(t)
 	if st.Pending != 1000 || st.Sending+st.Retry+st.Dead != 0 || !st.SentEstimated || st.Sent < 900_000 || st.Sent > 1_100_000 {
 		t.Fatalf("stats on 1,000,000 sent and 1,000 pending events: %+v", st)

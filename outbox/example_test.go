@@ -178,3 +178,34 @@ func ExampleStore_ArchiveSent() {
 	// moved: 2 then: 0
 	// pending: 1 sent: 0 archived: 2
 }
+
+func ExampleStore_Backlog() {
+	ctx := context.Background()
+	db := seckilltest.Example(outbox.Migrations) // a fresh schema with the outbox tables
+	pool, schema := db.Pool, db.Schema
+	store, _ := outbox.New(outbox.Config{Schema: schema})
+	err := pgtx.RunInTx(ctx, pool, pgtx.Options{}, func(tx pgx.Tx) error {
+		_, err := store.Enqueue(ctx, tx, []outbox.Event{
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "1", DedupKey: "b1", Payload: []byte(`1`)},
+			{Topic: "T", AggregateType: "ORDER", AggregateID: "2", DedupKey: "b2", Payload: []byte(`2`)},
+		}...)
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	c, _ := store.ClaimOutboxBatch(ctx, pool, "relay-1", 1)
+	// ... publish c.Messages ...
+	if _, err := store.Mark(ctx, pool, outbox.Outcome{Lease: c.Lease, Sent: claimIDs(c)}); err != nil {
+		panic(err)
+	}
+	// A readiness or drain check polls the backlog: what is still to be
+	// published, never the SENT history.
+	bl, err := store.Backlog(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("waiting:", bl.Pending+bl.Sending+bl.Retry, "dead:", bl.Dead)
+	// Output:
+	// waiting: 1 dead: 0
+}

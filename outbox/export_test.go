@@ -19,6 +19,8 @@ var MigrationFiles = migrationFiles
 // StatsSQL returns the stats statement (for EXPLAIN in tests).
 func StatsSQL(s *Store) string { return s.statsSQL }
 
+func BacklogSQL(s *Store) string { return s.backlogSQL }
+
 // DisableClaimCursor makes every claim of r start from the head of
 // idx_outbox_ready (the claim before the cursor), for side-by-side
 // benchmarks. Call before Run.

@@ -364,6 +364,18 @@ func TestStatsCountsEachStatus(t *testing.T) {
 	if st.OldestWaiting < 2*time.Hour || st.OldestWaiting >= 3*time.Hour {
 		t.Fatalf("OldestWaiting = %v; want the RETRY events' age, two hours", st.OldestWaiting)
 	}
+	// Backlog: the same but SENT.
+	bl, err := b.store.Backlog(b.ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bl.Pending != 1 || bl.Sending != 2 || bl.Retry != 3 || bl.Dead != 4 || bl.Sent != 0 || bl.SentEstimated ||
+		bl.OldestWaiting < 2*time.Hour || bl.OldestWaiting >= 3*time.Hour {
+		t.Fatalf("backlog = %+v; want 1 PENDING, 2 SENDING, 3 RETRY, 4 DEAD, no SENT, the oldest waiting two hours old", bl)
+	}
+	if _, err := b.store.Backlog(b.ctx, nil); err == nil {
+		t.Fatal("Backlog with a nil handle: no error")
+	}
 }
 
 // Stats counts SENT exactly up to StatsExactSentPages pages, the limit

@@ -122,6 +122,7 @@ type Store struct {
 	recoverSQL           string
 	recoverSpec          string
 	statsSQL             string
+	backlogSQL           string
 	purgeSQL             string
 	archiveSentSQL       string
 
@@ -181,6 +182,7 @@ func New(cfg Config) (*Store, error) {
 	s.recoverSQL = q.Get("recover")
 	s.recoverSpec = q.Get("recover_lease")
 	s.statsSQL = q.Get("stats")
+	s.backlogSQL = q.Get("backlog")
 	s.purgeSQL = q.Get("purge")
 	s.archiveSentSQL = q.Get("archive_sent")
 	s.eventsByStatusSQL = q.Get("events_by_status")

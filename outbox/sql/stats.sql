@@ -22,3 +22,17 @@ SELECT
 	pg_relation_size(c.oid) / current_setting('block_size')::int8
 FROM pg_class AS c
 WHERE c.oid = $1::regclass
+
+-- name: backlog
+-- Store.Backlog: the stats statement without SENT. Counts the events
+-- waiting (PENDING, SENDING, RETRY) and DEAD, each through the partial
+-- index holding only that status, and the age of the oldest ready event:
+-- its cost follows the events in flight and dead, never the table's size.
+-- index: idx_outbox_ready, idx_outbox_stale_sending, idx_outbox_dead
+SELECT
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 0),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 10),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 30),
+	(SELECT count(*) FROM {schema}.event_outbox WHERE status = 40),
+	(SELECT coalesce((extract(epoch FROM statement_timestamp() - min(created_at)) * 1000000)::int8, 0)
+	   FROM {schema}.event_outbox WHERE status IN (0, 30))
