@@ -587,7 +587,7 @@ func (s *service) waitEventsConsumed(ctx context.Context) error {
 // waiting for a retry.
 func (s *service) waitOutboxDrained(ctx context.Context) error {
 	for {
-		st, err := s.Outbox.Stats(ctx, s.Pool)
+		st, err := s.Outbox.Backlog(ctx, s.Pool)
 		if err != nil {
 			return err
 		}

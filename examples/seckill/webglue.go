@@ -67,7 +67,7 @@ func (s *service) Stats(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	front, err := s.front.State(ctx)
+	front, err := s.front.Counters(ctx)
 	if err != nil {
 		return nil, errors.Join(web.ErrUnavailable, err)
 	}
@@ -76,7 +76,7 @@ func (s *service) Stats(ctx context.Context) (any, error) {
 		"clicks": c.clicks.Load(), "front_accepted": c.frontAccepted.Load(), "front_sold_out": c.frontSoldOut.Load(),
 		"orders_created": c.created.Load(), "rejected_sold_out": c.soldOut.Load(), "rejected_user_already": c.userAlready.Load(),
 		"duplicates": c.duplicates.Load(), "paid": c.paid.Load(), "cancelled": c.cancelled.Load(),
-		"queue_pending": s.q.Pending(ctx), "front_available": front.TotalAvailable(), "front_held": len(front.Held),
+		"queue_pending": s.q.Pending(ctx), "front_available": frontdoor.State{Available: front.Available}.TotalAvailable(), "front_held": front.Held,
 		"front_door": s.front.Name(), "broker": s.q.Name(), "front_door_rebuilds": c.rebuilds.Load(),
 		"e2e_p50_ms": ms(s.e2e.percentile(50)), "e2e_p99_ms": ms(s.e2e.percentile(99)),
 		"outbox": st, "consumer_p50_ms": ms(s.lat.percentile(50)), "consumer_p99_ms": ms(s.lat.percentile(99)),
@@ -117,7 +117,7 @@ func (s *service) Quiet(ctx context.Context) bool {
 	if s.inFlight.Load() != 0 || s.q.Pending(ctx) != 0 {
 		return false
 	}
-	st, err := s.Outbox.Stats(ctx, s.Pool)
+	st, err := s.Outbox.Backlog(ctx, s.Pool)
 	return err == nil && st.Pending+st.Sending+st.Retry == 0
 }
 

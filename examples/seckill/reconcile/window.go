@@ -25,8 +25,8 @@ type Counters struct {
 	// published or whose publish got no definite answer, and the
 	// reservations of poison messages.
 	InFlight int64 `json:"in_flight"`
-	// Outbox is the event backlog (waiting and dead), from the outbox's
-	// partial indexes.
+	// Outbox is the event backlog (waiting and dead: outbox.Store.Backlog,
+	// no SENT count).
 	Outbox outbox.Stats `json:"outbox"`
 }
 
@@ -130,7 +130,7 @@ func (r *reconciler) readInFlight(ctx context.Context) error {
 	if r.s.UnknownPublishes != nil {
 		c.InFlight += r.s.UnknownPublishes()
 	}
-	st, err := r.s.Flow.Outbox.Stats(ctx, r.tx)
+	st, err := r.s.Flow.Outbox.Backlog(ctx, r.tx)
 	if err != nil {
 		return fmt.Errorf("reconcile: outbox: %w", err)
 	}

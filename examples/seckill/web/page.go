@@ -280,7 +280,7 @@ func (m *Monitor) sample(ctx context.Context) {
 		}
 		snap.Buckets = append(snap.Buckets, pb)
 	}
-	if st, err := fs.Outbox.Stats(ctx, fs.Pool); err != nil {
+	if st, err := fs.Outbox.Backlog(ctx, fs.Pool); err != nil {
 		errs = append(errs, err.Error())
 	} else {
 		snap.Outbox, snap.OutboxDead, snap.OutboxOldest = st.Pending+st.Sending+st.Retry, st.Dead, st.OldestWaiting.Seconds()
