@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/pgtest"
 )
 
 func TestParseProcStat(t *testing.T) {
@@ -123,7 +125,8 @@ func TestCitusHopAndResult(t *testing.T) {
 		cpu:      [nComponents]time.Duration{cpuPostgres: 300 * time.Millisecond, cpuService: 100 * time.Millisecond},
 		walBytes: 400_000,
 		nodes: []nodeWindow{
-			{name: "coordinator", cpu: 200 * time.Millisecond, stmtsMS: 90, calls: 600},
+			{name: "coordinator", cpu: 200 * time.Millisecond, stmtsMS: 90, calls: 600, readMS: 9,
+				readTop: []stmtLine{{calls: 3, totalMS: 9, normalized: "WITH inv AS (SELECT"}}},
 			{name: "worker a", cpu: 100 * time.Millisecond, stmtsMS: 50, calls: 700},
 			{name: "worker b", stmtsMS: 10},
 		}}
@@ -141,17 +144,18 @@ func TestCitusHopAndResult(t *testing.T) {
 	printStackResult(&plain, options{}, kit, []rateResult{r}, nil)
 	printStackResult(&citus, options{stackCitus: true}, kit, []rateResult{r}, nil)
 	if want := "RESULT stack_orders_per_s=100 stack_vs_kit=0.50 stack_cpu_us_per_order=4000 stack_pg_cpu_us_per_order=3000 wal_bytes_per_order=4000" +
-		" kit_cpu_us_per_order=1000 kit_pg_cpu_us_per_order=600 kit_wal_bytes_per_order=2500 stack_vs_kit_cpu_bound=0.25\n"; plain.String() != want {
+		" kit_cpu_us_per_order=1000 kit_pg_cpu_us_per_order=600 kit_wal_bytes_per_order=2500 stack_vs_kit_cpu_bound=0.25 stack_readonly_stmt_share=0.100\n"; plain.String() != want {
 		t.Fatalf("plain RESULT:\n%s\nwant\n%s", plain.String(), want)
 	}
 	if want := "RESULT citus_stack_orders_per_s=100 citus_stack_vs_kit=0.50 citus_stack_cpu_us_per_order=4000 citus_stack_pg_cpu_us_per_order=3000 citus_wal_bytes_per_order=4000" +
-		" citus_kit_cpu_us_per_order=1000 citus_kit_pg_cpu_us_per_order=600 citus_kit_wal_bytes_per_order=2500 citus_stack_vs_kit_cpu_bound=0.25" +
+		" citus_kit_cpu_us_per_order=1000 citus_kit_pg_cpu_us_per_order=600 citus_kit_wal_bytes_per_order=2500 citus_stack_vs_kit_cpu_bound=0.25 citus_stack_readonly_stmt_share=0.100" +
 		" citus_coordinator_cpu_us_per_order=2000 citus_coordinator_hop_ms_per_order=0.300\n"; citus.String() != want {
 		t.Fatalf("Citus RESULT:\n%s\nwant\n%s", citus.String(), want)
 	}
 	var report strings.Builder
 	reportStack(&report, options{}, kit, []rateResult{r})
-	for _, want := range []string{"| before the stack | 200 | 500 | 300 | 800 | 0.16 | 3000 |", "| after the stack | 200 | 700 | 500 | 1200 | 0.24 | 2000 |", "| 100 | coordinator | 2000 | ", "| 100 | worker a | 1000 | ", "| 100 | 0.300 | 0.050 | 2000 |", "worker b (10 ms of statements"} {
+	for _, want := range []string{"| before the stack | 200 | 500 | 300 | 800 | 0.16 | 3000 |", "| after the stack | 200 | 700 | 500 | 1200 | 0.24 | 2000 |", "| 100 | coordinator | 2000 | ", "| 100 | worker a | 1000 | ", "| 100 | 0.300 | 0.050 | 2000 |", "worker b (10 ms of statements",
+		"and any other read): 9 ms, 10.0% of the statement time, coordinator:", "-  10.0%       9.0 ms       3 calls    3.000 ms/call"} {
 		if !strings.Contains(report.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, report.String())
 		}
@@ -222,5 +226,37 @@ func TestRelayModesReport(t *testing.T) {
 	reportRelayModes(&none, lease, nil)
 	if none.Len() != 0 {
 		t.Fatalf("report without InTx windows: %q", none.String())
+	}
+}
+
+// TestReadOnlyStatement: the SQL test that counts a pg_stat_statements row
+// among the reads (the operator view's share) takes reads, and no
+// statement that writes or locks rows, on a real server.
+func TestReadOnlyStatement(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, time.Minute)
+	pool := pgtest.Pool(t)
+	for _, c := range []struct {
+		query string
+		read  bool
+	}{
+		{"SELECT count(*) FROM s.orders WHERE status IN ($1, $2)", true},
+		{"  select updated_at, deleted FROM s.orders", true},
+		{"WITH inv AS MATERIALIZED (SELECT bucket_no FROM s.sku_inventory) SELECT * FROM inv", true},
+		{"WITH c AS (UPDATE s.event_outbox SET status = $1 RETURNING event_id) SELECT count(*) FROM c", false},
+		{"INSERT INTO s.consumer_inbox (message_id) VALUES ($1)", false},
+		{"SELECT event_id FROM s.event_outbox WHERE status = $1 FOR UPDATE SKIP LOCKED", false},
+		{"SELECT order_id FROM s.orders WHERE order_id = $1 FOR NO KEY UPDATE", false},
+		{"SELECT 1 FROM s.orders FOR SHARE", false},
+		{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false},
+		{"DELETE FROM s.consumer_inbox WHERE received_at < $1", false},
+	} {
+		var got bool
+		if err := pool.QueryRow(ctx, `SELECT `+readOnlyStatement+` FROM (VALUES ($1::text)) AS t(query)`, c.query).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.read {
+			t.Errorf("%q: read-only %v, want %v", c.query, got, c.read)
+		}
 	}
 }

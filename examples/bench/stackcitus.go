@@ -97,8 +97,10 @@ type nodeWindow struct {
 	cpu      time.Duration
 	walBytes int64
 	stmts    []stmtLine
-	stmtsMS  float64 // every statement's execution time on the node
-	calls    int64   // every statement's calls on the node
+	stmtsMS  float64    // every statement's execution time on the node
+	calls    int64      // every statement's calls on the node
+	readMS   float64    // the read-only statements' execution time (readOnlyStatement)
+	readTop  []stmtLine // the read-only statements that took the most
 }
 
 // resetStatements clears pg_stat_statements on every node.
@@ -137,10 +139,11 @@ func (sr *stackRun) nodeWindows(ctx context.Context, s0, s1 snapshot, top int) (
 	out := make([]nodeWindow, len(sr.nodes))
 	for i, n := range sr.nodes {
 		w := nodeWindow{name: n.name, cpu: s1.nodeCPU[i] - s0.nodeCPU[i], walBytes: int64(s1.nodeLSN[i] - s0.nodeLSN[i])}
-		var err error
-		if w.stmts, w.stmtsMS, w.calls, err = topStatements(ctx, n.pool, top); err != nil {
+		st, err := topStatements(ctx, n.pool, top)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n.name, err)
 		}
+		w.stmts, w.stmtsMS, w.calls, w.readMS, w.readTop = st.top, st.allMS, st.allCalls, st.readMS, st.readTop
 		out[i] = w
 	}
 	return out, nil

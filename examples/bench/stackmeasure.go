@@ -177,32 +177,54 @@ func parseLSN(s string) (uint64, error) {
 	return h<<32 | l, nil
 }
 
-// topStatements returns the n statements that took the most execution
-// time since the last pg_stat_statements_reset, and the time and calls of
-// all.
-func topStatements(ctx context.Context, pool *pgxpool.Pool, n int) (top []stmtLine, allMS float64, allCalls int64, err error) {
+// readOnlyStatement is the SQL test of a pg_stat_statements row for a
+// read: a SELECT or WITH that writes nothing and locks no row. During a
+// -stack window those are the operator view's checks (live audit and
+// reconciliation) and figures, and any other read (the order path has
+// none but a duplicate's lookup): their share of the statement time is
+// an upper bound of what watching the sale costs PostgreSQL.
+const readOnlyStatement = `query ~* '^\s*(SELECT|WITH)\M' AND query !~* '\m(INSERT|UPDATE|DELETE)\M|\mSKIP\s+LOCKED\M|\mFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE)\M'`
+
+// statements is a window's pg_stat_statements, since the last reset.
+type statements struct {
+	top      []stmtLine // the statements that took the most execution time
+	allMS    float64    // every statement's execution time
+	allCalls int64
+	readMS   float64    // the read-only statements' (readOnlyStatement)
+	readTop  []stmtLine // the read-only statements that took the most
+}
+
+// topStatements reads the n statements that took the most execution time
+// since the last pg_stat_statements_reset, the n read-only ones that did,
+// and the time and calls of all and of the read-only ones.
+func topStatements(ctx context.Context, pool *pgxpool.Pool, n int) (st statements, err error) {
 	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time, rows, wal_bytes, regexp_replace(left(query, 110), '\s+', ' ', 'g'),
-		sum(total_exec_time) OVER (), sum(calls) OVER ()
+		sum(total_exec_time) OVER (), sum(calls) OVER (), coalesce(sum(total_exec_time) FILTER (WHERE `+readOnlyStatement+`) OVER (), 0),
+		`+readOnlyStatement+`
 		FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC`)
 	if err != nil {
-		return nil, 0, 0, err
+		return st, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var l stmtLine
 		var wal, calls pgtype.Numeric
-		if err := rows.Scan(&l.calls, &l.totalMS, &l.rows, &wal, &l.normalized, &allMS, &calls); err != nil {
-			return nil, 0, 0, err
+		var readOnly bool
+		if err := rows.Scan(&l.calls, &l.totalMS, &l.rows, &wal, &l.normalized, &st.allMS, &calls, &st.readMS, &readOnly); err != nil {
+			return st, err
 		}
 		wf, _ := wal.Float64Value()
 		l.walBytes = wf.Float64
 		cf, _ := calls.Float64Value()
-		allCalls = int64(cf.Float64)
-		if len(top) < n {
-			top = append(top, l)
+		st.allCalls = int64(cf.Float64)
+		if len(st.top) < n {
+			st.top = append(st.top, l)
+		}
+		if readOnly && len(st.readTop) < n {
+			st.readTop = append(st.readTop, l)
 		}
 	}
-	return top, allMS, allCalls, rows.Err()
+	return st, rows.Err()
 }
 
 // drain waits until every click c's load got a 202 for has its order

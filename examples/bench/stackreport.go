@@ -38,11 +38,19 @@ func reportStack(out io.Writer, o options, kit [2]kitResult, rs []rateResult) {
 				where = ", " + n.name
 			}
 			fmt.Fprintf(out, "\nTop statements by execution time, %d/s offered%s (%.0f ms of statements in the window):\n\n", r.offered, where, n.stmtsMS)
-			for _, s := range n.stmts {
-				fmt.Fprintf(out, "- %5.1f%%  %8.1f ms  %6d calls  %7.3f ms/call  %6.0f WAL B/call  `%s`\n", 100*ratio(s.totalMS, n.stmtsMS),
-					s.totalMS, s.calls, ratio(s.totalMS, float64(s.calls)), ratio(s.walBytes, float64(s.calls)), s.normalized)
-			}
+			printStmtLines(out, n.stmts, n.stmtsMS)
+			fmt.Fprintf(out, "\nRead-only statements (the operator view's live audit, reconciliation and figures, and any other read): %.0f ms, %.1f%% of the statement time%s:\n\n",
+				n.readMS, 100*ratio(n.readMS, n.stmtsMS), where)
+			printStmtLines(out, n.readTop[:min(len(n.readTop), 5)], n.stmtsMS)
 		}
+	}
+}
+
+// printStmtLines prints stmts, each with its share of allMS.
+func printStmtLines(out io.Writer, stmts []stmtLine, allMS float64) {
+	for _, s := range stmts {
+		fmt.Fprintf(out, "- %5.1f%%  %8.1f ms  %6d calls  %7.3f ms/call  %6.0f WAL B/call  `%s`\n", 100*ratio(s.totalMS, allMS),
+			s.totalMS, s.calls, ratio(s.totalMS, float64(s.calls)), ratio(s.walBytes, float64(s.calls)), s.normalized)
 	}
 }
 
@@ -156,6 +164,9 @@ func printStackResult(out io.Writer, o options, kit [2]kitResult, rs, inTx []rat
 		s.walPerOrder())
 	fmt.Fprintf(out, " %[1]skit_cpu_us_per_order=%.0[2]f %[1]skit_pg_cpu_us_per_order=%.0[3]f %[1]skit_wal_bytes_per_order=%.0[4]f %[1]sstack_vs_kit_cpu_bound=%.2[5]f",
 		p, kitCPU, kitPG, kitWAL, ratio(kitCPU, s.perOrder(s.totalCPU())))
+	if len(s.nodes) > 0 {
+		fmt.Fprintf(out, " %sstack_readonly_stmt_share=%.3f", p, ratio(s.nodes[0].readMS, s.nodes[0].stmtsMS))
+	}
 	if o.stackCitus {
 		hop, _ := s.hop()
 		fmt.Fprintf(out, " citus_coordinator_cpu_us_per_order=%.0f citus_coordinator_hop_ms_per_order=%.3f", s.perOrder(s.nodes[0].cpu), hop)
