@@ -250,6 +250,9 @@ func TestReadOnlyStatement(t *testing.T) {
 		{"SELECT 1 FROM s.orders FOR SHARE", false},
 		{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false},
 		{"DELETE FROM s.consumer_inbox WHERE received_at < $1", false},
+		{"SELECT set_config('lock_timeout', $1, true)", false},
+		{"SELECT set_config($1, $2, $3)", false},
+		{"SELECT current_setting('block_size')", true},
 	} {
 		var got bool
 		if err := pool.QueryRow(ctx, `SELECT `+readOnlyStatement+` FROM (VALUES ($1::text)) AS t(query)`, c.query).Scan(&got); err != nil {

@@ -178,12 +178,13 @@ func parseLSN(s string) (uint64, error) {
 }
 
 // readOnlyStatement is the SQL test of a pg_stat_statements row for a
-// read: a SELECT or WITH that writes nothing and locks no row. During a
+// read: a SELECT or WITH that writes nothing, locks no row and sets no
+// setting (the order path's set_config of its lock_timeout). During a
 // -stack window those are the operator view's checks (live audit and
 // reconciliation) and figures, and any other read (the order path has
 // none but a duplicate's lookup): their share of the statement time is
 // an upper bound of what watching the sale costs PostgreSQL.
-const readOnlyStatement = `query ~* '^\s*(SELECT|WITH)\M' AND query !~* '\m(INSERT|UPDATE|DELETE)\M|\mSKIP\s+LOCKED\M|\mFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE)\M'`
+const readOnlyStatement = `query ~* '^\s*(SELECT|WITH)\M' AND query !~* '\m(INSERT|UPDATE|DELETE)\M|\mSKIP\s+LOCKED\M|\mFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE)\M|^\s*SELECT\s+set_config\('`
 
 // statements is a window's pg_stat_statements, since the last reset.
 type statements struct {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/reconcile"
+	"github.com/seckillkit/seckill/outbox"
 )
 
 // The operator view: GET / is one HTML page (page.html, embedded) that
@@ -45,6 +46,12 @@ const checkPace = 50
 // pace times took when that is longer.
 func checkWait(took time.Duration, pace int64) time.Duration {
 	return max(checkEvery, time.Duration(pace)*took)
+}
+
+// backlogWait is the wait after a read of the outbox's backlog that took
+// took: sampleEvery, or pace times took when that is longer.
+func backlogWait(took time.Duration, pace int64) time.Duration {
+	return max(sampleEvery, time.Duration(pace)*took)
 }
 
 const (
@@ -156,6 +163,13 @@ type Monitor struct {
 	reconcile CheckLine
 	final     bool // the run is over: the snapshot no longer changes
 
+	// The outbox's backlog, read every sample while that is cheap and
+	// paced like the checks once it is not (a long backlog on a busy
+	// table takes tens of milliseconds to count).
+	backlog     outbox.Stats
+	backlogErr  error
+	backlogNext time.Time
+
 	lastOrders int64
 	lastAt     time.Time
 	lastLat    int           // latencies seen so far
@@ -251,10 +265,26 @@ func (m *Monitor) Finish(checks []flow.Check, rec *reconcile.Result) {
 		m.reconcile = reconcileLine(rec)
 	}
 	m.mu.Unlock()
+	m.backlogNext = time.Time{} // the final snapshot reads it afresh
 	m.sample(context.Background())
 	m.mu.Lock()
 	m.final = true
 	m.mu.Unlock()
+}
+
+// readBacklog reads the outbox's backlog when it is due: at every sample
+// while a read takes under sampleEvery / pace, else pace times its last
+// duration after it (checkWait's rule, as for the checks), so that it
+// too takes at most about 2 % of one connection's time.
+func (m *Monitor) readBacklog(ctx context.Context) error {
+	if now := time.Now(); now.Before(m.backlogNext) {
+		return m.backlogErr
+	}
+	fs := m.s.Flow()
+	began := time.Now()
+	m.backlog, m.backlogErr = fs.Outbox.Backlog(ctx, fs.Pool)
+	m.backlogNext = began.Add(backlogWait(time.Since(began), m.pace.Load()))
+	return m.backlogErr
 }
 
 // sample reads the cheap figures and publishes a snapshot if it changed.
@@ -280,9 +310,10 @@ func (m *Monitor) sample(ctx context.Context) {
 		}
 		snap.Buckets = append(snap.Buckets, pb)
 	}
-	if st, err := fs.Outbox.Backlog(ctx, fs.Pool); err != nil {
+	if err := m.readBacklog(ctx); err != nil {
 		errs = append(errs, err.Error())
 	} else {
+		st := m.backlog
 		snap.Outbox, snap.OutboxDead, snap.OutboxOldest = st.Pending+st.Sending+st.Retry, st.Dead, st.OldestWaiting.Seconds()
 	}
 	if snap.Standbys, err = readStandbys(ctx, fs.Pool); err != nil {
