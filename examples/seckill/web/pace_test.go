@@ -37,19 +37,20 @@ func TestCheckWaitPace(t *testing.T) {
 	}
 }
 
-// TestBacklogWait: the page's backlog is read at every sample while a
-// read is quick, and at most about 2 % of the time once it is slow.
-func TestBacklogWait(t *testing.T) {
+// TestSampleWait: the page's figures are read every sampleEvery while a
+// sample is quick, and at most about 2 % of the time once it is slow.
+func TestSampleWait(t *testing.T) {
 	for _, c := range []struct{ took, want time.Duration }{
+		{0, sampleEvery},
 		{time.Millisecond, sampleEvery},
 		{sampleEvery / checkPace, sampleEvery},
 		{60 * time.Millisecond, 3 * time.Second},
 	} {
-		if got := backlogWait(c.took, checkPace); got != c.want {
-			t.Errorf("backlogWait(%v) = %v, want %v", c.took, got, c.want)
+		if got := sampleWait(c.took, checkPace); got != c.want {
+			t.Errorf("sampleWait(%v) = %v, want %v", c.took, got, c.want)
 		}
-		if share := float64(c.took) / float64(backlogWait(c.took, checkPace)); share > 1.0/float64(checkPace)+1e-9 {
-			t.Errorf("backlogWait(%v): the reads take %.3f of the time, over 1/%d", c.took, share, checkPace)
+		if share := float64(c.took) / float64(sampleWait(c.took, checkPace)); share > 1.0/float64(checkPace)+1e-9 {
+			t.Errorf("sampleWait(%v): the samples take %.3f of the time, over 1/%d", c.took, share, checkPace)
 		}
 	}
 }

@@ -18,13 +18,13 @@ import (
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/examples/seckill/reconcile"
-	"github.com/seckillkit/seckill/outbox"
 )
 
 // The operator view: GET / is one HTML page (page.html, embedded) that
 // opens GET /events, a server-sent event stream. A sampler reads the cheap
-// figures every sampleEvery (counters, one read of the buckets, the front
-// door's stock counters, the queue and outbox backlogs) and pushes a
+// figures every sampleEvery, or less often once a sample takes long
+// (sampleWait: counters, one read of the buckets, the front door's stock
+// counters, the queue and outbox backlogs, the standbys) and pushes a
 // snapshot to every open stream when it changed; the audit and the
 // reconciliation are heavier and run every checkEvery (or less often, as
 // checkPace says, when they take long), the latest result riding along in
@@ -48,9 +48,13 @@ func checkWait(took time.Duration, pace int64) time.Duration {
 	return max(checkEvery, time.Duration(pace)*took)
 }
 
-// backlogWait is the wait after a read of the outbox's backlog that took
-// took: sampleEvery, or pace times took when that is longer.
-func backlogWait(took time.Duration, pace int64) time.Duration {
+// sampleWait is the wait after a sample of the cheap figures that took
+// took: sampleEvery, or pace times took when that is longer. A sample
+// reads a few rows, but on a busy database counting a long outbox
+// backlog or reading pg_stat_replication takes tens of milliseconds:
+// then the samples, like the checks, take at most about 2 % of one
+// connection's time.
+func sampleWait(took time.Duration, pace int64) time.Duration {
 	return max(sampleEvery, time.Duration(pace)*took)
 }
 
@@ -163,13 +167,6 @@ type Monitor struct {
 	reconcile CheckLine
 	final     bool // the run is over: the snapshot no longer changes
 
-	// The outbox's backlog, read every sample while that is cheap and
-	// paced like the checks once it is not (a long backlog on a busy
-	// table takes tens of milliseconds to count).
-	backlog     outbox.Stats
-	backlogErr  error
-	backlogNext time.Time
-
 	lastOrders int64
 	lastAt     time.Time
 	lastLat    int           // latencies seen so far
@@ -196,15 +193,16 @@ func StartMonitor(ctx context.Context, s Service) *Monitor {
 	m.lastAt = time.Now()
 	m.sample(ctx)
 	wg.Go(func() {
-		t := time.NewTicker(sampleEvery)
-		defer t.Stop()
+		var took time.Duration
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				m.sample(ctx)
+			case <-time.After(sampleWait(took, m.pace.Load())):
 			}
+			began := time.Now()
+			m.sample(ctx)
+			took = time.Since(began)
 		}
 	})
 	wg.Go(func() {
@@ -245,7 +243,8 @@ func (m *Monitor) Streams() int64 { return m.streams.Load() }
 
 // SetCheckPace sets the checks' pace (checkPace, 50, by default): after a
 // check that took d, the next starts pace × d later at the soonest, and
-// never sooner than checkEvery. A test that waits for the next check's
+// never sooner than checkEvery. The samples of the cheap figures follow
+// the same pace, never sooner than sampleEvery apart. A test that waits for the next check's
 // result on a slow machine (under the race detector, a check of a tiny
 // sale can take seconds) sets 1; pace below 1 counts as 1.
 func (m *Monitor) SetCheckPace(pace int) { m.pace.Store(int64(max(pace, 1))) }
@@ -265,26 +264,10 @@ func (m *Monitor) Finish(checks []flow.Check, rec *reconcile.Result) {
 		m.reconcile = reconcileLine(rec)
 	}
 	m.mu.Unlock()
-	m.backlogNext = time.Time{} // the final snapshot reads it afresh
 	m.sample(context.Background())
 	m.mu.Lock()
 	m.final = true
 	m.mu.Unlock()
-}
-
-// readBacklog reads the outbox's backlog when it is due: at every sample
-// while a read takes under sampleEvery / pace, else pace times its last
-// duration after it (checkWait's rule, as for the checks), so that it
-// too takes at most about 2 % of one connection's time.
-func (m *Monitor) readBacklog(ctx context.Context) error {
-	if now := time.Now(); now.Before(m.backlogNext) {
-		return m.backlogErr
-	}
-	fs := m.s.Flow()
-	began := time.Now()
-	m.backlog, m.backlogErr = fs.Outbox.Backlog(ctx, fs.Pool)
-	m.backlogNext = began.Add(backlogWait(time.Since(began), m.pace.Load()))
-	return m.backlogErr
 }
 
 // sample reads the cheap figures and publishes a snapshot if it changed.
@@ -310,10 +293,9 @@ func (m *Monitor) sample(ctx context.Context) {
 		}
 		snap.Buckets = append(snap.Buckets, pb)
 	}
-	if err := m.readBacklog(ctx); err != nil {
+	if st, err := fs.Outbox.Backlog(ctx, fs.Pool); err != nil {
 		errs = append(errs, err.Error())
 	} else {
-		st := m.backlog
 		snap.Outbox, snap.OutboxDead, snap.OutboxOldest = st.Pending+st.Sending+st.Retry, st.Dead, st.OldestWaiting.Seconds()
 	}
 	if snap.Standbys, err = readStandbys(ctx, fs.Pool); err != nil {
