@@ -426,8 +426,17 @@ func LoadImage(ctx context.Context, fs *flow.Service) (Image, error) {
 	return img, err
 }
 
-// Rebuild replaces the front door's keys with img, atomically (MULTI):
-// a script never sees half an image. The sale opens at startsAt.
+// rebuildChunk is how many hash fields one round trip of a rebuild
+// writes: small enough that each stays well inside the client's read
+// timeout whatever the image's size (one MULTI of a million reservations
+// took longer than the service's 2 s).
+const rebuildChunk = 5000
+
+// Rebuild replaces the front door's keys with img, atomically: it writes
+// the image into keys of its own beside the live ones (in the same hash
+// slot), rebuildChunk fields a round trip, then one MULTI unlinks the
+// live keys and renames the new ones onto them, so a script never sees
+// half an image. The sale opens at startsAt.
 func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) error {
 	// The server is read before the MULTI: a failover between the two
 	// makes the next Built answer false (one rebuild more), never true for
@@ -436,44 +445,21 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 	if err != nil {
 		return down(ctx, err)
 	}
-	var left, held int64
-	stock := make([]any, 0, 2*len(img.available))
-	for b, a := range img.available {
-		stock = append(stock, strconv.Itoa(b), a)
-		left += int64(a)
+	staged := make([]string, len(f.keys))
+	for i, k := range f.keys {
+		staged[i] = k + ":rebuild"
+	}
+	written, err := f.stage(ctx, img, startsAt, staged)
+	if err != nil {
+		return down(ctx, err)
 	}
 	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, f.keys...)
-		p.HSet(ctx, f.keys[keyStock], stock...)
-		const chunk = 2000
-		var resv, req, users []any
-		flush := func(force bool) {
-			if len(resv) >= chunk || (force && len(resv) > 0) {
-				p.HSet(ctx, f.keys[keyResv], resv...)
-				p.HSet(ctx, f.keys[keyReq], req...)
-				resv, req = resv[:0:0], req[:0:0]
-			}
-			if len(users) >= chunk || (force && len(users) > 0) {
-				p.HSet(ctx, f.keys[keyUsers], users...)
-				users = users[:0:0]
+		p.Unlink(ctx, f.keys...)
+		for i := range f.keys {
+			if written[i] {
+				p.Rename(ctx, staged[i], f.keys[i])
 			}
 		}
-		for _, r := range img.resv {
-			state := "X"
-			if r.held {
-				state = "R"
-				held++
-			}
-			resv = append(resv, r.id.String(), fmt.Sprintf("%s:%d:%d:%d", state, r.bucket, r.user, r.order))
-			req = append(req, r.request.String(), r.id.String())
-			flush(false)
-		}
-		for u, id := range img.users {
-			users = append(users, strconv.FormatInt(u, 10), id.String())
-			flush(false)
-		}
-		flush(true)
-		p.HSet(ctx, f.keys[keyMeta], "status", "open", "starts_ms", startsAt.UnixMilli(), "ends_ms", 0, "left", left, "held", held)
 		return nil
 	})
 	if err != nil {
@@ -484,6 +470,71 @@ func (f *Redis) Rebuild(ctx context.Context, img Image, startsAt time.Time) erro
 	f.builtOn = node
 	f.mu.Unlock()
 	return nil
+}
+
+// stage writes img into the keys staged (a leftover of a rebuild that
+// did not finish is dropped first), and reports which it wrote: an empty
+// hash is no key.
+func (f *Redis) stage(ctx context.Context, img Image, startsAt time.Time, staged []string) ([]bool, error) {
+	if err := f.rdb.Unlink(ctx, staged...).Err(); err != nil {
+		return nil, err
+	}
+	written := make([]bool, len(staged))
+	var left, held int64
+	stock := make([]any, 0, 2*len(img.available))
+	for b, a := range img.available {
+		stock = append(stock, strconv.Itoa(b), a)
+		left += int64(a)
+	}
+	var resv, req, users []any
+	flush := func() error {
+		_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, kv := range map[int][]any{keyResv: resv, keyReq: req, keyUsers: users} {
+				if len(kv) > 0 {
+					p.HSet(ctx, staged[i], kv...)
+					written[i] = true
+				}
+			}
+			return nil
+		})
+		resv, req, users = resv[:0], req[:0], users[:0]
+		return err
+	}
+	for _, r := range img.resv {
+		state := "X"
+		if r.held {
+			state = "R"
+			held++
+		}
+		resv = append(resv, r.id.String(), fmt.Sprintf("%s:%d:%d:%d", state, r.bucket, r.user, r.order))
+		req = append(req, r.request.String(), r.id.String())
+		if len(resv) >= 2*rebuildChunk {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for u, id := range img.users {
+		users = append(users, strconv.FormatInt(u, 10), id.String())
+		if len(users) >= 2*rebuildChunk {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(stock) > 0 {
+			p.HSet(ctx, staged[keyStock], stock...)
+			written[keyStock] = true
+		}
+		p.HSet(ctx, staged[keyMeta], "status", "open", "starts_ms", startsAt.UnixMilli(), "ends_ms", 0, "left", left, "held", held)
+		written[keyMeta] = true
+		return nil
+	})
+	return written, err
 }
 
 // Built reports whether the front door's keys are there, on the server its

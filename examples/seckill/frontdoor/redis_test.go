@@ -514,3 +514,64 @@ func countersAgree(t *testing.T, ctx context.Context, f Door) {
 		t.Fatalf("counters %+v, state: available %v, drift %v, %d held", c, st.Available, st.Drift, len(st.Held))
 	}
 }
+
+// TestRedisRebuildLargeImage: a rebuild of 200,000 reservations on a
+// client whose read timeout is 150 ms (one MULTI of the whole image takes
+// longer: the rebuild once never finished at 1,000,000 under the
+// service's 2 s), written a chunk per round trip and switched in one
+// MULTI: every reservation and buyer is there, the held count matches,
+// and a second rebuild over it replaces it (no leftover of the first).
+func TestRedisRebuildLargeImage(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rdb := stackharness.RedisClient(t)
+	opts := *rdb.Options()
+	opts.ReadTimeout, opts.WriteTimeout = 150*time.Millisecond, 150*time.Millisecond
+	short := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = short.Close() })
+	var next atomic.Int64
+	g := NewRedis(short, "test:"+uuid.NewString()[:8], flow.SKU{ActivityID: 7, SKUID: 9, Buckets: 4}, func() int64 { return next.Add(1) })
+	f := g
+	const n = 200_000
+	img := Image{available: []int32{5, 5, 5, 5}, users: map[int64]uuid.UUID{}}
+	for i := range n {
+		r := imageReservation{id: uuid.New(), request: uuid.New(), bucket: int16(i % 4), user: int64(i + 1), order: int64(i + 1), held: i%10 != 0}
+		img.resv = append(img.resv, r)
+		if r.held {
+			img.users[r.user] = r.id
+		}
+	}
+	for round := range 2 {
+		if round == 1 {
+			img.resv, img.users = img.resv[:n/2], map[int64]uuid.UUID{}
+			for _, r := range img.resv {
+				if r.held {
+					img.users[r.user] = r.id
+				}
+			}
+		}
+		if err := g.Rebuild(ctx, img, time.Now().Add(-time.Second)); err != nil {
+			t.Fatalf("rebuild %d of %d reservations: %v", round+1, len(img.resv), err)
+		}
+		c, err := g.Counters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantHeld := int64(len(img.users))
+		if c.Held != wantHeld || !slices.Equal(c.Available, []int64{5, 5, 5, 5}) {
+			t.Fatalf("rebuild %d: counters %+v, want %d held and 5 in each bucket", round+1, c, wantHeld)
+		}
+		for key, want := range map[int]int64{keyResv: int64(len(img.resv)), keyReq: int64(len(img.resv)), keyUsers: wantHeld} {
+			if got, err := rdb.HLen(ctx, f.keys[key]).Result(); err != nil || got != want {
+				t.Fatalf("rebuild %d: %s holds %d fields (%v), want %d", round+1, f.keys[key], got, err, want)
+			}
+		}
+		if left, err := rdb.Exists(ctx, f.keys[keyMeta]+":rebuild", f.keys[keyResv]+":rebuild").Result(); err != nil || left != 0 {
+			t.Fatalf("rebuild %d left %d staging keys (%v)", round+1, left, err)
+		}
+	}
+	if _, err := g.Reserve(ctx, 2); !errors.Is(err, ErrAlreadyBought) { // user 2 holds reservation 1
+		t.Fatalf("a buyer of the image: %v, want ErrAlreadyBought", err)
+	}
+}
