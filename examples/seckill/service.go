@@ -275,7 +275,7 @@ func (s *service) warmUp(ctx context.Context) error {
 // server in charge of them, let the clicks in flight and the order
 // messages already queued finish (so PostgreSQL knows every reservation
 // made before the loss), then copy PostgreSQL's counters and reservations
-// into Redis in one MULTI. Clicks meanwhile are answered frontdoor.ErrDown.
+// into Redis (staged, then switched in one MULTI). Clicks meanwhile are answered frontdoor.ErrDown.
 func (s *service) recoverFrontDoor() {
 	if s.rfront == nil || !s.rebuilding.CompareAndSwap(false, true) {
 		return

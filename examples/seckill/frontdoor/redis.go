@@ -657,7 +657,7 @@ func (f *Redis) node(ctx context.Context) (string, error) {
 // server, it calls quiesce, which must return once every reservation made
 // before the loss has reached PostgreSQL (clicks in flight published,
 // queued order messages consumed), then rebuilds the keys from load's
-// image (normally [LoadImage]) in one MULTI. It returns whether it
+// image (normally [LoadImage]) with [Redis.Rebuild]. It returns whether it
 // rebuilt; it tries again until ctx ends (its error then) or quiesce
 // fails. Clicks meanwhile must be answered ErrDown by the caller.
 func (f *Redis) Recover(ctx context.Context, quiesce func(context.Context) error, load func(context.Context) (Image, error), log *slog.Logger) (rebuilt bool, err error) {
