@@ -515,24 +515,24 @@ func countersAgree(t *testing.T, ctx context.Context, f Door) {
 	}
 }
 
-// TestRedisRebuildLargeImage: a rebuild of 200,000 reservations on a
-// client whose read timeout is 150 ms (one MULTI of the whole image takes
-// longer: the rebuild once never finished at 1,000,000 under the
-// service's 2 s), written a chunk per round trip and switched in one
-// MULTI: every reservation and buyer is there, the held count matches,
-// and a second rebuild over it replaces it (no leftover of the first).
+// TestRedisRebuildLargeImage: a rebuild of 200,000 reservations sends
+// no round trip larger than a chunk's (one MULTI of the whole image
+// outlasted the service's 2 s timeout at 1,000,000), switches the image
+// in one MULTI, and leaves every reservation and buyer there with the
+// held count; a second, smaller rebuild over it replaces it and leaves no
+// staging key behind.
 func TestRedisRebuildLargeImage(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rdb := stackharness.RedisClient(t)
 	opts := *rdb.Options()
-	opts.ReadTimeout, opts.WriteTimeout = 150*time.Millisecond, 150*time.Millisecond
-	short := redis.NewClient(&opts)
-	t.Cleanup(func() { _ = short.Close() })
+	watched := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = watched.Close() })
+	var sizes argsHook
+	watched.AddHook(&sizes)
 	var next atomic.Int64
-	g := NewRedis(short, "test:"+uuid.NewString()[:8], flow.SKU{ActivityID: 7, SKUID: 9, Buckets: 4}, func() int64 { return next.Add(1) })
-	f := g
+	g := NewRedis(watched, "test:"+uuid.NewString()[:8], flow.SKU{ActivityID: 7, SKUID: 9, Buckets: 4}, func() int64 { return next.Add(1) })
 	const n = 200_000
 	img := Image{available: []int32{5, 5, 5, 5}, users: map[int64]uuid.UUID{}}
 	for i := range n {
@@ -551,8 +551,13 @@ func TestRedisRebuildLargeImage(t *testing.T) {
 				}
 			}
 		}
+		sizes.max.Store(0)
 		if err := g.Rebuild(ctx, img, time.Now().Add(-time.Second)); err != nil {
 			t.Fatalf("rebuild %d of %d reservations: %v", round+1, len(img.resv), err)
+		}
+		// Three hashes of a chunk each, with their commands' names and keys.
+		if most := sizes.max.Load(); most > 3*(2*rebuildChunk+2) {
+			t.Fatalf("rebuild %d sent %d arguments in one round trip; a chunk is %d fields", round+1, most, rebuildChunk)
 		}
 		c, err := g.Counters(ctx)
 		if err != nil {
@@ -563,15 +568,47 @@ func TestRedisRebuildLargeImage(t *testing.T) {
 			t.Fatalf("rebuild %d: counters %+v, want %d held and 5 in each bucket", round+1, c, wantHeld)
 		}
 		for key, want := range map[int]int64{keyResv: int64(len(img.resv)), keyReq: int64(len(img.resv)), keyUsers: wantHeld} {
-			if got, err := rdb.HLen(ctx, f.keys[key]).Result(); err != nil || got != want {
-				t.Fatalf("rebuild %d: %s holds %d fields (%v), want %d", round+1, f.keys[key], got, err, want)
+			if got, err := rdb.HLen(ctx, g.keys[key]).Result(); err != nil || got != want {
+				t.Fatalf("rebuild %d: %s holds %d fields (%v), want %d", round+1, g.keys[key], got, err, want)
 			}
 		}
-		if left, err := rdb.Exists(ctx, f.keys[keyMeta]+":rebuild", f.keys[keyResv]+":rebuild").Result(); err != nil || left != 0 {
+		if left, err := rdb.Exists(ctx, g.keys[keyMeta]+":rebuild", g.keys[keyResv]+":rebuild").Result(); err != nil || left != 0 {
 			t.Fatalf("rebuild %d left %d staging keys (%v)", round+1, left, err)
 		}
 	}
 	if _, err := g.Reserve(ctx, 2); !errors.Is(err, ErrAlreadyBought) { // user 2 holds reservation 1
 		t.Fatalf("a buyer of the image: %v, want ErrAlreadyBought", err)
+	}
+}
+
+// argsHook records the most arguments a client sent in one round trip.
+type argsHook struct{ max atomic.Int64 }
+
+func (h *argsHook) record(n int) {
+	for {
+		m := h.max.Load()
+		if int64(n) <= m || h.max.CompareAndSwap(m, int64(n)) {
+			return
+		}
+	}
+}
+
+func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.record(len(cmd.Args()))
+		return next(ctx, cmd)
+	}
+}
+
+func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			n += len(c.Args())
+		}
+		h.record(n)
+		return next(ctx, cmds)
 	}
 }
