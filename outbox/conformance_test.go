@@ -55,7 +55,7 @@ func TestConformanceTableCoversStore(t *testing.T) {
 // zero time, and payloads jsonb cannot store (database errors before).
 // Covered there: Enqueue, QueueEnqueue, ClaimOutboxBatch, Mark,
 // RecoverExpired's lease, PurgeSent's batch size, New, NewRelay. Stats
-// takes no caller input.
+// and Backlog take no caller input.
 func outboxEntries(b *bundle) []conformance.Entry {
 	lease := outbox.Lease{Owner: "relay-1", LockedAt: time.Now()}
 	ids := []uuid.UUID{uuid.Must(uuid.NewV7())}
@@ -190,6 +190,7 @@ func outboxEntries(b *bundle) []conformance.Entry {
 		}}}},
 		{Method: "Check", Nil: []conformance.Call{{Name: "catalog", Do: func(ctx context.Context) error { return b.store.Check(ctx, nil) }}}},
 		{Method: "Stats", Nil: []conformance.Call{{Name: "stats", Do: func(ctx context.Context) error { _, err := b.store.Stats(ctx, nil); return err }}}},
+		{Method: "Backlog", Nil: []conformance.Call{{Name: "backlog", Do: func(ctx context.Context) error { _, err := b.store.Backlog(ctx, nil); return err }}}},
 		{Method: "PurgeSent",
 			Nil: []conformance.Call{{Name: "now", Do: func(ctx context.Context) error { _, err := b.store.PurgeSent(ctx, nil, time.Now(), 1); return err }}},
 			Invalid: []conformance.Case{{Name: "zero time", Do: func(ctx context.Context, tx pgx.Tx, _ *pgx.Batch) error {
@@ -427,6 +428,9 @@ func TestQueryExecModes(t *testing.T) {
 		st, err := b.store.Stats(b.ctx, b.pool)
 		if err != nil || st.Sent != 2 || st.Retry != 3 || st.Pending+st.Sending+st.Dead != 0 {
 			t.Fatalf("Stats = %+v, %v", st, err)
+		}
+		if bl, err := b.store.Backlog(b.ctx, b.pool); err != nil || bl.Sent != 0 || bl.Retry != 3 || bl.Pending+bl.Sending+bl.Dead != 0 {
+			t.Fatalf("Backlog = %+v, %v", bl, err)
 		}
 		if n, err := b.store.PurgeSent(b.ctx, b.pool, time.Now().Add(time.Hour), 1); err != nil || n != 2 {
 			t.Fatalf("PurgeSent = %d, %v, want 2", n, err)

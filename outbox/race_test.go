@@ -23,6 +23,7 @@ var unguarded = map[string]string{
 	"Schema":         "returns the configured schema name",
 	"Check":          "reads the catalog",
 	"Stats":          "read without a lock",
+	"Backlog":        "read without a lock",
 }
 
 // TestRaceTableCoversStore: every exported method of *outbox.Store is in the
