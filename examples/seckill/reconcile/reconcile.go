@@ -133,26 +133,11 @@ type Sources struct {
 // differences.
 func Run(ctx context.Context, s Sources) (*Result, error) {
 	r := &reconciler{s: s, rec: &Result{OrdersByStatus: map[string]int64{}, LedgerByType: map[string]int64{}}}
-
-	// The broker first, then PostgreSQL, then the front door: what moves
-	// between the reads moves forward (consumed, then decided, then applied).
-	if s.JetStream != nil {
-		var err error
-		if r.js, err = s.JetStream.State(ctx); err != nil {
-			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
-		}
-	}
-	r.orderQueued = s.Queue.Pending(ctx)
-
-	// PostgreSQL: everything it holds is read in one snapshot (one
-	// read-only Repeatable Read transaction, taken by its first query),
-	// the flow's three reports included.
-	tx, err := s.Flow.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	end, err := r.begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	r.tx = tx
+	defer end()
 	for _, step := range []func(context.Context) error{
 		r.readBuckets, r.readReservations, r.readPoison, r.classifyReports, r.readCounts,
 		r.readFrontDoor, r.classifyHeld, r.classifyBuckets, r.classifyEvents, r.classifyOrderMessages,
@@ -162,6 +147,26 @@ func Run(ctx context.Context, s Sources) (*Result, error) {
 		}
 	}
 	return r.rec, nil
+}
+
+// begin reads the broker, then opens the snapshot every PostgreSQL read
+// of the run goes through (one read-only Repeatable Read transaction,
+// taken by its first query); the front door is read after it. What moves
+// between the reads moves forward: consumed, then decided, then applied.
+// end rolls the snapshot back.
+func (r *reconciler) begin(ctx context.Context) (end func(), err error) {
+	if r.s.JetStream != nil {
+		if r.js, err = r.s.JetStream.State(ctx); err != nil {
+			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
+		}
+	}
+	r.orderQueued = r.s.Queue.Pending(ctx)
+	tx, err := r.s.Flow.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	r.tx = tx
+	return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
 }
 
 // reconciler holds one reconciliation's reads while its steps classify

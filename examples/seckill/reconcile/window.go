@@ -55,19 +55,11 @@ type Counters struct {
 // and the outbox's dead events, end to end by Run.
 func RunWindow(ctx context.Context, s Sources, windows ...Window) (*Result, error) {
 	r := &reconciler{s: s, rec: &Result{Counters: &Counters{}}}
-	if s.JetStream != nil {
-		var err error
-		if r.js, err = s.JetStream.State(ctx); err != nil {
-			return nil, fmt.Errorf("reconcile: jetstream: %w", err)
-		}
-	}
-	r.orderQueued = s.Queue.Pending(ctx)
-	tx, err := s.Flow.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	end, err := r.begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	r.tx = tx
+	defer end()
 	if err := r.readBucketRows(ctx); err != nil {
 		return nil, err
 	}
@@ -75,7 +67,7 @@ func RunWindow(ctx context.Context, s Sources, windows ...Window) (*Result, erro
 		return nil, err
 	}
 	for _, w := range windows {
-		rep, err := s.Flow.ReconcileWindowTx(ctx, tx, w.From, w.To)
+		rep, err := s.Flow.ReconcileWindowTx(ctx, r.tx, w.From, w.To)
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: window: %w", err)
 		}
