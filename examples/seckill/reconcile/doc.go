@@ -10,5 +10,7 @@
 // flow's PostgreSQL service, the broker, the front door, and what it knows
 // of the work in flight); the run prints the [Result] at the end
 // ([Result.Print]) and fails unless [Result.Passed]; the operator API
-// serves it at GET /reconcile and the operator page shows its verdict.
+// serves it at GET /reconcile. During the sale the operator page runs
+// [RunWindow] instead, over the recent windows and the stores' counters,
+// at a cost that does not grow with the sale, and shows its verdict.
 package reconcile
