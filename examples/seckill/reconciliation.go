@@ -75,19 +75,9 @@ func (s *service) ReconcileRecent(ctx context.Context) (*reconcile.Result, error
 	if err != nil {
 		return nil, err
 	}
-	var rec *reconcile.Result
-	for attempt := range 3 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		if rec, err = reconcile.RunWindow(ctx, s.sources(), ws...); err != nil || rec.Passed() {
-			break
-		}
-	}
+	rec, err := settled(ctx, func(ctx context.Context) (*reconcile.Result, error) {
+		return reconcile.RunWindow(ctx, s.sources(), ws...)
+	})
 	if err == nil && rec.Passed() {
 		s.recent.mu.Lock()
 		if to.After(s.recent.from) {

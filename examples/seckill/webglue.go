@@ -125,8 +125,12 @@ func (s *service) Quiet(ctx context.Context) bool {
 // instant, so an unexplained result is read again, up to three times,
 // 100ms apart; a difference that stays is reported.
 func (s *service) ReconcileSettled(ctx context.Context) (*reconcile.Result, error) {
-	var rec *reconcile.Result
-	var err error
+	return settled(ctx, s.reconcile)
+}
+
+// settled runs run until its result passes, up to three times, 100ms
+// apart, and returns the last result.
+func settled(ctx context.Context, run func(context.Context) (*reconcile.Result, error)) (rec *reconcile.Result, err error) {
 	for attempt := range 3 {
 		if attempt > 0 {
 			select {
@@ -135,7 +139,7 @@ func (s *service) ReconcileSettled(ctx context.Context) (*reconcile.Result, erro
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		if rec, err = s.reconcile(ctx); err != nil || rec.Passed() {
+		if rec, err = run(ctx); err != nil || rec.Passed() {
 			break
 		}
 	}
