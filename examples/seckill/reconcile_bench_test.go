@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
@@ -50,17 +49,7 @@ func BenchmarkReconcileHistory(b *testing.B) {
 			placeTail := func() {
 				for range 100 {
 					user++
-					r, err := s.front.Reserve(ctx, user)
-					if err != nil {
-						b.Fatal(err)
-					}
-					body, err := orderBody(s, r)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if out, err := s.PlaceOrder(ctx, uuid.Must(uuid.NewV7()), body); err != nil || out.Code != flow.CodeOrderCreated {
-						b.Fatalf("order: %+v, %v", out, err)
-					}
+					placeDirect(b, ctx, s, user)
 				}
 			}
 			b.Run("recent", func(b *testing.B) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckillkit/seckill/examples/seckill/flow"
@@ -52,19 +51,7 @@ func testReconcileRecent(t *testing.T, stack string) {
 	place := func() (frontdoor.Reservation, int64) {
 		t.Helper()
 		users++
-		r, err := s.front.Reserve(ctx, users)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := orderBody(s, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := s.PlaceOrder(ctx, uuid.Must(uuid.NewV7()), body)
-		if err != nil || out.Code != flow.CodeOrderCreated {
-			t.Fatalf("order: %+v, %v", out, err)
-		}
-		return r, out.OrderID
+		return placeDirect(t, ctx, s, users)
 	}
 	check := func(step string) *reconcile.Result {
 		t.Helper()

@@ -235,6 +235,26 @@ func orderBody(s *service, r frontdoor.Reservation) ([]byte, error) {
 	return body, err
 }
 
+// placeDirect reserves a unit for user at the front door and places its
+// order straight through PlaceOrder (the broker never sees the message),
+// failing tb unless the order is created.
+func placeDirect(tb testing.TB, ctx context.Context, s *service, user int64) (frontdoor.Reservation, int64) {
+	tb.Helper()
+	r, err := s.front.Reserve(ctx, user)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, err := orderBody(s, r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := s.PlaceOrder(ctx, uuid.Must(uuid.NewV7()), body)
+	if err != nil || out.Code != flow.CodeOrderCreated {
+		tb.Fatalf("order of user %d: %+v, %v", user, out, err)
+	}
+	return r, out.OrderID
+}
+
 // captureQueue keeps a published body instead of sending it.
 type captureQueue struct {
 	broker.Broker
@@ -281,20 +301,9 @@ func TestReconcileReportsFailOnLostEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.close()
-	r, err := s.front.Reserve(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := orderBody(s, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.PlaceOrder(ctx, uuid.Must(uuid.NewV7()), body)
-	if err != nil || out.Code != flow.CodeOrderCreated {
-		t.Fatalf("order: %+v, %v", out, err)
-	}
+	_, orderID := placeDirect(t, ctx, s, 1)
 	if tag, err := pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s.event_outbox WHERE dedup_key = $1`, pgx.Identifier{cfg.Schema}.Sanitize()),
-		fmt.Sprintf("%s:%d", flow.TagOrderCreated, out.OrderID)); err != nil || tag.RowsAffected() != 1 {
+		fmt.Sprintf("%s:%d", flow.TagOrderCreated, orderID)); err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("delete the event: %v, %d rows", err, tag.RowsAffected())
 	}
 	rec, err := s.reconcile(ctx)
