@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,10 @@ func runStack(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	offs, err := sr.savingsOff(ctx, dropSale)
+	if err != nil {
+		return err
+	}
 	// The kit runs alone again, without the service's background work.
 	if kit[1], err = sr.kitAlone(ctx, &rt, 1); err != nil {
 		return err
@@ -111,6 +116,7 @@ func runStack(ctx context.Context, o options) error {
 	out := os.Stdout
 	reportStack(out, o, kit, results)
 	reportRelayModes(out, results, inTx)
+	reportSavings(out, results, offs)
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
 	printStackResult(out, o, kit, results, inTx)
 	return nil
@@ -143,13 +149,19 @@ func (sr *stackRun) stopBrokers() {
 // relayInTx runs the service again on a fresh sale, with its outbox
 // relays in InTx mode (-relay-in-tx), at the rates of -stack-relay-in-tx:
 // the switch's worth, beside the lease-mode windows of the same rates.
+func (sr *stackRun) relayInTx(ctx context.Context, dropSale func() error) ([]rateResult, error) {
+	return sr.again(ctx, dropSale, "relays in InTx mode", sr.o.stackInTx, "-relay-in-tx")
+}
+
+// again runs the service again on a fresh sale with the extra flags, at
+// rates (none: nothing runs), labelled label in the progress lines.
 // A fresh sale: dropSale empties PostgreSQL's, and the redis-server and
 // nats-server are new (the streams would otherwise still hold the last
 // windows' events, which the new service's consumers would go on
 // writing inbox rows for).
-func (sr *stackRun) relayInTx(ctx context.Context, dropSale func() error) ([]rateResult, error) {
+func (sr *stackRun) again(ctx context.Context, dropSale func() error, label string, rates []int, flags ...string) ([]rateResult, error) {
 	o := sr.o
-	if len(o.stackInTx) == 0 {
+	if len(rates) == 0 {
 		return nil, nil
 	}
 	if err := dropSale(); err != nil {
@@ -160,20 +172,81 @@ func (sr *stackRun) relayInTx(ctx context.Context, dropSale func() error) ([]rat
 		return nil, err
 	}
 	var err error
-	if sr.svc, err = startService(ctx, sr.srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus, "", "-relay-in-tx"); err != nil {
+	if sr.svc, err = startService(ctx, sr.srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus, "", flags...); err != nil {
 		return nil, err
 	}
 	defer sr.svc.stop()
 	var results []rateResult
-	for _, rate := range o.stackInTx {
+	for _, rate := range rates {
 		r, err := sr.measureRate(ctx, rate)
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(stderr, "bench: stack %5d/s offered, relays in InTx mode: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
+		fmt.Fprintf(stderr, "bench: stack %5d/s offered, %s: %6.0f orders/s, p99 %.0f ms\n", rate, label, r.ordersPerSec(), ms(r.pct(0.99)))
 		results = append(results, r)
 	}
 	return results, nil
+}
+
+// offRun is the service run with one of its savings off (flag), or with
+// every saving on when flag is "".
+type offRun struct {
+	flag    string
+	results []rateResult
+}
+
+// savingsOff runs the service once per flag of -stack-off, each turning
+// one of its savings off, then once more with every saving on: the last
+// run brackets the off runs with the first windows, so a drift of the
+// machine over the runs shows.
+func (sr *stackRun) savingsOff(ctx context.Context, dropSale func() error) ([]offRun, error) {
+	if len(sr.o.stackOff) == 0 {
+		return nil, nil
+	}
+	var runs []offRun
+	for _, f := range append(slices.Clone(sr.o.stackOff), "") {
+		label, flags := "every saving on, again", []string(nil)
+		if f != "" {
+			label, flags = f, []string{f}
+		}
+		rs, err := sr.again(ctx, dropSale, label, sr.o.stackOffAt, flags...)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, offRun{flag: f, results: rs})
+	}
+	return runs, nil
+}
+
+// offSwitches parses -stack-off (the service's boolean flags, each with its
+// leading dash) and -stack-off-rates (each one of -stack-rates; "": 300
+// when it is one of them, and the last of them, the saturating one).
+func offSwitches(flags, rates string, stackRates []int) ([]string, []int, error) {
+	var fs []string
+	for _, f := range strings.Split(flags, ",") {
+		f = strings.TrimSpace(f)
+		if !strings.HasPrefix(f, "-") || len(f) < 2 || strings.ContainsAny(f, " \t") {
+			return nil, nil, fmt.Errorf("-stack-off: %q is not one of the service's flags (write it with its dash, e.g. -event-two-step)", f)
+		}
+		fs = append(fs, f)
+	}
+	if rates == "" && len(stackRates) > 0 {
+		var at []int
+		if last := stackRates[len(stackRates)-1]; last != 300 && slices.Contains(stackRates, 300) {
+			at = append(at, 300)
+		}
+		return fs, append(at, stackRates[len(stackRates)-1]), nil
+	}
+	at, err := intList(rates)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-stack-off-rates: %w", err)
+	}
+	for _, r := range at {
+		if !slices.Contains(stackRates, r) {
+			return nil, nil, fmt.Errorf("-stack-off-rates rate %d is not one of -stack-rates", r)
+		}
+	}
+	return fs, at, nil
 }
 
 // stackNodes are the PostgreSQL servers -stack reads: the one pool

@@ -263,3 +263,66 @@ func TestReadOnlyStatement(t *testing.T) {
 		}
 	}
 }
+
+// TestOffSwitches: -stack-off takes the service's flags with their dash,
+// -stack-off-rates only rates of -stack-rates, and by default 300 (when
+// measured) and the last rate.
+func TestOffSwitches(t *testing.T) {
+	t.Parallel()
+	fs, at, err := offSwitches("-event-two-step, -jetstream-fetch", "", []int{150, 300, 600, 1200})
+	if err != nil || !slices.Equal(fs, []string{"-event-two-step", "-jetstream-fetch"}) || !slices.Equal(at, []int{300, 1200}) {
+		t.Fatalf("defaults: %q %v %v", fs, at, err)
+	}
+	if _, at, err := offSwitches("-x", "", []int{600, 1200}); err != nil || !slices.Equal(at, []int{1200}) {
+		t.Fatalf("without 300: %v %v", at, err)
+	}
+	if _, at, err := offSwitches("-x", "", []int{300}); err != nil || !slices.Equal(at, []int{300}) {
+		t.Fatalf("300 alone: %v %v", at, err)
+	}
+	if _, at, err := offSwitches("-x", "600", []int{600, 1200}); err != nil || !slices.Equal(at, []int{600}) {
+		t.Fatalf("given: %v %v", at, err)
+	}
+	for _, bad := range []struct{ flags, rates string }{{"event-two-step", ""}, {"-", ""}, {"-a b", ""}, {"-x", "700"}, {"-x", "0"}} {
+		if _, _, err := offSwitches(bad.flags, bad.rates, []int{600, 1200}); err == nil {
+			t.Errorf("offSwitches(%q, %q) accepted", bad.flags, bad.rates)
+		}
+	}
+}
+
+// TestSavingsReport: the report puts, per rate of the off runs, the first
+// windows, each run with a saving off and the last with every saving on
+// again side by side, CPU per order by component.
+func TestSavingsReport(t *testing.T) {
+	t.Parallel()
+	cpu := func(pg, svc, nats, redis time.Duration) [nComponents]time.Duration {
+		return [nComponents]time.Duration{pg, svc, nats, redis, time.Second}
+	}
+	first := []rateResult{
+		{offered: 150, window: time.Second, orders: 150},
+		{offered: 1200, window: time.Second, orders: 1000, walBytes: 5_000_000, cpu: cpu(time.Second, 800*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond)},
+	}
+	offs := []offRun{
+		{flag: "-event-two-step", results: []rateResult{{offered: 1200, window: time.Second, orders: 800, walBytes: 4_800_000,
+			cpu: cpu(time.Second, 800*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond)}}},
+		{flag: "", results: []rateResult{{offered: 1200, window: time.Second, orders: 1000, walBytes: 5_000_000}}},
+	}
+	var out strings.Builder
+	reportSavings(&out, first, offs)
+	for _, want := range []string{
+		"| 1200 | every saving on (the rates above) | 1000 | 0.0 | 1000 | 800 | 200 | 100 | 2100 | 5000 |\n",
+		"| 1200 | off: `-event-two-step` | 800 | 0.0 | 1250 | 1000 | 250 | 125 | 2625 | 6000 |\n",
+		"| 1200 | every saving on, again | 1000 | ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "| 150 |") {
+		t.Fatalf("report shows a rate the off runs did not measure:\n%s", out.String())
+	}
+	var none strings.Builder
+	reportSavings(&none, first, nil)
+	if none.Len() != 0 {
+		t.Fatalf("report without off runs: %q", none.String())
+	}
+}

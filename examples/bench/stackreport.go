@@ -223,3 +223,33 @@ func reportRelayModes(out io.Writer, lease, inTx []rateResult) {
 		reportWAL(out, inTx)
 	}
 }
+
+// reportSavings prints, per rate of -stack-off-rates, the first windows
+// (every saving on), each run with one saving off and the last run with
+// every saving on again: orders/s, CPU per order by component and WAL.
+func reportSavings(out io.Writer, first []rateResult, offs []offRun) {
+	if len(offs) == 0 {
+		return
+	}
+	fmt.Fprint(out, "\n## The service's savings, each turned off on a fresh sale (-stack-off)\n\n")
+	fmt.Fprintln(out, "| offered/s | run | orders/s | click→order p99 ms | PostgreSQL µs/order | service | nats-server | redis-server | stack total | WAL B/order |")
+	fmt.Fprintln(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range offs[0].results {
+		row := func(name string, r *rateResult) {
+			if r == nil {
+				return
+			}
+			fmt.Fprintf(out, "| %d | %s | %.0f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", r.offered, name, r.ordersPerSec(), ms(r.pct(0.99)),
+				r.perOrder(r.cpu[cpuPostgres]), r.perOrder(r.cpu[cpuService]), r.perOrder(r.cpu[cpuNATS]), r.perOrder(r.cpu[cpuRedis]),
+				r.perOrder(r.totalCPU()), r.walPerOrder())
+		}
+		row("every saving on (the rates above)", rateOf(first, x.offered))
+		for _, o := range offs {
+			name := "off: `" + o.flag + "`"
+			if o.flag == "" {
+				name = "every saving on, again"
+			}
+			row(name, rateOf(o.results, x.offered))
+		}
+	}
+}

@@ -117,16 +117,26 @@ func reservationIDOf(payload []byte) (uuid.UUID, error) {
 // inbox row and is acked without being applied again. apply's effect
 // outside PostgreSQL (Redis, the buyer) must itself be idempotent: it runs
 // before COMMIT, and a transaction that fails after it is retried.
-func (s *service) eventHandler(group, tag string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, broker.Message) error {
+//
+// known, when not "", is the result apply returns whenever it succeeds:
+// the claim then stores the row with it (inbox.Message.Result) and BEGIN
+// travels with the claim (pgtx.Options.DeferBegin), two round trips in
+// all; otherwise (or with the service's eventTwoStep) the claim, then
+// inbox.Store.Complete with apply's result, four.
+func (s *service) eventHandler(group, tag, known string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, broker.Message) error {
+	oneStep := known != "" && !s.eventTwoStep
 	return func(ctx context.Context, m broker.Message) error {
 		ctx = s.tel.extract(ctx, broker.HeaderCarrier(m.Header))
 		ctx, span := s.tel.start(ctx, tag+" process", trace.SpanKindConsumer)
 		defer span.End()
 		key := inbox.Key{Group: group, MessageID: m.ID}
+		msg := inbox.Message{Group: group, MessageID: m.ID, Topic: flow.EventTopic, Tag: tag, PayloadHash: inbox.HashPayload(m.Body)}
+		if oneStep {
+			msg.Result = &inbox.Result{Code: known}
+		}
 		var code string
-		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group, Observer: s.txObs}, func(tx pgx.Tx) error {
-			claim, err := s.Inbox.ClaimMessage(ctx, tx, inbox.Message{Group: group, MessageID: m.ID, Topic: flow.EventTopic, Tag: tag,
-				PayloadHash: inbox.HashPayload(m.Body)})
+		err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group, Observer: s.txObs, DeferBegin: oneStep}, func(tx pgx.Tx) error {
+			claim, err := s.Inbox.ClaimMessage(ctx, tx, msg)
 			if err != nil {
 				return err
 			}
@@ -136,6 +146,12 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 			}
 			if code, err = apply(ctx, tx, m.Body); err != nil {
 				return err
+			}
+			if oneStep {
+				if code != known { // the claim stored known: a different result would be a lie
+					return fmt.Errorf("%s: apply returned %q, not the result %q the claim stored", group, code, known)
+				}
+				return nil
 			}
 			return s.Inbox.Complete(ctx, tx, key, inbox.Result{Code: code})
 		})
@@ -161,7 +177,7 @@ func (s *service) eventHandler(group, tag string, apply func(ctx context.Context
 // consumer name.
 func (s *service) eventHandlers() map[string]func(context.Context, broker.Message) error {
 	return map[string]func(context.Context, broker.Message) error{
-		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, func(_ context.Context, _ pgx.Tx, p []byte) (string, error) {
+		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, "BUYER_NOTIFIED", func(_ context.Context, _ pgx.Tx, p []byte) (string, error) {
 			id, err := orderIDOf(p)
 			if err != nil {
 				return "", err
@@ -172,7 +188,7 @@ func (s *service) eventHandlers() map[string]func(context.Context, broker.Messag
 			return "BUYER_NOTIFIED", nil
 		}),
 		"frontdoor-release": s.releaseConsumer(),
-		"refund-requested": s.eventHandler("refund-consumer", flow.TagRefundRequested, func(context.Context, pgx.Tx, []byte) (string, error) {
+		"refund-requested": s.eventHandler("refund-consumer", flow.TagRefundRequested, "REFUND_QUEUED", func(context.Context, pgx.Tx, []byte) (string, error) {
 			s.stats.refunds.Add(1) // a real service would call the payment provider here
 			return "REFUND_QUEUED", nil
 		}),
@@ -190,7 +206,7 @@ func (s *service) eventHandlers() map[string]func(context.Context, broker.Messag
 // (frontdoor.ErrDown: Redis away or being rebuilt) is waited out, not
 // counted: an outage is not the release failing.
 func (s *service) releaseConsumer() func(context.Context, broker.Message) error {
-	return s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, func(ctx context.Context, tx pgx.Tx, p []byte) (string, error) {
+	return s.eventHandler("frontdoor-release-consumer", flow.TagFrontDoorRelease, "", func(ctx context.Context, tx pgx.Tx, p []byte) (string, error) {
 		id, err := reservationIDOf(p)
 		if err != nil {
 			return "", err

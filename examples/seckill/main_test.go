@@ -110,6 +110,25 @@ func TestSaleAuditPassesRelayInTx(t *testing.T) {
 	checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
 }
 
+// TestSaleAuditPassesLongerWays runs the whole flow on the real stack the
+// longer ways the bench measures the service's savings against: event
+// consumers that claim and then complete (-event-two-step) and JetStream
+// consumers that Fetch a batch per pull request (-jetstream-fetch). The
+// audit and the reconciliation pass as they do the default ways.
+func TestSaleAuditPassesLongerWays(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 4*time.Minute)
+	cfg := smallConfig(t)
+	cfg.EventTwoStep, cfg.JetStream.FetchPerPull = true, true
+	useStack(t, &cfg, stackReal, false)
+	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSale(t, cfg, rep)
+	checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
+}
+
 // checkSale checks a run's report: audit and reconciliation pass, the
 // counts add up, every branch ran.
 func checkSale(t *testing.T, cfg config, rep report) {

@@ -48,6 +48,13 @@ type config struct {
 	// flow.Service.PlaceOrderStepByStep (a round trip per step) instead of
 	// PlaceOrder (one batch for a fresh order).
 	StepByStep bool
+	// EventTwoStep makes the event consumers whose result is known before
+	// they apply the event (ORDER_CREATED, REFUND_REQUESTED) claim it and
+	// then record the result with inbox.Store.Complete, in four round
+	// trips, instead of claiming it with its result behind a deferred
+	// BEGIN, in two: the longer way, kept to measure what the shorter
+	// one saves (bench -stack -stack-off).
+	EventTwoStep bool
 	// Citus selects the statement shapes that Citus routes whole to the
 	// node holding the schema where the default one would be split (see
 	// flow.Config.Citus).

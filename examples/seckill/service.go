@@ -73,6 +73,7 @@ type service struct {
 	reservationTTL time.Duration
 	relayInTx      bool // relays publish inside the claiming transaction (outbox.RelayConfig.InTx)
 	stepByStep     bool // the consumer runs PlaceOrderStepByStep
+	eventTwoStep   bool // event consumers claim, then Complete, even when the result is known up front
 	// releaseFailures: failed front-door releases after which a
 	// reservation is MANUAL_REQUIRED.
 	releaseFailures int
@@ -119,7 +120,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, fmt.Errorf("release failures %d: must be between 1 and 1000", cfg.ReleaseFailures)
 	}
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
-		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep}
+		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep, eventTwoStep: cfg.EventTwoStep}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	s.recent.from, s.recent.lag = time.Now(), recentLag
 	item := cfg.item()

@@ -32,8 +32,15 @@ type JetStreamConfig struct {
 	PubAckWait  time.Duration // how long a publish waits for its PubAck before trying again
 	PublishFor  time.Duration // how long a click keeps republishing an unanswered order message
 	RetryDelay  time.Duration // NakWithDelay after a failed transaction
-	FetchWait   time.Duration // a pull request's expiry
-	FetchBatch  int           // messages per pull request
+	FetchWait   time.Duration // with FetchPerPull, a pull request's expiry
+	FetchBatch  int           // messages per pull request: each worker holds at most this many undelivered
+	// FetchPerPull makes each worker ask with Consumer.Fetch, which opens a
+	// subscription per pull request and closes it after the batch, instead
+	// of one continuous pull per worker (Consumer.Messages: one
+	// subscription for the worker's life, the next pull request sent when
+	// half its buffer is used). The longer way, kept to measure what the
+	// continuous pull saves (bench -stack -stack-off).
+	FetchPerPull bool
 	ProgressDiv int           // InProgress every AckWait/ProgressDiv while a handler runs
 	// Replicas is each stream's number of replicas (its consumers have as
 	// many): 1, the default, on one server; 3 on a three-node JetStream
@@ -282,7 +289,8 @@ func (j *JetStream) Consume(ctx context.Context, workers int, handle func(contex
 	return j.pull(ctx, j.orders, j.OrderStream, workers, j.cfg.DupRate, handle)
 }
 
-// pull runs workers fetching from cons.
+// pull runs workers on cons, each with a continuous pull of its own (or,
+// with FetchPerPull, a Fetch per batch), handing each message to deliver.
 func (j *JetStream) pull(ctx context.Context, cons jetstream.Consumer, stream string, workers int, dupRate float64, handle func(context.Context, Message) error) (wait func()) {
 	var wg sync.WaitGroup
 	for range workers {
@@ -290,21 +298,59 @@ func (j *JetStream) pull(ctx context.Context, cons jetstream.Consumer, stream st
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				batch, err := cons.Fetch(j.cfg.FetchBatch, jetstream.FetchMaxWait(j.cfg.FetchWait))
+				var err error
+				if j.cfg.FetchPerPull {
+					err = j.fetchOnce(ctx, cons, stream, dupRate, handle)
+				} else {
+					err = j.pullUntilError(ctx, cons, stream, dupRate, handle)
+				}
 				if err != nil {
 					select { // the server is away: try again shortly
 					case <-ctx.Done():
 					case <-time.After(100 * time.Millisecond):
 					}
-					continue
-				}
-				for msg := range batch.Messages() {
-					j.deliver(ctx, msg, stream, dupRate, handle)
 				}
 			}
 		}()
 	}
 	return wg.Wait
+}
+
+// fetchOnce asks for one batch (a subscription of its own) and delivers it.
+func (j *JetStream) fetchOnce(ctx context.Context, cons jetstream.Consumer, stream string, dupRate float64, handle func(context.Context, Message) error) error {
+	batch, err := cons.Fetch(j.cfg.FetchBatch, jetstream.FetchMaxWait(j.cfg.FetchWait))
+	if err != nil {
+		return err
+	}
+	for msg := range batch.Messages() {
+		j.deliver(ctx, msg, stream, dupRate, handle)
+	}
+	return nil // a batch cut short (expired, the server away) is asked again
+}
+
+// pullUntilError delivers from one continuous pull (at most FetchBatch
+// messages buffered) until ctx ends or the pull reports an error (the
+// server away, missed heartbeats). Messages still buffered then are not
+// acked: they are delivered again after AckWait, as a fetched batch's
+// would be.
+func (j *JetStream) pullUntilError(ctx context.Context, cons jetstream.Consumer, stream string, dupRate float64, handle func(context.Context, Message) error) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(j.cfg.FetchBatch))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop) // ends a Next waiting for messages
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped: ctx ended
+			}
+			return err
+		}
+		j.deliver(ctx, msg, stream, dupRate, handle)
+	}
 }
 
 func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream string, dupRate float64, handle func(context.Context, Message) error) {
