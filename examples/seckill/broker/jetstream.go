@@ -22,18 +22,18 @@ import (
 
 // JetStreamConfig tunes the JetStream side of the real stack.
 type JetStreamConfig struct {
-	Depth       int           // bound on unacknowledged order messages; a full stream answers busy
-	DupRate     float64       // share of order messages published twice and acked only on redelivery, on purpose
-	AckWait     time.Duration // redelivery when a consumer neither acks nor reports progress
-	MaxDeliver  int           // deliveries before a message is recorded as poison and terminated
-	Duplicates  time.Duration // the streams' duplicate window (Nats-Msg-Id)
-	MaxAge      time.Duration // the streams' MaxAge; with Duplicates and RepairTime, the inbox's minimum retention
-	RepairTime  time.Duration // compensation and manual repair time added to the inbox's minimum retention
-	PubAckWait  time.Duration // how long a publish waits for its PubAck before trying again
-	PublishFor  time.Duration // how long a click keeps republishing an unanswered order message
-	RetryDelay  time.Duration // NakWithDelay after a failed transaction
-	FetchWait   time.Duration // with FetchPerPull, a pull request's expiry
-	FetchBatch  int           // messages per pull request: each worker holds at most this many undelivered
+	Depth      int           // bound on unacknowledged order messages; a full stream answers busy
+	DupRate    float64       // share of order messages published twice and acked only on redelivery, on purpose
+	AckWait    time.Duration // redelivery when a consumer neither acks nor reports progress
+	MaxDeliver int           // deliveries before a message is recorded as poison and terminated
+	Duplicates time.Duration // the streams' duplicate window (Nats-Msg-Id)
+	MaxAge     time.Duration // the streams' MaxAge; with Duplicates and RepairTime, the inbox's minimum retention
+	RepairTime time.Duration // compensation and manual repair time added to the inbox's minimum retention
+	PubAckWait time.Duration // how long a publish waits for its PubAck before trying again
+	PublishFor time.Duration // how long a click keeps republishing an unanswered order message
+	RetryDelay time.Duration // NakWithDelay after a failed transaction
+	FetchWait  time.Duration // with FetchPerPull, a pull request's expiry
+	FetchBatch int           // messages per pull request: each worker holds at most this many undelivered
 	// FetchPerPull makes each worker ask with Consumer.Fetch, which opens a
 	// subscription per pull request and closes it after the batch, instead
 	// of one continuous pull per worker (Consumer.Messages: one
@@ -41,7 +41,7 @@ type JetStreamConfig struct {
 	// half its buffer is used). The longer way, kept to measure what the
 	// continuous pull saves (bench -stack -stack-off).
 	FetchPerPull bool
-	ProgressDiv int           // InProgress every AckWait/ProgressDiv while a handler runs
+	ProgressDiv  int // InProgress every AckWait/ProgressDiv while a handler runs
 	// Replicas is each stream's number of replicas (its consumers have as
 	// many): 1, the default, on one server; 3 on a three-node JetStream
 	// cluster, where a publish is acknowledged once two of them stored it.
