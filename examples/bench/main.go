@@ -86,6 +86,7 @@ type options struct {
 	stackCitus  bool
 	stackProf   string   // with -stack: the service's CPU profile
 	stackInTx   []int    // with -stack: the rates measured again with the relays in InTx mode
+	stackFloor  bool     // with -stack: measure the floor of the parts around PostgreSQL
 	stackOff    []string // with -stack: the service's flags that each turn one of its savings off
 	stackOffAt  []int    // with -stack: the rates measured with each of stackOff
 	// measure, when set, is read at both ends of each variant's timed
@@ -132,6 +133,7 @@ func main() {
 	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
 	flag.StringVar(&o.stackProf, "stack-cpuprofile", "", "with -stack: write the service's CPU profile over every rate to this file (its -cpuprofile)")
 	inTxRates := flag.String("stack-relay-in-tx", "300", "with -stack: after the rates above, run the service again on a fresh sale with its outbox relays in InTx mode (its -relay-in-tx) at these offered rates, each of which must be one of -stack-rates, and print both relay modes side by side; \"none\" to skip")
+	flag.BoolVar(&o.stackFloor, "stack-floor", true, "with -stack: before the service starts, measure on the same redis-server and nats-server the least CPU an order's HTTP request, three Redis scripts and two JetStream messages take, and print the most stack_vs_kit can be over it")
 	offFlags := flag.String("stack-off", "-event-two-step,-jetstream-fetch", "with -stack: the service's flags that each turn one of its savings off; for each, the service runs again on a fresh sale with it at the rates of -stack-off-rates, then once more with none of them, and the report puts every run side by side; \"none\" to skip")
 	offRates := flag.String("stack-off-rates", "", "with -stack: the offered rates of the -stack-off runs, each of which must be one of -stack-rates (default: 300 when it is one, and the last)")
 	flag.BoolVar(&o.stackCitus, "stack-citus", false, "with -stack: "+pgharness.EnvURL+" is a Citus coordinator (schema-based sharding; every node on this machine, each with pg_stat_statements): the kit and the service run their sale in a distributed schema, and each node's CPU, WAL and statements are read")

@@ -79,6 +79,15 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { sr.stopBrokers() }()
+	var floor *floorResult
+	if o.stackFloor {
+		fmt.Fprintln(stderr, "bench: the floor: HTTP, Redis and JetStream with no work of the service's")
+		f, err := sr.measureFloor(ctx, o.duration)
+		if err != nil {
+			return err
+		}
+		floor = &f
+	}
 	dropSale := func() error {
 		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{stackSchema}.Sanitize()+" CASCADE")
 		return err
@@ -117,8 +126,9 @@ func runStack(ctx context.Context, o options) error {
 	reportStack(out, o, kit, results)
 	reportRelayModes(out, results, inTx)
 	reportSavings(out, results, offs)
+	reportFloor(out, floor, kit, saturated(results))
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
-	printStackResult(out, o, kit, results, inTx)
+	printStackResult(out, o, kit, results, inTx, floor)
 	return nil
 }
 

@@ -141,8 +141,8 @@ func TestCitusHopAndResult(t *testing.T) {
 		{orders: 400, window: 2 * time.Second, pgCPU: 280 * time.Millisecond, clientCPU: 200 * time.Millisecond, walBytes: 800_000},
 	}
 	var plain, citus strings.Builder
-	printStackResult(&plain, options{}, kit, []rateResult{r}, nil)
-	printStackResult(&citus, options{stackCitus: true}, kit, []rateResult{r}, nil)
+	printStackResult(&plain, options{}, kit, []rateResult{r}, nil, nil)
+	printStackResult(&citus, options{stackCitus: true}, kit, []rateResult{r}, nil, nil)
 	if want := "RESULT stack_orders_per_s=100 stack_vs_kit=0.50 stack_cpu_us_per_order=4000 stack_pg_cpu_us_per_order=3000 wal_bytes_per_order=4000" +
 		" kit_cpu_us_per_order=1000 kit_pg_cpu_us_per_order=600 kit_wal_bytes_per_order=2500 stack_vs_kit_cpu_bound=0.25 stack_readonly_stmt_share=0.100\n"; plain.String() != want {
 		t.Fatalf("plain RESULT:\n%s\nwant\n%s", plain.String(), want)
@@ -208,7 +208,7 @@ func TestRelayModesReport(t *testing.T) {
 		wal: []walShare{{name: "event_outbox", bytes: 180_000}, {name: "sale.event_outbox_history", bytes: 1}, {name: "sale.orders", bytes: 90_000}}}}
 	var res strings.Builder
 	kit := kitResult{orders: 300, window: time.Second}
-	printStackResult(&res, options{}, [2]kitResult{kit, kit}, lease, inTx)
+	printStackResult(&res, options{}, [2]kitResult{kit, kit}, lease, inTx, nil)
 	if want := " relay_intx_wal_bytes_per_order=4000 relay_intx_wal_vs_lease=0.80\n"; !strings.HasSuffix(res.String(), want) {
 		t.Fatalf("RESULT:\n%s\nwant it to end with\n%s", res.String(), want)
 	}
@@ -324,5 +324,69 @@ func TestSavingsReport(t *testing.T) {
 	reportSavings(&none, first, nil)
 	if none.Len() != 0 {
 		t.Fatalf("report without off runs: %q", none.String())
+	}
+}
+
+// TestFloorReport: the floor of an order is its HTTP request, three Redis
+// scripts and two JetStream messages; the bound over it is the kit's CPU
+// per order over the kit's plus the stack's PostgreSQL work beyond the
+// kit's plus the floor; the RESULT line carries both.
+func TestFloorReport(t *testing.T) {
+	t.Parallel()
+	f := &floorResult{httpUS: 100, redisUS: 40, redisSrv: 15, natsUS: 150, natsSrv: 60, httpN: 1, redisN: 1, jsN: 1}
+	if got := f.perOrder(); got != 100+3*40+2*150 {
+		t.Fatalf("floor per order %v, want 520", got)
+	}
+	// The kit: 1,000 orders in 1 s, 1.2 s of PostgreSQL and 0.4 s of client
+	// CPU: 1,600 µs per order, 1,200 of them PostgreSQL's.
+	k := kitResult{orders: 1000, window: time.Second, pgCPU: 1200 * time.Millisecond, clientCPU: 400 * time.Millisecond}
+	// The stack: 500 orders in 1 s, 0.8 s of PostgreSQL: 1,600 µs per order,
+	// 400 beyond the kit's.
+	s := rateResult{offered: 1200, window: time.Second, orders: 500, cpu: [nComponents]time.Duration{800 * time.Millisecond, 500 * time.Millisecond}}
+	if got, want := floorBound(1600, 400, 520), 1600.0/2520; got != want {
+		t.Fatalf("floorBound = %v, want %v", got, want)
+	}
+	if got := floorBound(1600, -50, 520); got != 1600.0/2120 {
+		t.Fatalf("floorBound with less PostgreSQL work than the kit's = %v, want the floor alone's", got)
+	}
+	var res strings.Builder
+	printStackResult(&res, options{}, [2]kitResult{k, k}, []rateResult{s}, nil, f)
+	if want := " stack_floor_cpu_us_per_order=520 stack_vs_kit_floor_bound=0.63"; !strings.Contains(res.String(), want) {
+		t.Fatalf("RESULT:\n%s\nwant it to hold %q", res.String(), want)
+	}
+	var report strings.Builder
+	reportFloor(&report, f, [2]kitResult{k, k}, &s)
+	for _, want := range []string{"| **the floor of one order** | | | | | **520** |", "1600 / (1600 + 400 + 520) = 0.63"} {
+		if !strings.Contains(report.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, report.String())
+		}
+	}
+	var none strings.Builder
+	reportFloor(&none, nil, [2]kitResult{k, k}, &s)
+	if none.Len() != 0 {
+		t.Fatalf("report without a floor: %q", none.String())
+	}
+}
+
+// TestFloorMeasures: each part of the floor runs for real (a throwaway
+// redis-server and nats-server -js) and counts operations and CPU.
+func TestFloorMeasures(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sr := &stackRun{}
+	if err := sr.startBrokers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer sr.stopBrokers()
+	f, err := sr.measureFloor(ctx, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.httpN == 0 || f.redisN == 0 || f.jsN == 0 {
+		t.Fatalf("operations measured: HTTP %d, Redis %d, JetStream %d", f.httpN, f.redisN, f.jsN)
+	}
+	if f.httpUS <= 0 || f.redisUS <= f.redisSrv || f.redisSrv <= 0 || f.natsUS <= f.natsSrv || f.natsSrv <= 0 {
+		t.Fatalf("CPU per operation: %+v", f)
 	}
 }

@@ -146,10 +146,13 @@ func saturated(rs []rateResult) *rateResult {
 // be.
 // With -stack-citus every key starts with citus_, and the line adds the
 // coordinator's CPU and hop per order.
+// With floor (-stack-floor) it adds the floor's CPU per order and
+// stack_vs_kit_floor_bound, the most stack_vs_kit can be over it (see
+// reportFloor).
 // With inTx (-stack-relay-in-tx) it adds the first such rate's WAL per
 // order with the relays in InTx mode, and its ratio to the lease mode's at
 // the same rate.
-func printStackResult(out io.Writer, o options, kit [2]kitResult, rs, inTx []rateResult) {
+func printStackResult(out io.Writer, o options, kit [2]kitResult, rs, inTx []rateResult, floor *floorResult) {
 	s := saturated(rs)
 	if s == nil {
 		return
@@ -170,6 +173,10 @@ func printStackResult(out io.Writer, o options, kit [2]kitResult, rs, inTx []rat
 	if o.stackCitus {
 		hop, _ := s.hop()
 		fmt.Fprintf(out, " citus_coordinator_cpu_us_per_order=%.0f citus_coordinator_hop_ms_per_order=%.3f", s.perOrder(s.nodes[0].cpu), hop)
+	}
+	if floor != nil {
+		fmt.Fprintf(out, " %[1]sstack_floor_cpu_us_per_order=%.0[2]f %[1]sstack_vs_kit_floor_bound=%.2[3]f", p,
+			floor.perOrder(), floorBound(kitCPU, s.perOrder(s.cpu[cpuPostgres])-kitPG, floor.perOrder()))
 	}
 	if len(inTx) > 0 {
 		if lease := rateOf(rs, inTx[0].offered); lease != nil {

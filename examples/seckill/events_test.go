@@ -4,19 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inbox"
 	"github.com/seckillkit/seckill/internal/pgtest"
+	"github.com/seckillkit/seckill/internal/roundtrip"
 )
 
 // TestEventConsumerWays: the ORDER_CREATED consumer, in both of its ways
@@ -111,4 +116,101 @@ func TestEventConsumerKnownResultGuard(t *testing.T) {
 	if _, err := s.Inbox.Lookup(ctx, pool, inbox.Key{Group: "guard-consumer", MessageID: ev.ID}); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("inbox row after the failed apply: %v, want ErrNotFound", err)
 	}
+}
+
+// BenchmarkEventConsumer puts the ORDER_CREATED consumer's two ways side
+// by side in one run, one event after another on one connection (its
+// first events, untimed, prepare the statements): the result claimed with
+// the event behind a deferred BEGIN, and the claim then Complete
+// (-event-two-step). It reports the round trips, the WAL bytes and the CPU
+// per event of this process (the client) and of the connection's backend
+// (read from /proc: reported when the server runs on this machine).
+//
+//	cd examples && go test -run '^$' -bench BenchmarkEventConsumer -benchtime 5000x ./seckill/
+func BenchmarkEventConsumer(b *testing.B) {
+	for _, twoStep := range []bool{false, true} {
+		name := map[bool]string{false: "one-step", true: "two-step"}[twoStep]
+		b.Run(name, func(b *testing.B) {
+			ctx := pgtest.Context(b, 10*time.Minute)
+			var rt roundtrip.Counter
+			pool := pgtest.NewPool(b, func(c *pgxpool.Config) { c.MaxConns, c.ConnConfig.Tracer = 1, &rt })
+			cfg := smallConfig(b)
+			cfg.EventTwoStep = twoStep
+			useStack(b, &cfg, stackMemory, false)
+			s, err := newService(ctx, pool, cfg, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			h := s.eventHandlers()["order-created"]
+			deliver := func(i int) {
+				if err := h(ctx, broker.Message{ID: uuid.Must(uuid.NewV7()), Body: fmt.Appendf(nil, `{"order_id":%d}`, i+1)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range 20 {
+				deliver(i)
+			}
+			lsn := func() (l int64) {
+				if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&l); err != nil {
+					b.Fatal(err)
+				}
+				return l
+			}
+			var backend int
+			if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+				b.Fatal(err)
+			}
+			wal0, client0 := lsn(), selfCPU(b)
+			server0, serverOK := procCPU(backend)
+			rt.Store(0)
+			b.ResetTimer()
+			for i := range b.N {
+				deliver(20 + i)
+			}
+			b.StopTimer()
+			trips, client := rt.Load(), selfCPU(b)-client0
+			server, _ := procCPU(backend)
+			perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+			b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/event")
+			b.ReportMetric(float64(lsn()-wal0)/float64(b.N), "WAL-B/event")
+			b.ReportMetric(perEvent(client), "client-µs/event")
+			if serverOK {
+				b.ReportMetric(perEvent(server-server0), "server-µs/event")
+			}
+		})
+	}
+}
+
+// selfCPU is this process's CPU time so far (user + system).
+func selfCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is process pid's CPU time so far (user + system), from
+// /proc/<pid>/stat; false when it cannot be read (not on this machine).
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * (time.Second / 100), true // USER_HZ is 100 on Linux
 }

@@ -57,7 +57,7 @@ func useStack(tb testing.TB, cfg *config, stack string, owned bool) servers {
 	return servers{r, n}
 }
 
-func smallConfig(t *testing.T) config {
+func smallConfig(t testing.TB) config {
 	cfg := defaultConfig()
 	cfg.Schema = pgtest.Schema(t)
 	cfg.Stock, cfg.Buckets, cfg.Buyers = 300, 8, 900
