@@ -82,7 +82,7 @@ func runStack(ctx context.Context, o options) error {
 	var floor *floorResult
 	if o.stackFloor {
 		fmt.Fprintln(stderr, "bench: the floor: HTTP, Redis and JetStream with no work of the service's")
-		f, err := sr.measureFloor(ctx, o.duration)
+		f, err := sr.measureFloor(ctx, o.duration, floorEvents)
 		if err != nil {
 			return err
 		}

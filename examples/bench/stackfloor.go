@@ -12,9 +12,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/inbox"
+	"github.com/seckillkit/seckill/migrate"
+	"github.com/seckillkit/seckill/pgtx"
 )
 
 // floorResult is what the parts around PostgreSQL cost at the least, per
@@ -24,12 +29,16 @@ type floorResult struct {
 	httpUS             float64 // one POST answered 202: client and server, both in this process
 	redisUS, redisSrv  float64 // one EVALSHA of a one-command script: all, and redis-server's share
 	natsUS, natsSrv    float64 // one JetStream message published (PubAck), pulled and acked: all, nats-server's share
+	relayUS, relayPG   float64 // one event claimed and marked SENT by the outbox relays (a bulk drain): all, PostgreSQL's share
+	inboxUS, inboxPG   float64 // one event claimed with its result in a consumer's inbox, its own transaction: all, PostgreSQL's share
 	httpN, redisN, jsN int64   // operations measured
+	relayN, inboxN     int64
 }
 
-// Per order the stack makes one click's HTTP request, three Redis scripts
-// (the idempotency guard's claim and settle, the front door's reserve) and
-// two JetStream messages (the order message, the ORDER_CREATED event).
+// Per order the stack makes, beside the kit's order transaction, one
+// click's HTTP request, three Redis scripts (the idempotency guard's claim
+// and settle, the front door's reserve), two JetStream messages (the order
+// message, the ORDER_CREATED event), and relays and consumes one event.
 const (
 	floorRedisPerOrder = 3
 	floorJSPerOrder    = 2
@@ -38,19 +47,21 @@ const (
 // perOrder is the floor of one order: its HTTP request, Redis scripts and
 // JetStream messages at their least.
 func (f floorResult) perOrder() float64 {
-	return f.httpUS + floorRedisPerOrder*f.redisUS + floorJSPerOrder*f.natsUS
+	return f.httpUS + floorRedisPerOrder*f.redisUS + floorJSPerOrder*f.natsUS + f.relayUS + f.inboxUS
 }
 
 // floorWorkers is the closed-loop concurrency of each floor measurement.
 const floorWorkers = 64
 
-// measureFloor measures, for d each, on the throwaway redis-server and
-// nats-server of sr (before the service starts), the least CPU the stack's
-// parts around PostgreSQL take per operation: a POST answered 202 by an
+// measureFloor measures, for d each, on the throwaway servers of sr
+// (before the service starts), the least CPU the stack's work beyond the
+// kit's order transaction takes per operation: a POST answered 202 by an
 // HTTP server in this process (no handler work), an EVALSHA of a script
-// of one INCR, and a JetStream message published with its PubAck to a
-// file-storage stream, pulled continuously and acked.
-func (sr *stackRun) measureFloor(ctx context.Context, d time.Duration) (floorResult, error) {
+// of one INCR, a JetStream message published with its PubAck to a
+// file-storage stream, pulled continuously and acked, an event relayed
+// from the outbox (claimed and marked SENT in batches, a no-op publisher)
+// and an event claimed with its result in an inbox.
+func (sr *stackRun) measureFloor(ctx context.Context, d time.Duration, events int) (floorResult, error) {
 	var f floorResult
 	var err error
 	if f.httpUS, f.httpN, err = floorHTTP(ctx, d); err != nil {
@@ -62,6 +73,12 @@ func (sr *stackRun) measureFloor(ctx context.Context, d time.Duration) (floorRes
 	if f.natsUS, f.natsSrv, f.jsN, err = floorJetStream(ctx, sr.nats.URL, sr.nats.PID(), d); err != nil {
 		return f, fmt.Errorf("floor, JetStream: %w", err)
 	}
+	if f.relayUS, f.relayPG, f.relayN, err = sr.floorRelay(ctx, events); err != nil {
+		return f, fmt.Errorf("floor, outbox relay: %w", err)
+	}
+	if f.inboxUS, f.inboxPG, f.inboxN, err = sr.floorInbox(ctx, d); err != nil {
+		return f, fmt.Errorf("floor, inbox: %w", err)
+	}
 	return f, nil
 }
 
@@ -69,6 +86,11 @@ func (sr *stackRun) measureFloor(ctx context.Context, d time.Duration) (floorRes
 // returns how many calls succeeded, with the CPU of this process and of
 // server (0: none) over that time.
 func closedLoop(ctx context.Context, d time.Duration, server int, op func(context.Context) error) (n int64, self, srv time.Duration, err error) {
+	return closedLoopN(ctx, d, floorWorkers, server, op)
+}
+
+// closedLoopN is closedLoop from workers goroutines.
+func closedLoopN(ctx context.Context, d time.Duration, workers, server int, op func(context.Context) error) (n int64, self, srv time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var (
@@ -77,7 +99,7 @@ func closedLoop(ctx context.Context, d time.Duration, server int, op func(contex
 		first atomic.Pointer[error]
 	)
 	self0, srv0 := processCPU(), processCPUOf(server)
-	for range floorWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,11 +241,99 @@ func floorJetStream(ctx context.Context, url string, pid int, d time.Duration) (
 	return per(self + srv), per(srv), published, nil
 }
 
+// floorEvents is how many events the relay floor drains in -stack.
+const floorEvents = 40_000
+
+// pgCPU is the CPU time of every PostgreSQL node's tree so far.
+func (sr *stackRun) pgCPU(ctx context.Context) (time.Duration, error) {
+	cpu, _, err := sr.readNodes(ctx)
+	var sum time.Duration
+	for _, c := range cpu {
+		sum += c
+	}
+	return sum, err
+}
+
+// floorRelay drains events PENDING events of a new outbox with the
+// service's two relays (batch 200, lease mode, a publisher that does
+// nothing): the CPU of PostgreSQL and of this process per event.
+func (sr *stackRun) floorRelay(ctx context.Context, events int) (all, pg float64, n int64, err error) {
+	o := sr.o
+	o.relays, o.batch = 2, 200
+	ob := &outboxBench{pool: sr.pool, o: o}
+	const schema = "bench_stack_floor_outbox"
+	st, err := ob.setup(ctx, schema)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer sr.pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") //nolint:errcheck // best effort
+	if err := ob.refill(ctx, schema, events); err != nil {
+		return 0, 0, 0, err
+	}
+	pg0, err := sr.pgCPU(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	self0 := processCPU()
+	if _, err := drainWithRelays(ctx, sr.pool, st, o, events, false); err != nil {
+		return 0, 0, 0, err
+	}
+	pg1, err := sr.pgCPU(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	self := processCPU() - self0
+	per := func(t time.Duration) float64 { return ratio(float64(t.Microseconds()), float64(events)) }
+	return per(pg1 - pg0 + self), per(pg1 - pg0), int64(events), nil
+}
+
+// floorInbox claims new events with their result in a new inbox, each in
+// its own transaction behind a deferred BEGIN (two round trips), from 16
+// workers for d: the CPU of PostgreSQL and of this process per event.
+func (sr *stackRun) floorInbox(ctx context.Context, d time.Duration) (all, pg float64, n int64, err error) {
+	const schema = "bench_stack_floor_inbox"
+	if _, err := sr.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		return 0, 0, 0, err
+	}
+	defer sr.pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") //nolint:errcheck // best effort
+	if _, err := migrate.Apply(ctx, sr.pool, schema, inbox.Migrations); err != nil {
+		return 0, 0, 0, err
+	}
+	st, err := inbox.New(inbox.Config{Schema: schema})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	body := []byte(`{"order_id":1}`)
+	hash := inbox.HashPayload(body)
+	pg0, err := sr.pgCPU(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	n, self, _, err := closedLoopN(ctx, d, 16, 0, func(ctx context.Context) error {
+		m := inbox.Message{Group: "floor-consumer", MessageID: uuid.Must(uuid.NewV7()), Topic: "ORDER_EVENT", Tag: "ORDER_CREATED",
+			PayloadHash: hash, Result: &inbox.Result{Code: "BUYER_NOTIFIED"}}
+		return pgtx.RunInTx(ctx, sr.pool, pgtx.Options{DeferBegin: true}, func(tx pgx.Tx) error {
+			c, err := st.ClaimMessage(ctx, tx, m)
+			if err == nil && !c.Fresh {
+				err = fmt.Errorf("a new message id claimed as a duplicate")
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	pg1, err := sr.pgCPU(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	per := func(t time.Duration) float64 { return ratio(float64(t.Microseconds()), float64(n)) }
+	return per(pg1 - pg0 + self), per(pg1 - pg0), n, nil
+}
+
 // reportFloor prints the floor, and the most stack_vs_kit can be over it:
-// the kit's CPU per order over the kit's, plus the stack's PostgreSQL work
-// beyond the kit's (the relays' claim and mark of each event, the event
-// consumers' inbox, the operator view), plus the floor, at the saturated
-// rate s.
+// the kit's CPU per order over the kit's plus the floor. Beside it, the
+// stack's PostgreSQL work beyond the kit's at the saturated rate s.
 func reportFloor(out io.Writer, f *floorResult, kit [2]kitResult, s *rateResult) {
 	if f == nil || s == nil {
 		return
@@ -236,16 +346,18 @@ func reportFloor(out io.Writer, f *floorResult, kit [2]kitResult, s *rateResult)
 	fmt.Fprintf(out, "| HTTP POST answered 202 (client and server, this process) | %.1f | n/a | %d | 1 | %.0f |\n", f.httpUS, f.httpN, f.httpUS)
 	fmt.Fprintf(out, "| Redis EVALSHA, one INCR (go-redis and redis-server) | %.1f | %.1f | %d | %d | %.0f |\n", f.redisUS, f.redisSrv, f.redisN, floorRedisPerOrder, floorRedisPerOrder*f.redisUS)
 	fmt.Fprintf(out, "| JetStream message: publish with PubAck, pull, ack (nats.go and nats-server) | %.1f | %.1f | %d | %d | %.0f |\n", f.natsUS, f.natsSrv, f.jsN, floorJSPerOrder, floorJSPerOrder*f.natsUS)
-	fmt.Fprintf(out, "| **the floor of one order** | | | | | **%.0f** |\n", f.perOrder())
-	fmt.Fprintf(out, "\nkit alone, CPU µs/order: %.0f; the stack's PostgreSQL beyond the kit's, at %d/s offered: %.0f µs/order (%.0f − %.0f)\n",
-		kitCPU, s.offered, pgExtra, s.perOrder(s.cpu[cpuPostgres]), kitPG)
-	fmt.Fprintf(out, "the most stack_vs_kit can be with the service's own code free: %.0f / (%.0f + %.0f + %.0f) = %.2f\n",
-		kitCPU, kitCPU, max(pgExtra, 0), f.perOrder(), floorBound(kitCPU, pgExtra, f.perOrder()))
+	fmt.Fprintf(out, "| outbox event relayed: claimed, published to nothing, marked SENT, in batches of 200 (PostgreSQL and the relays) | %.1f | %.1f | %d | 1 | %.0f |\n", f.relayUS, f.relayPG, f.relayN, f.relayUS)
+	fmt.Fprintf(out, "| event claimed with its result in an inbox, its own transaction (PostgreSQL and the consumer) | %.1f | %.1f | %d | 1 | %.0f |\n", f.inboxUS, f.inboxPG, f.inboxN, f.inboxUS)
+	fmt.Fprintf(out, "| **the floor of one order beyond the kit's transaction** | | | | | **%.0f** |\n", f.perOrder())
+	fmt.Fprintf(out, "\nkit alone, CPU µs/order: %.0f (PostgreSQL %.0f). At %d/s offered the stack's PostgreSQL took %.0f µs/order, %.0f beyond the kit's; the floor's PostgreSQL part: %.0f\n",
+		kitCPU, kitPG, s.offered, s.perOrder(s.cpu[cpuPostgres]), pgExtra, f.relayPG+f.inboxPG)
+	fmt.Fprintf(out, "the most stack_vs_kit can be on cores both keep busy, with the service's own code free: %.0f / (%.0f + %.0f) = %.2f\n",
+		kitCPU, kitCPU, f.perOrder(), floorBound(kitCPU, f.perOrder()))
 }
 
 // floorBound is the most stack_vs_kit can be on cores both keep busy: the
 // kit's CPU per order over the stack's least, the kit's work plus the
-// stack's PostgreSQL work beyond it plus the floor of the parts around it.
-func floorBound(kitCPU, pgExtra, floor float64) float64 {
-	return ratio(kitCPU, kitCPU+max(pgExtra, 0)+floor)
+// floor of the work beyond it.
+func floorBound(kitCPU, floor float64) float64 {
+	return ratio(kitCPU, kitCPU+floor)
 }

@@ -176,7 +176,7 @@ func printStackResult(out io.Writer, o options, kit [2]kitResult, rs, inTx []rat
 	}
 	if floor != nil {
 		fmt.Fprintf(out, " %[1]sstack_floor_cpu_us_per_order=%.0[2]f %[1]sstack_vs_kit_floor_bound=%.2[3]f", p,
-			floor.perOrder(), floorBound(kitCPU, s.perOrder(s.cpu[cpuPostgres])-kitPG, floor.perOrder()))
+			floor.perOrder(), floorBound(kitCPU, floor.perOrder()))
 	}
 	if len(inTx) > 0 {
 		if lease := rateOf(rs, inTx[0].offered); lease != nil {
