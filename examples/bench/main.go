@@ -128,34 +128,14 @@ func main() {
 	flag.StringVar(&o.variants, "variants", "raw,limit-min,limit-full,seed,kit,kit-tokens", "order variants, in order: raw, limit-min (bucket UPDATE + order INSERT as one statement), limit-full (every row of the kit's fresh path in one statement), seed, kit, kit-notify (the flow with NOTIFY), kit-ungated (no per-bucket bound), kit-tokens (the kit on a SKU of inventory tokens; run in the cells of the first bucket count only)")
 	buckets := flag.String("buckets", "1,64", "bucket counts to measure (the RESULT line needs 1 and 64)")
 	consumers := flag.String("consumers", "8,32", "consumer counts to measure (the RESULT line needs 32)")
-	flag.BoolVar(&o.stack, "stack", false, "measure the example service's real stack (PostgreSQL, redis-server, nats-server -js, the service in -serve mode) under fixed offered rates, beside the kit alone, instead of the order and outbox runs")
-	rates := flag.String("stack-rates", "150,300,600,1200", "with -stack: the offered rates of clicks/s, in order (the last should saturate the stack)")
-	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
-	flag.StringVar(&o.stackProf, "stack-cpuprofile", "", "with -stack: write the service's CPU profile over every rate to this file (its -cpuprofile)")
-	inTxRates := flag.String("stack-relay-in-tx", "300", "with -stack: after the rates above, run the service again on a fresh sale with its outbox relays in InTx mode (its -relay-in-tx) at these offered rates, each of which must be one of -stack-rates, and print both relay modes side by side; \"none\" to skip")
-	flag.BoolVar(&o.stackFloor, "stack-floor", true, "with -stack: before the service starts, measure on the same redis-server and nats-server the least CPU an order's HTTP request, three Redis scripts and two JetStream messages take, and print the most stack_vs_kit can be over it")
-	offFlags := flag.String("stack-off", "none", "with -stack: the service's flags that each turn one of its savings off (e.g. -event-two-step,-jetstream-fetch); for each, the service runs again on a fresh sale with it at the rates of -stack-off-rates, then once more with none of them, and the report puts every run side by side; \"none\" to skip")
-	offRates := flag.String("stack-off-rates", "", "with -stack: the offered rates of the -stack-off runs, each of which must be one of -stack-rates (default: 300 when it is one, and the last)")
-	flag.BoolVar(&o.stackCitus, "stack-citus", false, "with -stack: "+pgharness.EnvURL+" is a Citus coordinator (schema-based sharding; every node on this machine, each with pg_stat_statements): the kit and the service run their sale in a distributed schema, and each node's CPU, WAL and statements are read")
+	parseStack := stackFlags(&o)
 	flag.Parse()
 	var err error
 	if o.bucketSet, err = intList(*buckets); err == nil {
 		o.consumerSet, err = intList(*consumers)
 	}
 	if err == nil {
-		o.stackRates, err = intList(*rates)
-	}
-	if err == nil && *inTxRates != "none" && *inTxRates != "" {
-		if o.stackInTx, err = intList(*inTxRates); err == nil {
-			for _, r := range o.stackInTx {
-				if !slices.Contains(o.stackRates, r) {
-					err = fmt.Errorf("-stack-relay-in-tx rate %d is not one of -stack-rates %s", r, *rates)
-				}
-			}
-		}
-	}
-	if err == nil && *offFlags != "none" && *offFlags != "" {
-		o.stackOff, o.stackOffAt, err = offSwitches(*offFlags, *offRates, o.stackRates)
+		err = parseStack()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -189,5 +169,39 @@ func main() {
 	if err := runner(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
+	}
+}
+
+// stackFlags defines the flags of the -stack mode into o; the function it
+// returns, called after flag.Parse, parses their lists.
+func stackFlags(o *options) (parse func() error) {
+	flag.BoolVar(&o.stack, "stack", false, "measure the example service's real stack (PostgreSQL, redis-server, nats-server -js, the service in -serve mode) under fixed offered rates, beside the kit alone, instead of the order and outbox runs")
+	rates := flag.String("stack-rates", "150,300,600,1200", "with -stack: the offered rates of clicks/s, in order (the last should saturate the stack)")
+	flag.IntVar(&o.stackStock, "stack-stock", 10_000_000, "with -stack: units on sale (enough that nothing sells out)")
+	flag.StringVar(&o.stackProf, "stack-cpuprofile", "", "with -stack: write the service's CPU profile over every rate to this file (its -cpuprofile)")
+	inTxRates := flag.String("stack-relay-in-tx", "300", "with -stack: after the rates above, run the service again on a fresh sale with its outbox relays in InTx mode (its -relay-in-tx) at these offered rates, each of which must be one of -stack-rates, and print both relay modes side by side; \"none\" to skip")
+	flag.BoolVar(&o.stackFloor, "stack-floor", true, "with -stack: before the service starts, measure on the same redis-server and nats-server the least CPU an order's HTTP request, three Redis scripts and two JetStream messages take, and print the most stack_vs_kit can be over it")
+	offFlags := flag.String("stack-off", "none", "with -stack: the service's flags that each turn one of its savings off (e.g. -event-two-step,-jetstream-fetch); for each, the service runs again on a fresh sale with it at the rates of -stack-off-rates, then once more with none of them, and the report puts every run side by side; \"none\" to skip")
+	offRates := flag.String("stack-off-rates", "", "with -stack: the offered rates of the -stack-off runs, each of which must be one of -stack-rates (default: 300 when it is one, and the last)")
+	flag.BoolVar(&o.stackCitus, "stack-citus", false, "with -stack: "+pgharness.EnvURL+" is a Citus coordinator (schema-based sharding; every node on this machine, each with pg_stat_statements): the kit and the service run their sale in a distributed schema, and each node's CPU, WAL and statements are read")
+	return func() error {
+		var err error
+		if o.stackRates, err = intList(*rates); err != nil {
+			return err
+		}
+		if *inTxRates != "none" && *inTxRates != "" {
+			if o.stackInTx, err = intList(*inTxRates); err != nil {
+				return err
+			}
+			for _, r := range o.stackInTx {
+				if !slices.Contains(o.stackRates, r) {
+					return fmt.Errorf("-stack-relay-in-tx rate %d is not one of -stack-rates %s", r, *rates)
+				}
+			}
+		}
+		if *offFlags != "none" && *offFlags != "" {
+			o.stackOff, o.stackOffAt, err = offSwitches(*offFlags, *offRates, o.stackRates)
+		}
+		return err
 	}
 }

@@ -79,14 +79,9 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { sr.stopBrokers() }()
-	var floor *floorResult
-	if o.stackFloor {
-		fmt.Fprintln(stderr, "bench: the floor: HTTP, Redis and JetStream with no work of the service's")
-		f, err := sr.measureFloor(ctx, o.duration, floorEvents)
-		if err != nil {
-			return err
-		}
-		floor = &f
+	floor, err := sr.floor(ctx)
+	if err != nil {
+		return err
 	}
 	dropSale := func() error {
 		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{stackSchema}.Sanitize()+" CASCADE")
@@ -96,20 +91,10 @@ func runStack(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { _ = dropSale() }()
-	if sr.svc, err = startService(ctx, srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus, o.stackProf); err != nil {
+	results, err := sr.rates(ctx)
+	if err != nil {
 		return err
 	}
-	defer sr.svc.stop()
-	var results []rateResult
-	for _, rate := range o.stackRates {
-		r, err := sr.measureRate(ctx, rate)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "bench: stack %5d/s offered: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
-		results = append(results, r)
-	}
-	sr.svc.stop()
 	inTx, err := sr.relayInTx(ctx, dropSale)
 	if err != nil {
 		return err
@@ -130,6 +115,40 @@ func runStack(ctx context.Context, o options) error {
 	fmt.Fprintf(out, "\nfinished in %s\n\n", time.Since(began).Round(time.Second))
 	printStackResult(out, o, kit, results, inTx, floor)
 	return nil
+}
+
+// floor measures the floor (-stack-floor; nil without it).
+func (sr *stackRun) floor(ctx context.Context) (*floorResult, error) {
+	if !sr.o.stackFloor {
+		return nil, nil
+	}
+	fmt.Fprintln(stderr, "bench: the floor: HTTP, Redis, JetStream, the relay and an inbox with no work of the service's")
+	f, err := sr.measureFloor(ctx, sr.o.duration, floorEvents)
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// rates starts the service (with -stack-cpuprofile's profile) on the
+// sale, measures each rate of -stack-rates, and stops it.
+func (sr *stackRun) rates(ctx context.Context) ([]rateResult, error) {
+	o := sr.o
+	var err error
+	if sr.svc, err = startService(ctx, sr.srv.URL, sr.redis, sr.nats, o.stackStock, o.stackCitus, o.stackProf); err != nil {
+		return nil, err
+	}
+	defer sr.svc.stop()
+	var results []rateResult
+	for _, rate := range o.stackRates {
+		r, err := sr.measureRate(ctx, rate)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "bench: stack %5d/s offered: %6.0f orders/s, p99 %.0f ms\n", rate, r.ordersPerSec(), ms(r.pct(0.99)))
+		results = append(results, r)
+	}
+	return results, nil
 }
 
 // startBrokers starts a throwaway redis-server and nats-server -js.

@@ -71,11 +71,7 @@ func main() {
 	flag.IntVar(&cfg.Clickers, "clickers", cfg.Clickers, "goroutines the buyers click from")
 	flag.IntVar(&cfg.PoolSize, "pool", cfg.PoolSize, "PostgreSQL pool size (order and event consumers, relays, payers and the canceller share it)")
 	flag.IntVar(&cfg.Relays, "relays", cfg.Relays, "outbox relays")
-	flag.BoolVar(&cfg.RelayInTx, "relay-in-tx", cfg.RelayInTx, "relays publish each batch inside the transaction that claims it (outbox.RelayConfig.InTx)")
-	flag.BoolVar(&cfg.StepByStep, "step-by-step", cfg.StepByStep, "the consumer runs every order message as the step-by-step transaction (flow.Service.PlaceOrderStepByStep), not the one-batch PlaceOrder")
-	flag.BoolVar(&cfg.EventTwoStep, "event-two-step", cfg.EventTwoStep, "event consumers whose result is known up front claim the event, then record the result (inbox.Store.Complete): four round trips instead of two (to measure the saving)")
-	flag.BoolVar(&cfg.JetStream.FetchPerPull, "jetstream-fetch", cfg.JetStream.FetchPerPull, "JetStream consumers pull with Fetch, a subscription per pull request, instead of one continuous pull each (to measure the saving)")
-	flag.BoolVar(&cfg.Citus, "citus", cfg.Citus, "the database is a Citus coordinator with schema-based sharding: use the statement shapes Citus routes whole to one node (order.Config.Citus)")
+	pathFlags(&cfg)
 	flag.IntVar(&cfg.Activities, "activities", cfg.Activities, "activities on sale at once, each in its own schema <schema>_a<i> (on Citus: a distributed schema, on one worker)")
 	flag.IntVar(&cfg.QueueDepth, "queue-depth", cfg.QueueDepth, "queue bound; a full queue answers busy")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "share of messages the queue delivers twice")
@@ -320,4 +316,16 @@ func startStack(ctx context.Context, cfg *config) (stop func(), _ error) {
 			stackharness.EnvRedisURL, stackharness.EnvNATSURL)
 	}
 	return func() { ns.Stop(); rs.Stop() }, nil
+}
+
+// pathFlags defines the flags that choose among the ways the service does
+// the same work (the relays' mode, the order transaction's form, the event
+// consumers' and the JetStream workers' longer ways, Citus's statement
+// shapes) into cfg.
+func pathFlags(cfg *config) {
+	flag.BoolVar(&cfg.RelayInTx, "relay-in-tx", cfg.RelayInTx, "relays publish each batch inside the transaction that claims it (outbox.RelayConfig.InTx)")
+	flag.BoolVar(&cfg.StepByStep, "step-by-step", cfg.StepByStep, "the consumer runs every order message as the step-by-step transaction (flow.Service.PlaceOrderStepByStep), not the one-batch PlaceOrder")
+	flag.BoolVar(&cfg.EventTwoStep, "event-two-step", cfg.EventTwoStep, "event consumers whose result is known up front claim the event, then record the result (inbox.Store.Complete): four round trips instead of two (to measure the saving)")
+	flag.BoolVar(&cfg.JetStream.FetchPerPull, "jetstream-fetch", cfg.JetStream.FetchPerPull, "JetStream consumers pull with Fetch, a subscription per pull request, instead of one continuous pull each (to measure the saving)")
+	flag.BoolVar(&cfg.Citus, "citus", cfg.Citus, "the database is a Citus coordinator with schema-based sharding: use the statement shapes Citus routes whole to one node (order.Config.Citus)")
 }
