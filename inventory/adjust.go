@@ -61,18 +61,30 @@ func (a Adjustment) validate() error {
 }
 
 // adjustKey returns the ledger idempotency key of a manual adjustment:
-// "ADJUST:MANUAL:<approval_ref>:<bucket>". One approval adjusts a bucket
-// once.
-func adjustKey(approvalRef string, bucket int16) string {
-	return fmt.Sprintf("ADJUST:MANUAL:%s:%d", approvalRef, bucket)
+// "ADJUST:MANUAL:<activity>:<sku>:<approval_ref>:<bucket>". One approval
+// adjusts a SKU's bucket once; the same approval may adjust other SKUs.
+func adjustKey(a Adjustment) string {
+	return fmt.Sprintf("ADJUST:MANUAL:%d:%d:%s:%d", a.ActivityID, a.SKUID, a.ApprovalRef, a.Bucket)
+}
+
+// legacyAdjustKey is the key of a manual adjustment written before
+// inventory migration 013, "ADJUST:MANUAL:<approval_ref>:<bucket>",
+// without its SKU: the adjust statement takes a row with this key and
+// the adjustment's activity and SKU as the same adjustment, so one
+// retried across the upgrade is not applied twice.
+func legacyAdjustKey(a Adjustment) string {
+	return fmt.Sprintf("ADJUST:MANUAL:%s:%d", a.ApprovalRef, a.Bucket)
 }
 
 // AdjustStock applies a manual stock adjustment in the caller's
 // transaction tx, in one statement: the bucket's available and total stock
 // and the SKU's planned stock change by a.Delta, and an ADJUST ledger row
-// (key "ADJUST:MANUAL:<approval ref>:<bucket>": one approval adjusts a
-// bucket once) records operator, approval reference and reason. It
-// returns that row.
+// (key "ADJUST:MANUAL:<activity>:<sku>:<approval ref>:<bucket>": one
+// approval adjusts a SKU's bucket once) records operator, approval
+// reference and reason. It returns that row. A row written before
+// inventory migration 013 under the old key
+// ("ADJUST:MANUAL:<approval ref>:<bucket>") for the same activity and SKU
+// counts as the same adjustment.
 //
 // Errors: *Error (missing evidence, Delta 0, …; nothing sent);
 // [ErrUnknownBucket]; *Error ([ErrSoldOut]) when a negative Delta
@@ -88,7 +100,7 @@ func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (_ Led
 	if err := a.validate(); err != nil {
 		return LedgerEntry{}, err
 	}
-	key := adjustKey(a.ApprovalRef, a.Bucket)
+	key := adjustKey(a)
 	var (
 		ledgerID, appliedID    *int64
 		createdAt              *time.Time
@@ -96,7 +108,7 @@ func (s *Store) AdjustStock(ctx context.Context, tx pgx.Tx, a Adjustment) (_ Led
 		allocated              *int32
 		curAvail               *int32
 	)
-	err = tx.QueryRow(ctx, s.sql.adjust, a.ActivityID, a.SKUID, a.Bucket, a.Delta, key, a.Reason, a.Operator, a.ApprovalRef).
+	err = tx.QueryRow(ctx, s.sql.adjust, a.ActivityID, a.SKUID, a.Bucket, a.Delta, key, a.Reason, a.Operator, a.ApprovalRef, legacyAdjustKey(a)).
 		Scan(&ledgerID, &createdAt, &before, &after, &planned, &allocated, &appliedID, &curAvail)
 	switch {
 	case err != nil && uniqueViolation(err, "uq_inventory_ledger_idempotency"):

@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -88,11 +89,74 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 	}
 	// A row from before the constraint (simulated by lifting it) is reported.
 	tb.exec(t, `ALTER TABLE `+tb.table("inventory_ledger")+` DROP CONSTRAINT ck_ledger_adjust_evidence`)
-	tb.exec(t, `UPDATE `+tb.table("inventory_ledger")+` SET operator = NULL WHERE idempotency_key = $1`, inventory.AdjustKey("TICKET-42", 1))
+	tb.exec(t, `UPDATE `+tb.table("inventory_ledger")+` SET operator = NULL WHERE idempotency_key = $1`, inventory.AdjustKey(good))
 	findings, err := tb.store.Audit(tb.ctx, tb.pool, 1, 1)
 	if err != nil || len(findings) != 1 || findings[0].Kind != inventory.FindingAdjustWithoutEvidence || findings[0].Bucket != 1 {
 		t.Fatalf("audit findings %v, %v", findings, err)
 	}
+}
+
+// TestAdjustKeyNamesTheSKU: one approval may adjust the same bucket of two
+// SKUs (of one activity, or of two): each applies once, under a key that
+// names its activity and SKU. A row written before inventory migration 013,
+// under the key without the SKU, is the same adjustment for its own SKU
+// only: retried after the upgrade it is refused as already applied, with
+// that row's id, and changes nothing.
+func TestAdjustKeyNamesTheSKU(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.provision(t, 1, 1, 10, 2)
+	tb.provision(t, 1, 2, 10, 2)
+	tb.provision(t, 2, 1, 10, 2)
+	adjust := func(a inventory.Adjustment) (inventory.LedgerEntry, error) {
+		var out inventory.LedgerEntry
+		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+			var err error
+			out, err = tb.store.AdjustStock(tb.ctx, tx, a)
+			return err
+		})
+		return out, err
+	}
+	a := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 1, Delta: -1, Operator: "ops:dan", ApprovalRef: "CR-7:all damaged", Reason: "DAMAGED"}
+	for _, sku := range []struct{ activity, sku int64 }{{1, 1}, {1, 2}, {2, 1}} {
+		a.ActivityID, a.SKUID = sku.activity, sku.sku
+		got, err := adjust(a)
+		if err != nil || got.IdempotencyKey != fmt.Sprintf("ADJUST:MANUAL:%d:%d:CR-7:all damaged:1", sku.activity, sku.sku) {
+			t.Fatalf("approval CR-7 on activity %d SKU %d: %+v, %v", sku.activity, sku.sku, got, err)
+		}
+		if got := tb.totals(t, sku.activity, sku.sku); got.Available != 9 || got.PlannedStock != 9 {
+			t.Fatalf("activity %d SKU %d after the adjustment: %+v", sku.activity, sku.sku, got)
+		}
+		if _, err := adjust(a); !errors.Is(err, inventory.ErrAlreadyApplied) {
+			t.Fatalf("approval CR-7 again on activity %d SKU %d: %v", sku.activity, sku.sku, err)
+		}
+	}
+	// Activity 1's SKU 2 row as AdjustStock wrote it before migration 013: the key without the SKU.
+	a.ActivityID, a.SKUID = 1, 2
+	old := a
+	old.ApprovalRef = "CR-6"
+	first, err := adjust(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.exec(t, `UPDATE `+tb.table("inventory_ledger")+` SET idempotency_key = $1 WHERE ledger_id = $2`,
+		inventory.LegacyAdjustKey(old), first.LedgerID)
+	var ae *inventory.Error
+	if _, err := adjust(old); !errors.Is(err, inventory.ErrAlreadyApplied) || !errors.As(err, &ae) || ae.LedgerID != first.LedgerID {
+		t.Fatalf("CR-6 retried after the upgrade: %v, want already applied as ledger row %d", err, first.LedgerID)
+	}
+	if got := tb.totals(t, 1, 2); got.Available != 8 {
+		t.Fatalf("the retried adjustment changed the stock: %+v", got)
+	}
+	// The old key names no SKU: for another SKU it is not the same adjustment.
+	other := old
+	other.SKUID = 1
+	if got, err := adjust(other); err != nil || tb.totals(t, 1, 1).Available != 8 {
+		t.Fatalf("CR-6 on SKU 1, beside SKU 2's old-key row: %+v, %v", got, err)
+	}
+	tb.auditClean(t, 1, 1)
+	tb.auditClean(t, 1, 2)
+	tb.auditClean(t, 2, 1)
 }
 
 func (tb testBundle) exec(t *testing.T, sql string, args ...any) {

@@ -182,8 +182,9 @@ type LedgerEntry struct {
 	// with gaps (rolled-back inserts) that mean nothing.
 	LedgerID int64
 	// IdempotencyKey is unique across the ledger: "ALLOCATE:<reservation
-	// id>", "RELEASE:<reservation id>", "ADJUST:MANUAL:<approval
-	// ref>:<bucket>" for a manual adjustment, "ADJUST:<move id>:<bucket>"
+	// id>", "RELEASE:<reservation id>", "ADJUST:MANUAL:<activity>:<sku>:<approval
+	// ref>:<bucket>" for a manual adjustment (before inventory migration
+	// 013, "ADJUST:MANUAL:<approval ref>:<bucket>"), "ADJUST:<move id>:<bucket>"
 	// for a rebalance move, and "PROVISION:<activity>:<sku>:<bucket>".
 	IdempotencyKey  string
 	Type            string    // ledger_type: "ALLOCATE", "RELEASE", "ADJUST" or "PROVISION"

@@ -148,7 +148,9 @@
 // the reason, and without them the adjustment is refused (by the package,
 // and by the database's ck_ledger_adjust_evidence). Rebalance moves record
 // "seckill:rebalance" and their move id unless the request names
-// others. [Store.Adjustments] lists them; [Store.Audit] reports an ADJUST
+// others. One approval adjusts a SKU's bucket once (the row's key names
+// the activity, the SKU, the approval and the bucket); it may adjust other
+// SKUs too. [Store.Adjustments] lists them; [Store.Audit] reports an ADJUST
 // row without evidence.
 //
 // # Sale status

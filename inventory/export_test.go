@@ -52,6 +52,7 @@ var (
 	AllocateKey         = allocateKey
 	ReleaseKey          = releaseKey
 	AdjustKey           = adjustKey
+	LegacyAdjustKey     = legacyAdjustKey
 	BucketStock         = bucketStock
 	CanChangeSale       = canChangeSale
 	CanTransition       = canTransition

@@ -5,7 +5,9 @@
 -- adjust changes the bucket (available and total; never below zero),
 -- the SKU's planned stock (so the buckets still add up to it) and writes
 -- the ADJUST row with its evidence, in one statement. No ledger row with
--- the key may exist yet; the unique index is the final guard.
+-- the key may exist yet, nor one of the same SKU with the key the
+-- adjustment had before migration 013 ($9, without the SKU); the unique
+-- index is the final guard.
 -- $1 = activity_id (int8)
 -- $2 = sku_id (int8)
 -- $3 = bucket (int2)
@@ -14,6 +16,7 @@
 -- $6 = reason (text)
 -- $7 = operator (text)
 -- $8 = approval_ref (text)
+-- $9 = legacy_key (text): the key before migration 013
 -- index: pk_sku_inventory, pk_inventory_sku, uq_inventory_ledger_idempotency
 WITH upd AS (
 	UPDATE {schema}.sku_inventory
@@ -24,6 +27,8 @@ WITH upd AS (
 	 WHERE activity_id = $1 AND sku_id = $2 AND bucket_no = $3
 	   AND available_stock + $4 >= 0
 	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger WHERE idempotency_key = $5)
+	   AND NOT EXISTS (SELECT 1 FROM {schema}.inventory_ledger
+	                    WHERE idempotency_key = $9 AND activity_id = $1 AND sku_id = $2)
 	RETURNING available_stock - $4 AS before_available, available_stock AS after_available, allocated_stock
 ), sku AS (
 	UPDATE {schema}.inventory_sku AS k
@@ -42,7 +47,9 @@ WITH upd AS (
 	RETURNING ledger_id, created_at
 )
 SELECT l.ledger_id, l.created_at, u.before_available, u.after_available, s.planned_stock, u.allocated_stock,
-       CASE WHEN l.ledger_id IS NULL THEN {schema}.inventory_ledger_id_now($5) END,
+       CASE WHEN l.ledger_id IS NULL THEN coalesce({schema}.inventory_ledger_id_now($5),
+         (SELECT x.ledger_id FROM {schema}.inventory_ledger AS x
+           WHERE x.idempotency_key = $9 AND x.activity_id = $1 AND x.sku_id = $2)) END,
        CASE WHEN l.ledger_id IS NULL THEN
          {schema}.inventory_available_now($1, $2, $3::smallint) END
   FROM (VALUES (1)) AS one (x)

@@ -1,0 +1,12 @@
+-- +goose Up
+-- A manual adjustment's ledger key names its SKU:
+-- "ADJUST:MANUAL:<activity>:<sku>:<approval ref>:<bucket>". Before, it was
+-- "ADJUST:MANUAL:<approval ref>:<bucket>", so one approval that adjusted
+-- bucket 3 of two SKUs had its second adjustment refused as already
+-- applied. The longest key, two 19-digit ids and a 128-character approval
+-- reference, is 186 characters: the column grows from 160 to 200. Raising
+-- a VARCHAR's limit rewrites neither the table nor its indexes; the ALTER
+-- takes an ACCESS EXCLUSIVE lock on the ledger for that moment only.
+-- Rows written before keep their keys; Store.AdjustStock still recognises
+-- an old key for the same SKU as the same adjustment.
+ALTER TABLE inventory_ledger ALTER COLUMN idempotency_key TYPE VARCHAR(200);
