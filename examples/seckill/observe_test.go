@@ -116,6 +116,27 @@ func waitQuiet(t *testing.T, ctx context.Context, a *api) {
 	}
 }
 
+// scrapeReported waits until the relays have reported every SENT event
+// of schema at srvURL's /metrics (an outbox.Observer's BatchEnd runs after
+// the COMMIT that marks the batch SENT, so the rows can be SENT a moment
+// before the metric counts them) and returns that scrape.
+func scrapeReported(t *testing.T, ctx context.Context, srvURL string, pool *pgxpool.Pool, schema string) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		fams := scrape(t, srvURL)
+		sent := countRows(t, ctx, pool, schema, "event_outbox", "status = 20")
+		got := value(fams, "messaging_client_sent_messages_total", "error_type", "")
+		if got == sent {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("messaging_client_sent_messages_total{error_type=} = %v after a minute, want the %v SENT events", got, sent)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestMetricsMatchDatabase: after a small sale over HTTP, the figures at
 // GET /metrics equal the database's counts: orders created (counted after
 // COMMIT), committed order transactions (pgtx TxEnd: one per message
@@ -174,7 +195,7 @@ func testMetricsMatchDatabase(t *testing.T, stack string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	fams := scrape(t, srv.URL)
+	fams := scrapeReported(t, ctx, srv.URL, pool, cfg.Schema)
 	orders := countRows(t, ctx, pool, cfg.Schema, "orders", "true")
 	inboxRows := countRows(t, ctx, pool, cfg.Schema, "consumer_inbox", "consumer_group = $1", flow.ConsumerGroup)
 	sent := countRows(t, ctx, pool, cfg.Schema, "event_outbox", "status = 20")

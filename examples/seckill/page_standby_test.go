@@ -73,7 +73,7 @@ func TestPageStandby(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	fams := scrape(t, srv.URL)
+	fams := scrapeReported(t, ctx, srv.URL, pool, cfg.Schema)
 	if n := value(fams, "seckill_postgres_replication_standbys", "seckill_postgres_standby", "replica1",
 		"seckill_postgres_replication_sync_state", "sync"); n != 1 {
 		t.Errorf("seckill_postgres_replication_standbys{replica1, sync} = %v, want 1", n)

@@ -94,8 +94,13 @@ type JetStream struct {
 	OrderStream, EventStream  string
 	orderSubject, eventPrefix string
 	orders                    jetstream.Consumer
-	ordersInfo                sync.Mutex // jetstream.Consumer.Info caches its answer unguarded: one call at a time
-	OrderBaseSeq              uint64     // the order stream's last sequence when this service set it up
+	// ordersStat is a second handle on the order consumer, for Info alone:
+	// jetstream.Consumer.Info caches its answer in the handle unguarded,
+	// and Consumer.Messages reads that cache, so the workers' handle
+	// (orders) is never asked. ordersInfo lets one Info call run at a time.
+	ordersStat   jetstream.Consumer
+	ordersInfo   sync.Mutex
+	OrderBaseSeq uint64 // the order stream's last sequence when this service set it up
 
 	// OnPoison records a message that will never be processed (MaxDeliver
 	// reached); it must succeed before the message is terminated.
@@ -174,6 +179,9 @@ func (j *JetStream) setup(ctx context.Context) error {
 		MaxDeliver: j.cfg.MaxDeliver, MaxAckPending: 4 * j.cfg.Depth, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
+		return fmt.Errorf("jetstream: order consumer: %w", err)
+	}
+	if j.ordersStat, err = j.js.Consumer(ctx, j.OrderStream, "order-create"); err != nil {
 		return fmt.Errorf("jetstream: order consumer: %w", err)
 	}
 	_, err = j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -454,7 +462,7 @@ func (j *JetStream) WaitIdle(ctx context.Context) error {
 func (j *JetStream) ordersInfoNow(ctx context.Context) (*jetstream.ConsumerInfo, error) {
 	j.ordersInfo.Lock()
 	defer j.ordersInfo.Unlock()
-	return j.orders.Info(ctx)
+	return j.ordersStat.Info(ctx)
 }
 
 // Pending is the order messages not yet acknowledged (-1 when the server
