@@ -101,13 +101,15 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 // names its activity and SKU. A row written before inventory migration 013,
 // under the key without the SKU, is the same adjustment for its own SKU
 // only: retried after the upgrade it is refused as already applied, with
-// that row's id, and changes nothing.
+// that row's id, and changes nothing; the same approval on another SKU is
+// refused for its own reasons (sold out) and otherwise applies.
 func TestAdjustKeyNamesTheSKU(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	tb.provision(t, 1, 1, 10, 2)
 	tb.provision(t, 1, 2, 10, 2)
 	tb.provision(t, 2, 1, 10, 2)
+	tb.provision(t, 2, 2, 10, 2)
 	adjust := func(a inventory.Adjustment) (inventory.LedgerEntry, error) {
 		var out inventory.LedgerEntry
 		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
@@ -148,15 +150,27 @@ func TestAdjustKeyNamesTheSKU(t *testing.T) {
 	if got := tb.totals(t, 1, 2); got.Available != 8 {
 		t.Fatalf("the retried adjustment changed the stock: %+v", got)
 	}
-	// The old key names no SKU: for another SKU it is not the same adjustment.
-	other := old
-	other.SKUID = 1
-	if got, err := adjust(other); err != nil || tb.totals(t, 1, 1).Available != 8 {
-		t.Fatalf("CR-6 on SKU 1, beside SKU 2's old-key row: %+v, %v", got, err)
+	// The old key names no SKU: for another SKU, of the same activity or of
+	// another, it is not the same adjustment, neither when the adjustment
+	// is refused (sold out, not already applied) nor when it applies.
+	for _, sku := range []struct{ activity, sku int64 }{{1, 1}, {2, 2}} {
+		other := old
+		other.ActivityID, other.SKUID = sku.activity, sku.sku
+		other.Delta = -1000
+		if _, err := adjust(other); !errors.Is(err, inventory.ErrSoldOut) {
+			t.Fatalf("CR-6 taking 1,000 on activity %d SKU %d, beside activity 1 SKU 2's old-key row: %v, want sold out",
+				sku.activity, sku.sku, err)
+		}
+		other.Delta = -1
+		before := tb.totals(t, sku.activity, sku.sku).Available
+		if got, err := adjust(other); err != nil || tb.totals(t, sku.activity, sku.sku).Available != before-1 {
+			t.Fatalf("CR-6 on activity %d SKU %d, beside activity 1 SKU 2's old-key row: %+v, %v", sku.activity, sku.sku, got, err)
+		}
 	}
 	tb.auditClean(t, 1, 1)
 	tb.auditClean(t, 1, 2)
 	tb.auditClean(t, 2, 1)
+	tb.auditClean(t, 2, 2)
 }
 
 func (tb testBundle) exec(t *testing.T, sql string, args ...any) {
