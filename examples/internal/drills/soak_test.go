@@ -59,7 +59,7 @@ func TestSoakShort(t *testing.T) {
 		{"consumer_inbox bytes", base.InboxBytes, last.InboxBytes, 8 * page},
 		{"event_outbox bytes", base.OutboxBytes, last.OutboxBytes, 8 * page},
 		{"sku_inventory row version bytes", base.BucketVersionBytes, last.BucketVersionBytes, 4 * page},
-		{"outbox claim buffers", base.ClaimBlocks, last.ClaimBlocks, 8},
+		{"outbox claim buffers (the last 3 rounds' least)", base.ClaimBlocks, lastFloor(samples, 3, func(s soak.Sample) int64 { return s.ClaimBlocks }), 8},
 	} {
 		if c.final > 2*c.base+c.slack {
 			t.Errorf("%s grew from %d after round %d to %d after round %d: not bounded", c.name, c.base, warmup, c.final, rounds)
@@ -129,4 +129,16 @@ func TestSoakShort(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lastFloor is the least of f over the last n samples. A figure that
+// grows without bound raises it; one round sampled just before autovacuum
+// cleared the dead entries a claim walks over (11 buffers in one CI round,
+// 7 in the rounds around it) does not.
+func lastFloor(samples []soak.Sample, n int, f func(soak.Sample) int64) int64 {
+	low := f(samples[len(samples)-1])
+	for _, s := range samples[max(0, len(samples)-n):] {
+		low = min(low, f(s))
+	}
+	return low
 }
