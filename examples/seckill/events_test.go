@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckillkit/seckill/examples/internal/proccpu"
 	"github.com/seckillkit/seckill/examples/seckill/broker"
 	"github.com/seckillkit/seckill/examples/seckill/flow"
 	"github.com/seckillkit/seckill/inbox"
@@ -166,7 +164,7 @@ func BenchmarkEventConsumer(b *testing.B) {
 				b.Fatal(err)
 			}
 			wal0, client0 := lsn(), selfCPU(b)
-			server0, serverOK := procCPU(backend)
+			server0, serverOK := proccpu.Of(backend)
 			rt.Store(0)
 			b.ResetTimer()
 			for i := range b.N {
@@ -174,7 +172,7 @@ func BenchmarkEventConsumer(b *testing.B) {
 			}
 			b.StopTimer()
 			trips, client := rt.Load(), selfCPU(b)-client0
-			server, _ := procCPU(backend)
+			server, _ := proccpu.Of(backend)
 			perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 			b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/event")
 			b.ReportMetric(float64(lsn()-wal0)/float64(b.N), "WAL-B/event")
@@ -186,35 +184,11 @@ func BenchmarkEventConsumer(b *testing.B) {
 	}
 }
 
-// selfCPU is this process's CPU time so far (user + system).
+// selfCPU is this process's CPU time so far.
 func selfCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := proccpu.Self()
+	if err != nil {
 		tb.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU is process pid's CPU time so far (user + system), from
-// /proc/<pid>/stat; false when it cannot be read (not on this machine).
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(utime+stime) * (time.Second / 100), true // USER_HZ is 100 on Linux
+	return d
 }

@@ -2,17 +2,14 @@ package broker
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/seckillkit/seckill/examples/internal/proccpu"
 	"github.com/seckillkit/seckill/examples/internal/stackharness"
 )
 
@@ -48,11 +45,14 @@ func BenchmarkConsumePull(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			server0, ok := procCPUTime(srv.PID())
+			server0, ok := proccpu.Of(srv.PID())
 			if !ok {
 				b.Fatal("cannot read nats-server's CPU time from /proc")
 			}
-			client0 := rusageSelf(b)
+			client0, err := proccpu.Self()
+			if err != nil {
+				b.Fatal(err)
+			}
 			var handled atomic.Int64
 			done := make(chan struct{})
 			cctx, stop := context.WithCancel(ctx)
@@ -75,8 +75,12 @@ func BenchmarkConsumePull(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
-			server, _ := procCPUTime(srv.PID())
-			client := rusageSelf(b) - client0
+			server, _ := proccpu.Of(srv.PID())
+			client1, err := proccpu.Self()
+			if err != nil {
+				b.Fatal(err)
+			}
+			client := client1 - client0
 			stop()
 			wait()
 			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
@@ -85,40 +89,4 @@ func BenchmarkConsumePull(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 		})
 	}
-}
-
-// rusageSelf is this process's CPU time so far (user + system).
-func rusageSelf(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPUTime is process pid's CPU time so far (user + system), from
-// /proc/<pid>/stat; false when it cannot be read.
-func procCPUTime(pid int) (time.Duration, bool) {
-	if pid == 0 {
-		return 0, false
-	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(utime+stime) * (time.Second / 100), true // USER_HZ is 100 on Linux
 }
