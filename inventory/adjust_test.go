@@ -21,15 +21,7 @@ func TestAdjustStockIsEvidence(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	tb.provision(t, 1, 1, 10, 2)
-	adjust := func(a inventory.Adjustment) (inventory.LedgerEntry, error) {
-		var out inventory.LedgerEntry
-		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			var err error
-			out, err = tb.store.AdjustStock(tb.ctx, tx, a)
-			return err
-		})
-		return out, err
-	}
+	adjust := tb.adjust
 	good := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 1, Delta: -2, Operator: "ops:carol", ApprovalRef: "TICKET-42", Reason: "DAMAGED"}
 	for field, change := range map[string]func(*inventory.Adjustment){
 		"Operator":    func(a *inventory.Adjustment) { a.Operator = "" },
@@ -110,15 +102,7 @@ func TestAdjustKeyNamesTheSKU(t *testing.T) {
 	tb.provision(t, 1, 2, 10, 2)
 	tb.provision(t, 2, 1, 10, 2)
 	tb.provision(t, 2, 2, 10, 2)
-	adjust := func(a inventory.Adjustment) (inventory.LedgerEntry, error) {
-		var out inventory.LedgerEntry
-		err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
-			var err error
-			out, err = tb.store.AdjustStock(tb.ctx, tx, a)
-			return err
-		})
-		return out, err
-	}
+	adjust := tb.adjust
 	a := inventory.Adjustment{ActivityID: 1, SKUID: 1, Bucket: 1, Delta: -1, Operator: "ops:dan", ApprovalRef: "CR-7:all damaged", Reason: "DAMAGED"}
 	for _, sku := range []struct{ activity, sku int64 }{{1, 1}, {1, 2}, {2, 1}} {
 		a.ActivityID, a.SKUID = sku.activity, sku.sku
@@ -171,6 +155,17 @@ func TestAdjustKeyNamesTheSKU(t *testing.T) {
 	tb.auditClean(t, 1, 2)
 	tb.auditClean(t, 2, 1)
 	tb.auditClean(t, 2, 2)
+}
+
+// adjust runs AdjustStock in a transaction of its own.
+func (tb testBundle) adjust(a inventory.Adjustment) (inventory.LedgerEntry, error) {
+	var out inventory.LedgerEntry
+	err := inTx(tb.ctx, tb.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = tb.store.AdjustStock(tb.ctx, tx, a)
+		return err
+	})
+	return out, err
 }
 
 func (tb testBundle) exec(t *testing.T, sql string, args ...any) {
