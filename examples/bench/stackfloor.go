@@ -30,7 +30,7 @@ type floorResult struct {
 	redisUS, redisSrv  float64 // one EVALSHA of a one-command script: all, and redis-server's share
 	natsUS, natsSrv    float64 // one JetStream message published (PubAck), pulled and acked: all, nats-server's share
 	relayUS, relayPG   float64 // one event claimed and marked SENT by the outbox relays (a bulk drain): all, PostgreSQL's share
-	inboxUS, inboxPG   float64 // one event claimed with its result in a consumer's inbox, its own transaction: all, PostgreSQL's share
+	inboxUS, inboxPG   float64 // one event claimed with its result in a consumer's inbox, floorEventBatch per transaction: all, PostgreSQL's share
 	httpN, redisN, jsN int64   // operations measured
 	relayN, inboxN     int64
 }
@@ -60,7 +60,8 @@ const floorWorkers = 64
 // of one INCR, a JetStream message published with its PubAck to a
 // file-storage stream, pulled continuously and acked, an event relayed
 // from the outbox (claimed and marked SENT in batches, a no-op publisher)
-// and an event claimed with its result in an inbox.
+// and an event claimed with its result in an inbox (in batches, as the
+// service's event consumers claim them under load).
 func (sr *stackRun) measureFloor(ctx context.Context, d time.Duration, events int) (floorResult, error) {
 	var f floorResult
 	var err error
@@ -287,9 +288,15 @@ func (sr *stackRun) floorRelay(ctx context.Context, events int) (all, pg float64
 	return per(pg1 - pg0 + self), per(pg1 - pg0), int64(events), nil
 }
 
-// floorInbox claims new events with their result in a new inbox, each in
-// its own transaction behind a deferred BEGIN (two round trips), from 16
-// workers for d: the CPU of PostgreSQL and of this process per event.
+// floorEventBatch is the events the floor claims per inbox transaction:
+// the service's default -event-batch, the batch its event consumers claim
+// under load, when events wait in their pull.
+const floorEventBatch = 16
+
+// floorInbox claims new events with their result in a new inbox, in
+// batches of floorEventBatch, each batch in its own transaction behind a
+// deferred BEGIN (two round trips), from 16 workers for d: the CPU of
+// PostgreSQL and of this process per event.
 func (sr *stackRun) floorInbox(ctx context.Context, d time.Duration) (all, pg float64, n int64, err error) {
 	const schema = "bench_stack_floor_inbox"
 	if _, err := sr.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
@@ -309,15 +316,26 @@ func (sr *stackRun) floorInbox(ctx context.Context, d time.Duration) (all, pg fl
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	n, self, _, err := closedLoopN(ctx, d, 16, 0, func(ctx context.Context) error {
-		m := inbox.Message{Group: "floor-consumer", MessageID: uuid.Must(uuid.NewV7()), Topic: "ORDER_EVENT", Tag: "ORDER_CREATED",
-			PayloadHash: hash, Result: &inbox.Result{Code: "BUYER_NOTIFIED"}}
+	batches, self, _, err := closedLoopN(ctx, d, 16, 0, func(ctx context.Context) error {
 		return pgtx.RunInTx(ctx, sr.pool, pgtx.Options{DeferBegin: true}, func(tx pgx.Tx) error {
-			c, err := st.ClaimMessage(ctx, tx, m)
-			if err == nil && !c.Fresh {
-				err = fmt.Errorf("a new message id claimed as a duplicate")
+			b := &pgx.Batch{}
+			claims := make([]inbox.Claim, floorEventBatch)
+			for i := range claims {
+				m := inbox.Message{Group: "floor-consumer", MessageID: uuid.Must(uuid.NewV7()), Topic: "ORDER_EVENT", Tag: "ORDER_CREATED",
+					PayloadHash: hash, Result: &inbox.Result{Code: "BUYER_NOTIFIED"}}
+				if err := st.QueueClaimMessage(b, m, &claims[i], pgtx.Return); err != nil {
+					return err
+				}
 			}
-			return err
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			for _, c := range claims {
+				if !c.Fresh {
+					return fmt.Errorf("a new message id claimed as a duplicate")
+				}
+			}
+			return nil
 		})
 	})
 	if err != nil {
@@ -327,6 +345,7 @@ func (sr *stackRun) floorInbox(ctx context.Context, d time.Duration) (all, pg fl
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	n = batches * floorEventBatch
 	per := func(t time.Duration) float64 { return ratio(float64(t.Microseconds()), float64(n)) }
 	return per(pg1 - pg0 + self), per(pg1 - pg0), n, nil
 }
@@ -347,7 +366,7 @@ func reportFloor(out io.Writer, f *floorResult, kit [2]kitResult, s *rateResult)
 	fmt.Fprintf(out, "| Redis EVALSHA, one INCR (go-redis and redis-server) | %.1f | %.1f | %d | %d | %.0f |\n", f.redisUS, f.redisSrv, f.redisN, floorRedisPerOrder, floorRedisPerOrder*f.redisUS)
 	fmt.Fprintf(out, "| JetStream message: publish with PubAck, pull, ack (nats.go and nats-server) | %.1f | %.1f | %d | %d | %.0f |\n", f.natsUS, f.natsSrv, f.jsN, floorJSPerOrder, floorJSPerOrder*f.natsUS)
 	fmt.Fprintf(out, "| outbox event relayed: claimed, published to nothing, marked SENT, in batches of 200 (PostgreSQL and the relays) | %.1f | %.1f | %d | 1 | %.0f |\n", f.relayUS, f.relayPG, f.relayN, f.relayUS)
-	fmt.Fprintf(out, "| event claimed with its result in an inbox, its own transaction (PostgreSQL and the consumer) | %.1f | %.1f | %d | 1 | %.0f |\n", f.inboxUS, f.inboxPG, f.inboxN, f.inboxUS)
+	fmt.Fprintf(out, "| event claimed with its result in an inbox, %d per transaction (PostgreSQL and the consumer) | %.1f | %.1f | %d | 1 | %.0f |\n", floorEventBatch, f.inboxUS, f.inboxPG, f.inboxN, f.inboxUS)
 	fmt.Fprintf(out, "| **the floor of one order beyond the kit's transaction** | | | | | **%.0f** |\n", f.perOrder())
 	fmt.Fprintf(out, "\nkit alone, CPU µs/order: %.0f (PostgreSQL %.0f). At %d/s offered the stack's PostgreSQL took %.0f µs/order, %.0f beyond the kit's; the floor's PostgreSQL part: %.0f\n",
 		kitCPU, kitPG, s.offered, s.perOrder(s.cpu[cpuPostgres]), pgExtra, f.relayPG+f.inboxPG)

@@ -56,7 +56,12 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 			if durable == "order-created" { // one per order: the busiest
 				workers = max(consumers/2, 2)
 			}
-			w, err := s.js.ConsumeEvents(bg, durable, workers, h)
+			var w func()
+			if hb, ok := s.eventBatchHandlers()[durable]; ok {
+				w, err = s.js.ConsumeEventBatches(bg, durable, workers, s.eventBatch, hb)
+			} else {
+				w, err = s.js.ConsumeEvents(bg, durable, workers, h)
+			}
 			if err != nil {
 				return fail(err)
 			}

@@ -120,39 +120,61 @@ func TestEventConsumerKnownResultGuard(t *testing.T) {
 	}
 }
 
-// BenchmarkEventConsumer puts the ORDER_CREATED consumer's two ways side
-// by side in one run, one event after another on one connection (its
-// first events, untimed, prepare the statements): the result claimed with
-// the event behind a deferred BEGIN, and the claim then Complete
-// (-event-two-step). It reports the round trips, the WAL bytes and the CPU
-// per event of this process (the client) and of the connection's backend
-// (read from /proc: reported when the server runs on this machine).
+// BenchmarkEventConsumer puts the ORDER_CREATED consumer's ways side by
+// side in one run, on one connection (its first events, untimed, prepare
+// the statements): the result claimed with the event behind a deferred
+// BEGIN, one event per transaction; the claim then Complete
+// (-event-two-step); and batches of 16 events per transaction (the
+// service's default -event-batch, as under load). It reports the round
+// trips, the WAL bytes and the CPU per event of this process (the client)
+// and of the connection's backend (read from /proc: reported when the
+// server runs on this machine).
 //
 //	cd examples && go test -run '^$' -bench BenchmarkEventConsumer -benchtime 5000x ./seckill/
 func BenchmarkEventConsumer(b *testing.B) {
-	for _, twoStep := range []bool{false, true} {
-		name := map[bool]string{false: "one-step", true: "two-step"}[twoStep]
-		b.Run(name, func(b *testing.B) {
+	for _, way := range []struct {
+		name    string
+		twoStep bool
+		batch   int
+	}{{"one-step", false, 1}, {"two-step", true, 1}, {"batch-16", false, 16}} {
+		b.Run(way.name, func(b *testing.B) {
 			ctx := pgtest.Context(b, 10*time.Minute)
 			var rt roundtrip.Counter
 			pool := pgtest.NewPool(b, func(c *pgxpool.Config) { c.MaxConns, c.ConnConfig.Tracer = 1, &rt })
 			cfg := smallConfig(b)
-			cfg.EventTwoStep = twoStep
+			cfg.EventTwoStep, cfg.EventBatch = way.twoStep, way.batch
 			useStack(b, &cfg, stackMemory, false)
 			s, err := newService(ctx, pool, cfg, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.close()
-			h := s.eventHandlers()["order-created"]
-			deliver := func(i int) {
-				if err := h(ctx, broker.Message{ID: uuid.Must(uuid.NewV7()), Body: fmt.Appendf(nil, `{"order_id":%d}`, i+1)}); err != nil {
-					b.Fatal(err)
+			h, hb := s.eventHandlers()["order-created"], s.eventBatchHandlers()["order-created"]
+			// deliver hands events [from, to) to the consumer, in batches
+			// of way.batch when it takes batches.
+			deliver := func(from, to int) {
+				for i := from; i < to; {
+					n := 1
+					if hb != nil {
+						n = min(way.batch, to-i)
+					}
+					ms := make([]broker.Message, n)
+					for k := range ms {
+						ms[k] = broker.Message{ID: uuid.Must(uuid.NewV7()), Body: fmt.Appendf(nil, `{"order_id":%d}`, i+k+1)}
+					}
+					var err error
+					if hb != nil {
+						err = errors.Join(hb(ctx, ms)...)
+					} else {
+						err = h(ctx, ms[0])
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					i += n
 				}
 			}
-			for i := range 20 {
-				deliver(i)
-			}
+			deliver(0, 40)
 			lsn := func() (l int64) {
 				if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&l); err != nil {
 					b.Fatal(err)
@@ -167,9 +189,7 @@ func BenchmarkEventConsumer(b *testing.B) {
 			server0, serverOK := proccpu.Of(backend)
 			rt.Store(0)
 			b.ResetTimer()
-			for i := range b.N {
-				deliver(20 + i)
-			}
+			deliver(40, 40+b.N)
 			b.StopTimer()
 			trips, client := rt.Load(), selfCPU(b)-client0
 			server, _ := proccpu.Of(backend)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -123,7 +125,7 @@ func reservationIDOf(payload []byte) (uuid.UUID, error) {
 // travels with the claim (pgtx.Options.DeferBegin), two round trips in
 // all; otherwise (or with the service's eventTwoStep) the claim, then
 // inbox.Store.Complete with apply's result, four.
-func (s *service) eventHandler(group, tag, known string, apply func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)) func(context.Context, broker.Message) error {
+func (s *service) eventHandler(group, tag, known string, apply applyFunc) func(context.Context, broker.Message) error {
 	oneStep := known != "" && !s.eventTwoStep
 	return func(ctx context.Context, m broker.Message) error {
 		ctx = s.tel.extract(ctx, broker.HeaderCarrier(m.Header))
@@ -173,25 +175,146 @@ func (s *service) eventHandler(group, tag, known string, apply func(ctx context.
 	}
 }
 
+// applyFunc applies one event in its consumer's transaction and returns
+// the result code the inbox stores.
+type applyFunc func(ctx context.Context, tx pgx.Tx, payload []byte) (string, error)
+
+// eventBatchHandler is the consumer of a batch of events whose result is
+// known up front (known): one transaction claims them all with their
+// result behind a deferred BEGIN (one pipeline of inbox claims, then
+// COMMIT: two round trips for the batch), applies the fresh ones and
+// commits. Each event's span continues its own trace. When the batch
+// fails (an event that is poison, a payload that differs from its stored
+// one, a claim that met another's COMMIT), each event is handled again
+// alone by one, which classifies its own failure; a COMMIT whose outcome
+// is unknown is not retried: every event stays unacked, and the
+// redeliveries meet the inbox.
+func (s *service) eventBatchHandler(group, tag, known string, apply applyFunc) func(context.Context, []broker.Message) []error {
+	one := s.eventHandler(group, tag, known, apply)
+	return func(ctx context.Context, ms []broker.Message) []error {
+		errs := make([]error, len(ms))
+		if len(ms) > 1 {
+			err := s.claimBatch(ctx, group, tag, known, apply, ms)
+			switch {
+			case err == nil:
+				return errs
+			case errors.Is(err, pgtx.ErrCommitOutcomeUnknown) || ctx.Err() != nil:
+				for i := range errs {
+					errs[i] = err
+				}
+				return errs
+			}
+			s.stats.eventBatchesSplit.Add(1)
+			s.log.DebugContext(ctx, "event batch handled one by one", "group", group, "events", len(ms), "error", err)
+		}
+		for i, m := range ms {
+			errs[i] = one(ctx, m)
+		}
+		return errs
+	}
+}
+
+// claimBatch runs eventBatchHandler's transaction for ms.
+func (s *service) claimBatch(ctx context.Context, group, tag, known string, apply applyFunc, ms []broker.Message) error {
+	spans := make([]trace.Span, len(ms))
+	ctxs := make([]context.Context, len(ms))
+	for i, m := range ms {
+		ctxs[i], spans[i] = s.tel.start(s.tel.extract(ctx, broker.HeaderCarrier(m.Header)), tag+" process", trace.SpanKindConsumer)
+	}
+	defer func() {
+		for _, sp := range spans {
+			sp.End()
+		}
+	}()
+	// The claims go out in message-id order: two batches that share events
+	// (redeliveries) take their row locks in one order and never deadlock.
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(ms[a].ID[:], ms[b].ID[:]) })
+	claims := make([]inbox.Claim, len(ms))
+	err := pgtx.RunInTx(ctx, s.Pool, pgtx.Options{Name: group, Observer: s.txObs, DeferBegin: true}, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, i := range order {
+			m := ms[i]
+			msg := inbox.Message{Group: group, MessageID: m.ID, Topic: flow.EventTopic, Tag: tag,
+				PayloadHash: inbox.HashPayload(m.Body), Result: &inbox.Result{Code: known}}
+			if err := s.Inbox.QueueClaimMessage(b, msg, &claims[i], pgtx.Return); err != nil {
+				return err
+			}
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		for i, m := range ms {
+			if !claims[i].Fresh {
+				continue // a redelivery: its first transaction applied it
+			}
+			code, err := apply(ctxs[i], tx, m.Body)
+			if err != nil {
+				return err
+			}
+			if code != known { // the claim stored known: a different result would be a lie
+				return fmt.Errorf("%s: apply returned %q, not the result %q the claim stored", group, code, known)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.stats.eventBatches.Add(1)
+	for i, m := range ms {
+		s.tel.obs.RecordInboxClaim(ctxs[i], group, claims[i].Fresh)
+		if !claims[i].Fresh {
+			s.stats.eventDuplicates.Add(1)
+		}
+		s.log.DebugContext(ctxs[i], "event consumed", "group", group, "tag", tag, "message_id", m.ID, "code", known, "duplicate", !claims[i].Fresh, "batch", len(ms))
+	}
+	return nil
+}
+
+// eventBatchHandlers are the consumers that take their events in batches
+// (see eventBatchHandler), by durable consumer name: those whose result
+// is known up front, unless the service claims one event per transaction
+// (eventBatch of 1) or in two steps (eventTwoStep).
+func (s *service) eventBatchHandlers() map[string]func(context.Context, []broker.Message) []error {
+	if s.eventBatch <= 1 || s.eventTwoStep {
+		return nil
+	}
+	return map[string]func(context.Context, []broker.Message) []error{
+		"order-created":    s.eventBatchHandler("order-created-consumer", flow.TagOrderCreated, "BUYER_NOTIFIED", s.notifyBuyer),
+		"refund-requested": s.eventBatchHandler("refund-consumer", flow.TagRefundRequested, "REFUND_QUEUED", s.queueRefund),
+	}
+}
+
+// notifyBuyer applies ORDER_CREATED: the buyer learns of the order (and
+// ignores a second notice).
+func (s *service) notifyBuyer(_ context.Context, _ pgx.Tx, p []byte) (string, error) {
+	id, err := orderIDOf(p)
+	if err != nil {
+		return "", err
+	}
+	if s.onOrderCreated != nil {
+		s.onOrderCreated(id)
+	}
+	return "BUYER_NOTIFIED", nil
+}
+
+// queueRefund applies REFUND_REQUESTED.
+func (s *service) queueRefund(context.Context, pgx.Tx, []byte) (string, error) {
+	s.stats.refunds.Add(1) // a real service would call the payment provider here
+	return "REFUND_QUEUED", nil
+}
+
 // eventHandlers are the consumers of the real stack's events, by durable
 // consumer name.
 func (s *service) eventHandlers() map[string]func(context.Context, broker.Message) error {
 	return map[string]func(context.Context, broker.Message) error{
-		"order-created": s.eventHandler("order-created-consumer", flow.TagOrderCreated, "BUYER_NOTIFIED", func(_ context.Context, _ pgx.Tx, p []byte) (string, error) {
-			id, err := orderIDOf(p)
-			if err != nil {
-				return "", err
-			}
-			if s.onOrderCreated != nil {
-				s.onOrderCreated(id) // the buyer learns of the order (and ignores a second notice)
-			}
-			return "BUYER_NOTIFIED", nil
-		}),
+		"order-created":     s.eventHandler("order-created-consumer", flow.TagOrderCreated, "BUYER_NOTIFIED", s.notifyBuyer),
 		"frontdoor-release": s.releaseConsumer(),
-		"refund-requested": s.eventHandler("refund-consumer", flow.TagRefundRequested, "REFUND_QUEUED", func(context.Context, pgx.Tx, []byte) (string, error) {
-			s.stats.refunds.Add(1) // a real service would call the payment provider here
-			return "REFUND_QUEUED", nil
-		}),
+		"refund-requested":  s.eventHandler("refund-consumer", flow.TagRefundRequested, "REFUND_QUEUED", s.queueRefund),
 	}
 }
 

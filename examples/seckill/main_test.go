@@ -112,21 +112,31 @@ func TestSaleAuditPassesRelayInTx(t *testing.T) {
 
 // TestSaleAuditPassesLongerWays runs the whole flow on the real stack the
 // longer ways the bench measures the service's savings against: event
-// consumers that claim and then complete (-event-two-step) and JetStream
-// consumers that Fetch a batch per pull request (-jetstream-fetch). The
-// audit and the reconciliation pass as they do the default ways.
+// consumers that claim and then complete (-event-two-step) with JetStream
+// consumers that Fetch a batch per pull request (-jetstream-fetch), and
+// event consumers that claim one event per transaction (-event-batch=1).
+// The audit and the reconciliation pass as they do the default ways.
 func TestSaleAuditPassesLongerWays(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t, 4*time.Minute)
-	cfg := smallConfig(t)
-	cfg.EventTwoStep, cfg.JetStream.FetchPerPull = true, true
-	useStack(t, &cfg, stackReal, false)
-	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, way := range []struct {
+		name          string
+		twoStep, pull bool
+		batch         int
+	}{{"two-step,fetch", true, true, 16}, {"batch=1", false, false, 1}} {
+		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := pgtest.Context(t, 4*time.Minute)
+			cfg := smallConfig(t)
+			cfg.EventTwoStep, cfg.JetStream.FetchPerPull, cfg.EventBatch = way.twoStep, way.pull, way.batch
+			useStack(t, &cfg, stackReal, false)
+			rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSale(t, cfg, rep)
+			checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
+		})
 	}
-	checkSale(t, cfg, rep)
-	checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
 }
 
 // checkSale checks a run's report: audit and reconciliation pass, the

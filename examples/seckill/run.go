@@ -55,6 +55,12 @@ type config struct {
 	// BEGIN, in two: the longer way, kept to measure what the shorter
 	// one saves (bench -stack -stack-off).
 	EventTwoStep bool
+	// EventBatch is the most events an event consumer whose result is
+	// known up front claims in one transaction: every event its pull
+	// holds when it starts, up to EventBatch (no waiting for more). 1 (or
+	// 0) claims one event per transaction, the longer way, kept to
+	// measure what batches save (bench -stack -stack-off -event-batch=1).
+	EventBatch int
 	// Citus selects the statement shapes that Citus routes whole to the
 	// node holding the schema where the default one would be split (see
 	// flow.Config.Citus).
@@ -102,7 +108,7 @@ const (
 
 func defaultConfig() config {
 	return config{
-		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2,
+		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2, EventBatch: 16,
 		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
 		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
 		ReleaseFailures: flow.DefaultMaxReleaseFailures,

@@ -39,8 +39,14 @@ type counters struct {
 	releases, releasesAlready, releasesUnknown, refunds, eventDuplicates    atomic.Int64
 	releaseFailures, releasesManual                                         atomic.Int64
 	rebuilds, publishUnknown                                                atomic.Int64
-	published                                                               sync.Map // tag → *atomic.Int64
-	publishedIDs                                                            sync.Map // event id → struct{}
+	// eventBatches: event batches committed in one transaction;
+	// eventBatchesSplit: batches that failed and were handled one by one.
+	eventBatches, eventBatchesSplit atomic.Int64
+	// deadlocks: attempts of the service's transactions that PostgreSQL
+	// ended as deadlocked (pgtx retries them).
+	deadlocks    atomic.Int64
+	published    sync.Map // tag → *atomic.Int64
+	publishedIDs sync.Map // event id → struct{}
 }
 
 func (c *counters) addPublished(tag string) {
@@ -74,6 +80,7 @@ type service struct {
 	relayInTx      bool // relays publish inside the claiming transaction (outbox.RelayConfig.InTx)
 	stepByStep     bool // the consumer runs PlaceOrderStepByStep
 	eventTwoStep   bool // event consumers claim, then Complete, even when the result is known up front
+	eventBatch     int  // most events an event consumer claims in one transaction (≤ 1: one)
 	// releaseFailures: failed front-door releases after which a
 	// reservation is MANUAL_REQUIRED.
 	releaseFailures int
@@ -120,7 +127,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, fmt.Errorf("release failures %d: must be between 1 and 1000", cfg.ReleaseFailures)
 	}
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
-		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep, eventTwoStep: cfg.EventTwoStep}
+		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep, eventTwoStep: cfg.EventTwoStep, eventBatch: cfg.EventBatch}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	s.recent.from, s.recent.lag = time.Now(), recentLag
 	item := cfg.item()

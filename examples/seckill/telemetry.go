@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -116,6 +119,9 @@ func (t *telemetry) txObserver(stats *counters) pgtx.Observer {
 	o.AttemptEnd = func(ctx context.Context, e pgtx.Event) {
 		end(ctx, e)
 		recordAttempt(ctx, e)
+		if pe := (*pgconn.PgError)(nil); errors.As(e.Err, &pe) && pe.Code == pgerrcode.DeadlockDetected {
+			stats.deadlocks.Add(1)
+		}
 		if e.Name != orderTxName {
 			return
 		}

@@ -300,19 +300,24 @@ func (j *JetStream) Consume(ctx context.Context, workers int, handle func(contex
 // pull runs workers on cons, each with a continuous pull of its own (or,
 // with FetchPerPull, a Fetch per batch), handing each message to deliver.
 func (j *JetStream) pull(ctx context.Context, cons jetstream.Consumer, stream string, workers int, dupRate float64, handle func(context.Context, Message) error) (wait func()) {
+	return j.run(ctx, workers, func() error {
+		if j.cfg.FetchPerPull {
+			return j.fetchOnce(ctx, cons, stream, dupRate, handle)
+		}
+		return j.pullUntilError(ctx, cons, stream, dupRate, handle)
+	})
+}
+
+// run runs workers goroutines, each calling pull until ctx ends, and
+// waiting 100ms after an error (the server away) before the next call.
+func (j *JetStream) run(ctx context.Context, workers int, pull func() error) (wait func()) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				var err error
-				if j.cfg.FetchPerPull {
-					err = j.fetchOnce(ctx, cons, stream, dupRate, handle)
-				} else {
-					err = j.pullUntilError(ctx, cons, stream, dupRate, handle)
-				}
-				if err != nil {
+				if err := pull(); err != nil {
 					select { // the server is away: try again shortly
 					case <-ctx.Done():
 					case <-time.After(100 * time.Millisecond):
@@ -361,14 +366,23 @@ func (j *JetStream) pullUntilError(ctx context.Context, cons jetstream.Consumer,
 	}
 }
 
-func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream string, dupRate float64, handle func(context.Context, Message) error) {
-	if ctx.Err() != nil {
-		return // stopping: not acked, redelivered after AckWait
-	}
+// jsDelivery is one JetStream message being handled: the message, its
+// metadata and what the handler receives.
+type jsDelivery struct {
+	msg jetstream.Msg
+	md  *jetstream.MsgMetadata
+	m   Message
+}
+
+// open reads msg's metadata and id and counts an order delivery; false
+// when msg has no metadata (logged; it is redelivered after AckWait). A
+// message without a usable id has m.ID uuid.Nil: settle records it as
+// poison.
+func (j *JetStream) open(msg jetstream.Msg, stream string) (jsDelivery, bool) {
 	md, err := msg.Metadata()
 	if err != nil {
 		j.log.Error("jetstream message without metadata", "error", err)
-		return
+		return jsDelivery{}, false
 	}
 	if stream == j.OrderStream {
 		j.deliveries.Add(1)
@@ -378,12 +392,18 @@ func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream strin
 	}
 	id, err := uuid.Parse(msg.Headers().Get(jetstream.MsgIDHeader))
 	if err != nil {
-		id = uuid.Nil // handled as poison below: the message has no usable id
+		id = uuid.Nil // handled as poison: the message has no usable id
 	}
-	m := Message{ID: id, Body: msg.Data(), Header: msg.Headers()}
+	return jsDelivery{msg: msg, md: md, m: Message{ID: id, Body: msg.Data(), Header: msg.Headers()}}, true
+}
 
-	// InProgress while the transaction runs, so a slow one is not
-	// redelivered to another consumer meanwhile.
+// noID is the handler's error for a message without a usable id.
+func noID() error { return fmt.Errorf("no %s header", jetstream.MsgIDHeader) }
+
+// inProgress reports InProgress on ds every AckWait/ProgressDiv until stop
+// is called, so that a slow transaction's messages are not redelivered to
+// another consumer meanwhile.
+func (j *JetStream) inProgress(ds []jsDelivery) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(j.cfg.AckWait / time.Duration(j.cfg.ProgressDiv))
@@ -393,16 +413,74 @@ func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream strin
 			case <-done:
 				return
 			case <-t.C:
-				_ = msg.InProgress()
+				for _, d := range ds {
+					_ = d.msg.InProgress()
+				}
 			}
 		}
 	}()
-	if id == uuid.Nil {
-		err = fmt.Errorf("no %s header", jetstream.MsgIDHeader)
-	} else {
-		err = handle(ctx, m)
+	return func() { close(done) }
+}
+
+func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream string, dupRate float64, handle func(context.Context, Message) error) {
+	if ctx.Err() != nil {
+		return // stopping: not acked, redelivered after AckWait
 	}
-	close(done)
+	d, ok := j.open(msg, stream)
+	if !ok {
+		return
+	}
+	var err error
+	if d.m.ID == uuid.Nil {
+		err = noID()
+	} else {
+		stop := j.inProgress([]jsDelivery{d})
+		err = handle(ctx, d.m)
+		stop()
+	}
+	j.settle(ctx, d, stream, dupRate, err)
+}
+
+// deliverBatch hands the messages of msgs that have an id to handle in one
+// call, then settles each by its own error, as deliver does.
+func (j *JetStream) deliverBatch(ctx context.Context, msgs []jetstream.Msg, stream string, handle func(context.Context, []Message) []error) {
+	if ctx.Err() != nil {
+		return // stopping: not acked, redelivered after AckWait
+	}
+	ds := make([]jsDelivery, 0, len(msgs))
+	for _, msg := range msgs {
+		d, ok := j.open(msg, stream)
+		switch {
+		case !ok:
+		case d.m.ID == uuid.Nil:
+			j.settle(ctx, d, stream, 0, noID())
+		default:
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return
+	}
+	ms := make([]Message, len(ds))
+	for i, d := range ds {
+		ms[i] = d.m
+	}
+	stop := j.inProgress(ds)
+	errs := handle(ctx, ms)
+	stop()
+	if len(errs) != len(ds) { // a handler's bug: nothing is acked, all is redelivered
+		j.log.Error("batch handler answered for a different number of messages", "messages", len(ds), "answers", len(errs))
+		return
+	}
+	for i, d := range ds {
+		j.settle(ctx, d, stream, 0, errs[i])
+	}
+}
+
+// settle acks, naks or records as poison the delivery d, whose handler
+// returned err.
+func (j *JetStream) settle(ctx context.Context, d jsDelivery, stream string, dupRate float64, err error) {
+	msg, md, m := d.msg, d.md, d.m
 	switch {
 	case err == nil:
 		if stream == j.OrderStream && md.NumDelivered == 1 && j.crashAfterCommit(m) {
@@ -418,7 +496,7 @@ func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream strin
 	case errors.Is(err, pgtx.ErrCommitOutcomeUnknown):
 		// No ack, no nak: the redelivery after AckWait meets the inbox,
 		// which knows whether the transaction committed.
-	case id == uuid.Nil || md.NumDelivered >= uint64(j.cfg.MaxDeliver):
+	case m.ID == uuid.Nil || md.NumDelivered >= uint64(j.cfg.MaxDeliver):
 		for {
 			perr := j.OnPoison(ctx, stream, m, md.NumDelivered, err)
 			if perr == nil {
@@ -426,7 +504,7 @@ func (j *JetStream) deliver(ctx context.Context, msg jetstream.Msg, stream strin
 				_ = msg.Term()
 				return
 			}
-			j.log.Error("recording a poison message failed; trying again", "message_id", id, "error", perr)
+			j.log.Error("recording a poison message failed; trying again", "message_id", m.ID, "error", perr)
 			select {
 			case <-ctx.Done():
 				return
@@ -527,6 +605,81 @@ func (j *JetStream) ConsumeEvents(ctx context.Context, durable string, workers i
 		return nil, err
 	}
 	return j.pull(ctx, cons, j.EventStream, workers, 0, handle), nil
+}
+
+// ConsumeEventBatches runs workers on the event consumer of durable, each
+// with a continuous pull that holds at most max(FetchBatch, most)
+// messages. A worker hands handle every message it holds at that moment,
+// at most most and at least one: under load one call takes many, alone
+// it takes one, and no message waits for others to arrive. handle
+// returns one error per message, and each message is then acked, nakked
+// or recorded as poison by its own error, as with [JetStream.Consume].
+func (j *JetStream) ConsumeEventBatches(ctx context.Context, durable string, workers, most int, handle func(context.Context, []Message) []error) (wait func(), err error) {
+	if most < 1 {
+		return nil, fmt.Errorf("jetstream: %s: a batch of %d messages", durable, most)
+	}
+	cons, err := j.js.Consumer(ctx, j.EventStream, durable)
+	if err != nil {
+		return nil, err
+	}
+	return j.run(ctx, workers, func() error {
+		return j.pullBatchesUntilError(ctx, cons, j.EventStream, most, handle)
+	}), nil
+}
+
+// pullBatchesUntilError is pullUntilError for batches: a goroutine moves
+// the pull's messages into a channel of most, and the worker takes the
+// first it finds there and every other one already in it.
+func (j *JetStream) pullBatchesUntilError(ctx context.Context, cons jetstream.Consumer, stream string, most int, handle func(context.Context, []Message) []error) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(max(j.cfg.FetchBatch, most)))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	held := make(chan jetstream.Msg, most)
+	quit := make(chan struct{})
+	defer close(quit)
+	var pullErr error // written before held is closed
+	go func() {
+		defer close(held)
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				pullErr = err
+				return
+			}
+			select {
+			case held <- msg:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	for {
+		msg, ok := <-held
+		if !ok {
+			if ctx.Err() != nil {
+				return nil // stopped: ctx ended
+			}
+			return pullErr
+		}
+		batch := []jetstream.Msg{msg}
+	more:
+		for len(batch) < most {
+			select {
+			case msg, ok := <-held:
+				if !ok {
+					break more
+				}
+				batch = append(batch, msg)
+			default:
+				break more
+			}
+		}
+		j.deliverBatch(ctx, batch, stream, handle)
+	}
 }
 
 // StreamState is what the reconciliation reads of JetStream.
