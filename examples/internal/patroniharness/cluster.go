@@ -605,10 +605,11 @@ func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error 
 	for {
 		st, err := c.Status(ctx)
 		if err == nil {
-			last = st.String()
-			if st.healthy(len(c.Nodes)) {
+			why := st.unhealthy(len(c.Nodes))
+			if why == "" {
 				return nil
 			}
+			last = why + "; " + st.String()
 		} else {
 			last = err.Error()
 		}
@@ -647,15 +648,25 @@ func (s Status) String() string {
 	return b.String()
 }
 
-func (s Status) healthy(nodes int) bool {
-	if s.Leader == "" || len(s.Members) != nodes || len(s.Replication) != nodes-1 {
-		return false
+func (s Status) healthy(nodes int) bool { return s.unhealthy(nodes) == "" }
+
+// unhealthy names the first thing that keeps s from being healthy with
+// nodes nodes ("" when it is): a missing leader or member, a member not
+// running, a standby the leader does not list in pg_stat_replication (it
+// is not connected: still starting, rewinding, or refused), one that is
+// connected but not streaming (catching up), or not exactly one
+// synchronous standby. WaitHealthy's error leads with it.
+func (s Status) unhealthy(nodes int) string {
+	if s.Leader == "" {
+		return "no member holds the leader key"
 	}
+	if len(s.Members) != nodes {
+		return fmt.Sprintf("%d of %d nodes are members", len(s.Members), nodes)
+	}
+	repl := make(map[string]Replication, len(s.Replication))
 	sync := 0
 	for _, r := range s.Replication {
-		if r.State != "streaming" {
-			return false
-		}
+		repl[r.Name] = r
 		if r.SyncState == "sync" {
 			sync++
 		}
@@ -663,13 +674,29 @@ func (s Status) healthy(nodes int) bool {
 	syncMember := 0
 	for _, m := range s.Members {
 		if m.State != "running" && m.State != "streaming" {
-			return false
+			return fmt.Sprintf("%s (%s) is %s", m.Name, m.Role, m.State)
 		}
 		if m.Role == "sync_standby" {
 			syncMember++
 		}
+		if m.Name == s.Leader {
+			continue
+		}
+		r, ok := repl[m.Name]
+		switch {
+		case !ok:
+			return fmt.Sprintf("%s is not in the leader's pg_stat_replication: it is not connected to %s", m.Name, s.Leader)
+		case r.State != "streaming":
+			return fmt.Sprintf("%s is connected to %s but %s, not streaming", m.Name, s.Leader, r.State)
+		}
 	}
-	return sync == 1 && syncMember == 1
+	if len(s.Replication) != nodes-1 {
+		return fmt.Sprintf("the leader's pg_stat_replication lists %d standbys, want %d", len(s.Replication), nodes-1)
+	}
+	if sync != 1 || syncMember != 1 {
+		return fmt.Sprintf("%d synchronous standbys in pg_stat_replication and %d sync_standby members, want 1 and 1", sync, syncMember)
+	}
+	return ""
 }
 
 // Status reads the cluster's members and the leader's replication.

@@ -10,8 +10,9 @@
 // front door made ([ErrBusy] when full: backpressure) and runs Consume with
 // the order handler, which acknowledges a message only once its transaction
 // committed. On the real stack it also gives the outbox relays
-// [JetStream.EventPublisher], runs [JetStream.ConsumeEvents] for each of
-// [EventConsumers], reads [JetStream.State] for the reconciliation and
+// [JetStream.EventPublisher], runs [JetStream.ConsumeEvents] or, for the
+// consumers that claim events in batches, [JetStream.ConsumeEventBatches]
+// for each of [EventConsumers], reads [JetStream.State] for the reconciliation and
 // [JetStream.InboxRetention] for the inbox's minimum retention, and sets
 // [JetStream.OnPoison] to record the messages it gives up on. The fault
 // tests inject faults through [JetStream.InjectFaultsForTest] (faults.go),
