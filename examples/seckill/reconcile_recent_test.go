@@ -228,3 +228,82 @@ func testReconcileRecent(t *testing.T, stack string) {
 	}
 	fails("event dead", check("event dead"), "event DEAD in the outbox", "outbox", 1)
 }
+
+// TestReconcileRecentAcrossRestart: ReconcileRecent's windows start where
+// the last check that passed ended, in a restarted service too (on the
+// same Redis, NATS and schema): an order created after that check and
+// before the restart is in the restarted service's first newest window,
+// not skipped because the new process started after it; the stored
+// cursor never moves back.
+func TestReconcileRecentAcrossRestart(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t, 3*time.Minute)
+	pool := pgtest.Pool(t)
+	cfg := smallConfig(t)
+	cfg.Stock, cfg.Buckets, cfg.FrontDrift = 8, 2, 0
+	useStack(t, &cfg, stackReal, true)
+	start := func() *service {
+		t.Helper()
+		s, err := newService(ctx, pool, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.recent.mu.Lock()
+		s.recent.lag = 0 // the windows end at the database's now
+		s.recent.mu.Unlock()
+		return s
+	}
+	newest := func(s *service, step string) flow.Reconciliation {
+		t.Helper()
+		rec, err := s.ReconcileRecent(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if !rec.Passed() || len(rec.Windows) != 2 {
+			var printed strings.Builder
+			rec.Print(&printed)
+			t.Fatalf("%s: the recent reconciliation fails, or has not two windows:\n%s", step, printed.String())
+		}
+		return rec.Windows[0]
+	}
+	orders := func(w flow.Reconciliation) (n int64) {
+		for _, o := range w.Orders {
+			n += o.Orders
+		}
+		return n
+	}
+
+	s1 := start()
+	placeDirect(t, ctx, s1, 1)
+	placeDirect(t, ctx, s1, 2)
+	first := newest(s1, "before the restart")
+	if n := orders(first); n != 2 {
+		t.Fatalf("before the restart: %d orders in the newest window, want 2", n)
+	}
+	placeDirect(t, ctx, s1, 3) // after the last check: only the next one sees it
+	s1.close()
+
+	s2 := start()
+	defer s2.close()
+	s2.recent.mu.Lock()
+	from := s2.recent.from
+	s2.recent.mu.Unlock()
+	if !from.Equal(first.To) {
+		t.Fatalf("the restarted service's windows start at %v, want %v, where the last passing check ended", from, first.To)
+	}
+	w := newest(s2, "after the restart")
+	if n := orders(w); !w.From.Equal(first.To) || n != 1 {
+		t.Fatalf("after the restart: the newest window %v – %v holds %d orders; want it from %v, with the order placed before the restart", w.From, w.To, n, first.To)
+	}
+	// Another instance that checked less far does not move it back.
+	if err := s1.saveRecentCursor(ctx, first.To); err != nil {
+		t.Fatal(err)
+	}
+	var stored time.Time
+	if err := pool.QueryRow(ctx, `SELECT checked_to FROM `+s2.cursorTable()+` WHERE name = 'recent'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Equal(w.To) {
+		t.Fatalf("stored cursor %v after an earlier one was saved, want %v, the furthest", stored, w.To)
+	}
+}

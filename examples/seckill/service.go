@@ -129,7 +129,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
 		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep, eventTwoStep: cfg.EventTwoStep, eventBatch: cfg.EventBatch}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
-	s.recent.from, s.recent.lag = time.Now(), recentLag
+	s.recent.lag = recentLag
 	item := cfg.item()
 	fs, err := s.instrument(ctx, pool, cfg)
 	if err != nil {
@@ -142,6 +142,12 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 	}()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(poisonDDL, pgx.Identifier{cfg.Schema, "poison_message"}.Sanitize())); err != nil {
 		return nil, fmt.Errorf("create the poison message table: %w", err)
+	}
+	if _, err := pool.Exec(ctx, fmt.Sprintf(cursorDDL, pgx.Identifier{cfg.Schema, "reconcile_cursor"}.Sanitize())); err != nil {
+		return nil, fmt.Errorf("create the reconciliation cursor table: %w", err)
+	}
+	if err := s.loadRecentCursor(ctx); err != nil {
+		return nil, err
 	}
 	nextOrder := func() int64 { return s.ids.Next() }
 	qcfg := broker.MemoryConfig{Depth: cfg.QueueDepth, DupRate: cfg.DupRate, Visibility: 10 * time.Second, Redelay: 50 * time.Millisecond}
