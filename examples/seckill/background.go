@@ -51,13 +51,15 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 		go func() { defer wg.Done(); _ = r.Run(bg) }()
 	}
 	if s.js != nil {
+		batched := s.eventBatchHandlers()
 		for durable, h := range s.eventHandlers() {
-			workers := 2
-			if durable == "order-created" { // one per order: the busiest
+			hb, inBatches := batched[durable]
+			workers := 2 // a batch consumer's two take every event the pull holds: few workers, full batches
+			if durable == "order-created" && !inBatches { // one per order: the busiest
 				workers = max(consumers/2, 2)
 			}
 			var w func()
-			if hb, ok := s.eventBatchHandlers()[durable]; ok {
+			if inBatches {
 				w, err = s.js.ConsumeEventBatches(bg, durable, workers, s.eventBatch, hb)
 			} else {
 				w, err = s.js.ConsumeEvents(bg, durable, workers, h)

@@ -127,8 +127,8 @@ func TestEventBatchConsumer(t *testing.T) {
 	if got, want := notices(), map[int64]int{100: 1, 1: 1, 2: 1, 3: 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("buyer notices by order %v, want %v", got, want)
 	}
-	if d, b, sp := s.stats.eventDuplicates.Load(), s.stats.eventBatches.Load(), s.stats.eventBatchesSplit.Load(); d != 2 || b != 1 || sp != 0 {
-		t.Errorf("duplicates %d, batches %d, split %d; want 2, 1, 0", d, b, sp)
+	if d, b, n, sp := s.stats.eventDuplicates.Load(), s.stats.eventBatches.Load(), s.stats.eventsBatched.Load(), s.stats.eventBatchesSplit.Load(); d != 2 || b != 1 || n != 5 || sp != 0 {
+		t.Errorf("duplicates %d, batches %d of %d events, split %d; want 2, 1 of 5, 0", d, b, n, sp)
 	}
 
 	e4, e5 := orderEvent(4), orderEvent(5)

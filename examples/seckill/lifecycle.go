@@ -265,6 +265,7 @@ func (s *service) claimBatch(ctx context.Context, group, tag, known string, appl
 		return err
 	}
 	s.stats.eventBatches.Add(1)
+	s.stats.eventsBatched.Add(int64(len(ms)))
 	for i, m := range ms {
 		s.tel.obs.RecordInboxClaim(ctxs[i], group, claims[i].Fresh)
 		if !claims[i].Fresh {

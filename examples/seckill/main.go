@@ -327,6 +327,7 @@ func pathFlags(cfg *config) {
 	flag.BoolVar(&cfg.StepByStep, "step-by-step", cfg.StepByStep, "the consumer runs every order message as the step-by-step transaction (flow.Service.PlaceOrderStepByStep), not the one-batch PlaceOrder")
 	flag.BoolVar(&cfg.EventTwoStep, "event-two-step", cfg.EventTwoStep, "event consumers whose result is known up front claim the event, then record the result (inbox.Store.Complete): four round trips instead of two (to measure the saving)")
 	flag.IntVar(&cfg.EventBatch, "event-batch", cfg.EventBatch, "the most events an event consumer whose result is known up front claims in one transaction (those its pull holds at the moment); 1 claims one per transaction (to measure the saving)")
+	flag.BoolVar(&cfg.JetStream.PublishEachEvent, "jetstream-publish-each", cfg.JetStream.PublishEachEvent, "the relays publish each event to JetStream and wait for its PubAck before the next, instead of sending a batch's events at once and then collecting their PubAcks (to measure the saving)")
 	flag.BoolVar(&cfg.JetStream.FetchPerPull, "jetstream-fetch", cfg.JetStream.FetchPerPull, "JetStream consumers pull with Fetch, a subscription per pull request, instead of one continuous pull each (to measure the saving)")
 	flag.BoolVar(&cfg.Citus, "citus", cfg.Citus, "the database is a Citus coordinator with schema-based sharding: use the statement shapes Citus routes whole to one node (order.Config.Citus)")
 }

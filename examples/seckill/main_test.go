@@ -113,7 +113,8 @@ func TestSaleAuditPassesRelayInTx(t *testing.T) {
 // TestSaleAuditPassesLongerWays runs the whole flow on the real stack the
 // longer ways the bench measures the service's savings against: event
 // consumers that claim and then complete (-event-two-step) with JetStream
-// consumers that Fetch a batch per pull request (-jetstream-fetch), and
+// consumers that Fetch a batch per pull request (-jetstream-fetch) and
+// relays that await each event's PubAck (-jetstream-publish-each), and
 // event consumers that claim one event per transaction (-event-batch=1).
 // The audit and the reconciliation pass as they do the default ways.
 func TestSaleAuditPassesLongerWays(t *testing.T) {
@@ -122,12 +123,12 @@ func TestSaleAuditPassesLongerWays(t *testing.T) {
 		name          string
 		twoStep, pull bool
 		batch         int
-	}{{"two-step,fetch", true, true, 16}, {"batch=1", false, false, 1}} {
+	}{{"two-step,fetch,publish-each", true, true, 16}, {"batch=1", false, false, 1}} {
 		t.Run(way.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := pgtest.Context(t, 4*time.Minute)
 			cfg := smallConfig(t)
-			cfg.EventTwoStep, cfg.JetStream.FetchPerPull, cfg.EventBatch = way.twoStep, way.pull, way.batch
+			cfg.EventTwoStep, cfg.JetStream.FetchPerPull, cfg.JetStream.PublishEachEvent, cfg.EventBatch = way.twoStep, way.pull, way.pull, way.batch
 			useStack(t, &cfg, stackReal, false)
 			rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
 			if err != nil {

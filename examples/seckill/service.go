@@ -39,9 +39,10 @@ type counters struct {
 	releases, releasesAlready, releasesUnknown, refunds, eventDuplicates    atomic.Int64
 	releaseFailures, releasesManual                                         atomic.Int64
 	rebuilds, publishUnknown                                                atomic.Int64
-	// eventBatches: event batches committed in one transaction;
-	// eventBatchesSplit: batches that failed and were handled one by one.
-	eventBatches, eventBatchesSplit atomic.Int64
+	// eventBatches: event batches of more than one committed in one
+	// transaction, eventsBatched the events in them; eventBatchesSplit:
+	// batches that failed and were handled one by one.
+	eventBatches, eventsBatched, eventBatchesSplit atomic.Int64
 	// deadlocks: attempts of the service's transactions that PostgreSQL
 	// ended as deadlocked (pgtx retries them).
 	deadlocks    atomic.Int64

@@ -41,7 +41,12 @@ type JetStreamConfig struct {
 	// half its buffer is used). The longer way, kept to measure what the
 	// continuous pull saves (bench -stack -stack-off).
 	FetchPerPull bool
-	ProgressDiv  int // InProgress every AckWait/ProgressDiv while a handler runs
+	// PublishEachEvent makes the relays' publisher wait for each event's
+	// PubAck before it sends the next, instead of sending a batch's events
+	// at once (PublishMsgAsync) and then collecting their PubAcks. The
+	// longer way, kept to measure what the shorter one saves.
+	PublishEachEvent bool
+	ProgressDiv      int // InProgress every AckWait/ProgressDiv while a handler runs
 	// Replicas is each stream's number of replicas (its consumers have as
 	// many): 1, the default, on one server; 3 on a three-node JetStream
 	// cluster, where a publish is acknowledged once two of them stored it.
@@ -144,7 +149,10 @@ func NewJetStream(ctx context.Context, url, name string, cfg JetStreamConfig, lo
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect %s: %w", url, err)
 	}
-	js, err := jetstream.New(nc)
+	// An async publish (the relays' events) whose PubAck has not come
+	// within PubAckWait fails with ErrAsyncPublishTimeout, as a sync one
+	// would: the relay sends it again, with the same id.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cfg.withDefaults().PubAckWait))
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -565,20 +573,25 @@ func (j *JetStream) Close() { j.nc.Close() }
 
 // EventPublisher is the outbox relay's Publish: each event goes to the
 // event stream with Nats-Msg-Id = event id, and counts as published only
-// once its PubAck came back. A relay that retries an event (lease lost,
-// PubAck timed out) publishes it again with the same id: the duplicate
-// window absorbs it, and past the window the consumers' inbox does.
+// once its PubAck came back. The events of a batch go out at once
+// (PublishMsgAsync), and their PubAcks are then collected, each waited for
+// at most PubAckWait; with PublishEachEvent, one after the other, each
+// PubAck awaited before the next event. A relay that retries an event
+// (lease lost, PubAck timed out) publishes it again with the same id: the
+// duplicate window absorbs it, and past the window the consumers' inbox
+// does.
 func (j *JetStream) EventPublisher(published func(outbox.Message)) func(context.Context, []outbox.Message) []error {
 	return func(ctx context.Context, msgs []outbox.Message) []error {
-		errs := make([]error, len(msgs))
+		var acks []*jetstream.PubAck
+		var errs []error
+		if j.cfg.PublishEachEvent {
+			acks, errs = j.publishEach(ctx, msgs)
+		} else {
+			acks, errs = j.publishAsync(ctx, msgs)
+		}
 		failed := false
 		for i, m := range msgs {
-			hdr := nats.Header{}
-			for k, v := range m.Headers { // the event's headers (the trace among them) travel as NATS headers
-				hdr[k] = []string{v}
-			}
-			hdr.Set("Seckill-Event-Tag", m.Tag)
-			ack, _, err := j.publish(ctx, j.eventPrefix+m.Tag, m.EventID, hdr, m.Payload, j.cfg.PubAckWait)
+			err := errs[i]
 			if err == nil && j.dropPubAck(m) {
 				err = fmt.Errorf("jetstream: publish event %s: %w (PubAck dropped by the fault test)", m.EventID, context.DeadlineExceeded)
 			}
@@ -586,7 +599,7 @@ func (j *JetStream) EventPublisher(published func(outbox.Message)) func(context.
 				errs[i], failed = err, true
 				continue
 			}
-			if ack.Duplicate {
+			if acks[i].Duplicate {
 				j.EventDedup.Add(1)
 			}
 			published(m)
@@ -596,6 +609,51 @@ func (j *JetStream) EventPublisher(published func(outbox.Message)) func(context.
 		}
 		return errs
 	}
+}
+
+// eventMsg is the NATS message of event m: its headers (the trace among
+// them) travel as NATS headers, with its tag.
+func (j *JetStream) eventMsg(m outbox.Message) *nats.Msg {
+	hdr := nats.Header{}
+	for k, v := range m.Headers {
+		hdr[k] = []string{v}
+	}
+	hdr.Set("Seckill-Event-Tag", m.Tag)
+	return &nats.Msg{Subject: j.eventPrefix + m.Tag, Data: m.Payload, Header: hdr}
+}
+
+// publishEach publishes msgs one after the other, each PubAck awaited.
+func (j *JetStream) publishEach(ctx context.Context, msgs []outbox.Message) ([]*jetstream.PubAck, []error) {
+	acks, errs := make([]*jetstream.PubAck, len(msgs)), make([]error, len(msgs))
+	for i, m := range msgs {
+		nm := j.eventMsg(m)
+		acks[i], _, errs[i] = j.publish(ctx, nm.Subject, m.EventID, nm.Header, nm.Data, j.cfg.PubAckWait)
+	}
+	return acks, errs
+}
+
+// publishAsync sends every event of msgs, then collects their PubAcks:
+// one that has not come within PubAckWait of its send is an error
+// (jetstream.ErrAsyncPublishTimeout), and so is every one still awaited
+// when ctx ends.
+func (j *JetStream) publishAsync(ctx context.Context, msgs []outbox.Message) ([]*jetstream.PubAck, []error) {
+	acks, errs := make([]*jetstream.PubAck, len(msgs)), make([]error, len(msgs))
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		futures[i], errs[i] = j.js.PublishMsgAsync(j.eventMsg(m), jetstream.WithMsgID(m.EventID.String()))
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case acks[i] = <-f.Ok():
+		case errs[i] = <-f.Err():
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+		}
+	}
+	return acks, errs
 }
 
 // ConsumeEvents runs workers on the event consumer of durable.
