@@ -54,7 +54,7 @@ func (s *service) startBackground(ctx context.Context, consumers, relays int) (s
 		batched := s.eventBatchHandlers()
 		for durable, h := range s.eventHandlers() {
 			hb, inBatches := batched[durable]
-			workers := 2 // a batch consumer's two take every event the pull holds: few workers, full batches
+			workers := 2                                  // a batch consumer's two take every event the pull holds: few workers, full batches
 			if durable == "order-created" && !inBatches { // one per order: the busiest
 				workers = max(consumers/2, 2)
 			}
