@@ -362,19 +362,25 @@ func testHTTPAPI(t *testing.T, stack string) {
 }
 
 // TestHTTPBusy: with the queue full, a click answers 503 and nothing is
-// reserved for it.
+// reserved for it. With shedding (-shed-for), the clicks after a refused
+// publish are refused at once, busy, before the guard and the front door:
+// the front door never sees them. Without it, each goes the whole way
+// and is refused by the queue again.
 func TestHTTPBusy(t *testing.T) {
 	t.Parallel()
 	for _, stack := range []string{stackReal, stackMemory} {
-		t.Run(stack, func(t *testing.T) { t.Parallel(); testHTTPBusy(t, stack) })
+		for _, shed := range []time.Duration{0, time.Minute} {
+			t.Run(fmt.Sprintf("%s/shed-for=%v", stack, shed), func(t *testing.T) { t.Parallel(); testHTTPBusy(t, stack, shed) })
+		}
 	}
 }
 
-func testHTTPBusy(t *testing.T, stack string) {
+func testHTTPBusy(t *testing.T, stack string, shedFor time.Duration) {
 	ctx := pgtest.Context(t, 2*time.Minute)
 	cfg := smallConfig(t)
 	useStack(t, &cfg, stack, false)
 	cfg.QueueDepth, cfg.Consumers = 1, 0 // nobody drains the queue
+	cfg.ShedFor = shedFor                // a minute: every later click falls in it
 	a, err := newAPI(ctx, pgtest.Pool(t), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -399,8 +405,28 @@ func testHTTPBusy(t *testing.T, stack string) {
 	if after := available(); after != before {
 		t.Errorf("a busy click kept a unit: available %d → %d", before, after)
 	}
-	if code, _ := do(t, "POST", srv.URL+"/orders", map[string]any{"user_id": 2}); code != http.StatusServiceUnavailable {
-		t.Errorf("the refused buyer may try again (and is busy again): got %d", code)
+	for _, u := range []int{2, 3} { // the refused buyer tries again; another one clicks
+		req := testRequest(t, ctx, 0, "POST", srv.URL+"/orders", map[string]any{"user_id": u})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || out["status"] != "busy" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("buyer %d after a refused publish: %d %v (Retry-After %q), want 503 busy with Retry-After", u, resp.StatusCode, out, resp.Header.Get("Retry-After"))
+		}
+	}
+	wantBusy, wantShed := int64(3), int64(0)
+	if shedFor > 0 {
+		wantBusy, wantShed = 1, 2
+	}
+	if busy, shed := a.s.stats.busy.Load(), a.s.stats.shed.Load(); busy != wantBusy || shed != wantShed {
+		t.Errorf("clicks refused by the queue %d, at once %d; want %d and %d", busy, shed, wantBusy, wantShed)
+	}
+	if after := available(); after != before {
+		t.Errorf("the refused clicks kept units: available %d → %d", before, after)
 	}
 }
 

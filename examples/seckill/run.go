@@ -61,6 +61,10 @@ type config struct {
 	// 0) claims one event per transaction, the longer way, kept to
 	// measure what batches save (bench -stack -stack-off -event-batch=1).
 	EventBatch int
+	// ShedFor is how long POST /orders answers busy at once, before its
+	// guard and the front door, after the full queue refused a publish
+	// (0: never; each click then reserves, is refused and releases).
+	ShedFor time.Duration
 	// Citus selects the statement shapes that Citus routes whole to the
 	// node holding the schema where the default one would be split (see
 	// flow.Config.Citus).
@@ -108,7 +112,7 @@ const (
 
 func defaultConfig() config {
 	return config{
-		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2, EventBatch: 16,
+		Stack: stackReal, Schema: "seckill", Stock: 10000, Buckets: 64, Buyers: 40000, Consumers: 16, Clickers: 8, PoolSize: 40, Relays: 2, EventBatch: 16, ShedFor: 20 * time.Millisecond,
 		QueueDepth: 2000, DupRate: 0.05, ResendRate: 0.01, DoubleClick: 0.10, FrontDrift: 0.01, FrontForget: 0.005,
 		PayRate: 0.70, LatePayRate: 0.03, DupCallback: 0.10, OrderTTL: 30 * time.Second, Seed: 1,
 		ReleaseFailures: flow.DefaultMaxReleaseFailures,

@@ -39,6 +39,7 @@ type counters struct {
 	releases, releasesAlready, releasesUnknown, refunds, eventDuplicates    atomic.Int64
 	releaseFailures, releasesManual                                         atomic.Int64
 	rebuilds, publishUnknown                                                atomic.Int64
+	shed                                                                    atomic.Int64 // clicks refused at once while shedding
 	// eventBatches: event batches of more than one committed in one
 	// transaction, eventsBatched the events in them; eventBatchesSplit:
 	// batches that failed and were handled one by one.
@@ -82,6 +83,10 @@ type service struct {
 	stepByStep     bool // the consumer runs PlaceOrderStepByStep
 	eventTwoStep   bool // event consumers claim, then Complete, even when the result is known up front
 	eventBatch     int  // most events an event consumer claims in one transaction (≤ 1: one)
+	// shedFor: how long POST /orders refuses clicks at once after the full
+	// queue refused a publish (0: never); shedUntil: until when (Unix ns).
+	shedFor   time.Duration
+	shedUntil atomic.Int64
 	// releaseFailures: failed front-door releases after which a
 	// reservation is MANUAL_REQUIRED.
 	releaseFailures int
@@ -128,7 +133,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.L
 		return nil, fmt.Errorf("release failures %d: must be between 1 and 1000", cfg.ReleaseFailures)
 	}
 	s := &service{log: log, orderTTL: cfg.OrderTTL, reservationTTL: 15 * time.Minute, releaseFailures: cfg.ReleaseFailures,
-		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep, eventTwoStep: cfg.EventTwoStep, eventBatch: cfg.EventBatch}
+		relayInTx: cfg.RelayInTx, stepByStep: cfg.StepByStep, eventTwoStep: cfg.EventTwoStep, eventBatch: cfg.EventBatch, shedFor: cfg.ShedFor}
 	s.life, s.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	s.recent.lag = recentLag
 	item := cfg.item()
@@ -377,7 +382,10 @@ func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation,
 			return r, err
 		}
 		// Refused: nothing queued, give the unit back and let the buyer
-		// try again.
+		// try again. For shedFor, POST /orders refuses at once (Shed).
+		if s.shedFor > 0 {
+			s.shedUntil.Store(time.Now().Add(s.shedFor).UnixNano())
+		}
 		if _, rerr := s.front.Release(ctx, r.ReservationID, r.UserID); rerr != nil {
 			s.log.Warn("release after a refused publish failed", "reservation_id", r.ReservationID, "error", rerr)
 		}
@@ -386,6 +394,19 @@ func (s *service) click(ctx context.Context, user int64) (frontdoor.Reservation,
 	}
 	s.stats.frontAccepted.Add(1)
 	return r, nil
+}
+
+// Shed reports whether the full queue refused a publish less than
+// shedFor ago, and counts the click it is asked for: POST /orders then
+// refuses it at once, busy, before the guard's records and the front
+// door, so that under a spike a refusal costs the request and no more.
+// Nothing is reserved or queued for a refused click; the buyer tries again.
+func (s *service) Shed() bool {
+	if s.shedFor <= 0 || time.Now().UnixNano() >= s.shedUntil.Load() {
+		return false
+	}
+	s.stats.shed.Add(1)
+	return true
 }
 
 // publish sends the order message for r with the given message id.

@@ -80,7 +80,7 @@ func (s *service) Stats(ctx context.Context) (any, error) {
 		"front_door": s.front.Name(), "broker": s.q.Name(), "front_door_rebuilds": c.rebuilds.Load(),
 		"e2e_p50_ms": ms(s.e2e.percentile(50)), "e2e_p99_ms": ms(s.e2e.percentile(99)),
 		"outbox": st, "consumer_p50_ms": ms(s.lat.percentile(50)), "consumer_p99_ms": ms(s.lat.percentile(99)),
-		"event_batches": c.eventBatches.Load(), "events_in_batches": c.eventsBatched.Load(), "event_batches_split": c.eventBatchesSplit.Load(),
+		"clicks_shed": c.shed.Load(), "event_batches": c.eventBatches.Load(), "events_in_batches": c.eventsBatched.Load(), "event_batches_split": c.eventBatchesSplit.Load(),
 	}, nil
 }
 

@@ -154,7 +154,8 @@ type orderRequest struct {
 // placeOrder: POST /orders, "Authorization: Bearer <buyer token>", body
 // empty or {"activity_id": …, "sku_id": …}, optional Idempotency-Key. 202
 // when queued; 410 sold out; 409 already reserved by this buyer (or
-// in_progress: the same key still running); 503 busy (the queue is full)
+// in_progress: the same key still running); 503 busy (the queue is full,
+// or was a moment ago: then before the guard and the front door)
 // or unavailable (the front door is down or being rebuilt), with
 // Retry-After; 403 the sale is not open; 404 no such item on sale; 400
 // invalid; 401 no or a bad token; 413 body too large; 422 the key was used
@@ -165,6 +166,10 @@ func (a *API) placeOrder(w http.ResponseWriter, r *http.Request) {
 		if a.g.allow(w, r, 0, nil) { // a bad token counts against its address
 			a.refuseBuyer(w, err)
 		}
+		return
+	}
+	if a.s.Shed() { // the queue was full a moment ago: refuse before any store is asked
+		busy(w)
 		return
 	}
 	key, ok := keyOf(w, r)
@@ -219,8 +224,7 @@ func (a *API) click(ctx context.Context, w http.ResponseWriter, r *http.Request,
 	case errors.Is(err, frontdoor.ErrSaleClosed):
 		writeError(w, http.StatusForbidden, "closed", err.Error())
 	case errors.Is(err, broker.ErrBusy):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "the queue is full, try again")
+		busy(w)
 	case errors.Is(err, frontdoor.ErrDown):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, StatusUnavailable, "the front door is unavailable, try again")
@@ -235,6 +239,12 @@ func (a *API) click(ctx context.Context, w http.ResponseWriter, r *http.Request,
 			"trace_id": trace.SpanContextFromContext(ctx).TraceID().String(),
 		})
 	}
+}
+
+// busy answers a click the full queue refuses: 503, Retry-After.
+func busy(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "busy", "the queue is full, try again")
 }
 
 // orderStatus: GET /orders/{request_id}, "Authorization: Bearer <buyer

@@ -65,6 +65,9 @@ type Service interface {
 	GuardStore() (store guardstore.Store, prefix string)
 	// Logger is the face's log (500 answers' error ids, store failures).
 	Logger() *slog.Logger
+	// Shed reports whether POST /orders refuses this click at once, busy
+	// (the queue was full a moment ago), before the guard and Click.
+	Shed() bool
 	// DatabaseUnavailable reports whether err says the database could not
 	// be reached (answered 503 with Retry-After, not 500).
 	DatabaseUnavailable(err error) bool
