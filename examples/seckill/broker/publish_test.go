@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/seckillkit/seckill/examples/internal/proccpu"
-	"github.com/seckillkit/seckill/examples/internal/stackharness"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -105,29 +102,13 @@ func BenchmarkEventPublish(b *testing.B) {
 		b.Run(map[bool]string{false: "async", true: "each"}[each], func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			srv, err := stackharness.StartThrowawayNATS(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Stop()
-			j, err := NewJetStream(ctx, srv.URL, "b"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), JetStreamConfig{PublishEachEvent: each}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer j.Close()
+			j, cpu := benchJetStream(ctx, b, JetStreamConfig{PublishEachEvent: each})
 			pub := j.EventPublisher(func(outbox.Message) {})
 			batches := make([][]outbox.Message, 0, b.N/200+1)
 			for n := b.N; n > 0; n -= 200 {
 				batches = append(batches, events(min(n, 200)))
 			}
-			server0, ok := proccpu.Of(srv.PID())
-			if !ok {
-				b.Fatal("cannot read nats-server's CPU time from /proc")
-			}
-			client0, err := proccpu.Self()
-			if err != nil {
-				b.Fatal(err)
-			}
+			server0, client0 := cpu()
 			b.ResetTimer()
 			start := time.Now()
 			for _, batch := range batches {
@@ -137,11 +118,7 @@ func BenchmarkEventPublish(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
-			server, _ := proccpu.Of(srv.PID())
-			client1, err := proccpu.Self()
-			if err != nil {
-				b.Fatal(err)
-			}
+			server, client1 := cpu()
 			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 			b.ReportMetric(per(server-server0), "server-µs/event")
 			b.ReportMetric(per(client1-client0), "client-µs/event")

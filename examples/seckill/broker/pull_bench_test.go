@@ -29,30 +29,13 @@ func BenchmarkConsumePull(b *testing.B) {
 		b.Run(map[bool]string{false: "continuous", true: "fetch"}[fetch], func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			srv, err := stackharness.StartThrowawayNATS(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Stop()
-			j, err := NewJetStream(ctx, srv.URL, "b"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""),
-				JetStreamConfig{FetchPerPull: fetch, Depth: b.N + 100}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer j.Close()
+			j, cpu := benchJetStream(ctx, b, JetStreamConfig{FetchPerPull: fetch, Depth: b.N + 100})
 			for range b.N {
 				if err := j.Publish(ctx, Message{ID: uuid.Must(uuid.NewV7()), Body: []byte(`{"reservation_id":"x"}`)}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			server0, ok := proccpu.Of(srv.PID())
-			if !ok {
-				b.Fatal("cannot read nats-server's CPU time from /proc")
-			}
-			client0, err := proccpu.Self()
-			if err != nil {
-				b.Fatal(err)
-			}
+			server0, client0 := cpu()
 			var handled atomic.Int64
 			done := make(chan struct{})
 			cctx, stop := context.WithCancel(ctx)
@@ -75,11 +58,7 @@ func BenchmarkConsumePull(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
-			server, _ := proccpu.Of(srv.PID())
-			client1, err := proccpu.Self()
-			if err != nil {
-				b.Fatal(err)
-			}
+			server, client1 := cpu()
 			client := client1 - client0
 			stop()
 			wait()
@@ -88,5 +67,33 @@ func BenchmarkConsumePull(b *testing.B) {
 			b.ReportMetric(per(client), "client-µs/msg")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 		})
+	}
+}
+
+// benchJetStream is a JetStream broker with cfg on a throwaway nats-server
+// of the benchmark's own (both gone at its end), and cpu, which reads the
+// CPU time nats-server (from /proc) and this process have used so far.
+func benchJetStream(ctx context.Context, b *testing.B, cfg JetStreamConfig) (j *JetStream, cpu func() (server, client time.Duration)) {
+	b.Helper()
+	srv, err := stackharness.StartThrowawayNATS(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Stop)
+	j, err = NewJetStream(ctx, srv.URL, "b"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(j.Close)
+	return j, func() (server, client time.Duration) {
+		server, ok := proccpu.Of(srv.PID())
+		if !ok {
+			b.Fatal("cannot read nats-server's CPU time from /proc")
+		}
+		client, err := proccpu.Self()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return server, client
 	}
 }
