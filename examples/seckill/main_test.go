@@ -82,12 +82,7 @@ func TestSaleAuditPasses(t *testing.T) {
 			ctx := pgtest.Context(t, 4*time.Minute)
 			cfg := smallConfig(t)
 			useStack(t, &cfg, stack, false)
-			rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkSale(t, cfg, rep)
-			checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
+			saleAuditPasses(t, ctx, cfg)
 		})
 	}
 }
@@ -102,12 +97,7 @@ func TestSaleAuditPassesRelayInTx(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.RelayInTx = true
 	useStack(t, &cfg, stackReal, false)
-	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSale(t, cfg, rep)
-	checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
+	saleAuditPasses(t, ctx, cfg)
 }
 
 // TestSaleAuditPassesLongerWays runs the whole flow on the real stack the
@@ -130,14 +120,21 @@ func TestSaleAuditPassesLongerWays(t *testing.T) {
 			cfg := smallConfig(t)
 			cfg.EventTwoStep, cfg.JetStream.FetchPerPull, cfg.JetStream.PublishEachEvent, cfg.EventBatch = way.twoStep, way.pull, way.pull, way.batch
 			useStack(t, &cfg, stackReal, false)
-			rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkSale(t, cfg, rep)
-			checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
+			saleAuditPasses(t, ctx, cfg)
 		})
 	}
+}
+
+// saleAuditPasses runs the sale of cfg and checks its report (checkSale)
+// and its releases (checkReleased).
+func saleAuditPasses(t *testing.T, ctx context.Context, cfg config) {
+	t.Helper()
+	rep, err := runSale(ctx, pgtest.Pool(t), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSale(t, cfg, rep)
+	checkReleased(t, ctx, pgtest.Pool(t), cfg.Schema)
 }
 
 // checkSale checks a run's report: audit and reconciliation pass, the
